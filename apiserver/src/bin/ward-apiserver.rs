@@ -1,0 +1,79 @@
+//! `ward-apiserver`: serve the embedded Kubernetes API server over HTTP.
+//!
+//! ```text
+//! ward-apiserver --listen 127.0.0.1:0 --kubeconfig /tmp/kc
+//! KUBECONFIG=/tmp/kc kubectl get ns
+//! ```
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use clap::Parser;
+use ward_apiserver::{ApiServer, ServerConfig};
+
+/// An embedded Kubernetes API server that kube-rs and kubectl use unmodified.
+#[derive(Debug, Parser)]
+#[command(name = "ward-apiserver", version)]
+struct Args {
+    /// Address to listen on (plain HTTP). Port 0 picks a free port.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// Write a kubeconfig pointing at the server to this path.
+    #[arg(long)]
+    kubeconfig: Option<PathBuf>,
+    /// Seed of every random choice the server makes.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Largest request body accepted, in bytes.
+    #[arg(long, default_value_t = 3 * 1024 * 1024)]
+    max_body_bytes: usize,
+    /// Past events kept for watches to resume from.
+    #[arg(long, default_value_t = 10_000)]
+    watch_history: usize,
+}
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info")),
+        )
+        .with_writer(std::io::stderr)
+        .init();
+    let args = Args::parse();
+    if !args.listen.ip().is_loopback() {
+        tracing::warn!(addr = %args.listen, "listening on a non-loopback address: ward-apiserver has no authentication");
+    }
+    let config = ServerConfig::default()
+        .listen(args.listen)
+        .seed(args.seed)
+        .max_body_bytes(args.max_body_bytes)
+        .watch_history(args.watch_history);
+    let server = match ApiServer::start(config).await {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("ward-apiserver: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let addr = server.addr().expect("a listener was configured");
+    if let Some(path) = &args.kubeconfig {
+        let kc = ward_apiserver::kubeconfig_yaml(addr);
+        if let Err(e) = std::fs::write(path, kc) {
+            eprintln!("ward-apiserver: cannot write kubeconfig {}: {e}", path.display());
+            return ExitCode::from(2);
+        }
+    }
+    println!("ward-apiserver listening on http://{addr}");
+    if let Some(path) = &args.kubeconfig {
+        println!("kubeconfig written to {}", path.display());
+    }
+    if tokio::signal::ctrl_c().await.is_err() {
+        eprintln!("ward-apiserver: cannot wait for Ctrl-C");
+    }
+    println!("ward-apiserver stopping");
+    server.shutdown().await;
+    ExitCode::SUCCESS
+}

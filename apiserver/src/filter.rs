@@ -1,0 +1,60 @@
+//! Which objects a list or watch returns: namespace, label selector, field selector.
+
+use crate::resources::ResourceInfo;
+use crate::selector::{FieldSelector, LabelSelector};
+use crate::status::ApiError;
+use crate::store::StoredObject;
+
+/// A list/watch filter.
+#[derive(Debug, Clone, Default)]
+pub struct ObjectFilter {
+    /// Only this namespace (None = all namespaces).
+    pub namespace: Option<String>,
+    /// `labelSelector`.
+    pub labels: LabelSelector,
+    /// `fieldSelector`.
+    pub fields: FieldSelector,
+}
+
+impl ObjectFilter {
+    /// Build from query parameters, rejecting selectors that do not parse
+    /// and field selectors on fields this kind does not support (400).
+    pub fn new(
+        info: &ResourceInfo,
+        namespace: Option<String>,
+        label_selector: Option<&str>,
+        field_selector: Option<&str>,
+    ) -> Result<Self, ApiError> {
+        let labels = LabelSelector::parse(label_selector.unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("unable to parse requirement: {e}")))?;
+        let fields = FieldSelector::parse(field_selector.unwrap_or(""))
+            .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
+        for f in fields.fields() {
+            let ok = matches!(f, "metadata.name" | "metadata.namespace")
+                || (info.group.is_empty()
+                    && info.plural == "pods"
+                    && matches!(f, "spec.nodeName" | "status.phase"));
+            if !ok {
+                return Err(ApiError::bad_request(format!(
+                    "field label not supported: {f}"
+                )));
+            }
+        }
+        Ok(ObjectFilter {
+            namespace,
+            labels,
+            fields,
+        })
+    }
+
+    /// Whether `o` passes.
+    #[must_use]
+    pub fn matches(&self, o: &StoredObject) -> bool {
+        if let Some(ns) = &self.namespace
+            && *ns != o.namespace
+        {
+            return false;
+        }
+        self.labels.matches(&o.labels) && self.fields.matches(|f| o.field(f))
+    }
+}

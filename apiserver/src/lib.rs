@@ -1,0 +1,38 @@
+//! ward-apiserver: an embedded Kubernetes API server that kube-rs and
+//! kubectl use unmodified.
+//!
+//! One request handler behind two transports: an in-process tower
+//! [`WardService`] (so `kube::Client::new(service, "default")` works with no
+//! socket) and an HTTP listener (plain HTTP, loopback by default).
+//!
+//! ```no_run
+//! # async fn demo() {
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
+//!
+//! let server = ward_apiserver::ApiServer::start_in_process().await;
+//! let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.name = Some("hello".into());
+//! cms.create(&PostParams::default(), &cm).await.unwrap();
+//! # }
+//! ```
+
+pub mod clock;
+pub mod discovery;
+pub mod filter;
+pub mod handler;
+pub mod openapi;
+pub mod patch;
+pub mod resources;
+pub mod selector;
+pub mod server;
+pub mod status;
+pub mod store;
+pub mod strategy;
+pub mod table;
+pub mod validation;
+pub mod watch;
+
+pub use server::{ApiServer, ServerConfig, ServerError, WardService, kubeconfig_yaml};
+pub use status::ApiError;

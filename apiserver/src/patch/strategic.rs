@@ -1,0 +1,821 @@
+//! Strategic merge patch (approximate).
+//!
+//! Kubernetes derives list merge strategies from struct tags of the Go types.
+//! This module has no schema: it decides by the list's field name (and, for
+//! `ports`, by where the list sits), using a fixed merge-key table. The same
+//! table is used by server-side apply for every kind, custom resources
+//! included.
+
+use serde_json::{Map, Value};
+
+use super::PatchError;
+
+/// Deepest nesting the merge walks before giving up (the JSON / YAML parsers
+/// already stop far earlier; this only guards hand-built values).
+const MAX_DEPTH: usize = 512;
+
+const DIRECTIVE: &str = "$patch";
+const RETAIN_KEYS: &str = "$retainKeys";
+const SET_ORDER_PREFIX: &str = "$setElementOrder/";
+const DELETE_PRIMITIVE_PREFIX: &str = "$deleteFromPrimitiveList/";
+
+/// Who is merging: a strategic merge patch honours `$` directives and rejects
+/// keyed-list items without their merge key; server-side apply refuses
+/// directives and treats lists whose items lack the key as atomic.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Mode {
+    Strategic,
+    Apply,
+}
+
+/// How a list field is merged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum ListStrategy {
+    /// Replaced wholesale.
+    Atomic,
+    /// Items are maps identified by this key.
+    Keyed(&'static str),
+    /// Primitive values merged as a set (union, original order kept).
+    Set,
+}
+
+/// Field-name path from the object root, without list indices (items of a
+/// list share the list's path). Allocation-free: each level borrows its parent.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Path<'a> {
+    name: &'a str,
+    parent: Option<&'a Path<'a>>,
+    depth: usize,
+}
+
+impl<'a> Path<'a> {
+    /// The object root.
+    pub(crate) const ROOT: Path<'static> = Path { name: "", parent: None, depth: 0 };
+
+    /// The path of field `name` below `self`.
+    pub(crate) fn child(&'a self, name: &'a str) -> Path<'a> {
+        Path { name, parent: Some(self), depth: self.depth + 1 }
+    }
+
+    /// The same path one nesting level deeper (entering a list item).
+    pub(crate) fn item(&self) -> Path<'a> {
+        Path { depth: self.depth + 1, ..*self }
+    }
+
+    pub(crate) fn too_deep(&self) -> bool {
+        self.depth > MAX_DEPTH
+    }
+
+    /// Whether this is the object root.
+    pub(crate) fn is_root(&self) -> bool {
+        self.parent.is_none()
+    }
+
+    /// Whether this is field `name` directly below the root (e.g. `.spec`).
+    pub(crate) fn is_top_level(&self, name: &str) -> bool {
+        self.name == name && self.parent.is_some_and(|p| p.parent.is_none())
+    }
+}
+
+/// `$ref` / `$schema` are real field names of CRD JSON schemas, not directives.
+pub(crate) fn is_schema_key(k: &str) -> bool {
+    k == "$ref" || k == "$schema"
+}
+
+/// The strategy the merge-key table gives to list `field` found in the map at `parent`.
+fn table_strategy(parent: &Path, field: &str, items: &[Value]) -> ListStrategy {
+    match field {
+        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes"
+        | "imagePullSecrets" | "schedulingGates" | "resourceClaims" => ListStrategy::Keyed("name"),
+        "volumeMounts" => ListStrategy::Keyed("mountPath"),
+        "volumeDevices" => ListStrategy::Keyed("devicePath"),
+        "ownerReferences" => ListStrategy::Keyed("uid"),
+        "conditions" => ListStrategy::Keyed("type"),
+        "hostAliases" => ListStrategy::Keyed("ip"),
+        "topologySpreadConstraints" => ListStrategy::Keyed("topologyKey"),
+        "finalizers" => ListStrategy::Set,
+        "ports" => {
+            if matches!(parent.name, "containers" | "initContainers" | "ephemeralContainers") {
+                ListStrategy::Keyed("containerPort")
+            } else if parent.is_top_level("spec") {
+                // Service spec.ports (and look-alike custom resources).
+                ListStrategy::Keyed("port")
+            } else if !items.is_empty() && items.iter().all(|i| i.get("containerPort").is_some()) {
+                ListStrategy::Keyed("containerPort")
+            } else {
+                ListStrategy::Atomic
+            }
+        }
+        // tolerations, volumeClaimTemplates, args, command, … are atomic.
+        _ => ListStrategy::Atomic,
+    }
+}
+
+fn is_replace_marker(item: &Value) -> bool {
+    item.get(DIRECTIVE).and_then(Value::as_str) == Some("replace")
+}
+
+/// Whether `item` may take part in a keyed merge on `key`.
+fn has_key(item: &Value, key: &str) -> bool {
+    item.get(key).is_some_and(|v| !v.is_null())
+}
+
+/// The strategy for list `field` with the given patch `items`, after checking
+/// the items fit it. In [`Mode::Apply`] a misfit degrades to
+/// [`ListStrategy::Atomic`]; in [`Mode::Strategic`] it is an error.
+pub(crate) fn list_strategy(
+    parent: &Path,
+    field: &str,
+    items: &[Value],
+    mode: Mode,
+) -> Result<ListStrategy, PatchError> {
+    let strategy = table_strategy(parent, field, items);
+    let fits = match strategy {
+        ListStrategy::Atomic => true,
+        ListStrategy::Keyed(key) => items.iter().all(|i| {
+            i.is_object() && (has_key(i, key) || (mode == Mode::Strategic && is_replace_marker(i)))
+        }),
+        ListStrategy::Set => items
+            .iter()
+            .all(|i| (!i.is_object() && !i.is_array()) || (mode == Mode::Strategic && is_replace_marker(i))),
+    };
+    match (fits, mode) {
+        (true, _) => Ok(strategy),
+        (false, Mode::Apply) => Ok(ListStrategy::Atomic),
+        (false, Mode::Strategic) => Err(PatchError::Invalid(match strategy {
+            ListStrategy::Keyed(key) => {
+                format!("list {field}: every item must be a map containing the merge key {key:?}")
+            }
+            _ => format!("list {field}: items must be primitive values"),
+        })),
+    }
+}
+
+/// Applies a strategic merge patch for a built-in `kind` (e.g. `"Pod"`,
+/// `"StatefulSet"`) to `target`. The body must be a JSON object.
+///
+/// This is an approximation of Kubernetes' schema-driven algorithm:
+/// - maps merge recursively and a `null` value deletes the key;
+/// - lists are merged by a fixed merge-key table keyed on the field name
+///   (`containers`/`initContainers`/`ephemeralContainers`/`env`/`volumes`/
+///   `imagePullSecrets`/`schedulingGates`/`resourceClaims` by `name`,
+///   `volumeMounts` by `mountPath`, `volumeDevices` by `devicePath`,
+///   `ownerReferences` by `uid`, `conditions` by `type`, `hostAliases` by `ip`,
+///   `topologySpreadConstraints` by `topologyKey`, `ports` by `containerPort`
+///   inside containers and by `port` in a top-level `spec` (Service);
+///   `finalizers` is a primitive set) and every other list is replaced;
+/// - merged lists keep the existing items' order and append new ones, unless
+///   `$setElementOrder/<field>` says otherwise (patched items take the listed
+///   order in the slots they occupy, server-only items keep their slots);
+/// - directives: `$patch: replace|merge|delete` on maps (`delete` leaves an
+///   empty map, as Kubernetes does), `{"$patch": "delete", key: v}` and
+///   `{"$patch": "replace"}` items in keyed lists, `$retainKeys`,
+///   `$deleteFromPrimitiveList/<field>`, `$setElementOrder/<field>`. Any
+///   other `$`-key (except the schema fields `$ref`/`$schema`) is
+///   [`PatchError::Invalid`]; no directive survives into the result.
+///
+/// `kind` does not change the table (the `ports` rule is decided by path);
+/// it is accepted so callers need not care. Atomic: on error `target` is
+/// unchanged.
+pub fn apply_strategic_merge_patch(
+    target: &mut Value,
+    body: &[u8],
+    kind: &str,
+) -> Result<(), PatchError> {
+    let _ = kind;
+    let patch: Value = serde_json::from_slice(body)
+        .map_err(|e| PatchError::Malformed(format!("invalid strategic merge patch: {e}")))?;
+    let Value::Object(patch) = patch else {
+        return Err(PatchError::Malformed(
+            "strategic merge patch body must be a JSON object".to_string(),
+        ));
+    };
+    let mut work = match target {
+        Value::Object(m) => m.clone(),
+        _ => Map::new(),
+    };
+    merge_map(&mut work, &patch, Mode::Strategic, &Path::ROOT)?;
+    *target = Value::Object(work);
+    Ok(())
+}
+
+/// Merges the object `patch` into `target` (replaced by an empty object when
+/// it is not one) with the strategic rules of `mode`.
+pub(crate) fn merge_object(target: &mut Value, patch: &Map<String, Value>, mode: Mode) -> Result<(), PatchError> {
+    if !target.is_object() {
+        *target = Value::Object(Map::new());
+    }
+    if let Value::Object(m) = target {
+        merge_map(m, patch, mode, &Path::ROOT)?;
+    }
+    Ok(())
+}
+
+/// Rejects any `$`-prefixed key (other than `$ref` / `$schema`) anywhere in `v`.
+pub(crate) fn reject_directives(v: &Value, depth: usize) -> Result<(), PatchError> {
+    if depth > MAX_DEPTH {
+        return Err(PatchError::Invalid("object nesting too deep".to_string()));
+    }
+    match v {
+        Value::Object(m) => {
+            for (k, c) in m {
+                if k.starts_with('$') && !is_schema_key(k) {
+                    return Err(PatchError::Invalid(format!(
+                        "field {k:?} is a patch directive, which is not allowed in an applied configuration"
+                    )));
+                }
+                reject_directives(c, depth + 1)?;
+            }
+        }
+        Value::Array(a) => {
+            for c in a {
+                reject_directives(c, depth + 1)?;
+            }
+        }
+        _ => {}
+    }
+    Ok(())
+}
+
+fn string_list<'v>(v: &'v Value, what: &str) -> Result<Vec<&'v str>, PatchError> {
+    let Value::Array(a) = v else {
+        return Err(PatchError::Invalid(format!("{what} must be a list of strings")));
+    };
+    a.iter()
+        .map(|s| s.as_str().ok_or_else(|| PatchError::Invalid(format!("{what} must be a list of strings"))))
+        .collect()
+}
+
+fn merge_map(
+    orig: &mut Map<String, Value>,
+    patch: &Map<String, Value>,
+    mode: Mode,
+    path: &Path,
+) -> Result<(), PatchError> {
+    if path.too_deep() {
+        return Err(PatchError::Invalid("patch nesting too deep".to_string()));
+    }
+    if let Some(d) = patch.get(DIRECTIVE) {
+        match d.as_str() {
+            Some("replace") => {
+                let mut rest = patch.clone();
+                rest.remove(DIRECTIVE);
+                let mut fresh = Map::new();
+                merge_map(&mut fresh, &rest, mode, path)?;
+                *orig = fresh;
+                return Ok(());
+            }
+            Some("delete") => {
+                orig.clear();
+                return Ok(());
+            }
+            Some("merge") => {}
+            _ => {
+                return Err(PatchError::Invalid(format!(
+                    "unknown patch type: {d} in map at {}",
+                    display_path(path)
+                )));
+            }
+        }
+    }
+    if let Some(rk) = patch.get(RETAIN_KEYS) {
+        let keep = string_list(rk, RETAIN_KEYS)?;
+        for (k, v) in patch {
+            if !k.starts_with('$') && !v.is_null() && !keep.contains(&k.as_str()) {
+                return Err(PatchError::Invalid(format!(
+                    "field {k:?} is not present in $retainKeys list at {}",
+                    display_path(path)
+                )));
+            }
+        }
+        orig.retain(|k, _| keep.contains(&k.as_str()));
+    }
+    for (k, v) in patch {
+        let Some(field) = k.strip_prefix(DELETE_PRIMITIVE_PREFIX) else { continue };
+        let Value::Array(remove) = v else {
+            return Err(PatchError::Invalid(format!("{k} must be a list")));
+        };
+        match orig.get_mut(field) {
+            Some(Value::Array(list)) => list.retain(|x| !remove.contains(x)),
+            None | Some(Value::Null) => {}
+            Some(_) => {
+                return Err(PatchError::Invalid(format!("{k}: field {field:?} is not a list")));
+            }
+        }
+    }
+    for (k, pv) in patch {
+        if k.starts_with('$') && !is_schema_key(k) {
+            if k == DIRECTIVE
+                || k == RETAIN_KEYS
+                || k.starts_with(DELETE_PRIMITIVE_PREFIX)
+                || k.starts_with(SET_ORDER_PREFIX)
+            {
+                continue;
+            }
+            return Err(PatchError::Invalid(format!(
+                "unknown patch directive {k:?} at {}",
+                display_path(path)
+            )));
+        }
+        let child = path.child(k);
+        match pv {
+            Value::Null => {
+                orig.remove(k);
+            }
+            Value::Object(pm) => {
+                let slot = orig.entry(k.clone()).or_insert_with(|| Value::Object(Map::new()));
+                if !slot.is_object() {
+                    *slot = Value::Object(Map::new());
+                }
+                if let Value::Object(om) = slot {
+                    merge_map(om, pm, mode, &child)?;
+                }
+            }
+            Value::Array(pa) => {
+                let order = patch.get(&format!("{SET_ORDER_PREFIX}{k}"));
+                let slot = orig.entry(k.clone()).or_insert_with(|| Value::Array(Vec::new()));
+                if !slot.is_array() {
+                    *slot = Value::Array(Vec::new());
+                }
+                if let Value::Array(oa) = slot {
+                    merge_list(oa, pa, order, mode, path, k)?;
+                }
+            }
+            scalar => {
+                orig.insert(k.clone(), scalar.clone());
+            }
+        }
+    }
+    // `$setElementOrder` for lists the patch does not otherwise touch.
+    for (k, order) in patch {
+        let Some(field) = k.strip_prefix(SET_ORDER_PREFIX) else { continue };
+        if patch.contains_key(field) {
+            continue;
+        }
+        if let Some(Value::Array(list)) = orig.get_mut(field) {
+            let strategy = list_strategy(path, field, list, Mode::Apply)?;
+            apply_order(list, order, strategy, k)?;
+        } else if !order.is_array() {
+            return Err(PatchError::Invalid(format!("{k} must be a list")));
+        }
+    }
+    Ok(())
+}
+
+/// Copies a patch value into a fresh location, processing directives and
+/// dropping `null` map values.
+fn normalized(v: &Value, mode: Mode, path: &Path) -> Result<Value, PatchError> {
+    match v {
+        Value::Object(m) => {
+            let mut fresh = Map::new();
+            merge_map(&mut fresh, m, mode, path)?;
+            Ok(Value::Object(fresh))
+        }
+        Value::Array(a) => {
+            let inner = path.item();
+            if inner.too_deep() {
+                return Err(PatchError::Invalid("patch nesting too deep".to_string()));
+            }
+            a.iter().map(|x| normalized(x, mode, &inner)).collect::<Result<_, _>>().map(Value::Array)
+        }
+        other => Ok(other.clone()),
+    }
+}
+
+fn merge_list(
+    orig: &mut Vec<Value>,
+    patch: &[Value],
+    order: Option<&Value>,
+    mode: Mode,
+    parent: &Path,
+    field: &str,
+) -> Result<(), PatchError> {
+    let strategy = list_strategy(parent, field, patch, mode)?;
+    let path = parent.child(field);
+    let item_path = path.item();
+    if item_path.too_deep() {
+        return Err(PatchError::Invalid("patch nesting too deep".to_string()));
+    }
+    let replace = patch.iter().any(is_replace_marker);
+    match strategy {
+        ListStrategy::Atomic => {
+            let mut fresh = Vec::with_capacity(patch.len());
+            for item in patch {
+                match item.get(DIRECTIVE) {
+                    Some(d) if d.as_str() == Some("replace") => {
+                        let mut rest = item.as_object().cloned().unwrap_or_default();
+                        rest.remove(DIRECTIVE);
+                        if !rest.is_empty() {
+                            fresh.push(normalized(&Value::Object(rest), mode, &item_path)?);
+                        }
+                    }
+                    Some(d) if d.as_str() == Some("delete") => {
+                        return Err(PatchError::Invalid(format!(
+                            "cannot use $patch: delete in list {field} without a merge key"
+                        )));
+                    }
+                    _ => fresh.push(normalized(item, mode, &item_path)?),
+                }
+            }
+            *orig = fresh;
+        }
+        ListStrategy::Keyed(key) => {
+            if replace {
+                orig.clear();
+            }
+            for item in patch {
+                let Value::Object(m) = item else { continue };
+                let mut m = m;
+                let mut owned;
+                match m.get(DIRECTIVE).map(|d| (d, d.as_str())) {
+                    None | Some((_, Some("merge"))) => {}
+                    Some((_, Some("replace"))) => {
+                        owned = m.clone();
+                        owned.remove(DIRECTIVE);
+                        if !owned.contains_key(key) {
+                            continue;
+                        }
+                        m = &owned;
+                    }
+                    Some((_, Some("delete"))) => {
+                        let Some(kv) = m.get(key).filter(|v| !v.is_null()) else {
+                            return Err(PatchError::Invalid(format!(
+                                "$patch: delete in list {field} needs the merge key {key:?}"
+                            )));
+                        };
+                        orig.retain(|o| o.get(key) != Some(kv));
+                        continue;
+                    }
+                    Some((d, _)) => {
+                        return Err(PatchError::Invalid(format!(
+                            "unknown patch type: {d} in list {field}"
+                        )));
+                    }
+                }
+                let kv = m.get(key);
+                match orig.iter_mut().find(|o| o.get(key) == kv) {
+                    Some(existing) => {
+                        if !existing.is_object() {
+                            *existing = Value::Object(Map::new());
+                        }
+                        if let Value::Object(em) = existing {
+                            merge_map(em, m, mode, &item_path)?;
+                        }
+                    }
+                    None => {
+                        let mut fresh = Map::new();
+                        merge_map(&mut fresh, m, mode, &item_path)?;
+                        orig.push(Value::Object(fresh));
+                    }
+                }
+            }
+        }
+        ListStrategy::Set => {
+            if replace {
+                orig.clear();
+            }
+            for item in patch {
+                if !item.is_object() && !orig.contains(item) {
+                    orig.push(item.clone());
+                }
+            }
+        }
+    }
+    if let Some(order) = order {
+        apply_order(orig, order, strategy, &format!("{SET_ORDER_PREFIX}{field}"))?;
+    }
+    Ok(())
+}
+
+/// Reorders `list` per a `$setElementOrder` list: the items named in `order`
+/// are sorted into the slots they already occupy; other items stay put.
+fn apply_order(list: &mut [Value], order: &Value, strategy: ListStrategy, what: &str) -> Result<(), PatchError> {
+    let Value::Array(order) = order else {
+        return Err(PatchError::Invalid(format!("{what} must be a list")));
+    };
+    let id = |v: &Value| -> Option<Value> {
+        match strategy {
+            ListStrategy::Keyed(key) => v.get(key).cloned(),
+            ListStrategy::Set => Some(v.clone()),
+            ListStrategy::Atomic => None,
+        }
+    };
+    let wanted: Vec<Value> = order.iter().filter_map(&id).collect();
+    let rank = |v: &Value| id(v).and_then(|i| wanted.iter().position(|w| *w == i));
+    let slots: Vec<usize> = (0..list.len()).filter(|&i| rank(&list[i]).is_some()).collect();
+    let mut items: Vec<(usize, Value)> =
+        slots.iter().map(|&i| (rank(&list[i]).unwrap_or(usize::MAX), list[i].clone())).collect();
+    items.sort_by_key(|(r, _)| *r);
+    for (slot, (_, item)) in slots.into_iter().zip(items) {
+        list[slot] = item;
+    }
+    Ok(())
+}
+
+fn display_path(path: &Path) -> String {
+    let mut names = Vec::new();
+    let mut p = Some(path);
+    while let Some(cur) = p {
+        if cur.parent.is_some() {
+            names.push(cur.name);
+        }
+        p = cur.parent;
+    }
+    names.reverse();
+    if names.is_empty() { ".".to_string() } else { format!(".{}", names.join(".")) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn smp(target: Value, patch: Value, kind: &str) -> Result<Value, PatchError> {
+        let mut t = target;
+        apply_strategic_merge_patch(&mut t, patch.to_string().as_bytes(), kind)?;
+        assert_no_directives(&t);
+        Ok(t)
+    }
+
+    fn assert_no_directives(v: &Value) {
+        match v {
+            Value::Object(m) => {
+                for (k, c) in m {
+                    assert!(!k.starts_with('$') || is_schema_key(k), "directive {k} survived");
+                    assert_no_directives(c);
+                }
+            }
+            Value::Array(a) => a.iter().for_each(assert_no_directives),
+            _ => {}
+        }
+    }
+
+    fn pod() -> Value {
+        json!({
+            "apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "labels": {"a": "1", "b": "2"}, "finalizers": ["x", "y"]},
+            "spec": {
+                "containers": [
+                    {"name": "app", "image": "app:1",
+                     "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
+                     "ports": [{"containerPort": 80, "name": "http"}],
+                     "volumeMounts": [{"name": "data", "mountPath": "/data"}],
+                     "args": ["--a", "--b"]},
+                    {"name": "side", "image": "side:1"}
+                ],
+                "volumes": [{"name": "data", "emptyDir": {}}],
+                "tolerations": [{"key": "k1", "operator": "Exists"}],
+                "imagePullSecrets": [{"name": "s1"}],
+                "hostAliases": [{"ip": "10.0.0.1", "hostnames": ["a"]}],
+                "topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 1}]
+            }
+        })
+    }
+
+    #[test]
+    fn maps_merge_and_null_deletes() {
+        let out = smp(pod(), json!({"metadata": {"labels": {"a": null, "c": "3"}}, "spec": {"nodeName": "n1"}}), "Pod").unwrap();
+        assert_eq!(out["metadata"]["labels"], json!({"b": "2", "c": "3"}));
+        assert_eq!(out["spec"]["nodeName"], "n1");
+        assert_eq!(out["spec"]["containers"], pod()["spec"]["containers"]);
+        let out = smp(pod(), json!({"spec": null}), "Pod").unwrap();
+        assert!(out.get("spec").is_none());
+    }
+
+    #[test]
+    fn containers_env_ports_mounts_merge_by_key() {
+        let patch = json!({"spec": {"containers": [{
+            "name": "app", "image": "app:2",
+            "env": [{"name": "B", "value": "two"}, {"name": "C", "value": "3"}],
+            "ports": [{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 443}],
+            "volumeMounts": [{"mountPath": "/data", "readOnly": true}, {"name": "cfg", "mountPath": "/cfg"}],
+            "args": ["--c"]
+        }, {"name": "new", "image": "new:1", "stdin": null}]}});
+        let out = smp(pod(), patch, "Pod").unwrap();
+        let c = &out["spec"]["containers"];
+        assert_eq!(c.as_array().unwrap().len(), 3);
+        assert_eq!(c[0]["image"], "app:2");
+        assert_eq!(
+            c[0]["env"],
+            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "two"}, {"name": "C", "value": "3"}])
+        );
+        assert_eq!(c[0]["ports"], json!([{"containerPort": 80, "name": "http", "protocol": "TCP"}, {"containerPort": 443}]));
+        assert_eq!(
+            c[0]["volumeMounts"],
+            json!([{"name": "data", "mountPath": "/data", "readOnly": true}, {"name": "cfg", "mountPath": "/cfg"}])
+        );
+        assert_eq!(c[0]["args"], json!(["--c"]), "unkeyed lists are replaced");
+        assert_eq!(c[1], json!({"name": "side", "image": "side:1"}));
+        assert_eq!(c[2], json!({"name": "new", "image": "new:1"}), "nulls dropped from new items");
+    }
+
+    #[test]
+    fn init_and_ephemeral_containers_merge_by_name() {
+        let t = json!({"spec": {"initContainers": [{"name": "i", "image": "1"}], "ephemeralContainers": [{"name": "e", "image": "1"}]}});
+        let p = json!({"spec": {"initContainers": [{"name": "i", "image": "2"}], "ephemeralContainers": [{"name": "f", "image": "1"}]}});
+        let out = smp(t, p, "Pod").unwrap();
+        assert_eq!(out["spec"]["initContainers"], json!([{"name": "i", "image": "2"}]));
+        assert_eq!(out["spec"]["ephemeralContainers"], json!([{"name": "e", "image": "1"}, {"name": "f", "image": "1"}]));
+    }
+
+    #[test]
+    fn service_ports_merge_by_port() {
+        let svc = json!({"kind": "Service", "spec": {"ports": [{"port": 80, "targetPort": 8080}, {"port": 443}]}});
+        let out = smp(svc, json!({"spec": {"ports": [{"port": 80, "targetPort": 9090}, {"port": 8443}]}}), "Service").unwrap();
+        assert_eq!(out["spec"]["ports"], json!([{"port": 80, "targetPort": 9090}, {"port": 443}, {"port": 8443}]));
+    }
+
+    #[test]
+    fn other_keyed_lists() {
+        let patch = json!({"spec": {
+            "volumes": [{"name": "cfg", "configMap": {"name": "c"}}],
+            "imagePullSecrets": [{"name": "s2"}],
+            "hostAliases": [{"ip": "10.0.0.1", "hostnames": ["b"]}, {"ip": "10.0.0.2"}],
+            "topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 2}]
+        }});
+        let out = smp(pod(), patch, "Pod").unwrap();
+        let s = &out["spec"];
+        assert_eq!(s["volumes"], json!([{"name": "data", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "c"}}]));
+        assert_eq!(s["imagePullSecrets"], json!([{"name": "s1"}, {"name": "s2"}]));
+        assert_eq!(s["hostAliases"], json!([{"ip": "10.0.0.1", "hostnames": ["b"]}, {"ip": "10.0.0.2"}]));
+        assert_eq!(s["topologySpreadConstraints"], json!([{"topologyKey": "zone", "maxSkew": 2}]));
+    }
+
+    #[test]
+    fn owner_references_by_uid_and_conditions_by_type() {
+        let t = json!({
+            "metadata": {"ownerReferences": [{"uid": "u1", "name": "a", "kind": "ReplicaSet"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Scheduled", "status": "True"}]}
+        });
+        let p = json!({
+            "metadata": {"ownerReferences": [{"uid": "u1", "controller": true}, {"uid": "u2", "name": "b"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Initialized", "status": "True"}]}
+        });
+        let out = smp(t, p, "Pod").unwrap();
+        assert_eq!(
+            out["metadata"]["ownerReferences"],
+            json!([{"uid": "u1", "name": "a", "kind": "ReplicaSet", "controller": true}, {"uid": "u2", "name": "b"}])
+        );
+        assert_eq!(
+            out["status"]["conditions"],
+            json!([{"type": "Ready", "status": "True"}, {"type": "Scheduled", "status": "True"}, {"type": "Initialized", "status": "True"}])
+        );
+    }
+
+    #[test]
+    fn finalizers_union_and_delete_from_primitive_list() {
+        let out = smp(pod(), json!({"metadata": {"finalizers": ["z", "x"]}}), "Pod").unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["x", "y", "z"]));
+        let out = smp(pod(), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x"]}}), "Pod").unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["y"]));
+        let out = smp(pod(), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x", "y"], "finalizers": ["w"]}}), "Pod").unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["w"]));
+        let err = smp(pod(), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "x"}}), "Pod").unwrap_err();
+        assert!(matches!(err, PatchError::Invalid(_)));
+        let err = smp(pod(), json!({"metadata": {"finalizers": [{"a": 1}]}}), "Pod").unwrap_err();
+        assert!(matches!(err, PatchError::Invalid(_)));
+    }
+
+    #[test]
+    fn unkeyed_lists_are_replaced() {
+        let t = json!({"spec": {"tolerations": [{"key": "a"}, {"key": "b"}], "volumeClaimTemplates": [{"metadata": {"name": "x"}}]}});
+        let out = smp(t, json!({"spec": {"tolerations": [{"key": "c", "value": null}], "volumeClaimTemplates": []}}), "StatefulSet").unwrap();
+        assert_eq!(out["spec"]["tolerations"], json!([{"key": "c"}]));
+        assert_eq!(out["spec"]["volumeClaimTemplates"], json!([]));
+        // Non-container `ports` lists (e.g. NetworkPolicy rules) are atomic too.
+        let t = json!({"spec": {"ingress": [{"ports": [{"port": 80}]}]}});
+        let out = smp(t, json!({"spec": {"ingress": [{"ports": [{"port": 81}]}]}}), "NetworkPolicy").unwrap();
+        assert_eq!(out["spec"]["ingress"], json!([{"ports": [{"port": 81}]}]));
+    }
+
+    #[test]
+    fn delete_directive_in_keyed_list() {
+        let p = json!({"spec": {"containers": [{"name": "side", "$patch": "delete"}, {"name": "app", "env": [{"name": "A", "$patch": "delete"}]}]}});
+        let out = smp(pod(), p, "Pod").unwrap();
+        let c = out["spec"]["containers"].as_array().unwrap();
+        assert_eq!(c.len(), 1);
+        assert_eq!(c[0]["env"], json!([{"name": "B", "value": "2"}]));
+        let err = smp(pod(), json!({"spec": {"containers": [{"$patch": "delete"}]}}), "Pod").unwrap_err();
+        assert!(matches!(err, PatchError::Invalid(_)));
+    }
+
+    #[test]
+    fn replace_directive_on_list_and_map() {
+        let p = json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "only", "image": "o"}]}});
+        let out = smp(pod(), p, "Pod").unwrap();
+        assert_eq!(out["spec"]["containers"], json!([{"name": "only", "image": "o"}]));
+        let p = json!({"metadata": {"labels": {"$patch": "replace", "z": "9"}}});
+        let out = smp(pod(), p, "Pod").unwrap();
+        assert_eq!(out["metadata"]["labels"], json!({"z": "9"}));
+        let p = json!({"metadata": {"labels": {"$patch": "merge", "z": "9"}}});
+        let out = smp(pod(), p, "Pod").unwrap();
+        assert_eq!(out["metadata"]["labels"], json!({"a": "1", "b": "2", "z": "9"}));
+        let p = json!({"metadata": {"labels": {"$patch": "delete"}}});
+        let out = smp(pod(), p, "Pod").unwrap();
+        assert_eq!(out["metadata"]["labels"], json!({}));
+        let p = json!({"finalizers": [{"$patch": "replace"}, "q"]});
+        let out = smp(json!({"finalizers": ["a"]}), p, "Pod").unwrap();
+        assert_eq!(out["finalizers"], json!(["q"]));
+    }
+
+    #[test]
+    fn retain_keys() {
+        let t = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
+        let p = json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}});
+        let out = smp(t.clone(), p, "Deployment").unwrap();
+        assert_eq!(out["spec"]["strategy"], json!({"type": "Recreate"}));
+        let p = json!({"spec": {"strategy": {"$retainKeys": ["type"], "other": 1}}});
+        assert!(matches!(smp(t.clone(), p, "Deployment").unwrap_err(), PatchError::Invalid(_)));
+        let p = json!({"spec": {"strategy": {"$retainKeys": "type"}}});
+        assert!(matches!(smp(t, p, "Deployment").unwrap_err(), PatchError::Invalid(_)));
+    }
+
+    #[test]
+    fn set_element_order() {
+        let t = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}});
+        let p = json!({"spec": {
+            "$setElementOrder/containers": [{"name": "d"}, {"name": "c"}, {"name": "a"}, {"name": "b"}],
+            "containers": [{"name": "d", "image": "d"}]
+        }});
+        let out = smp(t.clone(), p, "Pod").unwrap();
+        let names: Vec<&str> = out["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["d", "c", "a", "b"]);
+        // Only the order directive, and a server-only item keeping its slot.
+        let p = json!({"spec": {"$setElementOrder/containers": [{"name": "c"}, {"name": "a"}]}});
+        let out = smp(t, p, "Pod").unwrap();
+        let names: Vec<&str> = out["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["c", "b", "a"]);
+        // Primitive list ordering.
+        let p = json!({"metadata": {"$setElementOrder/finalizers": ["z", "y", "x"], "finalizers": ["z"]}});
+        let out = smp(pod(), p, "Pod").unwrap();
+        assert_eq!(out["metadata"]["finalizers"], json!(["z", "y", "x"]));
+        let p = json!({"metadata": {"$setElementOrder/finalizers": "x"}});
+        assert!(matches!(smp(pod(), p, "Pod").unwrap_err(), PatchError::Invalid(_)));
+    }
+
+    #[test]
+    fn new_items_keep_order_appended() {
+        let p = json!({"spec": {"containers": [{"name": "z"}, {"name": "app", "image": "app:3"}, {"name": "y"}]}});
+        let out = smp(pod(), p, "Pod").unwrap();
+        let names: Vec<&str> = out["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+        assert_eq!(names, ["app", "side", "z", "y"]);
+    }
+
+    #[test]
+    fn bad_directives_and_keys_are_invalid_and_atomic() {
+        for p in [
+            json!({"metadata": {"$frobnicate": 1}}),
+            json!({"metadata": {"labels": {"$patch": "explode"}}}),
+            json!({"spec": {"containers": [{"name": "app", "$patch": "bogus"}]}}),
+            json!({"spec": {"containers": [{"image": "no-name"}]}}),
+            json!({"spec": {"containers": ["app"]}}),
+            json!({"spec": {"env": [{"value": "x"}]}}),
+        ] {
+            let orig = pod();
+            let mut t = orig.clone();
+            let err = apply_strategic_merge_patch(&mut t, p.to_string().as_bytes(), "Pod").unwrap_err();
+            assert!(matches!(err, PatchError::Invalid(_)), "{p}: {err:?}");
+            assert_eq!(t, orig, "target unchanged on error");
+        }
+    }
+
+    #[test]
+    fn schema_keys_are_plain_fields() {
+        let t = json!({"spec": {"schema": {"$ref": "#/a"}}});
+        let out = smp(t, json!({"spec": {"schema": {"$schema": "x"}}}), "CustomResourceDefinition").unwrap();
+        assert_eq!(out["spec"]["schema"], json!({"$ref": "#/a", "$schema": "x"}));
+    }
+
+    #[test]
+    fn malformed_bodies() {
+        let mut t = pod();
+        for body in [&b"[]"[..], b"\"str\"", b"null", b"{", b"", b"spec: {}"] {
+            let err = apply_strategic_merge_patch(&mut t, body, "Pod").unwrap_err();
+            assert!(matches!(err, PatchError::Malformed(_)), "{err:?}");
+        }
+        assert_eq!(t, pod());
+    }
+
+    #[test]
+    fn type_changes_and_non_object_target() {
+        let out = smp(json!({"a": [1], "b": {"c": 1}, "d": 1}), json!({"a": {"x": 1}, "b": "s", "d": [1]}), "X").unwrap();
+        assert_eq!(out, json!({"a": {"x": 1}, "b": "s", "d": [1]}));
+        let out = smp(json!("scalar"), json!({"a": 1}), "X").unwrap();
+        assert_eq!(out, json!({"a": 1}));
+    }
+
+    #[test]
+    fn deep_nesting_is_an_error_not_a_crash() {
+        let mut p = json!(1);
+        for _ in 0..(MAX_DEPTH + 10) {
+            p = json!({ "a": p });
+        }
+        let mut t = json!({});
+        let err = merge_object(&mut t, p.as_object().unwrap(), Mode::Strategic).unwrap_err();
+        assert!(matches!(err, PatchError::Invalid(_)));
+        // Deep JSON bodies are refused by the parser.
+        let body = format!("{}{}", "{\"a\":".repeat(1000), "}".repeat(1000));
+        let err = apply_strategic_merge_patch(&mut t, body.as_bytes(), "X").unwrap_err();
+        assert!(matches!(err, PatchError::Malformed(_)));
+    }
+}

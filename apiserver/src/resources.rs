@@ -1,0 +1,212 @@
+//! The table of kinds the server serves: built-ins at start, custom resources
+//! added and removed as CustomResourceDefinitions come and go.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, RwLock};
+
+/// One served resource (a group/version/plural), as discovery describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResourceInfo {
+    /// API group; empty for the core group.
+    pub group: String,
+    /// Version within the group, e.g. `v1`.
+    pub version: String,
+    /// Plural resource name used in URLs, e.g. `pods`.
+    pub plural: String,
+    /// Singular name, e.g. `pod`.
+    pub singular: String,
+    /// Kind, e.g. `Pod`.
+    pub kind: String,
+    /// Kind of the list, e.g. `PodList`.
+    pub list_kind: String,
+    /// Namespaced (true) or cluster-scoped (false).
+    pub namespaced: bool,
+    /// kubectl short names, e.g. `po`.
+    pub short_names: Vec<String>,
+    /// kubectl categories, e.g. `all`.
+    pub categories: Vec<String>,
+    /// Whether a `/status` subresource is served.
+    pub status_subresource: bool,
+    /// Built-in kinds accept strategic merge patches; custom resources answer 415.
+    pub builtin: bool,
+    /// Whether the `spec` field drives `metadata.generation` (false for kinds
+    /// without a spec such as ConfigMap, where any non-metadata change counts).
+    pub has_spec: bool,
+}
+
+impl ResourceInfo {
+    /// `v1` for the core group, `group/version` otherwise.
+    #[must_use]
+    pub fn api_version(&self) -> String {
+        if self.group.is_empty() {
+            self.version.clone()
+        } else {
+            format!("{}/{}", self.group, self.version)
+        }
+    }
+
+    /// The storage key: objects of all versions of a group/resource share one store.
+    #[must_use]
+    pub fn storage_key(&self) -> StorageKey {
+        StorageKey {
+            group: self.group.clone(),
+            plural: self.plural.clone(),
+        }
+    }
+
+    /// The verbs discovery advertises.
+    #[must_use]
+    pub fn verbs(&self) -> &'static [&'static str] {
+        &[
+            "create",
+            "delete",
+            "deletecollection",
+            "get",
+            "list",
+            "patch",
+            "update",
+            "watch",
+        ]
+    }
+}
+
+/// Identifies one stored collection: the group and plural, whatever the version.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct StorageKey {
+    /// API group; empty for core.
+    pub group: String,
+    /// Plural resource name.
+    pub plural: String,
+}
+
+#[allow(clippy::too_many_arguments)]
+fn builtin(
+    group: &str,
+    version: &str,
+    plural: &str,
+    kind: &str,
+    namespaced: bool,
+    short_names: &[&str],
+    status: bool,
+    has_spec: bool,
+) -> ResourceInfo {
+    ResourceInfo {
+        group: group.into(),
+        version: version.into(),
+        plural: plural.into(),
+        singular: kind.to_lowercase(),
+        kind: kind.into(),
+        list_kind: format!("{kind}List"),
+        namespaced,
+        short_names: short_names.iter().map(|s| s.to_string()).collect(),
+        categories: Vec::new(),
+        status_subresource: status,
+        builtin: true,
+        has_spec,
+    }
+}
+
+/// The built-in kinds served from the start.
+#[must_use]
+pub fn builtin_resources() -> Vec<ResourceInfo> {
+    let mut v = vec![
+        builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true, true),
+        builtin("", "v1", "nodes", "Node", false, &["no"], true, true),
+        builtin("", "v1", "pods", "Pod", true, &["po"], true, true),
+        builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], false, false),
+        builtin("", "v1", "secrets", "Secret", true, &[], false, false),
+        builtin("", "v1", "services", "Service", true, &["svc"], true, true),
+        builtin("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], false, false),
+        builtin("", "v1", "events", "Event", true, &["ev"], false, false),
+        builtin("apps", "v1", "statefulsets", "StatefulSet", true, &["sts"], true, true),
+        builtin("apps", "v1", "controllerrevisions", "ControllerRevision", true, &[], false, false),
+        builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[], false, true),
+        builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"], false, false),
+        builtin(
+            "apiextensions.k8s.io",
+            "v1",
+            "customresourcedefinitions",
+            "CustomResourceDefinition",
+            false,
+            &["crd", "crds"],
+            true,
+            true,
+        ),
+    ];
+    // kubectl's "all" category covers workloads and services.
+    for r in &mut v {
+        if matches!(r.plural.as_str(), "pods" | "services" | "statefulsets") {
+            r.categories.push("all".into());
+        }
+    }
+    v
+}
+
+/// The live table of served resources, shared by every request.
+#[derive(Debug, Default)]
+pub struct Registry {
+    inner: RwLock<BTreeMap<(String, String, String), Arc<ResourceInfo>>>,
+}
+
+impl Registry {
+    /// A registry holding the built-in kinds.
+    #[must_use]
+    pub fn with_builtins() -> Self {
+        let r = Registry::default();
+        for info in builtin_resources() {
+            r.insert(info);
+        }
+        r
+    }
+
+    /// Serve a resource (replacing any entry with the same group/version/plural).
+    pub fn insert(&self, info: ResourceInfo) {
+        let key = (info.group.clone(), info.version.clone(), info.plural.clone());
+        self.inner
+            .write()
+            .expect("registry lock poisoned")
+            .insert(key, Arc::new(info));
+    }
+
+    /// Stop serving every version of `group`/`plural`.
+    pub fn remove_group_resource(&self, group: &str, plural: &str) {
+        self.inner
+            .write()
+            .expect("registry lock poisoned")
+            .retain(|(g, _, p), _| !(g == group && p == plural));
+    }
+
+    /// Look up by group, version and plural.
+    #[must_use]
+    pub fn get(&self, group: &str, version: &str, plural: &str) -> Option<Arc<ResourceInfo>> {
+        self.inner
+            .read()
+            .expect("registry lock poisoned")
+            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .cloned()
+    }
+
+    /// Every served resource, ordered by group, version, plural.
+    #[must_use]
+    pub fn all(&self) -> Vec<Arc<ResourceInfo>> {
+        self.inner
+            .read()
+            .expect("registry lock poisoned")
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Whether any version of `group` is served.
+    #[must_use]
+    pub fn group_versions(&self, group: &str) -> Vec<String> {
+        let mut versions: Vec<String> = self
+            .all()
+            .iter()
+            .filter(|r| r.group == group)
+            .map(|r| r.version.clone())
+            .collect();
+        versions.dedup();
+        versions
+    }
+}

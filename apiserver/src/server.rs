@@ -1,0 +1,334 @@
+//! Running a server: the in-process tower `Service` (what
+//! `kube::Client::new(service, "default")` takes), the HTTP listener, and
+//! the handle a test holds to get clients and stop the server.
+
+use std::convert::Infallible;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::pin::Pin;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::ConnectInfo;
+use bytes::Bytes;
+use http::{Request, Response};
+use tokio::sync::broadcast::error::RecvError;
+use tokio::task::JoinHandle;
+
+use crate::clock::Clock;
+use crate::handler::{self, ClientId, HandlerConfig, State};
+use crate::resources::{Registry, StorageKey};
+use crate::store::{EventType, Store, StoreConfig};
+
+/// Errors starting or running a server.
+#[derive(Debug, thiserror::Error)]
+pub enum ServerError {
+    /// The listen address could not be bound.
+    #[error("cannot listen on {addr}: {source}")]
+    Bind {
+        /// The address asked for.
+        addr: SocketAddr,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Writing the kubeconfig failed.
+    #[error("cannot write kubeconfig {path}: {source}")]
+    Kubeconfig {
+        /// Where.
+        path: String,
+        /// Why.
+        source: std::io::Error,
+    },
+}
+
+/// How to start a server. Defaults: in-process only (no listener), seed 0,
+/// 3 MiB body limit, 10 000 events of watch history.
+#[derive(Debug, Clone)]
+pub struct ServerConfig {
+    listen: Option<SocketAddr>,
+    seed: u64,
+    handler: HandlerConfig,
+    store: StoreConfig,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig {
+            listen: None,
+            seed: 0,
+            handler: HandlerConfig::default(),
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+impl ServerConfig {
+    /// Also serve HTTP on `addr` (port 0 picks a free port; see [`ApiServer::addr`]).
+    #[must_use]
+    pub fn listen(mut self, addr: SocketAddr) -> Self {
+        self.listen = Some(addr);
+        self
+    }
+
+    /// The seed of every random choice the server makes (generateName suffixes).
+    #[must_use]
+    pub fn seed(mut self, seed: u64) -> Self {
+        self.seed = seed;
+        self
+    }
+
+    /// Largest request body accepted (413 beyond). Default 3 MiB.
+    #[must_use]
+    pub fn max_body_bytes(mut self, n: usize) -> Self {
+        self.handler.max_body_bytes = n;
+        self
+    }
+
+    /// How many past events watches can resume from. Default 10 000.
+    #[must_use]
+    pub fn watch_history(mut self, n: usize) -> Self {
+        self.store.history = n;
+        self
+    }
+
+    /// How many events a watcher may lag before it is cut off with 410. Default 16 384.
+    #[must_use]
+    pub fn watch_buffer(mut self, n: usize) -> Self {
+        self.store.watch_buffer = n;
+        self
+    }
+
+    /// How often watches that allow bookmarks get one. Default 15 s.
+    #[must_use]
+    pub fn bookmark_interval(mut self, d: Duration) -> Self {
+        self.handler.bookmark_interval = d;
+        self
+    }
+}
+
+/// A running ward-apiserver. Dropping it stops the HTTP listener and ends
+/// open watches; [`ApiServer::shutdown`] does the same and waits.
+#[derive(Debug)]
+pub struct ApiServer {
+    state: Arc<State>,
+    stop: tokio::sync::watch::Sender<bool>,
+    addr: Option<SocketAddr>,
+    next_client: Arc<AtomicU64>,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl ApiServer {
+    /// Start a server. Must be called inside a tokio runtime.
+    pub async fn start(config: ServerConfig) -> Result<ApiServer, ServerError> {
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let store = Arc::new(Store::new(config.store.clone(), Clock::new()));
+        let registry = Arc::new(Registry::with_builtins());
+        let listener = match config.listen {
+            Some(addr) => Some(
+                tokio::net::TcpListener::bind(addr)
+                    .await
+                    .map_err(|source| ServerError::Bind { addr, source })?,
+            ),
+            None => None,
+        };
+        let addr = listener.as_ref().and_then(|l| l.local_addr().ok());
+        let mut hc = config.handler.clone();
+        hc.server_address = addr.map(|a| a.to_string()).unwrap_or_default();
+        let state = Arc::new(State::new(store, registry, hc, stopped.clone(), config.seed));
+        let mut tasks = vec![tokio::spawn(crd_cleanup(state.clone()))];
+        if let Some(listener) = listener {
+            tasks.push(tokio::spawn(serve_http(listener, state.clone(), stopped)));
+        }
+        Ok(ApiServer {
+            state,
+            stop,
+            addr,
+            next_client: Arc::new(AtomicU64::new(1)),
+            tasks,
+        })
+    }
+
+    /// Start an in-process server with default settings.
+    pub async fn start_in_process() -> ApiServer {
+        ApiServer::start(ServerConfig::default())
+            .await
+            .expect("an in-process server binds nothing and cannot fail")
+    }
+
+    /// A new in-process tower Service, identified as a client of its own.
+    #[must_use]
+    pub fn service(&self) -> WardService {
+        WardService {
+            state: self.state.clone(),
+            client: self.next_client.fetch_add(1, Ordering::Relaxed),
+        }
+    }
+
+    /// A kube Client talking to this server in-process (no socket), with
+    /// default namespace `default`. (Feature `client`.)
+    #[cfg(feature = "client")]
+    #[must_use]
+    pub fn client(&self) -> kube::Client {
+        kube::Client::new(self.service(), "default")
+    }
+
+    /// The HTTP address actually bound, when listening.
+    #[must_use]
+    pub fn addr(&self) -> Option<SocketAddr> {
+        self.addr
+    }
+
+    /// The store (for assertions in tests).
+    #[must_use]
+    pub fn store(&self) -> &Arc<Store> {
+        &self.state.store
+    }
+
+    /// A kubeconfig pointing at the HTTP listener, or None without one.
+    #[must_use]
+    pub fn kubeconfig(&self) -> Option<String> {
+        self.addr.map(kubeconfig_yaml)
+    }
+
+    /// Stop: end watches and the listener, and wait for them.
+    pub async fn shutdown(mut self) {
+        let _ = self.stop.send(true);
+        for t in self.tasks.drain(..) {
+            let _ = t.await;
+        }
+    }
+}
+
+impl Drop for ApiServer {
+    fn drop(&mut self) {
+        let _ = self.stop.send(true);
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A kubeconfig for `http://addr`, context `ward`, namespace `default`.
+#[must_use]
+pub fn kubeconfig_yaml(addr: SocketAddr) -> String {
+    format!(
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: ward\n  cluster:\n    server: http://{addr}\ncontexts:\n- name: ward\n  context:\n    cluster: ward\n    user: ward\n    namespace: default\ncurrent-context: ward\nusers:\n- name: ward\n  user: {{}}\n"
+    )
+}
+
+/// The in-process transport: a tower `Service` over the request handler.
+#[derive(Debug, Clone)]
+pub struct WardService {
+    state: Arc<State>,
+    client: ClientId,
+}
+
+impl WardService {
+    /// The client identity requests through this service carry.
+    #[must_use]
+    pub fn client_id(&self) -> ClientId {
+        self.client
+    }
+}
+
+impl<B> tower::Service<Request<B>> for WardService
+where
+    B: http_body::Body<Data = Bytes> + Send + 'static,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    type Response = Response<Body>;
+    type Error = Infallible;
+    type Future = Pin<Box<dyn Future<Output = Result<Response<Body>, Infallible>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let state = self.state.clone();
+        let client = self.client;
+        Box::pin(async move { Ok(handler::handle(state, client, req).await) })
+    }
+}
+
+/// Header naming the client identity of an HTTP request (otherwise: one per connection).
+pub const CLIENT_HEADER: &str = "x-ward-client";
+
+async fn serve_http(
+    listener: tokio::net::TcpListener,
+    state: Arc<State>,
+    mut stopped: tokio::sync::watch::Receiver<bool>,
+) {
+    let app = axum::Router::new().fallback(
+        move |ConnectInfo(peer): ConnectInfo<SocketAddr>, req: Request<Body>| {
+            let state = state.clone();
+            async move {
+                let client = req
+                    .headers()
+                    .get(CLIENT_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .and_then(|v| v.parse::<u64>().ok())
+                    .unwrap_or_else(|| connection_id(peer));
+                handler::handle(state, client, req).await
+            }
+        },
+    );
+    let shutdown = async move {
+        let _ = stopped.wait_for(|s| *s).await;
+    };
+    if let Err(e) = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+        .with_graceful_shutdown(shutdown)
+        .await
+    {
+        tracing::error!(error = %e, "HTTP listener failed");
+    }
+}
+
+/// HTTP clients get ids with the top bit set, derived from the peer address.
+fn connection_id(peer: SocketAddr) -> ClientId {
+    let h = peer
+        .to_string()
+        .bytes()
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+    h | (1 << 63)
+}
+
+/// Stop serving a CRD's resources when it is removed by any path (a
+/// finalizer removed later, a namespace-less cascade), not only by a
+/// direct DELETE.
+async fn crd_cleanup(state: Arc<State>) {
+    let key = StorageKey {
+        group: "apiextensions.k8s.io".into(),
+        plural: "customresourcedefinitions".into(),
+    };
+    let (_, _, mut rx) = state.store.snapshot_and_subscribe(&key);
+    let mut stopped = state.shutdown.clone();
+    loop {
+        let ev = tokio::select! {
+            _ = stopped.wait_for(|s| *s) => return,
+            ev = rx.recv() => ev,
+        };
+        match ev {
+            Ok(e) if e.key == key && e.kind == EventType::Deleted => {
+                if state.store.get(&key, "", &e.object.name).is_none() {
+                    handler::crd_gone(&state, &e.object.value());
+                }
+            }
+            Ok(_) => {}
+            Err(RecvError::Lagged(_)) => {
+                // Missed events: drop every custom resource whose CRD is gone.
+                for info in state.registry.all().iter().filter(|i| !i.builtin) {
+                    let name = format!("{}.{}", info.plural, info.group);
+                    if state.store.get(&key, "", &name).is_none() {
+                        state.registry.remove_group_resource(&info.group, &info.plural);
+                        state.store.drop_collection(&info.storage_key());
+                    }
+                }
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}

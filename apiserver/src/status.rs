@@ -1,0 +1,188 @@
+//! API errors as the real server reports them: an HTTP status code and a
+//! `metav1.Status` body (kind Status, status Failure, reason, message, code).
+
+use serde_json::{Value, json};
+
+/// An error answered to a client as a `metav1.Status`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code} {reason}: {message}")]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// Machine-readable reason, e.g. `NotFound`, `Conflict`, `Invalid`.
+    pub reason: &'static str,
+    /// Human-readable message, worded like the real server's.
+    pub message: String,
+    /// Optional `details` (name, group, kind).
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason,
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Attach `details: {name, group, kind}`.
+    #[must_use]
+    pub fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
+        self.details = Some(json!({"name": name, "group": group, "kind": kind}));
+        self
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 404 NotFound for a named object: `pods "web-0" not found`.
+    pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
+        let gr = group_resource(group, plural);
+        Self::new(404, "NotFound", format!("{gr} \"{name}\" not found")).with_details(
+            group,
+            plural,
+            name,
+        )
+    }
+
+    /// 404 NotFound for a path nobody serves.
+    pub fn no_route(path: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+    }
+
+    /// 403 Forbidden.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed(method: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        )
+    }
+
+    /// 409 AlreadyExists.
+    pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
+        let gr = group_resource(group, plural);
+        Self::new(409, "AlreadyExists", format!("{gr} \"{name}\" already exists"))
+            .with_details(group, plural, name)
+    }
+
+    /// 409 Conflict with the real optimistic-concurrency message.
+    pub fn conflict_modified(group: &str, plural: &str, name: &str) -> Self {
+        let gr = group_resource(group, plural);
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {gr} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+        )
+        .with_details(group, plural, name)
+    }
+
+    /// 409 Conflict with a free message (preconditions, apply conflicts).
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(409, "Conflict", message)
+    }
+
+    /// 410 Expired (watch from a compacted resourceVersion).
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(415, "UnsupportedMediaType", message)
+    }
+
+    /// 422 Invalid: `Pod "x" is invalid: metadata.name: Invalid value: ...`.
+    pub fn invalid(kind: &str, name: &str, message: impl std::fmt::Display) -> Self {
+        Self::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {message}"))
+    }
+
+    /// 422 Invalid with a free message.
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
+    /// 500 InternalError.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// The `metav1.Status` body.
+    #[must_use]
+    pub fn to_status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        s
+    }
+}
+
+/// `pods` or `statefulsets.apps`, as the real server names a group-resource.
+#[must_use]
+pub fn group_resource(group: &str, plural: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_body_has_the_real_shape() {
+        let e = ApiError::not_found("apps", "statefulsets", "web");
+        let s = e.to_status();
+        assert_eq!(s["kind"], "Status");
+        assert_eq!(s["status"], "Failure");
+        assert_eq!(s["reason"], "NotFound");
+        assert_eq!(s["code"], 404);
+        assert_eq!(s["message"], "statefulsets.apps \"web\" not found");
+        assert_eq!(s["details"]["name"], "web");
+    }
+
+    #[test]
+    fn conflict_message_matches_the_real_server() {
+        let e = ApiError::conflict_modified("", "configmaps", "a");
+        assert_eq!(
+            e.message,
+            "Operation cannot be fulfilled on configmaps \"a\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        assert_eq!(e.code, 409);
+    }
+}

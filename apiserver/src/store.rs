@@ -1,0 +1,793 @@
+//! The store: one linearizable map of objects, a global resourceVersion bumped
+//! by every write, a bounded ring of past events for watches to resume from,
+//! and a broadcast of new events.
+//!
+//! Every write runs under one lock, so writes are totally ordered and each
+//! gets the next resourceVersion. Objects are kept as their serialized JSON
+//! (shared `Bytes`), so a GET, a LIST page and every watcher's copy of an
+//! event reuse the same bytes: an event is serialized once, whatever the
+//! number of watchers.
+
+use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use serde_json::{Map, Value, json};
+use tokio::sync::broadcast;
+
+use crate::clock::Clock;
+use crate::resources::{ResourceInfo, StorageKey};
+use crate::status::ApiError;
+
+/// One stored object: its JSON and the fields needed to filter it without parsing.
+#[derive(Debug)]
+pub struct StoredObject {
+    /// The object as JSON.
+    pub raw: Bytes,
+    /// Its resourceVersion.
+    pub rv: u64,
+    /// `metadata.namespace` (empty for cluster-scoped kinds).
+    pub namespace: String,
+    /// `metadata.name`.
+    pub name: String,
+    /// `apiVersion` as stored (a custom resource served in several versions
+    /// is re-labelled on the way out).
+    pub api_version: String,
+    /// `metadata.uid`.
+    pub uid: String,
+    /// `metadata.labels`.
+    pub labels: BTreeMap<String, String>,
+    /// Kind-specific selectable fields (pods: `spec.nodeName`, `status.phase`).
+    pub fields: Vec<(&'static str, String)>,
+}
+
+impl StoredObject {
+    /// Parse the stored JSON.
+    #[must_use]
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.raw).expect("stored objects are valid JSON")
+    }
+
+    /// The value of a field-selector path on this object ("" when absent).
+    #[must_use]
+    pub fn field(&self, path: &str) -> Option<String> {
+        match path {
+            "metadata.name" => Some(self.name.clone()),
+            "metadata.namespace" => Some(self.namespace.clone()),
+            _ => self
+                .fields
+                .iter()
+                .find(|(k, _)| *k == path)
+                .map(|(_, v)| v.clone()),
+        }
+    }
+
+    fn from_value(v: &Value, rv: u64) -> Arc<StoredObject> {
+        let meta = &v["metadata"];
+        let s = |x: &Value| x.as_str().unwrap_or_default().to_string();
+        let labels = meta["labels"]
+            .as_object()
+            .map(|m| {
+                m.iter()
+                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
+                    .collect()
+            })
+            .unwrap_or_default();
+        let mut fields = Vec::new();
+        if v["kind"] == "Pod" && v["apiVersion"] == "v1" {
+            fields.push(("spec.nodeName", s(&v["spec"]["nodeName"])));
+            fields.push(("status.phase", s(&v["status"]["phase"])));
+        }
+        Arc::new(StoredObject {
+            raw: Bytes::from(serde_json::to_vec(v).expect("JSON values serialize")),
+            rv,
+            namespace: s(&meta["namespace"]),
+            name: s(&meta["name"]),
+            api_version: s(&v["apiVersion"]),
+            uid: s(&meta["uid"]),
+            labels,
+            fields,
+        })
+    }
+}
+
+/// What happened to an object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum EventType {
+    /// Created.
+    Added,
+    /// Changed.
+    Modified,
+    /// Removed; the object carries the resourceVersion of the removal.
+    Deleted,
+}
+
+impl EventType {
+    /// The watch event `type` string.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EventType::Added => "ADDED",
+            EventType::Modified => "MODIFIED",
+            EventType::Deleted => "DELETED",
+        }
+    }
+}
+
+/// One committed write, as the watch stream and the history ring hold it.
+#[derive(Debug)]
+pub struct Event {
+    /// What happened.
+    pub kind: EventType,
+    /// Which collection.
+    pub key: StorageKey,
+    /// The object after the write (for DELETED, its last state with the removal rv).
+    pub object: Arc<StoredObject>,
+    /// The object before the write (None for ADDED): lets a filtered watch
+    /// turn "stopped matching" into DELETED and "started matching" into ADDED.
+    pub prev: Option<Arc<StoredObject>>,
+    /// The watch line for `kind`, built on first use and shared by every watcher.
+    pub line: std::sync::OnceLock<Bytes>,
+}
+
+/// Store sizing.
+#[derive(Debug, Clone)]
+pub struct StoreConfig {
+    /// How many past events are kept for watches to resume from.
+    pub history: usize,
+    /// How far a watcher may fall behind before it is cut off with 410.
+    pub watch_buffer: usize,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig {
+            history: 10_000,
+            watch_buffer: 16_384,
+        }
+    }
+}
+
+type Collection = BTreeMap<(String, String), Arc<StoredObject>>;
+
+#[derive(Debug)]
+struct Inner {
+    rv: u64,
+    /// rv of the newest event no longer in `history`: a watch from an older rv is 410.
+    floor: u64,
+    collections: HashMap<StorageKey, Collection>,
+    history: VecDeque<Arc<Event>>,
+    uid_counter: u64,
+}
+
+/// A page of a list.
+#[derive(Debug)]
+pub struct ListPage {
+    /// The matching objects, ordered by namespace and name.
+    pub items: Vec<Arc<StoredObject>>,
+    /// The store's resourceVersion when the page was read.
+    pub rv: u64,
+    /// The (namespace, name) of the last item when more remain.
+    pub continue_after: Option<(String, String)>,
+}
+
+/// Preconditions and options of a delete.
+#[derive(Debug, Clone, Default)]
+pub struct DeleteSpec {
+    /// `preconditions.uid`.
+    pub uid: Option<String>,
+    /// `preconditions.resourceVersion`.
+    pub resource_version: Option<String>,
+    /// Finalizers to add while marking the object terminating (`orphan`,
+    /// `foregroundDeletion`, set by the propagation policy).
+    pub add_finalizers: Vec<String>,
+    /// `deletionGracePeriodSeconds` to record.
+    pub grace_period_seconds: i64,
+}
+
+/// What a delete did.
+#[derive(Debug)]
+pub enum Deleted {
+    /// The object is gone.
+    Removed(Arc<StoredObject>),
+    /// The object has finalizers: it is now (or already was) terminating.
+    Terminating(Arc<StoredObject>),
+}
+
+/// The linearizable object store.
+#[derive(Debug)]
+pub struct Store {
+    inner: Mutex<Inner>,
+    events: broadcast::Sender<Arc<Event>>,
+    config: StoreConfig,
+    clock: Clock,
+}
+
+/// The store's namespace collection key.
+pub fn namespaces_key() -> StorageKey {
+    StorageKey {
+        group: String::new(),
+        plural: "namespaces".into(),
+    }
+}
+
+fn strip_volatile(v: &Value) -> Value {
+    let mut v = v.clone();
+    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
+        m.remove("resourceVersion");
+        m.remove("managedFields");
+    }
+    v
+}
+
+fn spec_part(v: &Value) -> Map<String, Value> {
+    v.as_object()
+        .map(|m| {
+            m.iter()
+                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+                .map(|(k, v)| (k.clone(), v.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn finalizers(v: &Value) -> Vec<String> {
+    v["metadata"]["finalizers"]
+        .as_array()
+        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .unwrap_or_default()
+}
+
+impl Store {
+    /// An empty store holding the four initial namespaces.
+    #[must_use]
+    pub fn new(config: StoreConfig, clock: Clock) -> Self {
+        let (events, _) = broadcast::channel(config.watch_buffer.max(16));
+        let store = Store {
+            inner: Mutex::new(Inner {
+                rv: 0,
+                floor: 0,
+                collections: HashMap::new(),
+                history: VecDeque::new(),
+                uid_counter: 0,
+            }),
+            events,
+            config,
+            clock,
+        };
+        let ns = crate::resources::builtin_resources()
+            .into_iter()
+            .find(|r| r.plural == "namespaces")
+            .expect("namespaces is built in");
+        for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
+                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+            store.create(&ns, obj).expect("initial namespaces are valid");
+        }
+        store
+    }
+
+    /// The server's clock.
+    #[must_use]
+    pub fn clock(&self) -> &Clock {
+        &self.clock
+    }
+
+    /// The newest resourceVersion.
+    #[must_use]
+    pub fn current_rv(&self) -> u64 {
+        self.lock().rv
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        // A panic while holding the lock would leave a half-done write; every
+        // write path validates before mutating, so recover the guard.
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Read one object.
+    #[must_use]
+    pub fn get(&self, key: &StorageKey, ns: &str, name: &str) -> Option<Arc<StoredObject>> {
+        self.lock()
+            .collections
+            .get(key)?
+            .get(&(ns.to_string(), name.to_string()))
+            .cloned()
+    }
+
+    /// Whether namespace `ns` exists and is not terminating; Err(true) when terminating.
+    fn namespace_state(inner: &Inner, ns: &str) -> Result<(), bool> {
+        let obj = inner
+            .collections
+            .get(&namespaces_key())
+            .and_then(|c| c.get(&(String::new(), ns.to_string())))
+            .ok_or(false)?;
+        if obj.value()["metadata"]["deletionTimestamp"].is_null() {
+            Ok(())
+        } else {
+            Err(true)
+        }
+    }
+
+    /// List objects of a collection (optionally one namespace) that pass
+    /// `filter`, in (namespace, name) order, starting after `after`, at most
+    /// `limit` of them.
+    pub fn list(
+        &self,
+        key: &StorageKey,
+        ns: Option<&str>,
+        after: Option<&(String, String)>,
+        limit: Option<usize>,
+        filter: impl Fn(&StoredObject) -> bool,
+    ) -> ListPage {
+        use std::ops::Bound;
+        let inner = self.lock();
+        let rv = inner.rv;
+        let Some(coll) = inner.collections.get(key) else {
+            return ListPage {
+                items: Vec::new(),
+                rv,
+                continue_after: None,
+            };
+        };
+        let lower = match after {
+            Some(a) => Bound::Excluded(a.clone()),
+            None => match ns {
+                Some(ns) => Bound::Included((ns.to_string(), String::new())),
+                None => Bound::Unbounded,
+            },
+        };
+        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let mut items = Vec::new();
+        let mut continue_after = None;
+        for ((ons, oname), obj) in coll.range((lower, Bound::Unbounded)) {
+            if let Some(ns) = ns
+                && ons != ns
+            {
+                if ons.as_str() > ns {
+                    break;
+                }
+                continue;
+            }
+            if !filter(obj) {
+                continue;
+            }
+            if items.len() == limit {
+                continue_after = items
+                    .last()
+                    .map(|o: &Arc<StoredObject>| (o.namespace.clone(), o.name.clone()));
+                break;
+            }
+            let _ = oname;
+            items.push(obj.clone());
+        }
+        ListPage {
+            items,
+            rv,
+            continue_after,
+        }
+    }
+
+    fn commit(
+        &self,
+        inner: &mut Inner,
+        kind: EventType,
+        key: &StorageKey,
+        object: Arc<StoredObject>,
+        prev: Option<Arc<StoredObject>>,
+    ) {
+        let event = Arc::new(Event {
+            kind,
+            key: key.clone(),
+            object,
+            prev,
+            line: std::sync::OnceLock::new(),
+        });
+        inner.history.push_back(event.clone());
+        while inner.history.len() > self.config.history.max(1) {
+            if let Some(old) = inner.history.pop_front() {
+                inner.floor = old.object.rv;
+            }
+        }
+        // No receivers is fine: nobody watches yet.
+        let _ = self.events.send(event);
+    }
+
+    fn next_uid(inner: &mut Inner) -> String {
+        inner.uid_counter += 1;
+        // A version-4-shaped UID; unique within the server's life.
+        let n = inner.uid_counter;
+        let salt = inner.rv.wrapping_mul(0x9e37_79b9_7f4a_7c15) ^ n.rotate_left(17);
+        format!(
+            "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+            (salt >> 32) as u32,
+            (salt >> 16) as u16,
+            (salt & 0xfff) as u16,
+            (n >> 48) as u16 & 0xfff,
+            n & 0xffff_ffff_ffff
+        )
+    }
+
+    /// Create an object. The caller has validated and defaulted it; the store
+    /// assigns uid, creationTimestamp, generation and resourceVersion, and
+    /// checks that the name is free and the namespace exists.
+    pub fn create(&self, info: &ResourceInfo, mut obj: Value) -> Result<Arc<StoredObject>, ApiError> {
+        let key = info.storage_key();
+        let mut inner = self.lock();
+        let meta = obj["metadata"].as_object().cloned().unwrap_or_default();
+        let name = meta.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let ns = if info.namespaced {
+            meta.get("namespace").and_then(Value::as_str).unwrap_or_default().to_string()
+        } else {
+            String::new()
+        };
+        if info.namespaced {
+            match Self::namespace_state(&inner, &ns) {
+                Ok(()) => {}
+                Err(false) => return Err(ApiError::not_found("", "namespaces", &ns)),
+                Err(true) => {
+                    return Err(ApiError::forbidden(format!(
+                        "{} \"{name}\" is forbidden: unable to create new content in namespace {ns} because it is being terminated",
+                        crate::status::group_resource(&info.group, &info.plural)
+                    )));
+                }
+            }
+        }
+        if inner
+            .collections
+            .get(&key)
+            .is_some_and(|c| c.contains_key(&(ns.clone(), name.clone())))
+        {
+            return Err(ApiError::already_exists(&info.group, &info.plural, &name));
+        }
+        let rv = inner.rv + 1;
+        let uid = Self::next_uid(&mut inner);
+        let m = obj["metadata"].as_object_mut().expect("caller ensures metadata is an object");
+        m.insert("uid".into(), uid.into());
+        m.insert("resourceVersion".into(), rv.to_string().into());
+        m.insert("creationTimestamp".into(), self.clock.rfc3339().into());
+        m.insert("generation".into(), 1.into());
+        m.remove("deletionTimestamp");
+        m.remove("deletionGracePeriodSeconds");
+        if !info.namespaced {
+            m.remove("namespace");
+        }
+        let stored = StoredObject::from_value(&obj, rv);
+        inner.rv = rv;
+        inner
+            .collections
+            .entry(key.clone())
+            .or_default()
+            .insert((ns, name), stored.clone());
+        self.commit(&mut inner, EventType::Added, &key, stored.clone(), None);
+        Ok(stored)
+    }
+
+    /// Read-modify-write one object under the store lock. `f` gets the
+    /// current object and returns the new one (or an error that aborts the
+    /// write). The store then enforces what no client may change (uid,
+    /// creationTimestamp, deletionTimestamp), checks a resourceVersion the
+    /// new object carries (409 on mismatch), refuses new finalizers on a
+    /// terminating object (422), bumps generation when anything outside
+    /// metadata and status changed, and skips no-op writes. When the write
+    /// leaves a terminating object without finalizers, the object is removed.
+    pub fn update<F>(&self, info: &ResourceInfo, ns: &str, name: &str, f: F) -> Result<Arc<StoredObject>, ApiError>
+    where
+        F: FnOnce(&Value) -> Result<Value, ApiError>,
+    {
+        let key = info.storage_key();
+        let mut inner = self.lock();
+        let ns = if info.namespaced { ns } else { "" };
+        let old = inner
+            .collections
+            .get(&key)
+            .and_then(|c| c.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
+        let old_v = old.value();
+        let mut new = f(&old_v)?;
+        if !new["metadata"].is_object() {
+            return Err(ApiError::bad_request("metadata must be an object"));
+        }
+        if let Some(rv) = new["metadata"].get("resourceVersion").filter(|v| !v.is_null()) {
+            if rv.as_str() != Some(old.rv.to_string().as_str()) {
+                return Err(ApiError::conflict_modified(&info.group, &info.plural, name));
+            }
+        }
+        let old_fin = finalizers(&old_v);
+        let terminating = !old_v["metadata"]["deletionTimestamp"].is_null();
+        if terminating {
+            let new_fin = finalizers(&new);
+            if let Some(f) = new_fin.iter().find(|f| !old_fin.contains(f)) {
+                return Err(ApiError::invalid(
+                    &info.kind,
+                    name,
+                    format!(
+                        "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{f}\"}}"
+                    ),
+                ));
+            }
+        }
+        {
+            let m = new["metadata"].as_object_mut().expect("checked above");
+            let om = old_v["metadata"].as_object().expect("stored objects have metadata");
+            for k in [
+                "uid",
+                "creationTimestamp",
+                "deletionTimestamp",
+                "deletionGracePeriodSeconds",
+                "name",
+                "namespace",
+                "generation",
+            ] {
+                match om.get(k) {
+                    Some(v) => m.insert(k.into(), v.clone()),
+                    None => m.remove(k),
+                };
+            }
+            m.insert("resourceVersion".into(), old.rv.to_string().into());
+        }
+        if strip_volatile(&new) == strip_volatile(&old_v) {
+            return Ok(old);
+        }
+        let generation = old_v["metadata"]["generation"].as_i64().unwrap_or(1);
+        if spec_part(&new) != spec_part(&old_v) {
+            new["metadata"]["generation"] = (generation + 1).into();
+        }
+        let rv = inner.rv + 1;
+        inner.rv = rv;
+        new["metadata"]["resourceVersion"] = rv.to_string().into();
+        let stored = StoredObject::from_value(&new, rv);
+        let coll = inner.collections.entry(key.clone()).or_default();
+        if terminating && finalizers(&new).is_empty() {
+            coll.remove(&(ns.to_string(), name.to_string()));
+            self.commit(&mut inner, EventType::Deleted, &key, stored.clone(), Some(old));
+            self.after_remove(&mut inner, &key, ns);
+        } else {
+            coll.insert((ns.to_string(), name.to_string()), stored.clone());
+            self.commit(&mut inner, EventType::Modified, &key, stored.clone(), Some(old));
+        }
+        Ok(stored)
+    }
+
+    /// Delete one object: check preconditions; an object with finalizers (its
+    /// own, or ones the propagation policy adds) is marked terminating and
+    /// stays; any other is removed and a DELETED event is emitted.
+    pub fn delete(&self, info: &ResourceInfo, ns: &str, name: &str, spec: &DeleteSpec) -> Result<Deleted, ApiError> {
+        let key = info.storage_key();
+        let mut inner = self.lock();
+        let ns = if info.namespaced { ns } else { "" };
+        self.delete_locked(&mut inner, info, &key, ns, name, spec)
+    }
+
+    fn delete_locked(
+        &self,
+        inner: &mut Inner,
+        info: &ResourceInfo,
+        key: &StorageKey,
+        ns: &str,
+        name: &str,
+        spec: &DeleteSpec,
+    ) -> Result<Deleted, ApiError> {
+        let old = inner
+            .collections
+            .get(key)
+            .and_then(|c| c.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
+        if let Some(uid) = &spec.uid
+            && *uid != old.uid
+        {
+            return Err(ApiError::conflict(format!(
+                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                old.uid
+            ))
+            .with_details(&info.group, &info.plural, name));
+        }
+        if let Some(rv) = &spec.resource_version
+            && *rv != old.rv.to_string()
+        {
+            return Err(ApiError::conflict(format!(
+                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                old.rv
+            ))
+            .with_details(&info.group, &info.plural, name));
+        }
+        let mut v = old.value();
+        let mut fin = finalizers(&v);
+        let terminating = !v["metadata"]["deletionTimestamp"].is_null();
+        for f in &spec.add_finalizers {
+            if !terminating && !fin.contains(f) {
+                fin.push(f.clone());
+            }
+        }
+        if fin.is_empty() {
+            let rv = inner.rv + 1;
+            inner.rv = rv;
+            v["metadata"]["resourceVersion"] = rv.to_string().into();
+            let stored = StoredObject::from_value(&v, rv);
+            if let Some(c) = inner.collections.get_mut(key) {
+                c.remove(&(ns.to_string(), name.to_string()));
+            }
+            self.commit(inner, EventType::Deleted, key, stored.clone(), Some(old));
+            self.after_remove(inner, key, ns);
+            return Ok(Deleted::Removed(stored));
+        }
+        if terminating {
+            return Ok(Deleted::Terminating(old));
+        }
+        let rv = inner.rv + 1;
+        inner.rv = rv;
+        let m = v["metadata"].as_object_mut().expect("stored objects have metadata");
+        m.insert("finalizers".into(), fin.into());
+        m.insert("deletionTimestamp".into(), self.clock.rfc3339().into());
+        m.insert("deletionGracePeriodSeconds".into(), spec.grace_period_seconds.into());
+        m.insert("resourceVersion".into(), rv.to_string().into());
+        if key == &namespaces_key() {
+            v["status"]["phase"] = "Terminating".into();
+        }
+        let stored = StoredObject::from_value(&v, rv);
+        inner
+            .collections
+            .entry(key.clone())
+            .or_default()
+            .insert((ns.to_string(), name.to_string()), stored.clone());
+        self.commit(inner, EventType::Modified, key, stored.clone(), Some(old));
+        Ok(Deleted::Terminating(stored))
+    }
+
+    /// Delete a namespace: every object in it is deleted (objects with
+    /// finalizers linger, terminating), and the namespace is removed once it
+    /// is empty — at once, or when its last lingering object goes.
+    pub fn delete_namespace(
+        &self,
+        registry: &crate::resources::Registry,
+        name: &str,
+        spec: &DeleteSpec,
+    ) -> Result<Deleted, ApiError> {
+        let ns_info = registry
+            .get("", "v1", "namespaces")
+            .expect("namespaces is built in");
+        let mut inner = self.lock();
+        // Check preconditions (and existence) before touching any content.
+        let ns_obj = inner
+            .collections
+            .get(&namespaces_key())
+            .and_then(|c| c.get(&(String::new(), name.to_string())))
+            .cloned()
+            .ok_or_else(|| ApiError::not_found("", "namespaces", name))?;
+        if spec.uid.as_ref().is_some_and(|u| *u != ns_obj.uid)
+            || spec.resource_version.as_ref().is_some_and(|r| *r != ns_obj.rv.to_string())
+        {
+            return self.delete_locked(&mut inner, &ns_info, &namespaces_key(), "", name, spec);
+        }
+        // Mark the namespace terminating first so nothing new lands in it.
+        let marked = DeleteSpec {
+            add_finalizers: vec!["kubernetes".into()],
+            ..DeleteSpec::default()
+        };
+        self.delete_locked(&mut inner, &ns_info, &namespaces_key(), "", name, &marked)?;
+        let infos: HashMap<StorageKey, Arc<ResourceInfo>> = registry
+            .all()
+            .into_iter()
+            .filter(|r| r.namespaced)
+            .map(|r| (r.storage_key(), r))
+            .collect();
+        for (key, info) in &infos {
+            let names: Vec<String> = inner
+                .collections
+                .get(key)
+                .map(|c| {
+                    c.keys()
+                        .filter(|(ons, _)| ons == name)
+                        .map(|(_, n)| n.clone())
+                        .collect()
+                })
+                .unwrap_or_default();
+            for n in names {
+                self.delete_locked(&mut inner, info, key, name, &n, &DeleteSpec::default())?;
+            }
+        }
+        self.finish_namespace_if_empty(&mut inner, name);
+        let now = inner
+            .collections
+            .get(&namespaces_key())
+            .and_then(|c| c.get(&(String::new(), name.to_string())))
+            .cloned();
+        Ok(match now {
+            Some(o) => Deleted::Terminating(o),
+            None => Deleted::Removed(ns_obj),
+        })
+    }
+
+    fn after_remove(&self, inner: &mut Inner, key: &StorageKey, ns: &str) {
+        if !ns.is_empty() && key != &namespaces_key() {
+            self.finish_namespace_if_empty(inner, ns);
+        }
+    }
+
+    fn finish_namespace_if_empty(&self, inner: &mut Inner, ns: &str) {
+        let Some(ns_obj) = inner
+            .collections
+            .get(&namespaces_key())
+            .and_then(|c| c.get(&(String::new(), ns.to_string())))
+            .cloned()
+        else {
+            return;
+        };
+        let v = ns_obj.value();
+        if v["metadata"]["deletionTimestamp"].is_null() {
+            return;
+        }
+        let empty = inner
+            .collections
+            .iter()
+            .filter(|(k, _)| **k != namespaces_key())
+            .all(|(_, c)| !c.keys().any(|(ons, _)| ons == ns));
+        if !empty {
+            return;
+        }
+        let mut v = v;
+        let fin: Vec<String> = finalizers(&v).into_iter().filter(|f| f != "kubernetes").collect();
+        v["metadata"]["finalizers"] = fin.clone().into();
+        let rv = inner.rv + 1;
+        inner.rv = rv;
+        v["metadata"]["resourceVersion"] = rv.to_string().into();
+        let stored = StoredObject::from_value(&v, rv);
+        let key = namespaces_key();
+        let coll = inner.collections.entry(key.clone()).or_default();
+        if fin.is_empty() {
+            coll.remove(&(String::new(), ns.to_string()));
+            self.commit(inner, EventType::Deleted, &key, stored, Some(ns_obj));
+        } else {
+            coll.insert((String::new(), ns.to_string()), stored.clone());
+            self.commit(inner, EventType::Modified, &key, stored, Some(ns_obj));
+        }
+    }
+
+    /// Remove every object of a collection (a CRD was deleted), emitting DELETED for each.
+    pub fn drop_collection(&self, key: &StorageKey) {
+        let mut inner = self.lock();
+        let Some(coll) = inner.collections.remove(key) else {
+            return;
+        };
+        for (_, old) in coll {
+            let mut v = old.value();
+            let rv = inner.rv + 1;
+            inner.rv = rv;
+            v["metadata"]["resourceVersion"] = rv.to_string().into();
+            let stored = StoredObject::from_value(&v, rv);
+            self.commit(&mut inner, EventType::Deleted, key, stored, Some(old));
+        }
+    }
+
+    /// Start a watch of `key` from resourceVersion `from`: the retained events
+    /// newer than `from`, then a receiver for live ones. `Err` carries the
+    /// oldest rv still resumable when `from` is older than the retained
+    /// history (the caller answers 410 Expired).
+    pub fn watch_from(&self, key: &StorageKey, from: u64) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), u64> {
+        let inner = self.lock();
+        if from < inner.floor {
+            return Err(inner.floor);
+        }
+        let backlog = inner
+            .history
+            .iter()
+            .filter(|e| e.object.rv > from && &e.key == key)
+            .cloned()
+            .collect();
+        Ok((backlog, self.events.subscribe()))
+    }
+
+    /// A consistent snapshot of a collection (for a watch from "now" that
+    /// first replays current state) and a receiver for every later event.
+    pub fn snapshot_and_subscribe(&self, key: &StorageKey) -> (Vec<Arc<StoredObject>>, u64, broadcast::Receiver<Arc<Event>>) {
+        let inner = self.lock();
+        let items = inner
+            .collections
+            .get(key)
+            .map(|c| c.values().cloned().collect())
+            .unwrap_or_default();
+        (items, inner.rv, self.events.subscribe())
+    }
+}

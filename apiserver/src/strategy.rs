@@ -1,0 +1,245 @@
+//! Per-kind rules applied on create and update: status isolation, defaults
+//! (pods start Pending, namespaces Active), name and label validation, and
+//! CustomResourceDefinition acceptance (conditions Established and
+//! NamesAccepted, the resources it serves).
+
+use serde_json::{Value, json};
+
+use crate::resources::ResourceInfo;
+use crate::status::ApiError;
+use crate::validation;
+
+/// Which part of an object a write targets.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Subresource {
+    /// The object itself: status changes are ignored when a status subresource exists.
+    Main,
+    /// `/status`: only status changes.
+    Status,
+}
+
+/// Validate an object's name and labels for its kind (422 on failure).
+pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let res = if info.group.is_empty() && matches!(info.plural.as_str(), "namespaces" | "services") {
+        validation::validate_dns1123_label(name)
+    } else {
+        validation::validate_dns1123_subdomain(name)
+    };
+    res.map_err(|e| {
+        ApiError::invalid(
+            &info.kind,
+            name,
+            format!("metadata.name: Invalid value: \"{name}\": {e}"),
+        )
+    })?;
+    match &obj["metadata"]["labels"] {
+        Value::Null => {}
+        Value::Object(m) => validation::validate_labels(m)
+            .map_err(|e| ApiError::invalid(&info.kind, name, format!("metadata.labels: Invalid value: {e}")))?,
+        _ => {
+            return Err(ApiError::bad_request(
+                "metadata.labels must be a map of string keys to string values",
+            ));
+        }
+    }
+    if let Some(a) = obj["metadata"].get("annotations").filter(|a| !a.is_null()) {
+        let ok = a.as_object().is_some_and(|m| m.values().all(Value::is_string));
+        if !ok {
+            return Err(ApiError::bad_request(
+                "metadata.annotations must be a map of string keys to string values",
+            ));
+        }
+    }
+    if let Some(f) = obj["metadata"].get("finalizers").filter(|a| !a.is_null()) {
+        let ok = f.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+        if !ok {
+            return Err(ApiError::bad_request("metadata.finalizers must be a list of strings"));
+        }
+    }
+    if info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions" {
+        crd_resources(obj).map(|_| ())?;
+    }
+    Ok(())
+}
+
+/// Defaults and resets applied to a new object before it is stored.
+pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
+    let core = info.group.is_empty();
+    if info.status_subresource {
+        if let Some(m) = obj.as_object_mut() {
+            m.remove("status");
+        }
+    }
+    if core && info.plural == "pods" {
+        obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+    }
+    if core && info.plural == "namespaces" {
+        obj["spec"] = json!({"finalizers": ["kubernetes"]});
+        obj["status"] = json!({"phase": "Active"});
+        let name = obj["metadata"]["name"].clone();
+        let labels = obj["metadata"]
+            .as_object_mut()
+            .map(|m| m.entry("labels").or_insert_with(|| json!({})));
+        if let Some(l) = labels.and_then(Value::as_object_mut) {
+            l.insert("kubernetes.io/metadata.name".into(), name);
+        }
+    }
+    if info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions" {
+        accept_crd(obj, now);
+    }
+    if let Some(m) = obj["metadata"].as_object_mut() {
+        m.remove("selfLink");
+    }
+}
+
+/// Build the stored object of an update from the old object and the
+/// client's `new` one: a write to the object keeps the old status (when a
+/// status subresource exists), a write to `/status` keeps everything but status.
+#[must_use]
+pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut new: Value) -> Value {
+    let now = old["status"]["conditions"][0]["lastTransitionTime"].as_str().unwrap_or_default().to_string();
+    match sub {
+        Subresource::Main => {
+            if info.status_subresource {
+                match old.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            if info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions" {
+                accept_crd(&mut new, &now);
+            }
+            new
+        }
+        Subresource::Status => {
+            let mut out = old.clone();
+            match new.get("status") {
+                Some(s) => out["status"] = s.clone(),
+                None => {
+                    if let Some(m) = out.as_object_mut() {
+                        m.remove("status");
+                    }
+                }
+            }
+            // The rv the client sent stays a precondition; managedFields follow the write.
+            out["metadata"]["resourceVersion"] = new["metadata"]["resourceVersion"].clone();
+            if let Some(mf) = new["metadata"].get("managedFields") {
+                out["metadata"]["managedFields"] = mf.clone();
+            }
+            out
+        }
+    }
+}
+
+/// The resources a CRD object defines (one per served version), or 422.
+pub fn crd_resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
+    let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+    let spec = &crd["spec"];
+    let invalid = |m: String| ApiError::invalid("CustomResourceDefinition", name, m);
+    let group = spec["group"].as_str().unwrap_or_default();
+    let names = &spec["names"];
+    let plural = names["plural"].as_str().unwrap_or_default();
+    let kind = names["kind"].as_str().unwrap_or_default();
+    if group.is_empty() || !group.contains('.') {
+        return Err(invalid(format!(
+            "spec.group: Invalid value: \"{group}\": should be a domain with at least one dot"
+        )));
+    }
+    if plural.is_empty() || kind.is_empty() {
+        return Err(invalid("spec.names.plural and spec.names.kind: Required value".into()));
+    }
+    if name != format!("{plural}.{group}") {
+        return Err(invalid(format!(
+            "metadata.name: Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
+        )));
+    }
+    let namespaced = match spec["scope"].as_str() {
+        Some("Namespaced") => true,
+        Some("Cluster") => false,
+        other => {
+            return Err(invalid(format!(
+                "spec.scope: Unsupported value: {}: supported values: \"Cluster\", \"Namespaced\"",
+                other.map(|s| format!("\"{s}\"")).unwrap_or_else(|| "\"\"".into())
+            )));
+        }
+    };
+    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
+    if versions.is_empty() {
+        return Err(invalid("spec.versions: Invalid value: must have exactly one version marked as storage version".into()));
+    }
+    if versions.iter().filter(|v| v["storage"] == true).count() != 1 {
+        return Err(invalid(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version".into(),
+        ));
+    }
+    let strs = |v: &Value| -> Vec<String> {
+        v.as_array()
+            .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+            .unwrap_or_default()
+    };
+    let mut out = Vec::new();
+    for v in &versions {
+        let Some(vname) = v["name"].as_str().filter(|s| !s.is_empty()) else {
+            return Err(invalid("spec.versions[].name: Required value".into()));
+        };
+        if v["served"] != true {
+            continue;
+        }
+        out.push(ResourceInfo {
+            group: group.into(),
+            version: vname.into(),
+            plural: plural.into(),
+            singular: names["singular"]
+                .as_str()
+                .map(String::from)
+                .unwrap_or_else(|| kind.to_lowercase()),
+            kind: kind.into(),
+            list_kind: names["listKind"]
+                .as_str()
+                .map(String::from)
+                .unwrap_or_else(|| format!("{kind}List")),
+            namespaced,
+            short_names: strs(&names["shortNames"]),
+            categories: strs(&names["categories"]),
+            status_subresource: v["subresources"]["status"].is_object(),
+            builtin: false,
+            has_spec: true,
+        });
+    }
+    Ok(out)
+}
+
+fn accept_crd(crd: &mut Value, now: &str) {
+    let names = crd["spec"]["names"].clone();
+    let mut accepted = names.clone();
+    if accepted["singular"].is_null() {
+        accepted["singular"] = names["kind"].as_str().unwrap_or_default().to_lowercase().into();
+    }
+    if accepted["listKind"].is_null() {
+        accepted["listKind"] = format!("{}List", names["kind"].as_str().unwrap_or_default()).into();
+    }
+    let stored: Vec<Value> = crd["spec"]["versions"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|v| v["storage"] == true)
+        .map(|v| v["name"].clone())
+        .collect();
+    let cond = |t: &str, reason: &str, msg: &str| {
+        json!({"type": t, "status": "True", "reason": reason, "message": msg,
+               "lastTransitionTime": now})
+    };
+    crd["status"] = json!({
+        "acceptedNames": accepted,
+        "storedVersions": stored,
+        "conditions": [
+            cond("NamesAccepted", "NoConflicts", "no conflicts found"),
+            cond("Established", "InitialNamesAccepted", "the initial names have been accepted"),
+        ],
+    });
+}

@@ -1,0 +1,142 @@
+//! Server-side printing: the `meta.k8s.io/v1` Table that `kubectl get` asks
+//! for (`Accept: application/json;as=Table;...`).
+
+use serde_json::{Value, json};
+
+use crate::resources::ResourceInfo;
+
+/// Whether an Accept header asks for a Table.
+#[must_use]
+pub fn wants_table(accept: &str) -> bool {
+    accept
+        .split(',')
+        .next()
+        .is_some_and(|first| first.contains("as=Table"))
+}
+
+fn columns(info: &ResourceInfo) -> Vec<(&'static str, &'static str)> {
+    let mut c = vec![("Name", "name")];
+    match (info.group.as_str(), info.plural.as_str()) {
+        ("", "namespaces") => c.push(("Status", "")),
+        ("", "pods") => {
+            c.push(("Status", ""));
+            c.push(("Node", ""));
+        }
+        ("", "nodes") => c.push(("Status", "")),
+        ("", "configmaps") | ("", "secrets") => c.push(("Data", "")),
+        ("apps", "statefulsets") => c.push(("Ready", "")),
+        _ => {}
+    }
+    c.push(("Age", ""));
+    c
+}
+
+fn age(ts: &str) -> String {
+    let Ok(t) = ts.parse::<jiff::Timestamp>() else {
+        return "<unknown>".into();
+    };
+    let secs = jiff::Timestamp::now().duration_since(t).as_secs().max(0);
+    match secs {
+        s if s < 120 => format!("{s}s"),
+        s if s < 3 * 3600 => format!("{}m", s / 60),
+        s if s < 2 * 86400 => format!("{}h", s / 3600),
+        s => format!("{}d", s / 86400),
+    }
+}
+
+fn cell(info: &ResourceInfo, col: &str, obj: &Value) -> Value {
+    let s = |v: &Value| Value::String(v.as_str().unwrap_or("").to_string());
+    match col {
+        "Name" => s(&obj["metadata"]["name"]),
+        "Age" => age(obj["metadata"]["creationTimestamp"].as_str().unwrap_or("")).into(),
+        "Status" if info.plural == "nodes" => "Unknown".into(),
+        "Status" => {
+            if !obj["metadata"]["deletionTimestamp"].is_null() {
+                "Terminating".into()
+            } else {
+                s(&obj["status"]["phase"])
+            }
+        }
+        "Node" => match obj["spec"]["nodeName"].as_str() {
+            Some(n) => n.into(),
+            None => "<none>".into(),
+        },
+        "Data" => obj["data"].as_object().map_or(0, |m| m.len()).into(),
+        "Ready" => format!(
+            "{}/{}",
+            obj["status"]["readyReplicas"].as_i64().unwrap_or(0),
+            obj["spec"]["replicas"].as_i64().unwrap_or(1)
+        )
+        .into(),
+        _ => Value::Null,
+    }
+}
+
+fn row(info: &ResourceInfo, obj: &Value) -> Value {
+    let cells: Vec<Value> = columns(info).iter().map(|(c, _)| cell(info, c, obj)).collect();
+    json!({
+        "cells": cells,
+        "object": {
+            "kind": "PartialObjectMetadata",
+            "apiVersion": "meta.k8s.io/v1",
+            "metadata": obj["metadata"].clone(),
+        }
+    })
+}
+
+/// A Table of `objects`.
+#[must_use]
+pub fn table(info: &ResourceInfo, objects: &[Value], rv: &str, cont: Option<&str>) -> Value {
+    let defs: Vec<Value> = columns(info)
+        .iter()
+        .map(|(name, format)| {
+            json!({"name": name, "type": "string", "format": format, "description": "", "priority": 0})
+        })
+        .collect();
+    let mut meta = json!({"resourceVersion": rv});
+    if let Some(c) = cont {
+        meta["continue"] = c.into();
+    }
+    json!({
+        "kind": "Table",
+        "apiVersion": "meta.k8s.io/v1",
+        "metadata": meta,
+        "columnDefinitions": defs,
+        "rows": objects.iter().map(|o| row(info, o)).collect::<Vec<_>>(),
+    })
+}
+
+/// One object as a one-row Table (a watch event of `kubectl get -w`).
+#[must_use]
+pub fn table_of_one(info: &ResourceInfo, obj: &Value) -> Value {
+    let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or("");
+    table(info, std::slice::from_ref(obj), rv, None)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn detects_table_accept() {
+        assert!(wants_table(
+            "application/json;as=Table;v=v1;g=meta.k8s.io,application/json;as=Table;v=v1beta1;g=meta.k8s.io,application/json"
+        ));
+        assert!(!wants_table("application/json"));
+    }
+
+    #[test]
+    fn pod_rows_show_phase() {
+        let info = crate::resources::builtin_resources()
+            .into_iter()
+            .find(|r| r.plural == "pods")
+            .unwrap();
+        let pod = json!({"metadata": {"name": "web-0", "creationTimestamp": "2020-01-01T00:00:00Z"},
+                         "status": {"phase": "Pending"}});
+        let t = table(&info, &[pod], "5", None);
+        assert_eq!(t["rows"][0]["cells"][0], "web-0");
+        assert_eq!(t["rows"][0]["cells"][1], "Pending");
+        assert_eq!(t["rows"][0]["cells"][2], "<none>");
+        assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 4);
+    }
+}

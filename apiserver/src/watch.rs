@@ -1,0 +1,218 @@
+//! Watch streams: newline-delimited `{"type","object"}` JSON, resumed from a
+//! resourceVersion out of the store's history ring or started from a
+//! snapshot, with bookmarks, timeouts and the real server's 410 answers.
+//!
+//! Each event's line is built once and shared by every watcher whose view
+//! of the event is the plain one; a watcher that falls further behind than
+//! the broadcast buffer is cut off with an ERROR 410 event, as the real
+//! server does, so one slow client can never stall writers.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde_json::{Value, json};
+use tokio::sync::{broadcast, mpsc};
+
+use crate::filter::ObjectFilter;
+use crate::resources::ResourceInfo;
+use crate::store::{Event, EventType, Store, StoredObject};
+
+/// How a watch starts and runs.
+#[derive(Debug, Clone)]
+pub struct WatchSpec {
+    /// The served resource (kind and apiVersion for bookmarks).
+    pub info: Arc<ResourceInfo>,
+    /// Which objects.
+    pub filter: ObjectFilter,
+    /// `resourceVersion`: None or `0` replays current state as ADDED first.
+    pub from: Option<u64>,
+    /// `allowWatchBookmarks`.
+    pub bookmarks: bool,
+    /// `sendInitialEvents`: replay current state and then send a BOOKMARK
+    /// annotated `k8s.io/initial-events-end`.
+    pub send_initial_events: bool,
+    /// `timeoutSeconds`.
+    pub timeout: Option<Duration>,
+    /// How often a BOOKMARK is sent when bookmarks are allowed.
+    pub bookmark_interval: Duration,
+    /// Render each object through this (e.g. as a kubectl Table row) instead of raw.
+    pub render: Option<fn(&ResourceInfo, &Value) -> Value>,
+}
+
+/// Build one watch line.
+#[must_use]
+pub fn encode_line(kind: &str, object: &[u8]) -> Bytes {
+    let mut b = BytesMut::with_capacity(object.len() + 32);
+    b.put_slice(b"{\"type\":\"");
+    b.put_slice(kind.as_bytes());
+    b.put_slice(b"\",\"object\":");
+    b.put_slice(object);
+    b.put_slice(b"}\n");
+    b.freeze()
+}
+
+/// The 410 Expired ERROR event line.
+#[must_use]
+pub fn expired_line(message: &str) -> Bytes {
+    let status = crate::status::ApiError::expired(message).to_status();
+    encode_line("ERROR", status.to_string().as_bytes())
+}
+
+/// An object's JSON as served at `info`'s version: the stored bytes
+/// themselves unless the object is stored under another version.
+#[must_use]
+pub fn object_bytes(info: &ResourceInfo, o: &StoredObject) -> Bytes {
+    let want = info.api_version();
+    if o.api_version == want {
+        return o.raw.clone();
+    }
+    let mut v = o.value();
+    v["apiVersion"] = want.into();
+    Bytes::from(v.to_string())
+}
+
+fn rendered(spec: &WatchSpec, o: &StoredObject) -> Bytes {
+    match spec.render {
+        None => object_bytes(&spec.info, o),
+        Some(r) => {
+            let mut v = o.value();
+            v["apiVersion"] = spec.info.api_version().into();
+            Bytes::from(r(&spec.info, &v).to_string())
+        }
+    }
+}
+
+/// The line this watch sends for `e`, if any. A filtered watch sees an
+/// object that stops matching as DELETED and one that starts matching as ADDED.
+fn line_for(spec: &WatchSpec, e: &Event) -> Option<Bytes> {
+    if e.key != spec.info.storage_key() {
+        return None;
+    }
+    let now = spec.filter.matches(&e.object);
+    let before = e.prev.as_ref().is_some_and(|p| spec.filter.matches(p));
+    let kind = match (e.kind, before, now) {
+        (EventType::Added, _, true) => EventType::Added,
+        (EventType::Deleted, true, _) => EventType::Deleted,
+        (EventType::Modified, true, true) => EventType::Modified,
+        (EventType::Modified, false, true) => EventType::Added,
+        (EventType::Modified, true, false) => EventType::Deleted,
+        _ => return None,
+    };
+    let plain = spec.render.is_none() && e.object.api_version == spec.info.api_version();
+    if plain && kind == e.kind {
+        return Some(
+            e.line
+                .get_or_init(|| encode_line(kind.as_str(), &e.object.raw))
+                .clone(),
+        );
+    }
+    Some(encode_line(kind.as_str(), &rendered(spec, &e.object)))
+}
+
+fn bookmark_line(spec: &WatchSpec, rv: u64, initial_end: bool) -> Bytes {
+    let mut meta = json!({"resourceVersion": rv.to_string()});
+    if initial_end {
+        meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
+    }
+    let obj = json!({"kind": spec.info.kind, "apiVersion": spec.info.api_version(), "metadata": meta});
+    encode_line("BOOKMARK", obj.to_string().as_bytes())
+}
+
+/// Start a watch. Returns the receiving end of the body's lines, or the
+/// line of a 410 ERROR event when `from` is older than the history ring
+/// (the caller still answers HTTP 200 with that one event).
+pub fn start(
+    store: &Arc<Store>,
+    spec: WatchSpec,
+    mut shutdown: tokio::sync::watch::Receiver<bool>,
+) -> mpsc::Receiver<Bytes> {
+    let (tx, rx) = mpsc::channel::<Bytes>(64);
+    let key = spec.info.storage_key();
+    let replay = spec.from.is_none_or(|rv| rv == 0) || spec.send_initial_events;
+    let (initial, backlog, mut live, start_rv) = if replay {
+        let (items, rv, live) = store.snapshot_and_subscribe(&key);
+        let lines: Vec<Bytes> = items
+            .iter()
+            .filter(|o| spec.filter.matches(o))
+            .map(|o| encode_line("ADDED", &rendered(&spec, o)))
+            .collect();
+        (lines, Vec::new(), live, rv)
+    } else {
+        let from = spec.from.unwrap_or(0);
+        match store.watch_from(&key, from) {
+            Ok((backlog, live)) => (Vec::new(), backlog, live, from),
+            Err(floor) => {
+                let line = expired_line(&format!(
+                    "too old resource version: {from} ({floor})"
+                ));
+                let _ = tx.try_send(line);
+                return rx;
+            }
+        }
+    };
+    tokio::spawn(async move {
+        let mut processed = start_rv;
+        for line in initial {
+            if tx.send(line).await.is_err() {
+                return;
+            }
+        }
+        if spec.send_initial_events && tx.send(bookmark_line(&spec, processed, true)).await.is_err() {
+            return;
+        }
+        for e in backlog {
+            processed = processed.max(e.object.rv);
+            if let Some(line) = line_for(&spec, &e)
+                && tx.send(line).await.is_err()
+            {
+                return;
+            }
+        }
+        let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
+        let mut bookmark = tokio::time::interval(spec.bookmark_interval.max(Duration::from_millis(10)));
+        bookmark.tick().await;
+        loop {
+            let timeout = async {
+                match deadline {
+                    Some(d) => tokio::time::sleep_until(d).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                biased;
+                _ = shutdown.changed() => return,
+                _ = timeout => return,
+                _ = tx.closed() => return,
+                ev = live.recv() => match ev {
+                    Ok(e) => {
+                        if e.object.rv <= processed {
+                            continue;
+                        }
+                        processed = e.object.rv;
+                        if let Some(line) = line_for(&spec, &e)
+                            && tx.send(line).await.is_err()
+                        {
+                            return;
+                        }
+                    }
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(resource = %spec.info.plural, missed = n, "watcher fell behind; closing it with 410");
+                        let _ = tx.send(expired_line(&format!(
+                            "watch of {} fell behind by {n} events; resourceVersion {processed} is too old",
+                            spec.info.plural
+                        ))).await;
+                        return;
+                    }
+                    Err(broadcast::error::RecvError::Closed) => return,
+                },
+                _ = bookmark.tick(), if spec.bookmarks => {
+                    if tx.send(bookmark_line(&spec, processed, false)).await.is_err() {
+                        return;
+                    }
+                }
+            }
+        }
+    });
+    rx
+}

@@ -140,13 +140,16 @@ where
     let body = match http_body_util::Limited::new(body, limit).collect().await {
         Ok(b) => b.to_bytes(),
         Err(e) => {
-            if e.downcast_ref::<http_body_util::LengthLimitError>().is_some() {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
                 return error_response(&ApiError::too_large(limit));
             }
             return error_response(&ApiError::bad_request(format!("reading request body: {e}")));
         }
     };
-    let span = tracing::debug_span!("request", client, method = %parts.method, path = %parts.uri.path());
+    let span =
+        tracing::debug_span!("request", client, method = %parts.method, path = %parts.uri.path());
     let _enter = span.enter();
     let query: HashMap<String, String> = parts
         .uri
@@ -179,11 +182,17 @@ struct Req<'a> {
 
 impl Req<'_> {
     fn q(&self, k: &str) -> Option<&str> {
-        self.query.get(k).map(String::as_str).filter(|s| !s.is_empty())
+        self.query
+            .get(k)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
     }
 
     fn header(&self, h: header::HeaderName) -> &str {
-        self.headers.get(h).and_then(|v| v.to_str().ok()).unwrap_or("")
+        self.headers
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
     }
 
     fn only_get(&self) -> Result<(), ApiError> {
@@ -199,7 +208,13 @@ impl Req<'_> {
             return m.to_string();
         }
         let ua = self.header(header::USER_AGENT);
-        let m: String = ua.split('/').next().unwrap_or("").chars().take(128).collect();
+        let m: String = ua
+            .split('/')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(128)
+            .collect();
         if m.is_empty() { "unknown".into() } else { m }
     }
 }
@@ -268,7 +283,13 @@ fn route(req: &Req<'_>, path: &str) -> Result<Resp, ApiError> {
     }
 }
 
-fn resource(req: &Req<'_>, path: &str, group: &str, version: &str, rest: &[&str]) -> Result<Resp, ApiError> {
+fn resource(
+    req: &Req<'_>,
+    path: &str,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Result<Resp, ApiError> {
     let (namespace, rest) = match rest {
         ["namespaces", _, "status" | "finalize"] => (None, rest),
         ["namespaces", ns, tail @ ..] if !tail.is_empty() => (Some(ns.to_string()), tail),
@@ -344,7 +365,12 @@ fn get(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
 }
 
 fn filter_of(req: &Req<'_>, t: &Target) -> Result<ObjectFilter, ApiError> {
-    ObjectFilter::new(&t.info, t.namespace.clone(), req.q("labelSelector"), req.q("fieldSelector"))
+    ObjectFilter::new(
+        &t.info,
+        t.namespace.clone(),
+        req.q("labelSelector"),
+        req.q("fieldSelector"),
+    )
 }
 
 fn encode_continue(ns: &str, name: &str) -> String {
@@ -359,7 +385,11 @@ fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
     }
     let bytes = (0..token.len())
         .step_by(2)
-        .map(|i| token.get(i..i + 2).and_then(|h| u8::from_str_radix(h, 16).ok()))
+        .map(|i| {
+            token
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
         .collect::<Option<Vec<u8>>>()
         .ok_or_else(bad)?;
     let s = String::from_utf8(bytes).map_err(|_| bad())?;
@@ -407,7 +437,8 @@ fn list(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     if let Some(c) = cont {
         meta["continue"] = c.into();
     }
-    let mut out = Vec::with_capacity(128 + page.items.iter().map(|o| o.raw.len() + 1).sum::<usize>());
+    let mut out =
+        Vec::with_capacity(128 + page.items.iter().map(|o| o.raw.len() + 1).sum::<usize>());
     out.extend_from_slice(
         format!(
             "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
@@ -435,9 +466,10 @@ fn watch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let filter = filter_of(req, t)?;
     let from = match req.q("resourceVersion") {
         None => None,
-        Some(rv) => Some(rv.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!("invalid resource version: {rv}"))
-        })?),
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
+        ),
     };
     let timeout = match req.q("timeoutSeconds") {
         None => None,
@@ -457,7 +489,8 @@ fn watch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         render: table.then_some(table::table_of_one as fn(&ResourceInfo, &Value) -> Value),
     };
     let rx = watch::start(&req.state.store, spec, req.state.shutdown.clone());
-    let stream = tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>);
+    let stream =
+        tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>);
     Ok(Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/json")
@@ -468,7 +501,12 @@ fn watch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
 /// Parse a request body as a JSON (or, for `application/yaml`, YAML) object.
 fn parse_body(req: &Req<'_>) -> Result<Value, ApiError> {
     let ct = req.header(header::CONTENT_TYPE);
-    let essence = ct.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     let v: Value = match essence.as_str() {
         "" | "application/json" | "*/*" => serde_json::from_slice(&req.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?,
@@ -485,7 +523,9 @@ fn parse_body(req: &Req<'_>) -> Result<Value, ApiError> {
         }
     };
     if !v.is_object() {
-        return Err(ApiError::bad_request("the body of the request must be a JSON object"));
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
     }
     Ok(v)
 }
@@ -520,12 +560,20 @@ fn check_identity(t: &Target, obj: &mut Value, url_name: Option<&str>) -> Result
         Some(Value::Object(_)) => {}
         Some(_) => return Err(ApiError::bad_request("metadata must be an object")),
     }
-    for k in ["name", "namespace", "generateName", "resourceVersion", "uid"] {
+    for k in [
+        "name",
+        "namespace",
+        "generateName",
+        "resourceVersion",
+        "uid",
+    ] {
         if let Some(v) = obj["metadata"].get(k)
             && !v.is_string()
             && !v.is_null()
         {
-            return Err(ApiError::bad_request(format!("metadata.{k} must be a string")));
+            return Err(ApiError::bad_request(format!(
+                "metadata.{k} must be a string"
+            )));
         }
     }
     let meta = obj["metadata"].as_object_mut().expect("checked above");
@@ -582,7 +630,9 @@ fn field_validation(req: &Req<'_>) -> Result<(), ApiError> {
 fn sync_crd(state: &State, crd: &Value) {
     if let Ok(infos) = strategy::crd_resources(crd) {
         if let Some(first) = infos.first() {
-            state.registry.remove_group_resource(&first.group, &first.plural);
+            state
+                .registry
+                .remove_group_resource(&first.group, &first.plural);
         }
         for i in infos {
             state.registry.insert(i);
@@ -648,7 +698,9 @@ fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let name = t.name.as_deref().unwrap_or_default();
     let mut body = parse_body(req)?;
     check_identity(t, &mut body, Some(name))?;
-    let has_rv = body["metadata"]["resourceVersion"].as_str().is_some_and(|s| !s.is_empty());
+    let has_rv = body["metadata"]["resourceVersion"]
+        .as_str()
+        .is_some_and(|s| !s.is_empty());
     if !has_rv && !t.info.builtin {
         return Err(ApiError::invalid(
             &t.info.kind,
@@ -682,7 +734,9 @@ fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
 fn patch_error(t: &Target, name: &str, e: PatchError) -> ApiError {
     match e {
         PatchError::Malformed(m) => ApiError::bad_request(m),
-        PatchError::TestFailed(m) | PatchError::Invalid(m) => ApiError::invalid(&t.info.kind, name, m),
+        PatchError::TestFailed(m) | PatchError::Invalid(m) => {
+            ApiError::invalid(&t.info.kind, name, m)
+        }
         PatchError::Conflict(m) => ApiError::conflict(m),
     }
 }
@@ -715,12 +769,16 @@ fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         let res = match kind {
             PatchKind::Json => patch::apply_json_patch(&mut new, &req.body),
             PatchKind::Merge => patch::apply_merge_patch(&mut new, &req.body),
-            PatchKind::Strategic => patch::apply_strategic_merge_patch(&mut new, &req.body, &t.info.kind),
+            PatchKind::Strategic => {
+                patch::apply_strategic_merge_patch(&mut new, &req.body, &t.info.kind)
+            }
             PatchKind::Apply => unreachable!("handled above"),
         };
         res.map_err(|e| patch_error(t, &name, e))?;
         if !new.is_object() {
-            return Err(ApiError::unprocessable("the patch did not produce an object"));
+            return Err(ApiError::unprocessable(
+                "the patch did not produce an object",
+            ));
         }
         check_identity(t, &mut new, Some(&name))?;
         if t.sub == Subresource::Main {
@@ -751,8 +809,17 @@ fn apply(req: &Req<'_>, t: &Target, name: &str, now: &str) -> Result<Resp, ApiEr
     // another create retries as an update.
     for _ in 0..3 {
         let res = req.state.store.update(&t.info, ns_of(t), name, |old| {
-            let merged = patch::server_side_apply(Some(old), &req.body, &manager, force, now, &av, &t.info.kind, sub)
-                .map_err(|e| patch_error(t, name, e))?;
+            let merged = patch::server_side_apply(
+                Some(old),
+                &req.body,
+                &manager,
+                force,
+                now,
+                &av,
+                &t.info.kind,
+                sub,
+            )
+            .map_err(|e| patch_error(t, name, e))?;
             let mut merged = merged;
             check_identity(t, &mut merged, Some(name))?;
             if t.sub == Subresource::Main {
@@ -768,8 +835,17 @@ fn apply(req: &Req<'_>, t: &Target, name: &str, now: &str) -> Result<Resp, ApiEr
                 return Ok(render(req, t, &stored, StatusCode::OK));
             }
             Err(e) if e.code == 404 && e.reason == "NotFound" && t.sub == Subresource::Main => {
-                let mut obj = patch::server_side_apply(None, &req.body, &manager, force, now, &av, &t.info.kind, None)
-                    .map_err(|e| patch_error(t, name, e))?;
+                let mut obj = patch::server_side_apply(
+                    None,
+                    &req.body,
+                    &manager,
+                    force,
+                    now,
+                    &av,
+                    &t.info.kind,
+                    None,
+                )
+                .map_err(|e| patch_error(t, name, e))?;
                 match create_object(req, t, &mut obj, Some(name)) {
                     Ok(stored) => return Ok(render(req, t, &stored, StatusCode::CREATED)),
                     Err(e) if e.reason == "AlreadyExists" => continue,
@@ -779,7 +855,11 @@ fn apply(req: &Req<'_>, t: &Target, name: &str, now: &str) -> Result<Resp, ApiEr
             Err(e) => return Err(e),
         }
     }
-    Err(ApiError::conflict_modified(&t.info.group, &t.info.plural, name))
+    Err(ApiError::conflict_modified(
+        &t.info.group,
+        &t.info.plural,
+        name,
+    ))
 }
 
 /// DeleteOptions from the body (if any) and the query.
@@ -865,9 +945,13 @@ fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let spec = delete_spec(req)?;
     let filter = filter_of(req, t)?;
     let st = req.state;
-    let page = st
-        .store
-        .list(&t.info.storage_key(), t.namespace.as_deref(), None, None, |o| filter.matches(o));
+    let page = st.store.list(
+        &t.info.storage_key(),
+        t.namespace.as_deref(),
+        None,
+        None,
+        |o| filter.matches(o),
+    );
     let mut items = Vec::new();
     for o in page.items {
         let res = if t.info.group.is_empty() && t.info.plural == "namespaces" {

@@ -35,9 +35,12 @@ pub fn index(registry: &Registry) -> Value {
 
 fn doc_hash(registry: &Registry, group: &str, version: &str) -> u64 {
     // FNV-1a over the document: changes when the CRDs served change.
-    let doc = document(registry, group, version).map(|d| d.to_string()).unwrap_or_default();
-    doc.bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    let doc = document(registry, group, version)
+        .map(|d| d.to_string())
+        .unwrap_or_default();
+    doc.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }
 
 fn schema_name(r: &ResourceInfo) -> String {
@@ -67,14 +70,14 @@ fn operations(r: &ResourceInfo) -> Value {
         json!({"content": content, "required": true})
     };
     let ok = json!({"200": {"description": "OK", "content": {"application/json": {"schema": sref.clone()}}}});
-    let mut patch_types = vec![
+    // Strategic merge is served for built-ins but not advertised here: the
+    // schemas are permissive, so kubectl could not compute a strategic patch
+    // from them; without the advertisement it uses its compiled-in types.
+    let patch_types = [
         "application/json-patch+json",
         "application/merge-patch+json",
         "application/apply-patch+yaml",
     ];
-    if r.builtin {
-        patch_types.push("application/strategic-merge-patch+json");
-    }
     json!({
         "get": {"operationId": format!("read{}", r.kind), "responses": ok,
                 "x-kubernetes-action": "get", "x-kubernetes-group-version-kind": gvk},

@@ -110,18 +110,81 @@ fn builtin(
 #[must_use]
 pub fn builtin_resources() -> Vec<ResourceInfo> {
     let mut v = vec![
-        builtin("", "v1", "namespaces", "Namespace", false, &["ns"], true, true),
+        builtin(
+            "",
+            "v1",
+            "namespaces",
+            "Namespace",
+            false,
+            &["ns"],
+            true,
+            true,
+        ),
         builtin("", "v1", "nodes", "Node", false, &["no"], true, true),
         builtin("", "v1", "pods", "Pod", true, &["po"], true, true),
-        builtin("", "v1", "configmaps", "ConfigMap", true, &["cm"], false, false),
+        builtin(
+            "",
+            "v1",
+            "configmaps",
+            "ConfigMap",
+            true,
+            &["cm"],
+            false,
+            false,
+        ),
         builtin("", "v1", "secrets", "Secret", true, &[], false, false),
         builtin("", "v1", "services", "Service", true, &["svc"], true, true),
-        builtin("", "v1", "serviceaccounts", "ServiceAccount", true, &["sa"], false, false),
+        builtin(
+            "",
+            "v1",
+            "serviceaccounts",
+            "ServiceAccount",
+            true,
+            &["sa"],
+            false,
+            false,
+        ),
         builtin("", "v1", "events", "Event", true, &["ev"], false, false),
-        builtin("apps", "v1", "statefulsets", "StatefulSet", true, &["sts"], true, true),
-        builtin("apps", "v1", "controllerrevisions", "ControllerRevision", true, &[], false, false),
-        builtin("coordination.k8s.io", "v1", "leases", "Lease", true, &[], false, true),
-        builtin("events.k8s.io", "v1", "events", "Event", true, &["ev"], false, false),
+        builtin(
+            "apps",
+            "v1",
+            "statefulsets",
+            "StatefulSet",
+            true,
+            &["sts"],
+            true,
+            true,
+        ),
+        builtin(
+            "apps",
+            "v1",
+            "controllerrevisions",
+            "ControllerRevision",
+            true,
+            &[],
+            false,
+            false,
+        ),
+        builtin(
+            "coordination.k8s.io",
+            "v1",
+            "leases",
+            "Lease",
+            true,
+            &[],
+            false,
+            true,
+        ),
+        builtin(
+            "events.k8s.io",
+            "v1",
+            "events",
+            "Event",
+            true,
+            &["ev"],
+            false,
+            false,
+        ),
         builtin(
             "apiextensions.k8s.io",
             "v1",
@@ -161,7 +224,11 @@ impl Registry {
 
     /// Serve a resource (replacing any entry with the same group/version/plural).
     pub fn insert(&self, info: ResourceInfo) {
-        let key = (info.group.clone(), info.version.clone(), info.plural.clone());
+        let key = (
+            info.group.clone(),
+            info.version.clone(),
+            info.plural.clone(),
+        );
         self.inner
             .write()
             .expect("registry lock poisoned")

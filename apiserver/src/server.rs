@@ -137,7 +137,13 @@ impl ApiServer {
         let addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let mut hc = config.handler.clone();
         hc.server_address = addr.map(|a| a.to_string()).unwrap_or_default();
-        let state = Arc::new(State::new(store, registry, hc, stopped.clone(), config.seed));
+        let state = Arc::new(State::new(
+            store,
+            registry,
+            hc,
+            stopped.clone(),
+            config.seed,
+        ));
         let mut tasks = vec![tokio::spawn(crd_cleanup(state.clone()))];
         if let Some(listener) = listener {
             tasks.push(tokio::spawn(serve_http(listener, state.clone(), stopped)));
@@ -279,9 +285,12 @@ async fn serve_http(
     let shutdown = async move {
         let _ = stopped.wait_for(|s| *s).await;
     };
-    if let Err(e) = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-        .with_graceful_shutdown(shutdown)
-        .await
+    if let Err(e) = axum::serve(
+        listener,
+        app.into_make_service_with_connect_info::<SocketAddr>(),
+    )
+    .with_graceful_shutdown(shutdown)
+    .await
     {
         tracing::error!(error = %e, "HTTP listener failed");
     }
@@ -292,7 +301,9 @@ fn connection_id(peer: SocketAddr) -> ClientId {
     let h = peer
         .to_string()
         .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3));
+        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+        });
     h | (1 << 63)
 }
 
@@ -323,7 +334,9 @@ async fn crd_cleanup(state: Arc<State>) {
                 for info in state.registry.all().iter().filter(|i| !i.builtin) {
                     let name = format!("{}.{}", info.plural, info.group);
                     if state.store.get(&key, "", &name).is_none() {
-                        state.registry.remove_group_resource(&info.group, &info.plural);
+                        state
+                            .registry
+                            .remove_group_resource(&info.group, &info.plural);
                         state.store.drop_collection(&info.storage_key());
                     }
                 }

@@ -42,11 +42,8 @@ impl ApiError {
     /// 404 NotFound for a named object: `pods "web-0" not found`.
     pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
         let gr = group_resource(group, plural);
-        Self::new(404, "NotFound", format!("{gr} \"{name}\" not found")).with_details(
-            group,
-            plural,
-            name,
-        )
+        Self::new(404, "NotFound", format!("{gr} \"{name}\" not found"))
+            .with_details(group, plural, name)
     }
 
     /// 404 NotFound for a path nobody serves.
@@ -75,8 +72,12 @@ impl ApiError {
     /// 409 AlreadyExists.
     pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
         let gr = group_resource(group, plural);
-        Self::new(409, "AlreadyExists", format!("{gr} \"{name}\" already exists"))
-            .with_details(group, plural, name)
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{gr} \"{name}\" already exists"),
+        )
+        .with_details(group, plural, name)
     }
 
     /// 409 Conflict with the real optimistic-concurrency message.
@@ -118,7 +119,11 @@ impl ApiError {
 
     /// 422 Invalid: `Pod "x" is invalid: metadata.name: Invalid value: ...`.
     pub fn invalid(kind: &str, name: &str, message: impl std::fmt::Display) -> Self {
-        Self::new(422, "Invalid", format!("{kind} \"{name}\" is invalid: {message}"))
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {message}"),
+        )
     }
 
     /// 422 Invalid with a free message.

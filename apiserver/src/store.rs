@@ -224,7 +224,9 @@ fn spec_part(v: &Value) -> Map<String, Value> {
     v.as_object()
         .map(|m| {
             m.iter()
-                .filter(|(k, _)| !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind"))
+                .filter(|(k, _)| {
+                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
+                })
                 .map(|(k, v)| (k.clone(), v.clone()))
                 .collect()
         })
@@ -234,7 +236,11 @@ fn spec_part(v: &Value) -> Map<String, Value> {
 fn finalizers(v: &Value) -> Vec<String> {
     v["metadata"]["finalizers"]
         .as_array()
-        .map(|a| a.iter().filter_map(|f| f.as_str().map(String::from)).collect())
+        .map(|a| {
+            a.iter()
+                .filter_map(|f| f.as_str().map(String::from))
+                .collect()
+        })
         .unwrap_or_default()
 }
 
@@ -262,7 +268,9 @@ impl Store {
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
             let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
                 "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
-            store.create(&ns, obj).expect("initial namespaces are valid");
+            store
+                .create(&ns, obj)
+                .expect("initial namespaces are valid");
         }
         store
     }
@@ -411,13 +419,24 @@ impl Store {
     /// Create an object. The caller has validated and defaulted it; the store
     /// assigns uid, creationTimestamp, generation and resourceVersion, and
     /// checks that the name is free and the namespace exists.
-    pub fn create(&self, info: &ResourceInfo, mut obj: Value) -> Result<Arc<StoredObject>, ApiError> {
+    pub fn create(
+        &self,
+        info: &ResourceInfo,
+        mut obj: Value,
+    ) -> Result<Arc<StoredObject>, ApiError> {
         let key = info.storage_key();
         let mut inner = self.lock();
         let meta = obj["metadata"].as_object().cloned().unwrap_or_default();
-        let name = meta.get("name").and_then(Value::as_str).unwrap_or_default().to_string();
+        let name = meta
+            .get("name")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
         let ns = if info.namespaced {
-            meta.get("namespace").and_then(Value::as_str).unwrap_or_default().to_string()
+            meta.get("namespace")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string()
         } else {
             String::new()
         };
@@ -442,7 +461,9 @@ impl Store {
         }
         let rv = inner.rv + 1;
         let uid = Self::next_uid(&mut inner);
-        let m = obj["metadata"].as_object_mut().expect("caller ensures metadata is an object");
+        let m = obj["metadata"]
+            .as_object_mut()
+            .expect("caller ensures metadata is an object");
         m.insert("uid".into(), uid.into());
         m.insert("resourceVersion".into(), rv.to_string().into());
         m.insert("creationTimestamp".into(), self.clock.rfc3339().into());
@@ -471,7 +492,13 @@ impl Store {
     /// terminating object (422), bumps generation when anything outside
     /// metadata and status changed, and skips no-op writes. When the write
     /// leaves a terminating object without finalizers, the object is removed.
-    pub fn update<F>(&self, info: &ResourceInfo, ns: &str, name: &str, f: F) -> Result<Arc<StoredObject>, ApiError>
+    pub fn update<F>(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        f: F,
+    ) -> Result<Arc<StoredObject>, ApiError>
     where
         F: FnOnce(&Value) -> Result<Value, ApiError>,
     {
@@ -489,7 +516,10 @@ impl Store {
         if !new["metadata"].is_object() {
             return Err(ApiError::bad_request("metadata must be an object"));
         }
-        if let Some(rv) = new["metadata"].get("resourceVersion").filter(|v| !v.is_null()) {
+        if let Some(rv) = new["metadata"]
+            .get("resourceVersion")
+            .filter(|v| !v.is_null())
+        {
             if rv.as_str() != Some(old.rv.to_string().as_str()) {
                 return Err(ApiError::conflict_modified(&info.group, &info.plural, name));
             }
@@ -510,7 +540,9 @@ impl Store {
         }
         {
             let m = new["metadata"].as_object_mut().expect("checked above");
-            let om = old_v["metadata"].as_object().expect("stored objects have metadata");
+            let om = old_v["metadata"]
+                .as_object()
+                .expect("stored objects have metadata");
             for k in [
                 "uid",
                 "creationTimestamp",
@@ -541,11 +573,23 @@ impl Store {
         let coll = inner.collections.entry(key.clone()).or_default();
         if terminating && finalizers(&new).is_empty() {
             coll.remove(&(ns.to_string(), name.to_string()));
-            self.commit(&mut inner, EventType::Deleted, &key, stored.clone(), Some(old));
+            self.commit(
+                &mut inner,
+                EventType::Deleted,
+                &key,
+                stored.clone(),
+                Some(old),
+            );
             self.after_remove(&mut inner, &key, ns);
         } else {
             coll.insert((ns.to_string(), name.to_string()), stored.clone());
-            self.commit(&mut inner, EventType::Modified, &key, stored.clone(), Some(old));
+            self.commit(
+                &mut inner,
+                EventType::Modified,
+                &key,
+                stored.clone(),
+                Some(old),
+            );
         }
         Ok(stored)
     }
@@ -553,7 +597,13 @@ impl Store {
     /// Delete one object: check preconditions; an object with finalizers (its
     /// own, or ones the propagation policy adds) is marked terminating and
     /// stays; any other is removed and a DELETED event is emitted.
-    pub fn delete(&self, info: &ResourceInfo, ns: &str, name: &str, spec: &DeleteSpec) -> Result<Deleted, ApiError> {
+    pub fn delete(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        spec: &DeleteSpec,
+    ) -> Result<Deleted, ApiError> {
         let key = info.storage_key();
         let mut inner = self.lock();
         let ns = if info.namespaced { ns } else { "" };
@@ -618,10 +668,15 @@ impl Store {
         }
         let rv = inner.rv + 1;
         inner.rv = rv;
-        let m = v["metadata"].as_object_mut().expect("stored objects have metadata");
+        let m = v["metadata"]
+            .as_object_mut()
+            .expect("stored objects have metadata");
         m.insert("finalizers".into(), fin.into());
         m.insert("deletionTimestamp".into(), self.clock.rfc3339().into());
-        m.insert("deletionGracePeriodSeconds".into(), spec.grace_period_seconds.into());
+        m.insert(
+            "deletionGracePeriodSeconds".into(),
+            spec.grace_period_seconds.into(),
+        );
         m.insert("resourceVersion".into(), rv.to_string().into());
         if key == &namespaces_key() {
             v["status"]["phase"] = "Terminating".into();
@@ -657,7 +712,10 @@ impl Store {
             .cloned()
             .ok_or_else(|| ApiError::not_found("", "namespaces", name))?;
         if spec.uid.as_ref().is_some_and(|u| *u != ns_obj.uid)
-            || spec.resource_version.as_ref().is_some_and(|r| *r != ns_obj.rv.to_string())
+            || spec
+                .resource_version
+                .as_ref()
+                .is_some_and(|r| *r != ns_obj.rv.to_string())
         {
             return self.delete_locked(&mut inner, &ns_info, &namespaces_key(), "", name, spec);
         }
@@ -728,7 +786,10 @@ impl Store {
             return;
         }
         let mut v = v;
-        let fin: Vec<String> = finalizers(&v).into_iter().filter(|f| f != "kubernetes").collect();
+        let fin: Vec<String> = finalizers(&v)
+            .into_iter()
+            .filter(|f| f != "kubernetes")
+            .collect();
         v["metadata"]["finalizers"] = fin.clone().into();
         let rv = inner.rv + 1;
         inner.rv = rv;
@@ -765,7 +826,11 @@ impl Store {
     /// newer than `from`, then a receiver for live ones. `Err` carries the
     /// oldest rv still resumable when `from` is older than the retained
     /// history (the caller answers 410 Expired).
-    pub fn watch_from(&self, key: &StorageKey, from: u64) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), u64> {
+    pub fn watch_from(
+        &self,
+        key: &StorageKey,
+        from: u64,
+    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), u64> {
         let inner = self.lock();
         if from < inner.floor {
             return Err(inner.floor);
@@ -781,7 +846,10 @@ impl Store {
 
     /// A consistent snapshot of a collection (for a watch from "now" that
     /// first replays current state) and a receiver for every later event.
-    pub fn snapshot_and_subscribe(&self, key: &StorageKey) -> (Vec<Arc<StoredObject>>, u64, broadcast::Receiver<Arc<Event>>) {
+    pub fn snapshot_and_subscribe(
+        &self,
+        key: &StorageKey,
+    ) -> (Vec<Arc<StoredObject>>, u64, broadcast::Receiver<Arc<Event>>) {
         let inner = self.lock();
         let items = inner
             .collections

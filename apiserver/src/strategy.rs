@@ -21,7 +21,8 @@ pub enum Subresource {
 /// Validate an object's name and labels for its kind (422 on failure).
 pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    let res = if info.group.is_empty() && matches!(info.plural.as_str(), "namespaces" | "services") {
+    let res = if info.group.is_empty() && matches!(info.plural.as_str(), "namespaces" | "services")
+    {
         validation::validate_dns1123_label(name)
     } else {
         validation::validate_dns1123_subdomain(name)
@@ -35,8 +36,13 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     })?;
     match &obj["metadata"]["labels"] {
         Value::Null => {}
-        Value::Object(m) => validation::validate_labels(m)
-            .map_err(|e| ApiError::invalid(&info.kind, name, format!("metadata.labels: Invalid value: {e}")))?,
+        Value::Object(m) => validation::validate_labels(m).map_err(|e| {
+            ApiError::invalid(
+                &info.kind,
+                name,
+                format!("metadata.labels: Invalid value: {e}"),
+            )
+        })?,
         _ => {
             return Err(ApiError::bad_request(
                 "metadata.labels must be a map of string keys to string values",
@@ -44,7 +50,9 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
         }
     }
     if let Some(a) = obj["metadata"].get("annotations").filter(|a| !a.is_null()) {
-        let ok = a.as_object().is_some_and(|m| m.values().all(Value::is_string));
+        let ok = a
+            .as_object()
+            .is_some_and(|m| m.values().all(Value::is_string));
         if !ok {
             return Err(ApiError::bad_request(
                 "metadata.annotations must be a map of string keys to string values",
@@ -54,7 +62,9 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     if let Some(f) = obj["metadata"].get("finalizers").filter(|a| !a.is_null()) {
         let ok = f.as_array().is_some_and(|a| a.iter().all(Value::is_string));
         if !ok {
-            return Err(ApiError::bad_request("metadata.finalizers must be a list of strings"));
+            return Err(ApiError::bad_request(
+                "metadata.finalizers must be a list of strings",
+            ));
         }
     }
     if info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions" {
@@ -98,7 +108,10 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
 /// status subresource exists), a write to `/status` keeps everything but status.
 #[must_use]
 pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut new: Value) -> Value {
-    let now = old["status"]["conditions"][0]["lastTransitionTime"].as_str().unwrap_or_default().to_string();
+    let now = old["status"]["conditions"][0]["lastTransitionTime"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     match sub {
         Subresource::Main => {
             if info.status_subresource {
@@ -151,7 +164,9 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
         )));
     }
     if plural.is_empty() || kind.is_empty() {
-        return Err(invalid("spec.names.plural and spec.names.kind: Required value".into()));
+        return Err(invalid(
+            "spec.names.plural and spec.names.kind: Required value".into(),
+        ));
     }
     if name != format!("{plural}.{group}") {
         return Err(invalid(format!(
@@ -164,22 +179,32 @@ pub fn crd_resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
         other => {
             return Err(invalid(format!(
                 "spec.scope: Unsupported value: {}: supported values: \"Cluster\", \"Namespaced\"",
-                other.map(|s| format!("\"{s}\"")).unwrap_or_else(|| "\"\"".into())
+                other
+                    .map(|s| format!("\"{s}\""))
+                    .unwrap_or_else(|| "\"\"".into())
             )));
         }
     };
     let versions = spec["versions"].as_array().cloned().unwrap_or_default();
     if versions.is_empty() {
-        return Err(invalid("spec.versions: Invalid value: must have exactly one version marked as storage version".into()));
+        return Err(invalid(
+            "spec.versions: Invalid value: must have exactly one version marked as storage version"
+                .into(),
+        ));
     }
     if versions.iter().filter(|v| v["storage"] == true).count() != 1 {
         return Err(invalid(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version".into(),
+            "spec.versions: Invalid value: must have exactly one version marked as storage version"
+                .into(),
         ));
     }
     let strs = |v: &Value| -> Vec<String> {
         v.as_array()
-            .map(|a| a.iter().filter_map(|s| s.as_str().map(String::from)).collect())
+            .map(|a| {
+                a.iter()
+                    .filter_map(|s| s.as_str().map(String::from))
+                    .collect()
+            })
             .unwrap_or_default()
     };
     let mut out = Vec::new();
@@ -218,7 +243,11 @@ fn accept_crd(crd: &mut Value, now: &str) {
     let names = crd["spec"]["names"].clone();
     let mut accepted = names.clone();
     if accepted["singular"].is_null() {
-        accepted["singular"] = names["kind"].as_str().unwrap_or_default().to_lowercase().into();
+        accepted["singular"] = names["kind"]
+            .as_str()
+            .unwrap_or_default()
+            .to_lowercase()
+            .into();
     }
     if accepted["listKind"].is_null() {
         accepted["listKind"] = format!("{}List", names["kind"].as_str().unwrap_or_default()).into();

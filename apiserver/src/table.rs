@@ -73,7 +73,10 @@ fn cell(info: &ResourceInfo, col: &str, obj: &Value) -> Value {
 }
 
 fn row(info: &ResourceInfo, obj: &Value) -> Value {
-    let cells: Vec<Value> = columns(info).iter().map(|(c, _)| cell(info, c, obj)).collect();
+    let cells: Vec<Value> = columns(info)
+        .iter()
+        .map(|(c, _)| cell(info, c, obj))
+        .collect();
     json!({
         "cells": cells,
         "object": {

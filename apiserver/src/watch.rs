@@ -115,7 +115,8 @@ fn bookmark_line(spec: &WatchSpec, rv: u64, initial_end: bool) -> Bytes {
     if initial_end {
         meta["annotations"] = json!({"k8s.io/initial-events-end": "true"});
     }
-    let obj = json!({"kind": spec.info.kind, "apiVersion": spec.info.api_version(), "metadata": meta});
+    let obj =
+        json!({"kind": spec.info.kind, "apiVersion": spec.info.api_version(), "metadata": meta});
     encode_line("BOOKMARK", obj.to_string().as_bytes())
 }
 
@@ -143,9 +144,7 @@ pub fn start(
         match store.watch_from(&key, from) {
             Ok((backlog, live)) => (Vec::new(), backlog, live, from),
             Err(floor) => {
-                let line = expired_line(&format!(
-                    "too old resource version: {from} ({floor})"
-                ));
+                let line = expired_line(&format!("too old resource version: {from} ({floor})"));
                 let _ = tx.try_send(line);
                 return rx;
             }
@@ -158,7 +157,12 @@ pub fn start(
                 return;
             }
         }
-        if spec.send_initial_events && tx.send(bookmark_line(&spec, processed, true)).await.is_err() {
+        if spec.send_initial_events
+            && tx
+                .send(bookmark_line(&spec, processed, true))
+                .await
+                .is_err()
+        {
             return;
         }
         for e in backlog {
@@ -170,7 +174,8 @@ pub fn start(
             }
         }
         let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
-        let mut bookmark = tokio::time::interval(spec.bookmark_interval.max(Duration::from_millis(10)));
+        let mut bookmark =
+            tokio::time::interval(spec.bookmark_interval.max(Duration::from_millis(10)));
         bookmark.tick().await;
         loop {
             let timeout = async {

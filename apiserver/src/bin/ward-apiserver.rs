@@ -62,7 +62,10 @@ async fn main() -> ExitCode {
     if let Some(path) = &args.kubeconfig {
         let kc = ward_apiserver::kubeconfig_yaml(addr);
         if let Err(e) = std::fs::write(path, kc) {
-            eprintln!("ward-apiserver: cannot write kubeconfig {}: {e}", path.display());
+            eprintln!(
+                "ward-apiserver: cannot write kubeconfig {}: {e}",
+                path.display()
+            );
             return ExitCode::from(2);
         }
     }

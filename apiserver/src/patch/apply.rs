@@ -26,9 +26,6 @@ const SERVER_METADATA: [&str; 8] = [
     "deletionGracePeriodSeconds",
 ];
 
-/// Deepest field set walked (input parsers stop long before this).
-const MAX_SET_DEPTH: usize = 512;
-
 /// A set of field paths in `fieldsV1` form: each key (`f:`, `k:`, `v:`, `i:`
 /// or `.`) maps to its children; an empty node is a leaf.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -39,7 +36,7 @@ static EMPTY: FieldSet = FieldSet(BTreeMap::new());
 impl FieldSet {
     fn from_json(v: &Value, depth: usize) -> FieldSet {
         match v {
-            Value::Object(m) if depth < MAX_SET_DEPTH => FieldSet(
+            Value::Object(m) if depth < strategic::MAX_DEPTH => FieldSet(
                 m.iter()
                     .map(|(k, c)| (k.clone(), FieldSet::from_json(c, depth + 1)))
                     .collect(),
@@ -49,7 +46,12 @@ impl FieldSet {
     }
 
     fn to_json(&self) -> Value {
-        Value::Object(self.0.iter().map(|(k, c)| (k.clone(), c.to_json())).collect())
+        Value::Object(
+            self.0
+                .iter()
+                .map(|(k, c)| (k.clone(), c.to_json()))
+                .collect(),
+        )
     }
 
     fn is_empty(&self) -> bool {
@@ -87,7 +89,9 @@ impl FieldSet {
 
     /// Removes the node at `path` and any ancestors it leaves childless.
     fn remove_path(&mut self, path: &[String]) {
-        let Some((first, rest)) = path.split_first() else { return };
+        let Some((first, rest)) = path.split_first() else {
+            return;
+        };
         if rest.is_empty() {
             self.0.remove(first);
             return;
@@ -162,7 +166,14 @@ fn fields_of(m: &Map<String, Value>, path: &Path) -> FieldSet {
         }
         let child = path.child(k);
         let node = match v {
-            Value::Object(cm) if !cm.is_empty() && !child.too_deep() => fields_of(cm, &child),
+            Value::Object(cm) if !cm.is_empty() && !child.too_deep() => {
+                let sub = fields_of(cm, &child);
+                if sub.is_empty() {
+                    // Only server-owned or null fields inside: nothing to own.
+                    continue;
+                }
+                sub
+            }
             Value::Array(a) if !a.is_empty() && !child.too_deep() => list_fields(a, None, path, k),
             _ => FieldSet::default(),
         };
@@ -180,7 +191,9 @@ fn list_fields(items: &[Value], old: Option<&[Value]>, parent: &Path, field: &st
     match strategic::list_strategy(parent, field, items, Mode::Apply) {
         Ok(ListStrategy::Keyed(key)) => {
             for item in items {
-                let (Some(kv), Value::Object(im)) = (item.get(key), item) else { continue };
+                let (Some(kv), Value::Object(im)) = (item.get(key), item) else {
+                    continue;
+                };
                 let before = old.and_then(|o| o.iter().find(|x| x.get(key) == Some(kv)));
                 let mut sub = match (old, before) {
                     (None, _) => fields_of(im, &item_path),
@@ -208,7 +221,11 @@ fn list_fields(items: &[Value], old: Option<&[Value]>, parent: &Path, field: &st
 }
 
 /// Field set of the values in `new` that are new or differ from `old`.
-fn changed_fields(old: Option<&Map<String, Value>>, new: &Map<String, Value>, path: &Path) -> FieldSet {
+fn changed_fields(
+    old: Option<&Map<String, Value>>,
+    new: &Map<String, Value>,
+    path: &Path,
+) -> FieldSet {
     let mut set = FieldSet::default();
     for (k, nv) in new {
         let ov = old.and_then(|o| o.get(k));
@@ -225,7 +242,10 @@ fn changed_fields(old: Option<&Map<String, Value>>, new: &Map<String, Value>, pa
                 sub
             }
             Value::Array(na) if !na.is_empty() && !child.too_deep() => {
-                let old_items = ov.and_then(Value::as_array).map(Vec::as_slice).unwrap_or(&[]);
+                let old_items = ov
+                    .and_then(Value::as_array)
+                    .map(Vec::as_slice)
+                    .unwrap_or(&[]);
                 match strategic::list_strategy(path, k, na, Mode::Apply) {
                     Ok(ListStrategy::Atomic) | Err(_) => FieldSet::default(),
                     Ok(_) => {
@@ -364,7 +384,13 @@ struct Entry {
 }
 
 impl Entry {
-    fn new(manager: &str, operation: &str, api_version: &str, now: &str, subresource: Option<&str>) -> Entry {
+    fn new(
+        manager: &str,
+        operation: &str,
+        api_version: &str,
+        now: &str,
+        subresource: Option<&str>,
+    ) -> Entry {
         let mut raw = json!({
             "manager": manager,
             "operation": operation,
@@ -375,7 +401,10 @@ impl Entry {
         if let (Some(s), Value::Object(m)) = (subresource.filter(|s| !s.is_empty()), &mut raw) {
             m.insert("subresource".to_string(), json!(s));
         }
-        Entry { raw, set: Some(FieldSet::default()) }
+        Entry {
+            raw,
+            set: Some(FieldSet::default()),
+        }
     }
 
     fn str_field(&self, f: &str) -> &str {
@@ -411,14 +440,19 @@ impl Entry {
 }
 
 fn parse_entries(managed: Option<&Value>) -> Vec<Entry> {
-    let Some(Value::Array(list)) = managed else { return Vec::new() };
+    let Some(Value::Array(list)) = managed else {
+        return Vec::new();
+    };
     list.iter()
         .map(|raw| {
             let set = raw
                 .get("manager")
                 .and_then(Value::as_str)
                 .map(|_| FieldSet::from_json(raw.get("fieldsV1").unwrap_or(&Value::Null), 0));
-            Entry { raw: raw.clone(), set }
+            Entry {
+                raw: raw.clone(),
+                set,
+            }
         })
         .collect()
 }
@@ -426,7 +460,10 @@ fn parse_entries(managed: Option<&Value>) -> Vec<Entry> {
 /// Drops stale paths and empty entries, then stores the entries in
 /// `obj.metadata.managedFields` (removing the key when none are left).
 fn write_entries(obj: &mut Value, entries: Vec<Entry>) {
-    let existing = obj.as_object().map(|m| fields_of(m, &Path::ROOT)).unwrap_or_default();
+    let existing = obj
+        .as_object()
+        .map(|m| fields_of(m, &Path::ROOT))
+        .unwrap_or_default();
     let mut out = Vec::with_capacity(entries.len());
     for mut e in entries {
         if let Some(set) = &mut e.set {
@@ -442,7 +479,9 @@ fn write_entries(obj: &mut Value, entries: Vec<Entry>) {
         out.push(e.raw);
     }
     let Value::Object(root) = obj else { return };
-    let meta = root.entry("metadata").or_insert_with(|| Value::Object(Map::new()));
+    let meta = root
+        .entry("metadata")
+        .or_insert_with(|| Value::Object(Map::new()));
     let Value::Object(meta) = meta else { return };
     if out.is_empty() {
         meta.remove("managedFields");
@@ -512,15 +551,25 @@ pub fn server_side_apply(
 ) -> Result<Value, PatchError> {
     let mut applied = parse_applied(applied_body)?;
     let Value::Object(body) = &mut applied else {
-        return Err(PatchError::Malformed("applied configuration must be an object".to_string()));
+        return Err(PatchError::Malformed(
+            "applied configuration must be an object".to_string(),
+        ));
     };
-    let non_empty_str = |v: Option<&Value>| v.and_then(Value::as_str).filter(|s| !s.is_empty()).is_some();
+    let non_empty_str = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .is_some()
+    };
     if !non_empty_str(body.get("apiVersion")) {
-        return Err(PatchError::Malformed("apiVersion must be set in the applied configuration".to_string()));
+        return Err(PatchError::Malformed(
+            "apiVersion must be set in the applied configuration".to_string(),
+        ));
     }
     let body_kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
     if body_kind.is_empty() {
-        return Err(PatchError::Malformed("kind must be set in the applied configuration".to_string()));
+        return Err(PatchError::Malformed(
+            "kind must be set in the applied configuration".to_string(),
+        ));
     }
     if !kind.is_empty() && body_kind != kind {
         return Err(PatchError::Malformed(format!(
@@ -528,20 +577,28 @@ pub fn server_side_apply(
         )));
     }
     let Some(Value::Object(meta)) = body.get_mut("metadata") else {
-        return Err(PatchError::Malformed("metadata.name must be set in the applied configuration".to_string()));
+        return Err(PatchError::Malformed(
+            "metadata.name must be set in the applied configuration".to_string(),
+        ));
     };
     if !non_empty_str(meta.get("name")) {
-        return Err(PatchError::Malformed("metadata.name must be set in the applied configuration".to_string()));
+        return Err(PatchError::Malformed(
+            "metadata.name must be set in the applied configuration".to_string(),
+        ));
     }
     for f in SERVER_METADATA {
         meta.remove(f);
     }
-    strategic::reject_directives(&applied, 0)?;
-    let Value::Object(body) = applied else { return Err(PatchError::Malformed(String::new())) };
+    let Value::Object(body) = applied else {
+        return Err(PatchError::Malformed(String::new()));
+    };
 
     let status_only = subresource == Some("status");
     let effective: Map<String, Value> = if status_only {
-        body.get("status").map(|s| ("status".to_string(), s.clone())).into_iter().collect()
+        body.get("status")
+            .map(|s| ("status".to_string(), s.clone()))
+            .into_iter()
+            .collect()
     } else {
         body.clone()
     };
@@ -557,7 +614,9 @@ pub fn server_side_apply(
     };
 
     let mut entries = parse_entries(live.pointer("/metadata/managedFields"));
-    let me = entries.iter().position(|e| e.is(manager, "Apply", subresource));
+    let me = entries
+        .iter()
+        .position(|e| e.is(manager, "Apply", subresource));
     let old_set = me.and_then(|i| entries[i].set.clone()).unwrap_or_default();
 
     let mut merged = live.clone();
@@ -565,7 +624,9 @@ pub fn server_side_apply(
 
     let mut conflicts: Vec<(usize, Vec<String>)> = Vec::new();
     for (i, e) in entries.iter().enumerate() {
-        let (Some(set), false) = (&e.set, Some(i) == me) else { continue };
+        let (Some(set), false) = (&e.set, Some(i) == me) else {
+            continue;
+        };
         for leaf in set.value_leaves() {
             if get_path(live, &leaf) != get_path(&merged, &leaf) {
                 conflicts.push((i, leaf));
@@ -621,7 +682,11 @@ fn conflict_message(entries: &[Entry], conflicts: &[(usize, Vec<String>)]) -> St
             lines.push(format!("- {}", display_path(path)));
         }
     }
-    format!("Apply failed with {} conflicts: {}", conflicts.len(), lines.join("\n"))
+    format!(
+        "Apply failed with {} conflicts: {}",
+        conflicts.len(),
+        lines.join("\n")
+    )
 }
 
 /// Records an `Update` operation by `manager` on the fields that differ
@@ -644,7 +709,9 @@ pub fn record_update(
     api_version: &str,
     subresource: Option<&str>,
 ) {
-    let Value::Object(new_map) = &*new else { return };
+    let Value::Object(new_map) = &*new else {
+        return;
+    };
     let old_managed = old.and_then(|o| o.pointer("/metadata/managedFields"));
     let new_managed = new.pointer("/metadata/managedFields");
     let mut entries = match new_managed {
@@ -652,7 +719,9 @@ pub fn record_update(
         _ => parse_entries(old_managed),
     };
     let changed = changed_fields(old.and_then(Value::as_object), new_map, &Path::ROOT);
-    let me = entries.iter().position(|e| e.is(manager, "Update", subresource));
+    let me = entries
+        .iter()
+        .position(|e| e.is(manager, "Update", subresource));
     for (i, e) in entries.iter_mut().enumerate() {
         if let (Some(set), false) = (&mut e.set, Some(i) == me) {
             set.subtract(&changed);
@@ -683,8 +752,22 @@ mod tests {
     const NOW: &str = "2024-01-01T00:00:00Z";
     const LATER: &str = "2024-01-02T00:00:00Z";
 
-    fn apply(live: Option<&Value>, body: &str, manager: &str, force: bool) -> Result<Value, PatchError> {
-        server_side_apply(live, body.as_bytes(), manager, force, NOW, "apps/v1", "Deployment", None)
+    fn apply(
+        live: Option<&Value>,
+        body: &str,
+        manager: &str,
+        force: bool,
+    ) -> Result<Value, PatchError> {
+        server_side_apply(
+            live,
+            body.as_bytes(),
+            manager,
+            force,
+            NOW,
+            "apps/v1",
+            "Deployment",
+            None,
+        )
     }
 
     fn entry<'v>(obj: &'v Value, manager: &str) -> Option<&'v Value> {
@@ -719,7 +802,10 @@ spec:
     fn create_from_yaml() {
         let obj = apply(None, DEPLOY_V1, "kubectl", false).unwrap();
         assert_eq!(obj["metadata"]["name"], "web");
-        assert!(obj["metadata"].get("creationTimestamp").is_none(), "null/server fields dropped");
+        assert!(
+            obj["metadata"].get("creationTimestamp").is_none(),
+            "null/server fields dropped"
+        );
         assert_eq!(obj["spec"]["replicas"], 2);
         let e = entry(&obj, "kubectl").unwrap();
         assert_eq!(e["operation"], "Apply");
@@ -737,15 +823,32 @@ spec:
                 }}}}
             })
         );
-        assert_eq!(obj["metadata"]["managedFields"].as_array().unwrap().len(), 1);
+        assert_eq!(
+            obj["metadata"]["managedFields"].as_array().unwrap().len(),
+            1
+        );
     }
 
     #[test]
     fn create_from_json_body() {
-        let body = r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":"v"}}"#;
-        let obj = server_side_apply(None, body.as_bytes(), "m", false, NOW, "v1", "ConfigMap", None).unwrap();
+        let body =
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":"v"}}"#;
+        let obj = server_side_apply(
+            None,
+            body.as_bytes(),
+            "m",
+            false,
+            NOW,
+            "v1",
+            "ConfigMap",
+            None,
+        )
+        .unwrap();
         assert_eq!(obj["data"], json!({"k": "v"}));
-        assert_eq!(entry(&obj, "m").unwrap()["fieldsV1"], json!({"f:data": {"f:k": {}}}));
+        assert_eq!(
+            entry(&obj, "m").unwrap()["fieldsV1"],
+            json!({"f:data": {"f:k": {}}})
+        );
     }
 
     #[test]
@@ -771,12 +874,26 @@ spec:
         image: nginx:2
 "#;
         let obj = apply(Some(&live2), v2, "kubectl", false).unwrap();
-        assert_eq!(obj["metadata"]["labels"], json!({"app": "web"}), "tier dropped");
+        assert_eq!(
+            obj["metadata"]["labels"],
+            json!({"app": "web"}),
+            "tier dropped"
+        );
         assert!(obj["spec"].get("replicas").is_none(), "replicas dropped");
-        let containers = obj["spec"]["template"]["spec"]["containers"].as_array().unwrap();
+        let containers = obj["spec"]["template"]["spec"]["containers"]
+            .as_array()
+            .unwrap();
         assert_eq!(containers.len(), 1, "sidecar dropped");
-        assert_eq!(containers[0], json!({"name": "nginx", "image": "nginx:2"}), "args dropped");
-        assert_eq!(obj["metadata"]["annotations"], json!({"note": "x"}), "others' fields kept");
+        assert_eq!(
+            containers[0],
+            json!({"name": "nginx", "image": "nginx:2"}),
+            "args dropped"
+        );
+        assert_eq!(
+            obj["metadata"]["annotations"],
+            json!({"note": "x"}),
+            "others' fields kept"
+        );
         assert_eq!(obj["status"], json!({"replicas": 2}));
         let e = entry(&obj, "kubectl").unwrap();
         assert_eq!(
@@ -794,10 +911,15 @@ spec:
     #[test]
     fn dropped_field_owned_by_another_manager_is_kept() {
         let live = apply(None, DEPLOY_V1, "a", false).unwrap();
-        let same_replicas = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 2}\n";
+        let same_replicas =
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 2}\n";
         let live = apply(Some(&live), same_replicas, "b", false).unwrap();
         let both = live["metadata"]["managedFields"].as_array().unwrap();
-        assert_eq!(both.len(), 2, "shared ownership of an equal value is not a conflict");
+        assert_eq!(
+            both.len(),
+            2,
+            "shared ownership of an equal value is not a conflict"
+        );
         let without = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n";
         let obj = apply(Some(&live), without, "a", false).unwrap();
         assert_eq!(obj["spec"]["replicas"], 2, "still owned by b");
@@ -820,7 +942,8 @@ spec:
     #[test]
     fn conflict_without_force() {
         let live = live_with_csa_owner();
-        let body = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n";
+        let body =
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n";
         match apply(Some(&live), body, "kubectl", false).unwrap_err() {
             PatchError::Conflict(m) => assert_eq!(
                 m,
@@ -837,21 +960,26 @@ spec:
             other => panic!("{other:?}"),
         }
         // Same value: shared, no conflict.
-        let body = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 1}\n";
+        let body =
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 1}\n";
         assert!(apply(Some(&live), body, "kubectl", false).is_ok());
     }
 
     #[test]
     fn force_takes_ownership() {
         let live = live_with_csa_owner();
-        let body = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n";
+        let body =
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n";
         let obj = apply(Some(&live), body, "kubectl", true).unwrap();
         assert_eq!(obj["spec"]["replicas"], 3);
         assert_eq!(
             entry(&obj, "kubectl-client-side-apply").unwrap()["fieldsV1"],
             json!({"f:spec": {"f:paused": {}}})
         );
-        assert_eq!(entry(&obj, "kubectl").unwrap()["fieldsV1"], json!({"f:spec": {"f:replicas": {}}}));
+        assert_eq!(
+            entry(&obj, "kubectl").unwrap()["fieldsV1"],
+            json!({"f:spec": {"f:replicas": {}}})
+        );
         // Forcing every field away removes the entry.
         let body = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 4, paused: true}\n";
         let obj = apply(Some(&obj), body, "kubectl", true).unwrap();
@@ -885,9 +1013,22 @@ status:
   conditions:
   - {type: Available, status: "True"}
 "#;
-        let obj = server_side_apply(Some(&live), body.as_bytes(), "ctrl", false, LATER, "apps/v1", "Deployment", Some("status")).unwrap();
+        let obj = server_side_apply(
+            Some(&live),
+            body.as_bytes(),
+            "ctrl",
+            false,
+            LATER,
+            "apps/v1",
+            "Deployment",
+            Some("status"),
+        )
+        .unwrap();
         assert_eq!(obj["spec"]["replicas"], 2, "spec untouched through /status");
-        assert_eq!(obj["status"]["conditions"], json!([{"type": "Available", "status": "True"}]));
+        assert_eq!(
+            obj["status"]["conditions"],
+            json!([{"type": "Available", "status": "True"}])
+        );
         let e = entry(&obj, "ctrl").unwrap();
         assert_eq!(e["subresource"], "status");
         assert_eq!(e["time"], LATER);
@@ -901,7 +1042,17 @@ status:
     #[test]
     fn finalizers_owned_as_set_members() {
         let body = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, finalizers: [a, b]}\n";
-        let obj = server_side_apply(None, body.as_bytes(), "m", false, NOW, "v1", "ConfigMap", None).unwrap();
+        let obj = server_side_apply(
+            None,
+            body.as_bytes(),
+            "m",
+            false,
+            NOW,
+            "v1",
+            "ConfigMap",
+            None,
+        )
+        .unwrap();
         assert_eq!(
             entry(&obj, "m").unwrap()["fieldsV1"],
             json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}, "v:\"b\"": {}}}})
@@ -909,18 +1060,51 @@ status:
         let mut live = obj.clone();
         live["metadata"]["finalizers"] = json!(["a", "b", "other"]);
         let body = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, finalizers: [a]}\n";
-        let obj = server_side_apply(Some(&live), body.as_bytes(), "m", false, NOW, "v1", "ConfigMap", None).unwrap();
+        let obj = server_side_apply(
+            Some(&live),
+            body.as_bytes(),
+            "m",
+            false,
+            NOW,
+            "v1",
+            "ConfigMap",
+            None,
+        )
+        .unwrap();
         assert_eq!(obj["metadata"]["finalizers"], json!(["a", "other"]));
     }
 
     #[test]
     fn custom_resource_lists_without_keys_are_atomic() {
         let body = "apiVersion: ex.com/v1\nkind: Widget\nmetadata: {name: w}\nspec:\n  env: [{value: x}]\n  items: [1, 2]\n";
-        let obj = server_side_apply(None, body.as_bytes(), "m", false, NOW, "ex.com/v1", "Widget", None).unwrap();
-        assert_eq!(entry(&obj, "m").unwrap()["fieldsV1"], json!({"f:spec": {"f:env": {}, "f:items": {}}}));
-        let body = "apiVersion: ex.com/v1\nkind: Widget\nmetadata: {name: w}\nspec:\n  env: [{value: y}]\n";
-        let obj = server_side_apply(Some(&obj), body.as_bytes(), "m", false, NOW, "ex.com/v1", "Widget", None).unwrap();
-        assert_eq!(obj["spec"], json!({"env": [{"value": "y"}]}));
+        let obj = server_side_apply(
+            None,
+            body.as_bytes(),
+            "m",
+            false,
+            NOW,
+            "ex.com/v1",
+            "Widget",
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            entry(&obj, "m").unwrap()["fieldsV1"],
+            json!({"f:spec": {"f:env": {}, "f:items": {}}})
+        );
+        let body = "apiVersion: ex.com/v1\nkind: Widget\nmetadata: {name: w}\nspec:\n  env: [{value: z}]\n";
+        let obj = server_side_apply(
+            Some(&obj),
+            body.as_bytes(),
+            "m",
+            false,
+            NOW,
+            "ex.com/v1",
+            "Widget",
+            None,
+        )
+        .unwrap();
+        assert_eq!(obj["spec"], json!({"env": [{"value": "z"}]}));
     }
 
     #[test]
@@ -941,13 +1125,18 @@ status:
             let err = apply(None, body, "m", false).unwrap_err();
             assert!(matches!(err, PatchError::Malformed(_)), "{body:?}: {err:?}");
         }
-        let body = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec: {$patch: replace}\n";
-        assert!(matches!(apply(None, body, "m", false).unwrap_err(), PatchError::Invalid(_)));
+        let body =
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec: {$patch: replace}\n";
+        assert!(matches!(
+            apply(None, body, "m", false).unwrap_err(),
+            PatchError::Invalid(_)
+        ));
     }
 
     #[test]
     fn odd_live_objects_do_not_panic() {
-        let body = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n";
+        let body =
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n";
         for live in [
             json!(null),
             json!([1, 2]),
@@ -975,7 +1164,10 @@ status:
         record_update(None, &mut created, "creator", NOW, "v1", None);
         let e = entry(&created, "creator").unwrap();
         assert_eq!(e["operation"], "Update");
-        assert_eq!(e["fieldsV1"], json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:data": {"f:x": {}, "f:y": {}}}));
+        assert_eq!(
+            e["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:data": {"f:x": {}, "f:y": {}}})
+        );
 
         let mut updated = created.clone();
         updated["data"] = json!({"x": "changed", "z": "3"});
@@ -998,11 +1190,21 @@ status:
         // Status subresource entries are separate.
         let mut st = updated.clone();
         st["status"] = json!({"phase": "Ok"});
-        record_update(Some(&updated), &mut st, "editor", LATER, "v1", Some("status"));
+        record_update(
+            Some(&updated),
+            &mut st,
+            "editor",
+            LATER,
+            "v1",
+            Some("status"),
+        );
         let list = st["metadata"]["managedFields"].as_array().unwrap();
         let status_entry = list.iter().find(|e| e["subresource"] == "status").unwrap();
         assert_eq!(status_entry["manager"], "editor");
-        assert_eq!(status_entry["fieldsV1"], json!({"f:status": {"f:phase": {}}}));
+        assert_eq!(
+            status_entry["fieldsV1"],
+            json!({"f:status": {"f:phase": {}}})
+        );
     }
 
     #[test]
@@ -1014,7 +1216,14 @@ status:
             .as_array_mut()
             .unwrap()
             .push(json!({"name": "debug", "image": "busybox"}));
-        record_update(Some(&live), &mut edited, "kubectl-edit", NOW, "apps/v1", None);
+        record_update(
+            Some(&live),
+            &mut edited,
+            "kubectl-edit",
+            NOW,
+            "apps/v1",
+            None,
+        );
         assert_eq!(
             entry(&edited, "kubectl-edit").unwrap()["fieldsV1"],
             json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {
@@ -1037,7 +1246,10 @@ status:
         record_update(Some(&edited), &mut cleared, "me", NOW, "apps/v1", None);
         let list = cleared["metadata"]["managedFields"].as_array().unwrap();
         assert_eq!(list.len(), 1);
-        assert_eq!(list[0]["fieldsV1"], json!({"f:metadata": {"f:labels": {"f:new": {}}}}));
+        assert_eq!(
+            list[0]["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {"f:new": {}}}})
+        );
     }
 
     #[test]
@@ -1045,7 +1257,16 @@ status:
         let mut body = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: ");
         body.push_str(&"[".repeat(5000));
         body.push_str(&"]".repeat(5000));
-        let res = server_side_apply(None, body.as_bytes(), "m", false, NOW, "v1", "ConfigMap", None);
+        let res = server_side_apply(
+            None,
+            body.as_bytes(),
+            "m",
+            false,
+            NOW,
+            "v1",
+            "ConfigMap",
+            None,
+        );
         assert!(matches!(res, Err(PatchError::Malformed(_))), "{res:?}");
     }
 }

@@ -18,6 +18,10 @@ use serde_json::Value;
 /// kube-apiserver enforces).
 const MAX_JSON_PATCH_OPERATIONS: usize = 10_000;
 
+/// Deepest nesting a JSON or merge patch may produce (the strategic merge and
+/// server-side apply code refuses to walk deeper, see `strategic::MAX_DEPTH`).
+const MAX_OBJECT_DEPTH: usize = 128;
+
 /// Why a patch could not be applied.
 #[derive(Debug, thiserror::Error)]
 pub enum PatchError {
@@ -82,8 +86,8 @@ impl PatchKind {
 /// gives [`PatchError::TestFailed`] (`testing value /metadata/resourceVersion
 /// failed: test failed`), a missing path for `remove`/`replace`/`add`/`move`/
 /// `copy` gives [`PatchError::Invalid`], an unparsable body
-/// [`PatchError::Malformed`]. More than 10 000 operations are refused as
-/// [`PatchError::Invalid`].
+/// [`PatchError::Malformed`]. More than 10 000 operations, or a result
+/// nested deeper than 128 levels, are refused as [`PatchError::Invalid`].
 pub fn apply_json_patch(target: &mut Value, body: &[u8]) -> Result<(), PatchError> {
     let patch: json_patch::Patch = serde_json::from_slice(body)
         .map_err(|e| PatchError::Malformed(format!("invalid JSON patch: {e}")))?;
@@ -96,11 +100,32 @@ pub fn apply_json_patch(target: &mut Value, body: &[u8]) -> Result<(), PatchErro
     let mut work = target.clone();
     match json_patch::patch_unsafe(&mut work, &patch.0) {
         Ok(()) => {
+            check_depth(&work)?;
             *target = work;
             Ok(())
         }
         Err(e) => Err(json_patch_error(&patch, &e)),
     }
+}
+
+/// Refuses results nested deeper than [`MAX_OBJECT_DEPTH`].
+fn check_depth(v: &Value) -> Result<(), PatchError> {
+    fn exceeds(v: &Value, budget: usize) -> bool {
+        let Some(budget) = budget.checked_sub(1) else {
+            return true;
+        };
+        match v {
+            Value::Object(m) => m.values().any(|c| exceeds(c, budget)),
+            Value::Array(a) => a.iter().any(|c| exceeds(c, budget)),
+            _ => false,
+        }
+    }
+    if exceeds(v, MAX_OBJECT_DEPTH) {
+        return Err(PatchError::Invalid(format!(
+            "the patched object nests deeper than {MAX_OBJECT_DEPTH} levels"
+        )));
+    }
+    Ok(())
 }
 
 /// Translates a `json_patch` error into messages close to the ones the Go
@@ -109,7 +134,9 @@ fn json_patch_error(patch: &json_patch::Patch, e: &json_patch::PatchError) -> Pa
     use json_patch::{PatchErrorKind as K, PatchOperation as Op};
     let path = e.path.to_string();
     match patch.0.get(e.operation) {
-        Some(Op::Test(_)) => PatchError::TestFailed(format!("testing value {path} failed: test failed")),
+        Some(Op::Test(_)) => {
+            PatchError::TestFailed(format!("testing value {path} failed: test failed"))
+        }
         _ if matches!(e.kind, K::TestFailed) => {
             PatchError::TestFailed(format!("testing value {path} failed: test failed"))
         }
@@ -128,7 +155,12 @@ fn json_patch_error(patch: &json_patch::Patch, e: &json_patch::PatchError) -> Pa
     }
 }
 
-fn from_path_error(op: &str, from: &str, path: &str, kind: &json_patch::PatchErrorKind) -> PatchError {
+fn from_path_error(
+    op: &str,
+    from: &str,
+    path: &str,
+    kind: &json_patch::PatchErrorKind,
+) -> PatchError {
     use json_patch::PatchErrorKind as K;
     match kind {
         K::InvalidFromPointer => PatchError::Invalid(format!(
@@ -145,7 +177,8 @@ fn from_path_error(op: &str, from: &str, path: &str, kind: &json_patch::PatchErr
 
 /// Applies an RFC 7386 JSON merge patch. The body must be a JSON object
 /// (as kube-apiserver requires), otherwise [`PatchError::Malformed`].
-/// `null` values delete keys; arrays are replaced wholesale.
+/// `null` values delete keys; arrays are replaced wholesale. Atomic; a result
+/// nested deeper than 128 levels is refused as [`PatchError::Invalid`].
 pub fn apply_merge_patch(target: &mut Value, body: &[u8]) -> Result<(), PatchError> {
     let patch: Value = serde_json::from_slice(body)
         .map_err(|e| PatchError::Malformed(format!("invalid JSON merge patch: {e}")))?;
@@ -154,7 +187,10 @@ pub fn apply_merge_patch(target: &mut Value, body: &[u8]) -> Result<(), PatchErr
             "merge patch body must be a JSON object".to_string(),
         ));
     }
-    json_patch::merge(target, &patch);
+    let mut work = target.clone();
+    json_patch::merge(&mut work, &patch);
+    check_depth(&work)?;
+    *target = work;
     Ok(())
 }
 
@@ -181,17 +217,26 @@ mod tests {
             PatchKind::from_content_type("application/apply-patch+yaml"),
             Some(PatchKind::Apply)
         );
-        assert_eq!(PatchKind::from_content_type("application/apply-patch+cbor"), None);
+        assert_eq!(
+            PatchKind::from_content_type("application/apply-patch+cbor"),
+            None
+        );
         assert_eq!(PatchKind::from_content_type("application/json"), None);
         assert_eq!(PatchKind::from_content_type(""), None);
-        for k in [PatchKind::Json, PatchKind::Merge, PatchKind::Strategic, PatchKind::Apply] {
+        for k in [
+            PatchKind::Json,
+            PatchKind::Merge,
+            PatchKind::Strategic,
+            PatchKind::Apply,
+        ] {
             assert_eq!(PatchKind::from_content_type(k.content_type()), Some(k));
         }
     }
 
     #[test]
     fn json_patch_ops() {
-        let mut v = json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"list": [1, 2]}});
+        let mut v =
+            json!({"metadata": {"name": "a", "labels": {"x": "1"}}, "spec": {"list": [1, 2]}});
         let body = br#"[
             {"op": "test", "path": "/metadata/name", "value": "a"},
             {"op": "add", "path": "/metadata/labels/y", "value": "2"},
@@ -218,7 +263,10 @@ mod tests {
         let err = apply_json_patch(&mut v, body).unwrap_err();
         match err {
             PatchError::TestFailed(m) => {
-                assert_eq!(m, "testing value /metadata/resourceVersion failed: test failed")
+                assert_eq!(
+                    m,
+                    "testing value /metadata/resourceVersion failed: test failed"
+                )
             }
             other => panic!("unexpected {other:?}"),
         }
@@ -265,9 +313,43 @@ mod tests {
     }
 
     #[test]
+    fn results_nested_too_deep_are_refused() {
+        let mut v = json!({});
+        let mut value = json!(1);
+        for _ in 0..100 {
+            value = json!([value]);
+        }
+        let add = json!([{"op": "add", "path": "/a", "value": value}]).to_string();
+        apply_json_patch(&mut v, add.as_bytes()).unwrap();
+        let mut path = String::from("/a");
+        for _ in 0..99 {
+            path.push_str("/0");
+        }
+        let add = json!([{"op": "add", "path": path, "value": value}]).to_string();
+        let err = apply_json_patch(&mut v, add.as_bytes()).unwrap_err();
+        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
+        let merge = json!({"b": {"c": value}}).to_string();
+        apply_merge_patch(&mut v, merge.as_bytes()).unwrap();
+        // A merge patch cannot deepen an object past the parser's limit, but
+        // an already too deep target is refused rather than passed on.
+        let mut too_deep = json!(1);
+        for _ in 0..(MAX_OBJECT_DEPTH + 1) {
+            too_deep = json!([too_deep]);
+        }
+        let mut t = json!({ "a": too_deep });
+        let err = apply_merge_patch(&mut t, br#"{"b": 1}"#).unwrap_err();
+        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
+        assert!(t.get("b").is_none());
+    }
+
+    #[test]
     fn merge_patch() {
         let mut v = json!({"a": {"b": 1, "c": 2}, "l": [1, 2], "d": "x"});
-        apply_merge_patch(&mut v, br#"{"a": {"b": null, "e": 3}, "l": [3], "d": null}"#).unwrap();
+        apply_merge_patch(
+            &mut v,
+            br#"{"a": {"b": null, "e": 3}, "l": [3], "d": null}"#,
+        )
+        .unwrap();
         assert_eq!(v, json!({"a": {"c": 2, "e": 3}, "l": [3]}));
     }
 

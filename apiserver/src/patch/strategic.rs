@@ -10,9 +10,11 @@ use serde_json::{Map, Value};
 
 use super::PatchError;
 
-/// Deepest nesting the merge walks before giving up (the JSON / YAML parsers
-/// already stop far earlier; this only guards hand-built values).
-const MAX_DEPTH: usize = 512;
+/// Deepest nesting (maps and list items) walked before giving up. The JSON
+/// and YAML parsers stop at 128 / 64 levels and JSON / merge patches may not
+/// produce deeper objects, so this only stops hand-built values, well before
+/// a 2 MiB thread stack (tokio's default) could run out even in debug builds.
+pub(crate) const MAX_DEPTH: usize = 150;
 
 const DIRECTIVE: &str = "$patch";
 const RETAIN_KEYS: &str = "$retainKeys";
@@ -50,16 +52,27 @@ pub(crate) struct Path<'a> {
 
 impl<'a> Path<'a> {
     /// The object root.
-    pub(crate) const ROOT: Path<'static> = Path { name: "", parent: None, depth: 0 };
+    pub(crate) const ROOT: Path<'static> = Path {
+        name: "",
+        parent: None,
+        depth: 0,
+    };
 
     /// The path of field `name` below `self`.
     pub(crate) fn child(&'a self, name: &'a str) -> Path<'a> {
-        Path { name, parent: Some(self), depth: self.depth + 1 }
+        Path {
+            name,
+            parent: Some(self),
+            depth: self.depth + 1,
+        }
     }
 
     /// The same path one nesting level deeper (entering a list item).
     pub(crate) fn item(&self) -> Path<'a> {
-        Path { depth: self.depth + 1, ..*self }
+        Path {
+            depth: self.depth + 1,
+            ..*self
+        }
     }
 
     pub(crate) fn too_deep(&self) -> bool {
@@ -85,8 +98,14 @@ pub(crate) fn is_schema_key(k: &str) -> bool {
 /// The strategy the merge-key table gives to list `field` found in the map at `parent`.
 fn table_strategy(parent: &Path, field: &str, items: &[Value]) -> ListStrategy {
     match field {
-        "containers" | "initContainers" | "ephemeralContainers" | "env" | "volumes"
-        | "imagePullSecrets" | "schedulingGates" | "resourceClaims" => ListStrategy::Keyed("name"),
+        "containers"
+        | "initContainers"
+        | "ephemeralContainers"
+        | "env"
+        | "volumes"
+        | "imagePullSecrets"
+        | "schedulingGates"
+        | "resourceClaims" => ListStrategy::Keyed("name"),
         "volumeMounts" => ListStrategy::Keyed("mountPath"),
         "volumeDevices" => ListStrategy::Keyed("devicePath"),
         "ownerReferences" => ListStrategy::Keyed("uid"),
@@ -95,7 +114,10 @@ fn table_strategy(parent: &Path, field: &str, items: &[Value]) -> ListStrategy {
         "topologySpreadConstraints" => ListStrategy::Keyed("topologyKey"),
         "finalizers" => ListStrategy::Set,
         "ports" => {
-            if matches!(parent.name, "containers" | "initContainers" | "ephemeralContainers") {
+            if matches!(
+                parent.name,
+                "containers" | "initContainers" | "ephemeralContainers"
+            ) {
                 ListStrategy::Keyed("containerPort")
             } else if parent.is_top_level("spec") {
                 // Service spec.ports (and look-alike custom resources).
@@ -135,9 +157,9 @@ pub(crate) fn list_strategy(
         ListStrategy::Keyed(key) => items.iter().all(|i| {
             i.is_object() && (has_key(i, key) || (mode == Mode::Strategic && is_replace_marker(i)))
         }),
-        ListStrategy::Set => items
-            .iter()
-            .all(|i| (!i.is_object() && !i.is_array()) || (mode == Mode::Strategic && is_replace_marker(i))),
+        ListStrategy::Set => items.iter().all(|i| {
+            (!i.is_object() && !i.is_array()) || (mode == Mode::Strategic && is_replace_marker(i))
+        }),
     };
     match (fits, mode) {
         (true, _) => Ok(strategy),
@@ -201,7 +223,11 @@ pub fn apply_strategic_merge_patch(
 
 /// Merges the object `patch` into `target` (replaced by an empty object when
 /// it is not one) with the strategic rules of `mode`.
-pub(crate) fn merge_object(target: &mut Value, patch: &Map<String, Value>, mode: Mode) -> Result<(), PatchError> {
+pub(crate) fn merge_object(
+    target: &mut Value,
+    patch: &Map<String, Value>,
+    mode: Mode,
+) -> Result<(), PatchError> {
     if !target.is_object() {
         *target = Value::Object(Map::new());
     }
@@ -209,41 +235,6 @@ pub(crate) fn merge_object(target: &mut Value, patch: &Map<String, Value>, mode:
         merge_map(m, patch, mode, &Path::ROOT)?;
     }
     Ok(())
-}
-
-/// Rejects any `$`-prefixed key (other than `$ref` / `$schema`) anywhere in `v`.
-pub(crate) fn reject_directives(v: &Value, depth: usize) -> Result<(), PatchError> {
-    if depth > MAX_DEPTH {
-        return Err(PatchError::Invalid("object nesting too deep".to_string()));
-    }
-    match v {
-        Value::Object(m) => {
-            for (k, c) in m {
-                if k.starts_with('$') && !is_schema_key(k) {
-                    return Err(PatchError::Invalid(format!(
-                        "field {k:?} is a patch directive, which is not allowed in an applied configuration"
-                    )));
-                }
-                reject_directives(c, depth + 1)?;
-            }
-        }
-        Value::Array(a) => {
-            for c in a {
-                reject_directives(c, depth + 1)?;
-            }
-        }
-        _ => {}
-    }
-    Ok(())
-}
-
-fn string_list<'v>(v: &'v Value, what: &str) -> Result<Vec<&'v str>, PatchError> {
-    let Value::Array(a) = v else {
-        return Err(PatchError::Invalid(format!("{what} must be a list of strings")));
-    };
-    a.iter()
-        .map(|s| s.as_str().ok_or_else(|| PatchError::Invalid(format!("{what} must be a list of strings"))))
-        .collect()
 }
 
 fn merge_map(
@@ -254,6 +245,13 @@ fn merge_map(
 ) -> Result<(), PatchError> {
     if path.too_deep() {
         return Err(PatchError::Invalid("patch nesting too deep".to_string()));
+    }
+    let is_directive = |k: &String| k.starts_with('$') && !is_schema_key(k);
+    if let (Mode::Apply, Some(k)) = (mode, patch.keys().find(|k| is_directive(k))) {
+        return Err(PatchError::Invalid(format!(
+            "{k:?} at {} is a patch directive, not allowed in an applied configuration",
+            display_path(path)
+        )));
     }
     if let Some(d) = patch.get(DIRECTIVE) {
         match d.as_str() {
@@ -279,7 +277,15 @@ fn merge_map(
         }
     }
     if let Some(rk) = patch.get(RETAIN_KEYS) {
-        let keep = string_list(rk, RETAIN_KEYS)?;
+        let keep: Vec<&str> = match rk {
+            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
+            _ => Vec::new(),
+        };
+        if rk.as_array().is_none_or(|a| a.len() != keep.len()) {
+            return Err(PatchError::Invalid(format!(
+                "{RETAIN_KEYS} must be a list of strings"
+            )));
+        }
         for (k, v) in patch {
             if !k.starts_with('$') && !v.is_null() && !keep.contains(&k.as_str()) {
                 return Err(PatchError::Invalid(format!(
@@ -291,7 +297,9 @@ fn merge_map(
         orig.retain(|k, _| keep.contains(&k.as_str()));
     }
     for (k, v) in patch {
-        let Some(field) = k.strip_prefix(DELETE_PRIMITIVE_PREFIX) else { continue };
+        let Some(field) = k.strip_prefix(DELETE_PRIMITIVE_PREFIX) else {
+            continue;
+        };
         let Value::Array(remove) = v else {
             return Err(PatchError::Invalid(format!("{k} must be a list")));
         };
@@ -299,12 +307,14 @@ fn merge_map(
             Some(Value::Array(list)) => list.retain(|x| !remove.contains(x)),
             None | Some(Value::Null) => {}
             Some(_) => {
-                return Err(PatchError::Invalid(format!("{k}: field {field:?} is not a list")));
+                return Err(PatchError::Invalid(format!(
+                    "{k}: field {field:?} is not a list"
+                )));
             }
         }
     }
     for (k, pv) in patch {
-        if k.starts_with('$') && !is_schema_key(k) {
+        if is_directive(k) {
             if k == DIRECTIVE
                 || k == RETAIN_KEYS
                 || k.starts_with(DELETE_PRIMITIVE_PREFIX)
@@ -323,7 +333,9 @@ fn merge_map(
                 orig.remove(k);
             }
             Value::Object(pm) => {
-                let slot = orig.entry(k.clone()).or_insert_with(|| Value::Object(Map::new()));
+                let slot = orig
+                    .entry(k.clone())
+                    .or_insert_with(|| Value::Object(Map::new()));
                 if !slot.is_object() {
                     *slot = Value::Object(Map::new());
                 }
@@ -333,7 +345,9 @@ fn merge_map(
             }
             Value::Array(pa) => {
                 let order = patch.get(&format!("{SET_ORDER_PREFIX}{k}"));
-                let slot = orig.entry(k.clone()).or_insert_with(|| Value::Array(Vec::new()));
+                let slot = orig
+                    .entry(k.clone())
+                    .or_insert_with(|| Value::Array(Vec::new()));
                 if !slot.is_array() {
                     *slot = Value::Array(Vec::new());
                 }
@@ -348,7 +362,9 @@ fn merge_map(
     }
     // `$setElementOrder` for lists the patch does not otherwise touch.
     for (k, order) in patch {
-        let Some(field) = k.strip_prefix(SET_ORDER_PREFIX) else { continue };
+        let Some(field) = k.strip_prefix(SET_ORDER_PREFIX) else {
+            continue;
+        };
         if patch.contains_key(field) {
             continue;
         }
@@ -376,7 +392,10 @@ fn normalized(v: &Value, mode: Mode, path: &Path) -> Result<Value, PatchError> {
             if inner.too_deep() {
                 return Err(PatchError::Invalid("patch nesting too deep".to_string()));
             }
-            a.iter().map(|x| normalized(x, mode, &inner)).collect::<Result<_, _>>().map(Value::Array)
+            a.iter()
+                .map(|x| normalized(x, mode, &inner))
+                .collect::<Result<_, _>>()
+                .map(Value::Array)
         }
         other => Ok(other.clone()),
     }
@@ -489,7 +508,12 @@ fn merge_list(
 
 /// Reorders `list` per a `$setElementOrder` list: the items named in `order`
 /// are sorted into the slots they already occupy; other items stay put.
-fn apply_order(list: &mut [Value], order: &Value, strategy: ListStrategy, what: &str) -> Result<(), PatchError> {
+fn apply_order(
+    list: &mut [Value],
+    order: &Value,
+    strategy: ListStrategy,
+    what: &str,
+) -> Result<(), PatchError> {
     let Value::Array(order) = order else {
         return Err(PatchError::Invalid(format!("{what} must be a list")));
     };
@@ -502,9 +526,13 @@ fn apply_order(list: &mut [Value], order: &Value, strategy: ListStrategy, what: 
     };
     let wanted: Vec<Value> = order.iter().filter_map(&id).collect();
     let rank = |v: &Value| id(v).and_then(|i| wanted.iter().position(|w| *w == i));
-    let slots: Vec<usize> = (0..list.len()).filter(|&i| rank(&list[i]).is_some()).collect();
-    let mut items: Vec<(usize, Value)> =
-        slots.iter().map(|&i| (rank(&list[i]).unwrap_or(usize::MAX), list[i].clone())).collect();
+    let slots: Vec<usize> = (0..list.len())
+        .filter(|&i| rank(&list[i]).is_some())
+        .collect();
+    let mut items: Vec<(usize, Value)> = slots
+        .iter()
+        .map(|&i| (rank(&list[i]).unwrap_or(usize::MAX), list[i].clone()))
+        .collect();
     items.sort_by_key(|(r, _)| *r);
     for (slot, (_, item)) in slots.into_iter().zip(items) {
         list[slot] = item;
@@ -522,7 +550,11 @@ fn display_path(path: &Path) -> String {
         p = cur.parent;
     }
     names.reverse();
-    if names.is_empty() { ".".to_string() } else { format!(".{}", names.join(".")) }
+    if names.is_empty() {
+        ".".to_string()
+    } else {
+        format!(".{}", names.join("."))
+    }
 }
 
 #[cfg(test)]
@@ -530,239 +562,243 @@ mod tests {
     use super::*;
     use serde_json::json;
 
-    fn smp(target: Value, patch: Value, kind: &str) -> Result<Value, PatchError> {
-        let mut t = target;
-        apply_strategic_merge_patch(&mut t, patch.to_string().as_bytes(), kind)?;
-        assert_no_directives(&t);
+    /// Patches a copy of `t`, checking that no directive survives.
+    fn smp(t: &Value, p: Value) -> Result<Value, PatchError> {
+        let mut t = t.clone();
+        apply_strategic_merge_patch(&mut t, p.to_string().as_bytes(), "Pod")?;
+        let text = t.to_string();
+        let kinds = [
+            "$patch",
+            "$retainKeys",
+            "$setElementOrder",
+            "$deleteFromPrimitiveList",
+        ];
+        assert!(
+            kinds.iter().all(|d| !text.contains(d)),
+            "directive survived: {text}"
+        );
         Ok(t)
     }
 
-    fn assert_no_directives(v: &Value) {
-        match v {
-            Value::Object(m) => {
-                for (k, c) in m {
-                    assert!(!k.starts_with('$') || is_schema_key(k), "directive {k} survived");
-                    assert_no_directives(c);
-                }
-            }
-            Value::Array(a) => a.iter().for_each(assert_no_directives),
-            _ => {}
-        }
+    /// The value at JSON pointer `ptr` after a successful patch.
+    fn at(t: &Value, p: Value, ptr: &str) -> Value {
+        let out = smp(t, p).unwrap();
+        out.pointer(ptr).cloned().unwrap_or(Value::Null)
+    }
+
+    fn invalid(t: &Value, p: Value) -> bool {
+        matches!(smp(t, p), Err(PatchError::Invalid(_)))
+    }
+
+    fn names(v: &Value) -> Vec<&str> {
+        let items = v.as_array().map(Vec::as_slice).unwrap_or(&[]);
+        items.iter().filter_map(|c| c["name"].as_str()).collect()
     }
 
     fn pod() -> Value {
-        json!({
-            "apiVersion": "v1", "kind": "Pod",
-            "metadata": {"name": "p", "labels": {"a": "1", "b": "2"}, "finalizers": ["x", "y"]},
+        json!({"metadata": {"name": "p", "labels": {"a": "1", "b": "2"}, "finalizers": ["x", "y"]},
             "spec": {
                 "containers": [
                     {"name": "app", "image": "app:1",
                      "env": [{"name": "A", "value": "1"}, {"name": "B", "value": "2"}],
                      "ports": [{"containerPort": 80, "name": "http"}],
-                     "volumeMounts": [{"name": "data", "mountPath": "/data"}],
-                     "args": ["--a", "--b"]},
-                    {"name": "side", "image": "side:1"}
-                ],
+                     "volumeMounts": [{"name": "data", "mountPath": "/data"}], "args": ["--a"]},
+                    {"name": "side", "image": "side:1"}],
                 "volumes": [{"name": "data", "emptyDir": {}}],
-                "tolerations": [{"key": "k1", "operator": "Exists"}],
                 "imagePullSecrets": [{"name": "s1"}],
                 "hostAliases": [{"ip": "10.0.0.1", "hostnames": ["a"]}],
-                "topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 1}]
-            }
-        })
+                "topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 1}]}})
     }
 
     #[test]
     fn maps_merge_and_null_deletes() {
-        let out = smp(pod(), json!({"metadata": {"labels": {"a": null, "c": "3"}}, "spec": {"nodeName": "n1"}}), "Pod").unwrap();
+        let p = json!({"metadata": {"labels": {"a": null, "c": "3"}}, "spec": {"nodeName": "n"}});
+        let out = smp(&pod(), p).unwrap();
         assert_eq!(out["metadata"]["labels"], json!({"b": "2", "c": "3"}));
-        assert_eq!(out["spec"]["nodeName"], "n1");
+        assert_eq!(out["spec"]["nodeName"], "n");
         assert_eq!(out["spec"]["containers"], pod()["spec"]["containers"]);
-        let out = smp(pod(), json!({"spec": null}), "Pod").unwrap();
-        assert!(out.get("spec").is_none());
+        assert_eq!(at(&pod(), json!({"spec": null}), "/spec"), Value::Null);
     }
 
     #[test]
     fn containers_env_ports_mounts_merge_by_key() {
-        let patch = json!({"spec": {"containers": [{
-            "name": "app", "image": "app:2",
+        let p = json!({"spec": {"containers": [{"name": "app", "image": "app:2",
             "env": [{"name": "B", "value": "two"}, {"name": "C", "value": "3"}],
             "ports": [{"containerPort": 80, "protocol": "TCP"}, {"containerPort": 443}],
-            "volumeMounts": [{"mountPath": "/data", "readOnly": true}, {"name": "cfg", "mountPath": "/cfg"}],
-            "args": ["--c"]
-        }, {"name": "new", "image": "new:1", "stdin": null}]}});
-        let out = smp(pod(), patch, "Pod").unwrap();
-        let c = &out["spec"]["containers"];
-        assert_eq!(c.as_array().unwrap().len(), 3);
+            "volumeMounts": [{"mountPath": "/data", "readOnly": true}, {"mountPath": "/c"}],
+            "args": ["--c"]}, {"name": "new", "image": "n", "stdin": null}]}});
+        let c = at(&pod(), p, "/spec/containers");
+        assert_eq!(names(&c), ["app", "side", "new"]);
         assert_eq!(c[0]["image"], "app:2");
-        assert_eq!(
-            c[0]["env"],
-            json!([{"name": "A", "value": "1"}, {"name": "B", "value": "two"}, {"name": "C", "value": "3"}])
-        );
-        assert_eq!(c[0]["ports"], json!([{"containerPort": 80, "name": "http", "protocol": "TCP"}, {"containerPort": 443}]));
-        assert_eq!(
-            c[0]["volumeMounts"],
-            json!([{"name": "data", "mountPath": "/data", "readOnly": true}, {"name": "cfg", "mountPath": "/cfg"}])
-        );
+        let env = json!([{"name": "A", "value": "1"}, {"name": "B", "value": "two"},
+            {"name": "C", "value": "3"}]);
+        assert_eq!(c[0]["env"], env);
+        let ports = json!([{"containerPort": 80, "name": "http", "protocol": "TCP"},
+            {"containerPort": 443}]);
+        assert_eq!(c[0]["ports"], ports);
+        let mounts = json!([{"name": "data", "mountPath": "/data", "readOnly": true},
+            {"mountPath": "/c"}]);
+        assert_eq!(c[0]["volumeMounts"], mounts);
         assert_eq!(c[0]["args"], json!(["--c"]), "unkeyed lists are replaced");
-        assert_eq!(c[1], json!({"name": "side", "image": "side:1"}));
-        assert_eq!(c[2], json!({"name": "new", "image": "new:1"}), "nulls dropped from new items");
-    }
-
-    #[test]
-    fn init_and_ephemeral_containers_merge_by_name() {
-        let t = json!({"spec": {"initContainers": [{"name": "i", "image": "1"}], "ephemeralContainers": [{"name": "e", "image": "1"}]}});
-        let p = json!({"spec": {"initContainers": [{"name": "i", "image": "2"}], "ephemeralContainers": [{"name": "f", "image": "1"}]}});
-        let out = smp(t, p, "Pod").unwrap();
-        assert_eq!(out["spec"]["initContainers"], json!([{"name": "i", "image": "2"}]));
-        assert_eq!(out["spec"]["ephemeralContainers"], json!([{"name": "e", "image": "1"}, {"name": "f", "image": "1"}]));
+        let new = json!({"name": "new", "image": "n"});
+        assert_eq!(c[2], new, "nulls dropped from new items");
+        let t = json!({"spec": {"initContainers": [{"name": "i", "image": "1"}],
+            "ephemeralContainers": [{"name": "e"}]}});
+        let p = json!({"spec": {"initContainers": [{"name": "i", "image": "2"}],
+            "ephemeralContainers": [{"name": "f"}]}});
+        let out = smp(&t, p).unwrap();
+        let init = json!([{"name": "i", "image": "2"}]);
+        assert_eq!(out["spec"]["initContainers"], init);
+        assert_eq!(names(&out["spec"]["ephemeralContainers"]), ["e", "f"]);
     }
 
     #[test]
     fn service_ports_merge_by_port() {
-        let svc = json!({"kind": "Service", "spec": {"ports": [{"port": 80, "targetPort": 8080}, {"port": 443}]}});
-        let out = smp(svc, json!({"spec": {"ports": [{"port": 80, "targetPort": 9090}, {"port": 8443}]}}), "Service").unwrap();
-        assert_eq!(out["spec"]["ports"], json!([{"port": 80, "targetPort": 9090}, {"port": 443}, {"port": 8443}]));
+        let svc = json!({"spec": {"ports": [{"port": 80, "targetPort": 8080}, {"port": 443}]}});
+        let p = json!({"spec": {"ports": [{"port": 80, "targetPort": 9090}, {"port": 8443}]}});
+        let want = json!([{"port": 80, "targetPort": 9090}, {"port": 443}, {"port": 8443}]);
+        assert_eq!(at(&svc, p, "/spec/ports"), want);
     }
 
     #[test]
-    fn other_keyed_lists() {
-        let patch = json!({"spec": {
-            "volumes": [{"name": "cfg", "configMap": {"name": "c"}}],
+    fn volumes_secrets_host_aliases_spread_constraints_merge_by_key() {
+        let p = json!({"spec": {"volumes": [{"name": "cfg", "configMap": {"name": "c"}}],
             "imagePullSecrets": [{"name": "s2"}],
             "hostAliases": [{"ip": "10.0.0.1", "hostnames": ["b"]}, {"ip": "10.0.0.2"}],
-            "topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 2}]
-        }});
-        let out = smp(pod(), patch, "Pod").unwrap();
-        let s = &out["spec"];
-        assert_eq!(s["volumes"], json!([{"name": "data", "emptyDir": {}}, {"name": "cfg", "configMap": {"name": "c"}}]));
-        assert_eq!(s["imagePullSecrets"], json!([{"name": "s1"}, {"name": "s2"}]));
-        assert_eq!(s["hostAliases"], json!([{"ip": "10.0.0.1", "hostnames": ["b"]}, {"ip": "10.0.0.2"}]));
-        assert_eq!(s["topologySpreadConstraints"], json!([{"topologyKey": "zone", "maxSkew": 2}]));
+            "topologySpreadConstraints": [{"topologyKey": "zone", "maxSkew": 2}]}});
+        let s = at(&pod(), p, "/spec");
+        assert_eq!(names(&s["volumes"]), ["data", "cfg"]);
+        assert_eq!(names(&s["imagePullSecrets"]), ["s1", "s2"]);
+        let aliases = json!([{"ip": "10.0.0.1", "hostnames": ["b"]}, {"ip": "10.0.0.2"}]);
+        assert_eq!(s["hostAliases"], aliases);
+        let spread = json!([{"topologyKey": "zone", "maxSkew": 2}]);
+        assert_eq!(s["topologySpreadConstraints"], spread);
     }
 
     #[test]
     fn owner_references_by_uid_and_conditions_by_type() {
-        let t = json!({
-            "metadata": {"ownerReferences": [{"uid": "u1", "name": "a", "kind": "ReplicaSet"}]},
-            "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "Scheduled", "status": "True"}]}
-        });
-        let p = json!({
-            "metadata": {"ownerReferences": [{"uid": "u1", "controller": true}, {"uid": "u2", "name": "b"}]},
-            "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "Initialized", "status": "True"}]}
-        });
-        let out = smp(t, p, "Pod").unwrap();
-        assert_eq!(
-            out["metadata"]["ownerReferences"],
-            json!([{"uid": "u1", "name": "a", "kind": "ReplicaSet", "controller": true}, {"uid": "u2", "name": "b"}])
-        );
-        assert_eq!(
-            out["status"]["conditions"],
-            json!([{"type": "Ready", "status": "True"}, {"type": "Scheduled", "status": "True"}, {"type": "Initialized", "status": "True"}])
-        );
+        let t = json!({"metadata": {"ownerReferences": [{"uid": "u1", "name": "a"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "False"}, {"type": "S"}]}});
+        let p = json!({"metadata": {"ownerReferences": [{"uid": "u1", "x": true}, {"uid": "u2"}]},
+            "status": {"conditions": [{"type": "Ready", "status": "True"}, {"type": "I"}]}});
+        let out = smp(&t, p).unwrap();
+        let refs = json!([{"uid": "u1", "name": "a", "x": true}, {"uid": "u2"}]);
+        assert_eq!(out["metadata"]["ownerReferences"], refs);
+        let conds = json!([{"type": "Ready", "status": "True"}, {"type": "S"}, {"type": "I"}]);
+        assert_eq!(out["status"]["conditions"], conds);
     }
 
     #[test]
     fn finalizers_union_and_delete_from_primitive_list() {
-        let out = smp(pod(), json!({"metadata": {"finalizers": ["z", "x"]}}), "Pod").unwrap();
-        assert_eq!(out["metadata"]["finalizers"], json!(["x", "y", "z"]));
-        let out = smp(pod(), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x"]}}), "Pod").unwrap();
-        assert_eq!(out["metadata"]["finalizers"], json!(["y"]));
-        let out = smp(pod(), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x", "y"], "finalizers": ["w"]}}), "Pod").unwrap();
-        assert_eq!(out["metadata"]["finalizers"], json!(["w"]));
-        let err = smp(pod(), json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "x"}}), "Pod").unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)));
-        let err = smp(pod(), json!({"metadata": {"finalizers": [{"a": 1}]}}), "Pod").unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)));
+        let f = "/metadata/finalizers";
+        let p = json!({"metadata": {"finalizers": ["z", "x"]}});
+        assert_eq!(at(&pod(), p, f), json!(["x", "y", "z"]));
+        let p = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x"]}});
+        assert_eq!(at(&pod(), p, f), json!(["y"]));
+        let p = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": ["x", "y"],
+            "finalizers": ["w"]}});
+        assert_eq!(at(&pod(), p, f), json!(["w"]));
+        let p = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "x"}});
+        assert!(invalid(&pod(), p));
+        assert!(invalid(
+            &pod(),
+            json!({"metadata": {"finalizers": [{"a": 1}]}})
+        ));
     }
 
     #[test]
     fn unkeyed_lists_are_replaced() {
-        let t = json!({"spec": {"tolerations": [{"key": "a"}, {"key": "b"}], "volumeClaimTemplates": [{"metadata": {"name": "x"}}]}});
-        let out = smp(t, json!({"spec": {"tolerations": [{"key": "c", "value": null}], "volumeClaimTemplates": []}}), "StatefulSet").unwrap();
-        assert_eq!(out["spec"]["tolerations"], json!([{"key": "c"}]));
-        assert_eq!(out["spec"]["volumeClaimTemplates"], json!([]));
-        // Non-container `ports` lists (e.g. NetworkPolicy rules) are atomic too.
+        let t = json!({"spec": {"tolerations": [{"key": "a"}, {"key": "b"}],
+            "volumeClaimTemplates": [{"a": 1}]}});
+        let p = json!({"spec": {"tolerations": [{"key": "c", "value": null}],
+            "volumeClaimTemplates": []}});
+        let want = json!({"tolerations": [{"key": "c"}], "volumeClaimTemplates": []});
+        assert_eq!(at(&t, p, "/spec"), want);
+        // `ports` outside containers / a top-level spec (NetworkPolicy rules) is atomic.
         let t = json!({"spec": {"ingress": [{"ports": [{"port": 80}]}]}});
-        let out = smp(t, json!({"spec": {"ingress": [{"ports": [{"port": 81}]}]}}), "NetworkPolicy").unwrap();
-        assert_eq!(out["spec"]["ingress"], json!([{"ports": [{"port": 81}]}]));
+        let p = json!({"spec": {"ingress": [{"ports": [{"port": 81}]}]}});
+        let want = json!([{"ports": [{"port": 81}]}]);
+        assert_eq!(at(&t, p, "/spec/ingress"), want);
     }
 
     #[test]
     fn delete_directive_in_keyed_list() {
-        let p = json!({"spec": {"containers": [{"name": "side", "$patch": "delete"}, {"name": "app", "env": [{"name": "A", "$patch": "delete"}]}]}});
-        let out = smp(pod(), p, "Pod").unwrap();
-        let c = out["spec"]["containers"].as_array().unwrap();
-        assert_eq!(c.len(), 1);
+        let p = json!({"spec": {"containers": [{"name": "side", "$patch": "delete"},
+            {"name": "app", "env": [{"name": "A", "$patch": "delete"}]}]}});
+        let c = at(&pod(), p, "/spec/containers");
+        assert_eq!(names(&c), ["app"]);
         assert_eq!(c[0]["env"], json!([{"name": "B", "value": "2"}]));
-        let err = smp(pod(), json!({"spec": {"containers": [{"$patch": "delete"}]}}), "Pod").unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)));
+        assert!(invalid(
+            &pod(),
+            json!({"spec": {"containers": [{"$patch": "delete"}]}})
+        ));
     }
 
     #[test]
-    fn replace_directive_on_list_and_map() {
-        let p = json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "only", "image": "o"}]}});
-        let out = smp(pod(), p, "Pod").unwrap();
-        assert_eq!(out["spec"]["containers"], json!([{"name": "only", "image": "o"}]));
+    fn replace_merge_delete_directives_on_lists_and_maps() {
+        let p = json!({"spec": {"containers": [{"$patch": "replace"}, {"name": "o"}]}});
+        assert_eq!(at(&pod(), p, "/spec/containers"), json!([{"name": "o"}]));
+        let l = "/metadata/labels";
         let p = json!({"metadata": {"labels": {"$patch": "replace", "z": "9"}}});
-        let out = smp(pod(), p, "Pod").unwrap();
-        assert_eq!(out["metadata"]["labels"], json!({"z": "9"}));
+        assert_eq!(at(&pod(), p, l), json!({"z": "9"}));
         let p = json!({"metadata": {"labels": {"$patch": "merge", "z": "9"}}});
-        let out = smp(pod(), p, "Pod").unwrap();
-        assert_eq!(out["metadata"]["labels"], json!({"a": "1", "b": "2", "z": "9"}));
+        assert_eq!(at(&pod(), p, l), json!({"a": "1", "b": "2", "z": "9"}));
         let p = json!({"metadata": {"labels": {"$patch": "delete"}}});
-        let out = smp(pod(), p, "Pod").unwrap();
-        assert_eq!(out["metadata"]["labels"], json!({}));
+        assert_eq!(at(&pod(), p, l), json!({}));
         let p = json!({"finalizers": [{"$patch": "replace"}, "q"]});
-        let out = smp(json!({"finalizers": ["a"]}), p, "Pod").unwrap();
-        assert_eq!(out["finalizers"], json!(["q"]));
+        assert_eq!(
+            at(&json!({"finalizers": ["a"]}), p, "/finalizers"),
+            json!(["q"])
+        );
     }
 
     #[test]
     fn retain_keys() {
-        let t = json!({"spec": {"strategy": {"type": "RollingUpdate", "rollingUpdate": {"maxSurge": 1}}}});
+        let t = json!({"spec": {"strategy": {"type": "Rolling", "rollingUpdate": {"x": 1}}}});
         let p = json!({"spec": {"strategy": {"$retainKeys": ["type"], "type": "Recreate"}}});
-        let out = smp(t.clone(), p, "Deployment").unwrap();
-        assert_eq!(out["spec"]["strategy"], json!({"type": "Recreate"}));
+        assert_eq!(at(&t, p, "/spec/strategy"), json!({"type": "Recreate"}));
         let p = json!({"spec": {"strategy": {"$retainKeys": ["type"], "other": 1}}});
-        assert!(matches!(smp(t.clone(), p, "Deployment").unwrap_err(), PatchError::Invalid(_)));
-        let p = json!({"spec": {"strategy": {"$retainKeys": "type"}}});
-        assert!(matches!(smp(t, p, "Deployment").unwrap_err(), PatchError::Invalid(_)));
+        assert!(invalid(&t, p));
+        assert!(invalid(
+            &t,
+            json!({"spec": {"strategy": {"$retainKeys": "type"}}})
+        ));
+        assert!(invalid(
+            &t,
+            json!({"spec": {"strategy": {"$retainKeys": [1]}}})
+        ));
     }
 
     #[test]
     fn set_element_order() {
         let t = json!({"spec": {"containers": [{"name": "a"}, {"name": "b"}, {"name": "c"}]}});
-        let p = json!({"spec": {
-            "$setElementOrder/containers": [{"name": "d"}, {"name": "c"}, {"name": "a"}, {"name": "b"}],
-            "containers": [{"name": "d", "image": "d"}]
-        }});
-        let out = smp(t.clone(), p, "Pod").unwrap();
-        let names: Vec<&str> = out["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["d", "c", "a", "b"]);
-        // Only the order directive, and a server-only item keeping its slot.
+        let p = json!({"spec": {"containers": [{"name": "d", "image": "d"}],
+            "$setElementOrder/containers": [{"name": "d"}, {"name": "c"}, {"name": "a"}]}});
+        assert_eq!(names(&at(&t, p, "/spec/containers")), ["d", "b", "c", "a"]);
+        // Only the directive; the server-only item `b` keeps its slot.
         let p = json!({"spec": {"$setElementOrder/containers": [{"name": "c"}, {"name": "a"}]}});
-        let out = smp(t, p, "Pod").unwrap();
-        let names: Vec<&str> = out["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["c", "b", "a"]);
-        // Primitive list ordering.
-        let p = json!({"metadata": {"$setElementOrder/finalizers": ["z", "y", "x"], "finalizers": ["z"]}});
-        let out = smp(pod(), p, "Pod").unwrap();
-        assert_eq!(out["metadata"]["finalizers"], json!(["z", "y", "x"]));
-        let p = json!({"metadata": {"$setElementOrder/finalizers": "x"}});
-        assert!(matches!(smp(pod(), p, "Pod").unwrap_err(), PatchError::Invalid(_)));
+        assert_eq!(names(&at(&t, p, "/spec/containers")), ["c", "b", "a"]);
+        let p = json!({"metadata": {"$setElementOrder/finalizers": ["z", "y", "x"],
+            "finalizers": ["z"]}});
+        assert_eq!(
+            at(&pod(), p, "/metadata/finalizers"),
+            json!(["z", "y", "x"])
+        );
+        assert!(invalid(
+            &pod(),
+            json!({"metadata": {"$setElementOrder/finalizers": "x"}})
+        ));
     }
 
     #[test]
-    fn new_items_keep_order_appended() {
-        let p = json!({"spec": {"containers": [{"name": "z"}, {"name": "app", "image": "app:3"}, {"name": "y"}]}});
-        let out = smp(pod(), p, "Pod").unwrap();
-        let names: Vec<&str> = out["spec"]["containers"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
-        assert_eq!(names, ["app", "side", "z", "y"]);
+    fn new_items_are_appended_in_patch_order() {
+        let p = json!({"spec": {"containers": [{"name": "z"}, {"name": "app"}, {"name": "y"}]}});
+        let c = at(&pod(), p, "/spec/containers");
+        assert_eq!(names(&c), ["app", "side", "z", "y"]);
     }
 
     #[test]
-    fn bad_directives_and_keys_are_invalid_and_atomic() {
+    fn bad_directives_and_missing_keys_are_invalid_and_atomic() {
         for p in [
             json!({"metadata": {"$frobnicate": 1}}),
             json!({"metadata": {"labels": {"$patch": "explode"}}}),
@@ -771,49 +807,46 @@ mod tests {
             json!({"spec": {"containers": ["app"]}}),
             json!({"spec": {"env": [{"value": "x"}]}}),
         ] {
-            let orig = pod();
-            let mut t = orig.clone();
-            let err = apply_strategic_merge_patch(&mut t, p.to_string().as_bytes(), "Pod").unwrap_err();
-            assert!(matches!(err, PatchError::Invalid(_)), "{p}: {err:?}");
-            assert_eq!(t, orig, "target unchanged on error");
+            let mut t = pod();
+            let err = apply_strategic_merge_patch(&mut t, p.to_string().as_bytes(), "Pod");
+            assert!(matches!(err, Err(PatchError::Invalid(_))), "{p}: {err:?}");
+            assert_eq!(t, pod(), "target unchanged on error");
         }
+        // `$ref` / `$schema` are ordinary CRD schema fields.
+        let t = json!({"schema": {"$ref": "#/a"}});
+        let p = json!({"schema": {"$schema": "x"}});
+        assert_eq!(at(&t, p, "/schema"), json!({"$ref": "#/a", "$schema": "x"}));
+        // Server-side apply mode refuses directives outright.
+        let p = json!({"a": {"$patch": "merge"}});
+        let err = merge_object(&mut json!({}), p.as_object().unwrap(), Mode::Apply);
+        assert!(matches!(err, Err(PatchError::Invalid(_))));
     }
 
     #[test]
-    fn schema_keys_are_plain_fields() {
-        let t = json!({"spec": {"schema": {"$ref": "#/a"}}});
-        let out = smp(t, json!({"spec": {"schema": {"$schema": "x"}}}), "CustomResourceDefinition").unwrap();
-        assert_eq!(out["spec"]["schema"], json!({"$ref": "#/a", "$schema": "x"}));
-    }
-
-    #[test]
-    fn malformed_bodies() {
+    fn malformed_bodies_type_changes_and_depth() {
         let mut t = pod();
         for body in [&b"[]"[..], b"\"str\"", b"null", b"{", b"", b"spec: {}"] {
             let err = apply_strategic_merge_patch(&mut t, body, "Pod").unwrap_err();
             assert!(matches!(err, PatchError::Malformed(_)), "{err:?}");
         }
-        assert_eq!(t, pod());
-    }
-
-    #[test]
-    fn type_changes_and_non_object_target() {
-        let out = smp(json!({"a": [1], "b": {"c": 1}, "d": 1}), json!({"a": {"x": 1}, "b": "s", "d": [1]}), "X").unwrap();
-        assert_eq!(out, json!({"a": {"x": 1}, "b": "s", "d": [1]}));
-        let out = smp(json!("scalar"), json!({"a": 1}), "X").unwrap();
-        assert_eq!(out, json!({"a": 1}));
-    }
-
-    #[test]
-    fn deep_nesting_is_an_error_not_a_crash() {
-        let mut p = json!(1);
+        let t2 = json!({"a": [1], "b": {"c": 1}, "d": 1});
+        let p = json!({"a": {"x": 1}, "b": "s", "d": [1]});
+        assert_eq!(smp(&t2, p.clone()).unwrap(), p);
+        assert_eq!(at(&json!("scalar"), json!({"a": 1}), "/a"), 1);
+        let mut deep = json!(1);
         for _ in 0..(MAX_DEPTH + 10) {
-            p = json!({ "a": p });
+            deep = json!({ "a": deep });
         }
-        let mut t = json!({});
-        let err = merge_object(&mut t, p.as_object().unwrap(), Mode::Strategic).unwrap_err();
-        assert!(matches!(err, PatchError::Invalid(_)));
-        // Deep JSON bodies are refused by the parser.
+        let err = merge_object(&mut json!({}), deep.as_object().unwrap(), Mode::Strategic);
+        assert!(matches!(err, Err(PatchError::Invalid(_))));
+        // Alternating lists and maps right up to the limit still merge.
+        let mut deep = json!(1);
+        for _ in 0..(MAX_DEPTH / 3 - 2) {
+            deep = json!({ "containers": [{ "name": "n", "a": deep }] });
+        }
+        let mut live = deep.clone();
+        merge_object(&mut live, deep.as_object().unwrap(), Mode::Strategic).unwrap();
+        assert_eq!(live, deep);
         let body = format!("{}{}", "{\"a\":".repeat(1000), "}".repeat(1000));
         let err = apply_strategic_merge_patch(&mut t, body.as_bytes(), "X").unwrap_err();
         assert!(matches!(err, PatchError::Malformed(_)));

@@ -859,3 +859,249 @@ impl Store {
         (items, inner.rv, self.events.subscribe())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::builtin_resources;
+
+    fn info(plural: &str) -> ResourceInfo {
+        builtin_resources()
+            .into_iter()
+            .find(|r| r.plural == plural)
+            .unwrap()
+    }
+
+    fn store() -> Store {
+        Store::new(
+            StoreConfig {
+                history: 8,
+                watch_buffer: 16,
+            },
+            Clock::new(),
+        )
+    }
+
+    fn cm(name: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default"}, "data": {"k": "v"}})
+    }
+
+    #[test]
+    fn every_write_bumps_the_global_rv() {
+        let s = store();
+        let cms = info("configmaps");
+        let r0 = s.current_rv();
+        let a = s.create(&cms, cm("a")).unwrap();
+        assert_eq!(a.rv, r0 + 1);
+        let v = a.value();
+        assert_eq!(v["metadata"]["generation"], 1);
+        assert!(v["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
+        let b = s.create(&cms, cm("b")).unwrap();
+        assert_ne!(a.uid, b.uid);
+        let a2 = s
+            .update(&cms, "default", "a", |old| {
+                let mut n = old.clone();
+                n["data"]["k"] = "w".into();
+                Ok(n)
+            })
+            .unwrap();
+        assert_eq!(a2.rv, r0 + 3);
+        let gone = s
+            .delete(&cms, "default", "b", &DeleteSpec::default())
+            .unwrap();
+        assert!(matches!(gone, Deleted::Removed(ref o) if o.rv == r0 + 4));
+        assert_eq!(s.current_rv(), r0 + 4);
+    }
+
+    #[test]
+    fn stale_rv_conflicts_and_noop_writes_are_skipped() {
+        let s = store();
+        let cms = info("configmaps");
+        let a = s.create(&cms, cm("a")).unwrap();
+        let stale = a.value();
+        s.update(&cms, "default", "a", |old| {
+            let mut n = old.clone();
+            n["data"]["k"] = "1".into();
+            Ok(n)
+        })
+        .unwrap();
+        let err = s
+            .update(&cms, "default", "a", |_| Ok(stale.clone()))
+            .unwrap_err();
+        assert_eq!(err.code, 409);
+        let rv = s.current_rv();
+        let same = s
+            .update(&cms, "default", "a", |old| Ok(old.clone()))
+            .unwrap();
+        assert_eq!(same.rv, rv, "a no-op update does not write");
+        assert_eq!(s.current_rv(), rv);
+    }
+
+    #[test]
+    fn generation_follows_spec_only_and_identity_is_immutable() {
+        let s = store();
+        let pods = info("pods");
+        let p = json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "p", "namespace": "default"},
+                       "spec": {"containers": [{"name": "c", "image": "i"}]}});
+        let created = s.create(&pods, p).unwrap();
+        let after_status = s
+            .update(&pods, "default", "p", |old| {
+                let mut n = old.clone();
+                n["status"] = json!({"phase": "Running"});
+                n["metadata"]["labels"] = json!({"a": "b"});
+                n["metadata"]["uid"] = "forged".into();
+                n["metadata"]["deletionTimestamp"] = "2020-01-01T00:00:00Z".into();
+                Ok(n)
+            })
+            .unwrap()
+            .value();
+        assert_eq!(after_status["metadata"]["generation"], 1);
+        assert_eq!(after_status["metadata"]["uid"], created.uid.as_str());
+        assert!(after_status["metadata"]["deletionTimestamp"].is_null());
+        let after_spec = s
+            .update(&pods, "default", "p", |old| {
+                let mut n = old.clone();
+                n["spec"]["containers"][0]["image"] = "j".into();
+                Ok(n)
+            })
+            .unwrap()
+            .value();
+        assert_eq!(after_spec["metadata"]["generation"], 2);
+    }
+
+    #[test]
+    fn finalizers_hold_deletion_until_the_last_one_goes() {
+        let s = store();
+        let cms = info("configmaps");
+        let mut obj = cm("f");
+        obj["metadata"]["finalizers"] = json!(["a/x", "b/y"]);
+        s.create(&cms, obj).unwrap();
+        let (_, mut rx) = s.watch_from(&cms.storage_key(), s.current_rv()).unwrap();
+        let d = s
+            .delete(&cms, "default", "f", &DeleteSpec::default())
+            .unwrap();
+        let Deleted::Terminating(t) = d else {
+            panic!("expected terminating")
+        };
+        assert!(!t.value()["metadata"]["deletionTimestamp"].is_null());
+        // Deleting again changes nothing.
+        let rv = s.current_rv();
+        assert!(matches!(
+            s.delete(&cms, "default", "f", &DeleteSpec::default())
+                .unwrap(),
+            Deleted::Terminating(_)
+        ));
+        assert_eq!(s.current_rv(), rv);
+        // No new finalizers on a terminating object.
+        let err = s
+            .update(&cms, "default", "f", |old| {
+                let mut n = old.clone();
+                n["metadata"]["finalizers"] = json!(["a/x", "b/y", "c/z"]);
+                Ok(n)
+            })
+            .unwrap_err();
+        assert_eq!(err.code, 422);
+        s.update(&cms, "default", "f", |old| {
+            let mut n = old.clone();
+            n["metadata"]["finalizers"] = json!(["b/y"]);
+            Ok(n)
+        })
+        .unwrap();
+        assert!(s.get(&cms.storage_key(), "default", "f").is_some());
+        s.update(&cms, "default", "f", |old| {
+            let mut n = old.clone();
+            n["metadata"]["finalizers"] = json!([]);
+            Ok(n)
+        })
+        .unwrap();
+        assert!(s.get(&cms.storage_key(), "default", "f").is_none());
+        let kinds: Vec<EventType> = std::iter::from_fn(|| rx.try_recv().ok())
+            .map(|e| e.kind)
+            .collect();
+        assert_eq!(
+            kinds,
+            [EventType::Modified, EventType::Modified, EventType::Deleted]
+        );
+    }
+
+    #[test]
+    fn delete_preconditions_use_the_real_messages() {
+        let s = store();
+        let cms = info("configmaps");
+        let a = s.create(&cms, cm("a")).unwrap();
+        let spec = DeleteSpec {
+            uid: Some("other".into()),
+            ..DeleteSpec::default()
+        };
+        let err = s.delete(&cms, "default", "a", &spec).unwrap_err();
+        assert_eq!(err.code, 409);
+        assert_eq!(
+            err.message,
+            format!(
+                "Precondition failed: UID in precondition: other, UID in object meta: {}",
+                a.uid
+            )
+        );
+        let spec = DeleteSpec {
+            resource_version: Some("1".into()),
+            ..DeleteSpec::default()
+        };
+        assert_eq!(s.delete(&cms, "default", "a", &spec).unwrap_err().code, 409);
+        assert!(s.get(&cms.storage_key(), "default", "a").is_some());
+    }
+
+    #[test]
+    fn watch_history_is_a_bounded_ring() {
+        let s = store();
+        let cms = info("configmaps");
+        let start = s.current_rv();
+        for i in 0..20 {
+            s.create(&cms, cm(&format!("c{i}"))).unwrap();
+        }
+        assert!(s.watch_from(&cms.storage_key(), start).is_err());
+        let recent = s.current_rv() - 3;
+        let (backlog, _) = s.watch_from(&cms.storage_key(), recent).unwrap();
+        assert_eq!(backlog.len(), 3);
+        assert!(backlog.iter().all(|e| e.object.rv > recent));
+    }
+
+    #[test]
+    fn namespaces_cascade_and_gate_creation() {
+        let s = store();
+        let reg = crate::resources::Registry::with_builtins();
+        let nsi = info("namespaces");
+        let cms = info("configmaps");
+        s.create(
+            &nsi,
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}),
+        )
+        .unwrap();
+        let mut held = cm("held");
+        held["metadata"]["namespace"] = "team".into();
+        held["metadata"]["finalizers"] = json!(["x/y"]);
+        s.create(&cms, held).unwrap();
+        let mut free = cm("free");
+        free["metadata"]["namespace"] = "team".into();
+        s.create(&cms, free).unwrap();
+        let d = s
+            .delete_namespace(&reg, "team", &DeleteSpec::default())
+            .unwrap();
+        assert!(matches!(d, Deleted::Terminating(_)));
+        assert!(s.get(&cms.storage_key(), "team", "free").is_none());
+        let mut late = cm("late");
+        late["metadata"]["namespace"] = "team".into();
+        assert_eq!(s.create(&cms, late).unwrap_err().code, 403);
+        // The last lingering object going finishes the namespace.
+        s.update(&cms, "team", "held", |old| {
+            let mut n = old.clone();
+            n["metadata"]["finalizers"] = json!([]);
+            Ok(n)
+        })
+        .unwrap();
+        assert!(s.get(&namespaces_key(), "", "team").is_none());
+        let mut orphan = cm("o");
+        orphan["metadata"]["namespace"] = "missing".into();
+        assert_eq!(s.create(&cms, orphan).unwrap_err().code, 404);
+    }
+}

@@ -221,3 +221,221 @@ pub fn start(
     });
     rx
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::resources::builtin_resources;
+    use crate::store::StoreConfig;
+
+    fn cms() -> Arc<ResourceInfo> {
+        Arc::new(
+            builtin_resources()
+                .into_iter()
+                .find(|r| r.plural == "configmaps")
+                .unwrap(),
+        )
+    }
+
+    fn spec(filter: ObjectFilter) -> WatchSpec {
+        WatchSpec {
+            info: cms(),
+            filter,
+            from: None,
+            bookmarks: false,
+            send_initial_events: false,
+            timeout: None,
+            bookmark_interval: Duration::from_secs(5),
+            render: None,
+        }
+    }
+
+    fn cm(name: &str, tier: &str) -> Value {
+        json!({"apiVersion": "v1", "kind": "ConfigMap",
+               "metadata": {"name": name, "namespace": "default", "labels": {"tier": tier}}})
+    }
+
+    async fn next(rx: &mut mpsc::Receiver<Bytes>) -> Value {
+        let line = tokio::time::timeout(Duration::from_secs(60), rx.recv())
+            .await
+            .expect("a watch line arrives")
+            .expect("the watch is open");
+        assert_eq!(line.last(), Some(&b'\n'));
+        serde_json::from_slice(&line).unwrap()
+    }
+
+    fn setup() -> (
+        Arc<Store>,
+        tokio::sync::watch::Sender<bool>,
+        tokio::sync::watch::Receiver<bool>,
+    ) {
+        let store = Arc::new(Store::new(StoreConfig::default(), Clock::new()));
+        let (tx, rx) = tokio::sync::watch::channel(false);
+        (store, tx, rx)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn replays_state_then_follows_with_selector_transitions() {
+        let (store, _stop, stopped) = setup();
+        let info = cms();
+        store.create(&info, cm("a", "web")).unwrap();
+        store.create(&info, cm("b", "db")).unwrap();
+        let filter = ObjectFilter::new(&info, None, Some("tier=web"), None).unwrap();
+        let mut rx = start(&store, spec(filter), stopped);
+        let first = next(&mut rx).await;
+        assert_eq!(first["type"], "ADDED");
+        assert_eq!(first["object"]["metadata"]["name"], "a");
+        // b starts matching: ADDED; a stops matching: DELETED.
+        store
+            .update(&info, "default", "b", |o| {
+                let mut n = o.clone();
+                n["metadata"]["labels"]["tier"] = "web".into();
+                Ok(n)
+            })
+            .unwrap();
+        let e = next(&mut rx).await;
+        assert_eq!(
+            (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+            (Some("ADDED"), Some("b"))
+        );
+        store
+            .update(&info, "default", "a", |o| {
+                let mut n = o.clone();
+                n["metadata"]["labels"]["tier"] = "db".into();
+                Ok(n)
+            })
+            .unwrap();
+        let e = next(&mut rx).await;
+        assert_eq!(
+            (e["type"].as_str(), e["object"]["metadata"]["name"].as_str()),
+            (Some("DELETED"), Some("a"))
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn resumes_from_an_rv_and_sends_bookmarks() {
+        let (store, _stop, stopped) = setup();
+        let info = cms();
+        store.create(&info, cm("a", "x")).unwrap();
+        let from = store.current_rv();
+        store.create(&info, cm("b", "x")).unwrap();
+        let mut s = spec(ObjectFilter::default());
+        s.from = Some(from);
+        s.bookmarks = true;
+        let mut rx = start(&store, s, stopped);
+        let e = next(&mut rx).await;
+        assert_eq!(e["type"], "ADDED");
+        assert_eq!(e["object"]["metadata"]["name"], "b");
+        let bm = next(&mut rx).await;
+        assert_eq!(bm["type"], "BOOKMARK");
+        assert_eq!(bm["object"]["kind"], "ConfigMap");
+        assert_eq!(
+            bm["object"]["metadata"]["resourceVersion"],
+            store.current_rv().to_string()
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn initial_events_end_with_an_annotated_bookmark() {
+        let (store, _stop, stopped) = setup();
+        let info = cms();
+        store.create(&info, cm("a", "x")).unwrap();
+        let mut s = spec(ObjectFilter::default());
+        s.send_initial_events = true;
+        s.bookmarks = true;
+        let mut rx = start(&store, s, stopped);
+        assert_eq!(next(&mut rx).await["type"], "ADDED");
+        let bm = next(&mut rx).await;
+        assert_eq!(bm["type"], "BOOKMARK");
+        assert_eq!(
+            bm["object"]["metadata"]["annotations"]["k8s.io/initial-events-end"],
+            "true"
+        );
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn timeout_and_shutdown_end_the_stream() {
+        let (store, stop, stopped) = setup();
+        let mut s = spec(ObjectFilter::default());
+        s.from = Some(store.current_rv());
+        s.timeout = Some(Duration::from_secs(30));
+        let mut rx = start(&store, s.clone(), stopped.clone());
+        let t0 = tokio::time::Instant::now();
+        assert!(rx.recv().await.is_none());
+        assert_eq!(t0.elapsed(), Duration::from_secs(30));
+        s.timeout = None;
+        let mut rx = start(&store, s, stopped);
+        stop.send(true).unwrap();
+        assert!(rx.recv().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn too_old_rv_is_one_410_error_event() {
+        let store = Arc::new(Store::new(
+            StoreConfig {
+                history: 2,
+                watch_buffer: 16,
+            },
+            Clock::new(),
+        ));
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        let info = cms();
+        for i in 0..5 {
+            store.create(&info, cm(&format!("c{i}"), "x")).unwrap();
+        }
+        let mut s = spec(ObjectFilter::default());
+        s.from = Some(1);
+        let mut rx = start(&store, s, stopped);
+        let e = next(&mut rx).await;
+        assert_eq!(e["type"], "ERROR");
+        assert_eq!(e["object"]["code"], 410);
+        assert_eq!(e["object"]["reason"], "Expired");
+        assert!(rx.recv().await.is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_slow_watcher_is_cut_off_with_410_and_writers_never_wait() {
+        let store = Arc::new(Store::new(
+            StoreConfig {
+                history: 100,
+                watch_buffer: 16,
+            },
+            Clock::new(),
+        ));
+        let (_stop, stopped) = tokio::sync::watch::channel(false);
+        let info = cms();
+        let mut s = spec(ObjectFilter::default());
+        s.from = Some(store.current_rv());
+        let mut rx = start(&store, s, stopped);
+        // Nobody reads while 500 writes happen; they all complete.
+        for i in 0..500 {
+            store.create(&info, cm(&format!("c{i}"), "x")).unwrap();
+        }
+        let mut last = Value::Null;
+        while let Some(line) = rx.recv().await {
+            last = serde_json::from_slice(&line).unwrap();
+        }
+        assert_eq!(last["type"], "ERROR");
+        assert_eq!(last["object"]["code"], 410);
+    }
+
+    #[test]
+    fn one_line_per_event_is_shared() {
+        let store = Store::new(StoreConfig::default(), Clock::new());
+        let info = cms();
+        let (_, mut live) = store
+            .watch_from(&info.storage_key(), store.current_rv())
+            .unwrap();
+        store.create(&info, cm("a", "x")).unwrap();
+        let e = live.try_recv().unwrap();
+        let s = spec(ObjectFilter::default());
+        let l1 = line_for(&s, &e).unwrap();
+        let l2 = line_for(&s, &e).unwrap();
+        assert_eq!(
+            l1.as_ptr(),
+            l2.as_ptr(),
+            "watchers share the serialized bytes"
+        );
+    }
+}

@@ -590,3 +590,48 @@ async fn controller_reconciles_a_custom_resource_end_to_end() {
     tokio::time::timeout(WAIT, observed).await.unwrap().unwrap();
     ctl.abort();
 }
+
+#[tokio::test]
+async fn kube_client_over_http_and_clean_shutdown_with_an_open_watch() {
+    let server = ApiServer::start(ServerConfig::default().listen("127.0.0.1:0".parse().unwrap()))
+        .await
+        .unwrap();
+    let addr = server.addr().unwrap();
+    assert!(addr.ip().is_loopback());
+    assert_ne!(addr.port(), 0, "the bound port is reported, not 0");
+    let config = kube::Config::new(format!("http://{addr}").parse().unwrap());
+    let client = Client::try_from(config).unwrap();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let mut events = watcher(cms.clone(), watcher::Config::default()).boxed();
+    loop {
+        if let watcher::Event::InitDone = tokio::time::timeout(WAIT, events.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
+            break;
+        }
+    }
+    cms.create(&PostParams::default(), &cm("over-http", "1"))
+        .await
+        .unwrap();
+    loop {
+        match tokio::time::timeout(WAIT, events.try_next())
+            .await
+            .unwrap()
+            .unwrap()
+            .unwrap()
+        {
+            watcher::Event::Apply(c) if c.name_any() == "over-http" => break,
+            _ => {}
+        }
+    }
+    let v = client.apiserver_version().await.unwrap();
+    assert_eq!(v.major, "1");
+    // Shutdown completes although a watch is open.
+    tokio::time::timeout(WAIT, server.shutdown())
+        .await
+        .expect("shutdown does not hang on open watches");
+    assert!(cms.get("over-http").await.is_err(), "the listener is gone");
+}

@@ -1,0 +1,85 @@
+//! The `ward-apiserver` binary: listens on the port it reports, writes a
+//! kubeconfig kubectl can use, and stops cleanly on Ctrl-C (SIGINT).
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn binary_serves_kubectl_and_stops_on_sigint() {
+    let dir = std::env::temp_dir().join(format!("ward-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
+        .args(["--listen", "127.0.0.1:0", "--kubeconfig"])
+        .arg(&kc)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("ward-apiserver listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    assert!(addr.starts_with("127.0.0.1:"));
+    assert!(!addr.ends_with(":0"), "the bound port is printed, not 0");
+    let kubeconfig = std::fs::read_to_string(&kc).unwrap();
+    assert!(
+        kubeconfig.contains(&format!("server: http://{addr}")),
+        "{kubeconfig}"
+    );
+
+    let kubectl = Command::new("kubectl")
+        .args(["get", "ns", "-o", "name", "--request-timeout=20s"])
+        .env("KUBECONFIG", &kc)
+        .env("HOME", &dir)
+        .output()
+        .expect("kubectl is needed: install it (the Google Cloud SDK kubectl component) and put it on PATH");
+    assert!(
+        kubectl.status.success(),
+        "{}",
+        String::from_utf8_lossy(&kubectl.stderr)
+    );
+    let names = String::from_utf8(kubectl.stdout).unwrap();
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(names.contains(&format!("namespace/{ns}")), "{names}");
+    }
+
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ward-apiserver did not stop on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit status {status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn binary_reports_a_bind_failure_with_exit_code_2() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
+        .args(["--listen", &addr])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen on"));
+}

@@ -253,6 +253,18 @@ impl Registry {
             .cloned()
     }
 
+    /// The resource serving `kind` at `api_version` (e.g. `apps/v1`, `StatefulSet`).
+    #[must_use]
+    pub fn by_kind(&self, api_version: &str, kind: &str) -> Option<Arc<ResourceInfo>> {
+        let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+        self.inner
+            .read()
+            .expect("registry lock poisoned")
+            .values()
+            .find(|r| r.group == group && r.version == version && r.kind == kind)
+            .cloned()
+    }
+
     /// Every served resource, ordered by group, version, plural.
     #[must_use]
     pub fn all(&self) -> Vec<Arc<ResourceInfo>> {

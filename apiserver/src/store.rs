@@ -844,6 +844,18 @@ impl Store {
         Ok((backlog, self.events.subscribe()))
     }
 
+    /// A consistent snapshot of every object of every collection, and a
+    /// receiver for every later event (what the garbage collector starts from).
+    pub fn snapshot_all_and_subscribe(&self) -> (Vec<(StorageKey, Arc<StoredObject>)>, broadcast::Receiver<Arc<Event>>) {
+        let inner = self.lock();
+        let items = inner
+            .collections
+            .iter()
+            .flat_map(|(k, c)| c.values().map(move |o| (k.clone(), o.clone())))
+            .collect();
+        (items, self.events.subscribe())
+    }
+
     /// A consistent snapshot of a collection (for a watch from "now" that
     /// first replays current state) and a receiver for every later event.
     pub fn snapshot_and_subscribe(

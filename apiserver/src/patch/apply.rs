@@ -15,15 +15,10 @@ use super::strategic::{self, ListStrategy, Mode, Path};
 
 /// Metadata fields the server owns: never part of a field set, and stripped
 /// from an applied configuration before merging.
+#[rustfmt::skip]
 const SERVER_METADATA: [&str; 8] = [
-    "managedFields",
-    "resourceVersion",
-    "uid",
-    "creationTimestamp",
-    "generation",
-    "selfLink",
-    "deletionTimestamp",
-    "deletionGracePeriodSeconds",
+    "managedFields", "resourceVersion", "uid", "creationTimestamp", "generation", "selfLink",
+    "deletionTimestamp", "deletionGracePeriodSeconds",
 ];
 
 /// A set of field paths in `fieldsV1` form: each key (`f:`, `k:`, `v:`, `i:`
@@ -327,28 +322,24 @@ fn get_path<'v>(v: &'v Value, path: &[String]) -> Option<&'v Value> {
 fn display_path(path: &[String]) -> String {
     let mut out = String::new();
     for seg in path {
-        match decode(seg) {
-            Some(Seg::Field(f)) => {
-                out.push('.');
-                out.push_str(&f);
-            }
+        let part = match decode(seg) {
+            Some(Seg::Field(f)) => format!(".{f}"),
             Some(Seg::Key(k)) => {
                 let parts: Vec<String> = k.iter().map(|(n, v)| format!("{n}={v}")).collect();
-                out.push_str(&format!("[{}]", parts.join(",")));
+                format!("[{}]", parts.join(","))
             }
-            Some(Seg::Member(m)) => out.push_str(&format!("[={m}]")),
-            Some(Seg::Index(i)) => out.push_str(&format!("[{i}]")),
-            None => {
-                out.push('.');
-                out.push_str(seg);
-            }
-        }
+            Some(Seg::Member(m)) => format!("[={m}]"),
+            Some(Seg::Index(i)) => format!("[{i}]"),
+            None => format!(".{seg}"),
+        };
+        out.push_str(&part);
     }
     out
 }
 
 /// Removes from `obj` what `old` owned, `new` no longer sets and nobody in
-/// `others` owns.
+/// `others` owns (maps and lists emptied that way go too; values nobody owns
+/// are kept).
 fn prune(obj: &mut Value, old: &FieldSet, new: &FieldSet, others: Option<&FieldSet>) {
     for (k, oc) in &old.0 {
         if k == "." {
@@ -363,7 +354,18 @@ fn prune(obj: &mut Value, old: &FieldSet, new: &FieldSet, others: Option<&FieldS
                     prune(c, oc, nc, xc);
                 }
             }
-            (None, None) => remove_child(obj, k),
+            // Owned as a whole (a leaf or a keyed item) and by nobody else.
+            (None, None) if oc.is_empty() || oc.0.contains_key(".") => remove_child(obj, k),
+            // Only parts owned: remove those, then the container if emptied.
+            (None, None) => {
+                let Some(c) = child_mut(obj, k) else { continue };
+                prune(c, oc, &EMPTY, None);
+                if c.as_object().is_some_and(Map::is_empty)
+                    || c.as_array().is_some_and(Vec::is_empty)
+                {
+                    remove_child(obj, k);
+                }
+            }
             (None, Some(xc)) => {
                 if !oc.is_empty()
                     && !xc.is_empty()
@@ -479,26 +481,78 @@ fn write_entries(obj: &mut Value, entries: Vec<Entry>) {
         out.push(e.raw);
     }
     let Value::Object(root) = obj else { return };
-    let meta = root
-        .entry("metadata")
-        .or_insert_with(|| Value::Object(Map::new()));
-    let Value::Object(meta) = meta else { return };
     if out.is_empty() {
-        meta.remove("managedFields");
-    } else {
+        if let Some(Value::Object(meta)) = root.get_mut("metadata") {
+            meta.remove("managedFields");
+        }
+    } else if let Value::Object(meta) = root.entry("metadata").or_insert_with(|| json!({})) {
         meta.insert("managedFields".to_string(), Value::Array(out));
     }
 }
 
+/// Stack for the YAML parser thread: serde-saphyr needs well over 1 MiB for
+/// its 64 nesting levels in debug builds, more than a tokio worker may have
+/// left. Only touched pages are committed.
+const YAML_STACK: usize = 16 * 1024 * 1024;
+
+/// Parses an applied configuration: JSON directly when it is JSON, else YAML
+/// (YAML 1.1 style scalars, as Kubernetes' decoder) on a helper thread with a
+/// large stack, which also turns a parser panic into `Malformed`.
 fn parse_applied(body: &[u8]) -> Result<Value, PatchError> {
-    let trimmed = body.trim_ascii_start();
-    let json_first = trimmed.first() == Some(&b'{');
-    let parsed = match json_first.then(|| serde_json::from_slice::<Value>(body)) {
-        Some(Ok(v)) => v,
-        _ => serde_saphyr::from_slice::<Value>(body)
-            .map_err(|e| PatchError::Malformed(format!("error decoding YAML: {e}")))?,
+    if body.trim_ascii_start().first() == Some(&b'{')
+        && let Ok(v) = serde_json::from_slice::<Value>(body)
+    {
+        return Ok(v);
+    }
+    let parse = || {
+        serde_saphyr::from_slice::<Value>(body)
+            .map_err(|e| PatchError::Malformed(format!("error decoding YAML: {e}")))
     };
-    Ok(parsed)
+    std::thread::scope(|scope| {
+        let spawned = std::thread::Builder::new()
+            .name("apply-yaml".to_string())
+            .stack_size(YAML_STACK)
+            .spawn_scoped(scope, parse);
+        match spawned {
+            Ok(handle) => handle
+                .join()
+                .unwrap_or_else(|_| Err(PatchError::Malformed("error decoding YAML".into()))),
+            Err(_) => parse(),
+        }
+    })
+}
+
+/// Checks the identity fields of an applied configuration and strips the
+/// server-owned metadata from it.
+fn check_applied(applied: Value, kind: &str) -> Result<Map<String, Value>, PatchError> {
+    let missing = |what: &str| {
+        PatchError::Malformed(format!("{what} must be set in the applied configuration"))
+    };
+    let text = |v: Option<&Value>| {
+        v.and_then(Value::as_str)
+            .filter(|s| !s.is_empty())
+            .map(String::from)
+    };
+    let Value::Object(mut body) = applied else {
+        return Err(PatchError::Malformed(
+            "the applied configuration must be an object".into(),
+        ));
+    };
+    text(body.get("apiVersion")).ok_or_else(|| missing("apiVersion"))?;
+    let body_kind = text(body.get("kind")).ok_or_else(|| missing("kind"))?;
+    if !kind.is_empty() && body_kind != kind {
+        return Err(PatchError::Malformed(format!(
+            "the kind {body_kind:?} in the applied configuration does not match {kind:?}"
+        )));
+    }
+    let Some(Value::Object(meta)) = body.get_mut("metadata") else {
+        return Err(missing("metadata.name"));
+    };
+    text(meta.get("name")).ok_or_else(|| missing("metadata.name"))?;
+    for f in SERVER_METADATA {
+        meta.remove(f);
+    }
+    Ok(body)
 }
 
 /// Server-side apply of `applied_body` (YAML, or JSON which is YAML) by
@@ -538,6 +592,9 @@ fn parse_applied(body: &[u8]) -> Result<Value, PatchError> {
 ///   with a status subresource is the caller's job.
 /// - Managers are identified by (manager, operation, subresource); an entry
 ///   left owning nothing is dropped.
+/// - YAML bodies are parsed on a short-lived helper thread with a 16 MiB
+///   stack (the parser is stack-hungry in debug builds); objects nested
+///   deeper than 150 levels are refused as [`PatchError::Invalid`].
 #[allow(clippy::too_many_arguments)]
 pub fn server_side_apply(
     live: Option<&Value>,
@@ -549,50 +606,7 @@ pub fn server_side_apply(
     kind: &str,
     subresource: Option<&str>,
 ) -> Result<Value, PatchError> {
-    let mut applied = parse_applied(applied_body)?;
-    let Value::Object(body) = &mut applied else {
-        return Err(PatchError::Malformed(
-            "applied configuration must be an object".to_string(),
-        ));
-    };
-    let non_empty_str = |v: Option<&Value>| {
-        v.and_then(Value::as_str)
-            .filter(|s| !s.is_empty())
-            .is_some()
-    };
-    if !non_empty_str(body.get("apiVersion")) {
-        return Err(PatchError::Malformed(
-            "apiVersion must be set in the applied configuration".to_string(),
-        ));
-    }
-    let body_kind = body.get("kind").and_then(Value::as_str).unwrap_or("");
-    if body_kind.is_empty() {
-        return Err(PatchError::Malformed(
-            "kind must be set in the applied configuration".to_string(),
-        ));
-    }
-    if !kind.is_empty() && body_kind != kind {
-        return Err(PatchError::Malformed(format!(
-            "the kind {body_kind:?} in the applied configuration does not match {kind:?}"
-        )));
-    }
-    let Some(Value::Object(meta)) = body.get_mut("metadata") else {
-        return Err(PatchError::Malformed(
-            "metadata.name must be set in the applied configuration".to_string(),
-        ));
-    };
-    if !non_empty_str(meta.get("name")) {
-        return Err(PatchError::Malformed(
-            "metadata.name must be set in the applied configuration".to_string(),
-        ));
-    }
-    for f in SERVER_METADATA {
-        meta.remove(f);
-    }
-    let Value::Object(body) = applied else {
-        return Err(PatchError::Malformed(String::new()));
-    };
-
+    let body = check_applied(parse_applied(applied_body)?, kind)?;
     let status_only = subresource == Some("status");
     let effective: Map<String, Value> = if status_only {
         body.get("status")
@@ -664,11 +678,8 @@ pub fn server_side_apply(
 fn conflict_message(entries: &[Entry], conflicts: &[(usize, Vec<String>)]) -> String {
     let describe = |i: usize| entries.get(i).map(Entry::describe).unwrap_or_default();
     if let [(i, path)] = conflicts {
-        return format!(
-            "Apply failed with 1 conflict: conflict with {}: {}",
-            describe(*i),
-            display_path(path)
-        );
+        let (who, at) = (describe(*i), display_path(path));
+        return format!("Apply failed with 1 conflict: conflict with {who}: {at}");
     }
     let mut lines = Vec::new();
     let mut seen: Vec<usize> = Vec::new();
@@ -682,11 +693,8 @@ fn conflict_message(entries: &[Entry], conflicts: &[(usize, Vec<String>)]) -> St
             lines.push(format!("- {}", display_path(path)));
         }
     }
-    format!(
-        "Apply failed with {} conflicts: {}",
-        conflicts.len(),
-        lines.join("\n")
-    )
+    let (n, list) = (conflicts.len(), lines.join("\n"));
+    format!("Apply failed with {n} conflicts: {list}")
 }
 
 /// Records an `Update` operation by `manager` on the fields that differ
@@ -747,526 +755,93 @@ pub fn record_update(
 
 #[cfg(test)]
 mod tests {
+    //! Unit tests of the field-set machinery; end-to-end apply and
+    //! `record_update` scenarios live in `patch::apply_tests` (mod.rs).
     use super::*;
 
-    const NOW: &str = "2024-01-01T00:00:00Z";
-    const LATER: &str = "2024-01-02T00:00:00Z";
-
-    fn apply(
-        live: Option<&Value>,
-        body: &str,
-        manager: &str,
-        force: bool,
-    ) -> Result<Value, PatchError> {
-        server_side_apply(
-            live,
-            body.as_bytes(),
-            manager,
-            force,
-            NOW,
-            "apps/v1",
-            "Deployment",
-            None,
-        )
-    }
-
-    fn entry<'v>(obj: &'v Value, manager: &str) -> Option<&'v Value> {
-        obj["metadata"]["managedFields"]
-            .as_array()?
-            .iter()
-            .find(|e| e["manager"] == manager)
-    }
-
-    const DEPLOY_V1: &str = r#"
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  labels:
-    app: web
-    tier: front
-  creationTimestamp: null
-spec:
-  replicas: 2
-  template:
-    spec:
-      containers:
-      - name: nginx
-        image: nginx:1
-        args: ["-g", "daemon off;"]
-      - name: sidecar
-        image: side:1
-"#;
-
-    #[test]
-    fn create_from_yaml() {
-        let obj = apply(None, DEPLOY_V1, "kubectl", false).unwrap();
-        assert_eq!(obj["metadata"]["name"], "web");
-        assert!(
-            obj["metadata"].get("creationTimestamp").is_none(),
-            "null/server fields dropped"
-        );
-        assert_eq!(obj["spec"]["replicas"], 2);
-        let e = entry(&obj, "kubectl").unwrap();
-        assert_eq!(e["operation"], "Apply");
-        assert_eq!(e["apiVersion"], "apps/v1");
-        assert_eq!(e["time"], NOW);
-        assert_eq!(e["fieldsType"], "FieldsV1");
-        assert!(e.get("subresource").is_none());
-        assert_eq!(
-            e["fieldsV1"],
-            json!({
-                "f:metadata": {"f:labels": {"f:app": {}, "f:tier": {}}},
-                "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {
-                    "k:{\"name\":\"nginx\"}": {".": {}, "f:name": {}, "f:image": {}, "f:args": {}},
-                    "k:{\"name\":\"sidecar\"}": {".": {}, "f:name": {}, "f:image": {}}
-                }}}}
-            })
-        );
-        assert_eq!(
-            obj["metadata"]["managedFields"].as_array().unwrap().len(),
-            1
-        );
+    fn set(v: Value) -> FieldSet {
+        FieldSet::from_json(&v, 0)
     }
 
     #[test]
-    fn create_from_json_body() {
-        let body =
-            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":"v"}}"#;
-        let obj = server_side_apply(
-            None,
-            body.as_bytes(),
-            "m",
-            false,
-            NOW,
-            "v1",
-            "ConfigMap",
-            None,
-        )
-        .unwrap();
-        assert_eq!(obj["data"], json!({"k": "v"}));
+    fn field_set_operations() {
+        let mut a = set(json!({"f:a": {"f:b": {}, "f:c": {}}, "f:d": {}}));
+        a.union_with(&set(json!({"f:a": {"f:e": {}}})));
         assert_eq!(
-            entry(&obj, "m").unwrap()["fieldsV1"],
-            json!({"f:data": {"f:k": {}}})
+            a.to_json(),
+            json!({"f:a": {"f:b": {}, "f:c": {}, "f:e": {}}, "f:d": {}})
         );
+        let leaves = set(json!({"f:l": {"k:{\"n\":1}": {".": {}, "f:x": {}}, "v:\"s\"": {}}}));
+        assert_eq!(leaves.value_leaves(), [["f:l", "k:{\"n\":1}", "f:x"]]);
+        a.remove_path(&["f:a".into(), "f:b".into()]);
+        a.subtract(&set(json!({"f:a": {"f:c": {}, "f:e": {}}})));
+        assert_eq!(
+            a.to_json(),
+            json!({"f:d": {}}),
+            "emptied parents are dropped"
+        );
+        let mut b = set(json!({"f:a": {"f:b": {}}, "f:gone": {}, "f:leaf": {"f:x": {}}}));
+        b.retain_existing(&set(json!({"f:a": {"f:b": {}, "f:c": {}}, "f:leaf": {}})));
+        assert_eq!(b.to_json(), json!({"f:a": {"f:b": {}}, "f:leaf": {}}));
     }
 
     #[test]
-    fn update_and_removal_of_dropped_fields() {
-        let live = apply(None, DEPLOY_V1, "kubectl", false).unwrap();
-        // Another controller adds an annotation and a status.
-        let mut live2 = live.clone();
-        live2["metadata"]["annotations"] = json!({"note": "x"});
-        live2["status"] = json!({"replicas": 2});
-        record_update(Some(&live), &mut live2, "controller", NOW, "apps/v1", None);
-        let v2 = r#"
-apiVersion: apps/v1
-kind: Deployment
-metadata:
-  name: web
-  labels:
-    app: web
-spec:
-  template:
-    spec:
-      containers:
-      - name: nginx
-        image: nginx:2
-"#;
-        let obj = apply(Some(&live2), v2, "kubectl", false).unwrap();
-        assert_eq!(
-            obj["metadata"]["labels"],
-            json!({"app": "web"}),
-            "tier dropped"
-        );
-        assert!(obj["spec"].get("replicas").is_none(), "replicas dropped");
-        let containers = obj["spec"]["template"]["spec"]["containers"]
-            .as_array()
-            .unwrap();
-        assert_eq!(containers.len(), 1, "sidecar dropped");
-        assert_eq!(
-            containers[0],
-            json!({"name": "nginx", "image": "nginx:2"}),
-            "args dropped"
-        );
-        assert_eq!(
-            obj["metadata"]["annotations"],
-            json!({"note": "x"}),
-            "others' fields kept"
-        );
-        assert_eq!(obj["status"], json!({"replicas": 2}));
-        let e = entry(&obj, "kubectl").unwrap();
-        assert_eq!(
-            e["fieldsV1"],
-            json!({"f:metadata": {"f:labels": {"f:app": {}}},
-                   "f:spec": {"f:template": {"f:spec": {"f:containers": {
-                       "k:{\"name\":\"nginx\"}": {".": {}, "f:name": {}, "f:image": {}}}}}}})
-        );
-        assert_eq!(
-            entry(&obj, "controller").unwrap()["fieldsV1"],
-            json!({"f:metadata": {"f:annotations": {"f:note": {}}}, "f:status": {"f:replicas": {}}})
-        );
+    fn fields_and_changes_of_objects() {
+        let obj = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "uid": "u", "labels": {"a": "1", "n": null}},
+            "spec": {"containers": [{"name": "c", "ports": [{"containerPort": 80}]}],
+                "tolerations": [{"key": "k"}], "empty": {}}});
+        let m = obj.as_object().unwrap();
+        let all = fields_of(m, &Path::ROOT);
+        let port = json!({"k:{\"containerPort\":80}": {".": {}, "f:containerPort": {}}});
+        let want = json!({"f:metadata": {"f:labels": {"f:a": {}}},
+            "f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {".": {}, "f:name": {},
+                "f:ports": port}}, "f:tolerations": {}, "f:empty": {}}});
+        assert_eq!(all.to_json(), want);
+        assert!(changed_fields(Some(m), m, &Path::ROOT).is_empty());
+        let mut new = obj.clone();
+        new["spec"]["containers"][0]["image"] = json!("i");
+        let changed = changed_fields(Some(m), new.as_object().unwrap(), &Path::ROOT);
+        let want = json!({"f:spec": {"f:containers": {"k:{\"name\":\"c\"}": {"f:image": {}}}}});
+        assert_eq!(changed.to_json(), want);
     }
 
     #[test]
-    fn dropped_field_owned_by_another_manager_is_kept() {
-        let live = apply(None, DEPLOY_V1, "a", false).unwrap();
-        let same_replicas =
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 2}\n";
-        let live = apply(Some(&live), same_replicas, "b", false).unwrap();
-        let both = live["metadata"]["managedFields"].as_array().unwrap();
+    fn paths_are_navigated_and_displayed() {
+        let obj = json!({"spec": {"c": [{"name": "x", "v": 1}], "f": ["a", "b"], "l": [5]}});
+        let path: Vec<String> = ["f:spec", "f:c", "k:{\"name\":\"x\"}", "f:v"]
+            .map(String::from)
+            .into();
+        assert_eq!(get_path(&obj, &path), Some(&json!(1)));
+        assert_eq!(display_path(&path), ".spec.c[name=\"x\"].v");
+        let member: Vec<String> = ["f:spec", "f:f", "v:\"b\""].map(String::from).into();
+        assert_eq!(get_path(&obj, &member), Some(&json!("b")));
+        assert_eq!(display_path(&member), ".spec.f[=\"b\"]");
+        assert_eq!(display_path(&["f:spec".into(), "i:0".into()]), ".spec[0]");
         assert_eq!(
-            both.len(),
-            2,
-            "shared ownership of an equal value is not a conflict"
+            get_path(&obj, &["f:spec".into(), "k:not json".into()]),
+            None
         );
-        let without = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\n";
-        let obj = apply(Some(&live), without, "a", false).unwrap();
-        assert_eq!(obj["spec"]["replicas"], 2, "still owned by b");
-        assert!(obj["metadata"].get("labels").is_none());
-        assert!(entry(&obj, "a").is_none(), "a owns nothing any more");
-    }
-
-    fn live_with_csa_owner() -> Value {
-        json!({
-            "apiVersion": "apps/v1", "kind": "Deployment",
-            "metadata": {"name": "web", "managedFields": [{
-                "manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "v1",
-                "time": NOW, "fieldsType": "FieldsV1",
-                "fieldsV1": {"f:spec": {"f:replicas": {}, "f:paused": {}}}
-            }]},
-            "spec": {"replicas": 1, "paused": false}
-        })
+        let mut pruned = obj.clone();
+        let old = set(
+            json!({"f:spec": {"f:c": {"k:{\"name\":\"x\"}": {".": {}, "f:v": {}}},
+            "f:f": {"v:\"a\"": {}}, "f:l": {}}}),
+        );
+        let others = set(json!({"f:spec": {"f:l": {}}}));
+        prune(&mut pruned, &old, &FieldSet::default(), Some(&others));
+        assert_eq!(pruned, json!({"spec": {"f": ["b"], "l": [5]}}));
     }
 
     #[test]
-    fn conflict_without_force() {
-        let live = live_with_csa_owner();
-        let body =
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n";
-        match apply(Some(&live), body, "kubectl", false).unwrap_err() {
-            PatchError::Conflict(m) => assert_eq!(
-                m,
-                "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" using v1: .spec.replicas"
-            ),
-            other => panic!("{other:?}"),
-        }
-        let body = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3, paused: true}\n";
-        match apply(Some(&live), body, "kubectl", false).unwrap_err() {
-            PatchError::Conflict(m) => assert_eq!(
-                m,
-                "Apply failed with 2 conflicts: conflicts with \"kubectl-client-side-apply\" using v1:\n- .spec.paused\n- .spec.replicas"
-            ),
-            other => panic!("{other:?}"),
-        }
-        // Same value: shared, no conflict.
-        let body =
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 1}\n";
-        assert!(apply(Some(&live), body, "kubectl", false).is_ok());
-    }
-
-    #[test]
-    fn force_takes_ownership() {
-        let live = live_with_csa_owner();
-        let body =
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n";
-        let obj = apply(Some(&live), body, "kubectl", true).unwrap();
-        assert_eq!(obj["spec"]["replicas"], 3);
-        assert_eq!(
-            entry(&obj, "kubectl-client-side-apply").unwrap()["fieldsV1"],
-            json!({"f:spec": {"f:paused": {}}})
-        );
-        assert_eq!(
-            entry(&obj, "kubectl").unwrap()["fieldsV1"],
-            json!({"f:spec": {"f:replicas": {}}})
-        );
-        // Forcing every field away removes the entry.
-        let body = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 4, paused: true}\n";
-        let obj = apply(Some(&obj), body, "kubectl", true).unwrap();
-        assert!(entry(&obj, "kubectl-client-side-apply").is_none());
-        assert_eq!(obj["spec"], json!({"replicas": 4, "paused": true}));
-    }
-
-    #[test]
-    fn conflict_inside_keyed_list_item() {
-        let live = apply(None, DEPLOY_V1, "a", false).unwrap();
-        let body = r#"{"apiVersion":"apps/v1","kind":"Deployment","metadata":{"name":"web"},
-            "spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:9"}]}}}}"#;
-        match apply(Some(&live), body, "b", false).unwrap_err() {
-            PatchError::Conflict(m) => assert_eq!(
-                m,
-                "Apply failed with 1 conflict: conflict with \"a\": .spec.template.spec.containers[name=\"nginx\"].image"
-            ),
-            other => panic!("{other:?}"),
-        }
-    }
-
-    #[test]
-    fn status_subresource() {
-        let live = apply(None, DEPLOY_V1, "kubectl", false).unwrap();
-        let body = r#"
-apiVersion: apps/v1
-kind: Deployment
-metadata: {name: web}
-spec: {replicas: 100}
-status:
-  conditions:
-  - {type: Available, status: "True"}
-"#;
-        let obj = server_side_apply(
-            Some(&live),
-            body.as_bytes(),
-            "ctrl",
-            false,
-            LATER,
-            "apps/v1",
-            "Deployment",
-            Some("status"),
-        )
-        .unwrap();
-        assert_eq!(obj["spec"]["replicas"], 2, "spec untouched through /status");
-        assert_eq!(
-            obj["status"]["conditions"],
-            json!([{"type": "Available", "status": "True"}])
-        );
-        let e = entry(&obj, "ctrl").unwrap();
-        assert_eq!(e["subresource"], "status");
-        assert_eq!(e["time"], LATER);
-        assert_eq!(
-            e["fieldsV1"],
-            json!({"f:status": {"f:conditions": {"k:{\"type\":\"Available\"}": {".": {}, "f:type": {}, "f:status": {}}}}})
-        );
-        assert!(entry(&obj, "kubectl").unwrap().get("subresource").is_none());
-    }
-
-    #[test]
-    fn finalizers_owned_as_set_members() {
-        let body = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, finalizers: [a, b]}\n";
-        let obj = server_side_apply(
-            None,
-            body.as_bytes(),
-            "m",
-            false,
-            NOW,
-            "v1",
-            "ConfigMap",
-            None,
-        )
-        .unwrap();
-        assert_eq!(
-            entry(&obj, "m").unwrap()["fieldsV1"],
-            json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}, "v:\"b\"": {}}}})
-        );
-        let mut live = obj.clone();
-        live["metadata"]["finalizers"] = json!(["a", "b", "other"]);
-        let body = "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c, finalizers: [a]}\n";
-        let obj = server_side_apply(
-            Some(&live),
-            body.as_bytes(),
-            "m",
-            false,
-            NOW,
-            "v1",
-            "ConfigMap",
-            None,
-        )
-        .unwrap();
-        assert_eq!(obj["metadata"]["finalizers"], json!(["a", "other"]));
-    }
-
-    #[test]
-    fn custom_resource_lists_without_keys_are_atomic() {
-        let body = "apiVersion: ex.com/v1\nkind: Widget\nmetadata: {name: w}\nspec:\n  env: [{value: x}]\n  items: [1, 2]\n";
-        let obj = server_side_apply(
-            None,
-            body.as_bytes(),
-            "m",
-            false,
-            NOW,
-            "ex.com/v1",
-            "Widget",
-            None,
-        )
-        .unwrap();
-        assert_eq!(
-            entry(&obj, "m").unwrap()["fieldsV1"],
-            json!({"f:spec": {"f:env": {}, "f:items": {}}})
-        );
-        let body = "apiVersion: ex.com/v1\nkind: Widget\nmetadata: {name: w}\nspec:\n  env: [{value: z}]\n";
-        let obj = server_side_apply(
-            Some(&obj),
-            body.as_bytes(),
-            "m",
-            false,
-            NOW,
-            "ex.com/v1",
-            "Widget",
-            None,
-        )
-        .unwrap();
-        assert_eq!(obj["spec"], json!({"env": [{"value": "z"}]}));
-    }
-
-    #[test]
-    fn malformed_and_invalid_bodies() {
-        let cases = [
-            "",
-            "- a\n- b\n",
-            "just a string",
-            "kind: Deployment\nmetadata: {name: a}\n",
-            "apiVersion: apps/v1\nmetadata: {name: a}\n",
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {}\n",
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: 5\n",
-            "apiVersion: apps/v1\nkind: Pod\nmetadata: {name: a}\n",
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a\n",
-            "{\"apiVersion\": ",
+    fn conflict_messages_group_by_manager() {
+        let entries = vec![
+            Entry::new("a", "Apply", "v1", "t", None),
+            Entry::new("b", "Update", "apps/v1", "t", Some("status")),
         ];
-        for body in cases {
-            let err = apply(None, body, "m", false).unwrap_err();
-            assert!(matches!(err, PatchError::Malformed(_)), "{body:?}: {err:?}");
-        }
-        let body =
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a}\nspec: {$patch: replace}\n";
-        assert!(matches!(
-            apply(None, body, "m", false).unwrap_err(),
-            PatchError::Invalid(_)
-        ));
-    }
-
-    #[test]
-    fn odd_live_objects_do_not_panic() {
-        let body =
-            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web}\nspec: {replicas: 3}\n";
-        for live in [
-            json!(null),
-            json!([1, 2]),
-            json!({"metadata": 5}),
-            json!({"metadata": {"managedFields": "nope"}}),
-            json!({"metadata": {"managedFields": [1, {"manager": 5}, {"manager": "x", "fieldsV1": [1]},
-                {"manager": "y", "operation": "Update", "fieldsV1": {"f:spec": {"k:notjson": {}, "f:replicas": {}}}}]},
-                "spec": {"replicas": 1}}),
-        ] {
-            let out = apply(Some(&live), body, "m", true);
-            let obj = out.unwrap();
-            assert_eq!(obj["spec"]["replicas"], 3);
-            let mut new = live.clone();
-            record_update(Some(&live), &mut new, "u", NOW, "v1", None);
-            let mut scalar = json!(7);
-            record_update(Some(&live), &mut scalar, "u", NOW, "v1", None);
-            assert_eq!(scalar, json!(7));
-        }
-    }
-
-    #[test]
-    fn record_update_tracks_changes() {
-        let mut created = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "c", "uid": "u", "labels": {"a": "1"}}, "data": {"x": "1", "y": "2"}});
-        record_update(None, &mut created, "creator", NOW, "v1", None);
-        let e = entry(&created, "creator").unwrap();
-        assert_eq!(e["operation"], "Update");
-        assert_eq!(
-            e["fieldsV1"],
-            json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:data": {"f:x": {}, "f:y": {}}})
-        );
-
-        let mut updated = created.clone();
-        updated["data"] = json!({"x": "changed", "z": "3"});
-        record_update(Some(&created), &mut updated, "editor", LATER, "v1", None);
-        assert_eq!(
-            entry(&updated, "creator").unwrap()["fieldsV1"],
-            json!({"f:metadata": {"f:labels": {"f:a": {}}}}),
-            "changed field moved, removed field dropped"
-        );
-        let ed = entry(&updated, "editor").unwrap();
-        assert_eq!(ed["fieldsV1"], json!({"f:data": {"f:x": {}, "f:z": {}}}));
-        assert_eq!(ed["time"], LATER);
-
-        // No change: nothing recorded for a new manager.
-        let mut same = updated.clone();
-        record_update(Some(&updated), &mut same, "idle", LATER, "v1", None);
-        assert!(entry(&same, "idle").is_none());
-        assert_eq!(same, updated);
-
-        // Status subresource entries are separate.
-        let mut st = updated.clone();
-        st["status"] = json!({"phase": "Ok"});
-        record_update(
-            Some(&updated),
-            &mut st,
-            "editor",
-            LATER,
-            "v1",
-            Some("status"),
-        );
-        let list = st["metadata"]["managedFields"].as_array().unwrap();
-        let status_entry = list.iter().find(|e| e["subresource"] == "status").unwrap();
-        assert_eq!(status_entry["manager"], "editor");
-        assert_eq!(
-            status_entry["fieldsV1"],
-            json!({"f:status": {"f:phase": {}}})
-        );
-    }
-
-    #[test]
-    fn record_update_keyed_lists_and_apply_interplay() {
-        let live = apply(None, DEPLOY_V1, "kubectl", false).unwrap();
-        let mut edited = live.clone();
-        edited["spec"]["template"]["spec"]["containers"][0]["image"] = json!("nginx:edited");
-        edited["spec"]["template"]["spec"]["containers"]
-            .as_array_mut()
-            .unwrap()
-            .push(json!({"name": "debug", "image": "busybox"}));
-        record_update(
-            Some(&live),
-            &mut edited,
-            "kubectl-edit",
-            NOW,
-            "apps/v1",
-            None,
-        );
-        assert_eq!(
-            entry(&edited, "kubectl-edit").unwrap()["fieldsV1"],
-            json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {
-                "k:{\"name\":\"nginx\"}": {"f:image": {}},
-                "k:{\"name\":\"debug\"}": {".": {}, "f:name": {}, "f:image": {}}
-            }}}}})
-        );
-        // The applier no longer owns the image, so re-applying its old value conflicts.
-        match apply(Some(&edited), DEPLOY_V1, "kubectl", false).unwrap_err() {
-            PatchError::Conflict(m) => assert!(
-                m.contains("conflict with \"kubectl-edit\" using apps/v1: .spec.template.spec.containers[name=\"nginx\"].image"),
-                "{m}"
-            ),
-            other => panic!("{other:?}"),
-        }
-        // A client that clears managedFields gets a fresh list.
-        let mut cleared = edited.clone();
-        cleared["metadata"]["managedFields"] = json!([]);
-        cleared["metadata"]["labels"]["new"] = json!("1");
-        record_update(Some(&edited), &mut cleared, "me", NOW, "apps/v1", None);
-        let list = cleared["metadata"]["managedFields"].as_array().unwrap();
-        assert_eq!(list.len(), 1);
-        assert_eq!(
-            list[0]["fieldsV1"],
-            json!({"f:metadata": {"f:labels": {"f:new": {}}}})
-        );
-    }
-
-    #[test]
-    fn deep_yaml_does_not_crash() {
-        let mut body = String::from("apiVersion: v1\nkind: ConfigMap\nmetadata: {name: c}\ndata: ");
-        body.push_str(&"[".repeat(5000));
-        body.push_str(&"]".repeat(5000));
-        let res = server_side_apply(
-            None,
-            body.as_bytes(),
-            "m",
-            false,
-            NOW,
-            "v1",
-            "ConfigMap",
-            None,
-        );
-        assert!(matches!(res, Err(PatchError::Malformed(_))), "{res:?}");
+        let p = |f: &str| vec![String::from("f:spec"), format!("f:{f}")];
+        let msg = conflict_message(&entries, &[(0, p("x")), (1, p("y")), (0, p("z"))]);
+        let want = "Apply failed with 3 conflicts: conflicts with \"a\":\n- .spec.x\n- .spec.z\n\
+            conflicts with \"b\" with subresource \"status\" using apps/v1:\n- .spec.y";
+        assert_eq!(msg, want);
     }
 }

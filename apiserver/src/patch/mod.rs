@@ -363,3 +363,448 @@ mod tests {
         assert_eq!(v, json!({"a": 1}));
     }
 }
+
+#[cfg(test)]
+mod apply_tests {
+    //! End-to-end server-side apply and `record_update` scenarios through the
+    //! public API (the field-set internals are unit-tested in apply.rs).
+    use super::*;
+    use serde_json::json;
+
+    const NOW: &str = "2024-01-01T00:00:00Z";
+    const LATER: &str = "2024-01-02T00:00:00Z";
+
+    fn ssa(live: Option<&Value>, body: &str, mgr: &str, force: bool) -> Result<Value, PatchError> {
+        server_side_apply(
+            live,
+            body.as_bytes(),
+            mgr,
+            force,
+            NOW,
+            "apps/v1",
+            "Deployment",
+            None,
+        )
+    }
+
+    /// A Deployment named `web` with the given YAML `spec:` block (or other tail).
+    fn deploy(tail: &str) -> String {
+        format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\n{tail}")
+    }
+
+    fn entry<'v>(obj: &'v Value, mgr: &str) -> Option<&'v Value> {
+        let list = obj["metadata"]["managedFields"].as_array()?;
+        list.iter().find(|e| e["manager"] == mgr)
+    }
+
+    fn fields(obj: &Value, mgr: &str) -> Value {
+        entry(obj, mgr)
+            .map(|e| e["fieldsV1"].clone())
+            .unwrap_or_default()
+    }
+
+    fn conflict(res: Result<Value, PatchError>) -> String {
+        match res {
+            Err(PatchError::Conflict(m)) => m,
+            other => panic!("expected a conflict, got {other:?}"),
+        }
+    }
+
+    const DEPLOY_V1: &str = r#"
+apiVersion: apps/v1
+kind: Deployment
+metadata:
+  name: web
+  labels: {app: web, tier: front}
+  creationTimestamp: null
+spec:
+  replicas: 2
+  template:
+    spec:
+      containers:
+      - name: nginx
+        image: nginx:1
+        args: ["-g", "daemon off;"]
+      - {name: sidecar, image: "side:1"}
+"#;
+
+    #[test]
+    fn apply_create_from_yaml() {
+        let obj = ssa(None, DEPLOY_V1, "kubectl", false).unwrap();
+        assert_eq!(obj["metadata"]["name"], "web");
+        assert!(
+            obj["metadata"].get("creationTimestamp").is_none(),
+            "null/server fields dropped"
+        );
+        assert_eq!(obj["spec"]["replicas"], 2);
+        assert_eq!(
+            obj["metadata"]["managedFields"].as_array().unwrap().len(),
+            1
+        );
+        let e = entry(&obj, "kubectl").unwrap();
+        assert_eq!(
+            (&e["operation"], &e["apiVersion"], &e["time"]),
+            (&json!("Apply"), &json!("apps/v1"), &json!(NOW))
+        );
+        assert_eq!(e["fieldsType"], "FieldsV1");
+        assert!(e.get("subresource").is_none());
+        let want = json!({"f:metadata": {"f:labels": {"f:app": {}, "f:tier": {}}},
+            "f:spec": {"f:replicas": {}, "f:template": {"f:spec": {"f:containers": {
+                "k:{\"name\":\"nginx\"}": {".": {}, "f:name": {}, "f:image": {}, "f:args": {}},
+                "k:{\"name\":\"sidecar\"}": {".": {}, "f:name": {}, "f:image": {}}}}}}});
+        assert_eq!(e["fieldsV1"], want);
+        // JSON is YAML too.
+        let body =
+            r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":"v"}}"#;
+        let cm = server_side_apply(
+            None,
+            body.as_bytes(),
+            "m",
+            false,
+            NOW,
+            "v1",
+            "ConfigMap",
+            None,
+        );
+        assert_eq!(fields(&cm.unwrap(), "m"), json!({"f:data": {"f:k": {}}}));
+    }
+
+    #[test]
+    fn apply_update_removes_fields_dropped_from_the_config() {
+        let live = ssa(None, DEPLOY_V1, "kubectl", false).unwrap();
+        let mut live2 = live.clone();
+        live2["metadata"]["annotations"] = json!({"note": "x"});
+        live2["status"] = json!({"replicas": 2});
+        record_update(Some(&live), &mut live2, "controller", NOW, "apps/v1", None);
+        let v2 = "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: web, labels: {app: web}}\n\
+            spec: {template: {spec: {containers: [{name: nginx, image: 'nginx:2'}]}}}\n";
+        let obj = ssa(Some(&live2), v2, "kubectl", false).unwrap();
+        assert_eq!(
+            obj["metadata"]["labels"],
+            json!({"app": "web"}),
+            "tier dropped"
+        );
+        assert!(obj["spec"].get("replicas").is_none(), "replicas dropped");
+        let containers = &obj["spec"]["template"]["spec"]["containers"];
+        assert_eq!(
+            containers,
+            &json!([{"name": "nginx", "image": "nginx:2"}]),
+            "sidecar, args"
+        );
+        assert_eq!(
+            obj["metadata"]["annotations"],
+            json!({"note": "x"}),
+            "others' fields kept"
+        );
+        assert_eq!(obj["status"], json!({"replicas": 2}));
+        let want = json!({"f:metadata": {"f:labels": {"f:app": {}}},
+            "f:spec": {"f:template": {"f:spec": {"f:containers": {
+                "k:{\"name\":\"nginx\"}": {".": {}, "f:name": {}, "f:image": {}}}}}}});
+        assert_eq!(fields(&obj, "kubectl"), want);
+        let want = json!({"f:metadata": {"f:annotations": {"f:note": {}}}, "f:status": {"f:replicas": {}}});
+        assert_eq!(fields(&obj, "controller"), want);
+    }
+
+    #[test]
+    fn apply_keeps_dropped_fields_another_manager_owns() {
+        let live = ssa(None, DEPLOY_V1, "a", false).unwrap();
+        let live = ssa(Some(&live), &deploy("spec: {replicas: 2}"), "b", false).unwrap();
+        let both = live["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(
+            both.len(),
+            2,
+            "an equal value is shared ownership, not a conflict"
+        );
+        let obj = ssa(Some(&live), &deploy(""), "a", false).unwrap();
+        assert_eq!(obj["spec"]["replicas"], 2, "still owned by b");
+        assert!(obj["metadata"].get("labels").is_none());
+        assert!(entry(&obj, "a").is_none(), "a owns nothing any more");
+    }
+
+    fn live_with_csa_owner() -> Value {
+        json!({"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "managedFields": [{
+                "manager": "kubectl-client-side-apply", "operation": "Update", "apiVersion": "v1",
+                "time": NOW, "fieldsType": "FieldsV1",
+                "fieldsV1": {"f:spec": {"f:replicas": {}, "f:paused": {}}}}]},
+            "spec": {"replicas": 1, "paused": false}})
+    }
+
+    #[test]
+    fn apply_conflicts_without_force() {
+        let live = live_with_csa_owner();
+        let msg = conflict(ssa(
+            Some(&live),
+            &deploy("spec: {replicas: 3}"),
+            "kubectl",
+            false,
+        ));
+        let want = "Apply failed with 1 conflict: conflict with \"kubectl-client-side-apply\" \
+            using v1: .spec.replicas";
+        assert_eq!(msg, want);
+        let body = deploy("spec: {replicas: 3, paused: true}");
+        let msg = conflict(ssa(Some(&live), &body, "kubectl", false));
+        let want = "Apply failed with 2 conflicts: conflicts with \"kubectl-client-side-apply\" \
+            using v1:\n- .spec.paused\n- .spec.replicas";
+        assert_eq!(msg, want);
+        assert!(
+            ssa(
+                Some(&live),
+                &deploy("spec: {replicas: 1}"),
+                "kubectl",
+                false
+            )
+            .is_ok()
+        );
+        // Inside a keyed list item, against an Apply manager.
+        let live = ssa(None, DEPLOY_V1, "a", false).unwrap();
+        let body = deploy("spec: {template: {spec: {containers: [{name: nginx, image: x}]}}}");
+        let want = "Apply failed with 1 conflict: conflict with \"a\": \
+            .spec.template.spec.containers[name=\"nginx\"].image";
+        assert_eq!(conflict(ssa(Some(&live), &body, "b", false)), want);
+    }
+
+    #[test]
+    fn apply_force_takes_ownership() {
+        let live = live_with_csa_owner();
+        let obj = ssa(Some(&live), &deploy("spec: {replicas: 3}"), "kubectl", true).unwrap();
+        assert_eq!(obj["spec"]["replicas"], 3);
+        let csa = "kubectl-client-side-apply";
+        assert_eq!(fields(&obj, csa), json!({"f:spec": {"f:paused": {}}}));
+        assert_eq!(
+            fields(&obj, "kubectl"),
+            json!({"f:spec": {"f:replicas": {}}})
+        );
+        let body = deploy("spec: {replicas: 4, paused: true}");
+        let obj = ssa(Some(&obj), &body, "kubectl", true).unwrap();
+        assert!(
+            entry(&obj, csa).is_none(),
+            "an entry left owning nothing is dropped"
+        );
+        assert_eq!(obj["spec"], json!({"replicas": 4, "paused": true}));
+    }
+
+    #[test]
+    fn apply_to_status_subresource() {
+        let live = ssa(None, DEPLOY_V1, "kubectl", false).unwrap();
+        let body =
+            deploy("spec: {replicas: 100}\nstatus: {conditions: [{type: Ready, status: 'True'}]}");
+        let sub = Some("status");
+        let res = server_side_apply(
+            Some(&live),
+            body.as_bytes(),
+            "c",
+            false,
+            LATER,
+            "apps/v1",
+            "Deployment",
+            sub,
+        );
+        let obj = res.unwrap();
+        assert_eq!(obj["spec"]["replicas"], 2, "spec untouched through /status");
+        assert_eq!(
+            obj["status"]["conditions"],
+            json!([{"type": "Ready", "status": "True"}])
+        );
+        let e = entry(&obj, "c").unwrap();
+        assert_eq!(
+            (&e["subresource"], &e["time"]),
+            (&json!("status"), &json!(LATER))
+        );
+        let item = json!({".": {}, "f:type": {}, "f:status": {}});
+        let want = json!({"f:status": {"f:conditions": {"k:{\"type\":\"Ready\"}": item}}});
+        assert_eq!(e["fieldsV1"], want);
+        assert!(entry(&obj, "kubectl").unwrap().get("subresource").is_none());
+    }
+
+    #[test]
+    fn apply_finalizers_and_custom_resource_lists() {
+        let cm =
+            |tail: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{tail}}}\n");
+        let apply = |live: Option<&Value>, body: &str| {
+            server_side_apply(live, body.as_bytes(), "m", false, NOW, "v1", "", None).unwrap()
+        };
+        let obj = apply(None, &cm(", finalizers: [a, b]"));
+        let want = json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}, "v:\"b\"": {}}}});
+        assert_eq!(fields(&obj, "m"), want);
+        let mut live = obj.clone();
+        live["metadata"]["finalizers"] = json!(["a", "b", "other"]);
+        let obj = apply(Some(&live), &cm(", finalizers: [a]"));
+        assert_eq!(
+            obj["metadata"]["finalizers"],
+            json!(["a", "other"]),
+            "unowned value kept"
+        );
+        // Lists whose items lack the table's key are atomic leaves.
+        let w = "apiVersion: ex.com/v1\nkind: Widget\nmetadata: {name: w}\nspec:";
+        let obj = apply(None, &format!("{w} {{env: [{{value: x}}], items: [1, 2]}}"));
+        assert_eq!(
+            fields(&obj, "m"),
+            json!({"f:spec": {"f:env": {}, "f:items": {}}})
+        );
+        let obj = apply(Some(&obj), &format!("{w} {{env: [{{value: z}}]}}"));
+        assert_eq!(obj["spec"], json!({"env": [{"value": "z"}]}));
+    }
+
+    #[test]
+    fn apply_malformed_and_invalid_bodies() {
+        for body in [
+            "",
+            "- a\n- b\n",
+            "just a string",
+            "kind: Deployment\nmetadata: {name: a}\n",
+            "apiVersion: apps/v1\nmetadata: {name: a}\n",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {}\n",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: 5\n",
+            "apiVersion: apps/v1\nkind: Pod\nmetadata: {name: a}\n",
+            "apiVersion: apps/v1\nkind: Deployment\nmetadata: {name: a\n",
+            "{\"apiVersion\": ",
+        ] {
+            let err = ssa(None, body, "m", false).unwrap_err();
+            assert!(matches!(err, PatchError::Malformed(_)), "{body:?}: {err:?}");
+        }
+        let err = ssa(None, &deploy("spec: {$patch: replace}"), "m", false).unwrap_err();
+        assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
+        let deep = format!("{}{}", "[".repeat(5000), "]".repeat(5000));
+        let err = ssa(None, &deploy(&format!("data: {deep}")), "m", false).unwrap_err();
+        assert!(matches!(err, PatchError::Malformed(_)), "{err:?}");
+    }
+
+    #[test]
+    fn odd_live_objects_do_not_panic() {
+        let body = deploy("spec: {replicas: 3}");
+        let garbage = json!({"metadata": {"managedFields": [1, {"manager": 5},
+            {"manager": "x", "fieldsV1": [1]},
+            {"manager": "y", "operation": "Update", "fieldsV1": {"f:spec": {"k:bad": {}, "f:replicas": {}}}}]},
+            "spec": {"replicas": 1}});
+        let odd = [
+            json!(null),
+            json!([1]),
+            json!({"metadata": 5}),
+            json!({"metadata": {"managedFields": "x"}}),
+        ];
+        for live in odd.into_iter().chain([garbage]) {
+            assert_eq!(
+                ssa(Some(&live), &body, "m", true).unwrap()["spec"]["replicas"],
+                3
+            );
+            let mut new = live.clone();
+            record_update(Some(&live), &mut new, "u", NOW, "v1", None);
+            let mut scalar = json!(7);
+            record_update(Some(&live), &mut scalar, "u", NOW, "v1", None);
+            assert_eq!(scalar, json!(7));
+        }
+    }
+
+    #[test]
+    fn record_update_tracks_changed_fields() {
+        let mut created = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": "c", "uid": "u", "labels": {"a": "1"}}, "data": {"x": "1", "y": "2"}});
+        record_update(None, &mut created, "creator", NOW, "v1", None);
+        assert_eq!(entry(&created, "creator").unwrap()["operation"], "Update");
+        let want =
+            json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:data": {"f:x": {}, "f:y": {}}});
+        assert_eq!(fields(&created, "creator"), want);
+        let mut updated = created.clone();
+        updated["data"] = json!({"x": "changed", "z": "3"});
+        record_update(Some(&created), &mut updated, "editor", LATER, "v1", None);
+        let want = json!({"f:metadata": {"f:labels": {"f:a": {}}}});
+        assert_eq!(
+            fields(&updated, "creator"),
+            want,
+            "changed field moved, removed one dropped"
+        );
+        assert_eq!(
+            fields(&updated, "editor"),
+            json!({"f:data": {"f:x": {}, "f:z": {}}})
+        );
+        assert_eq!(entry(&updated, "editor").unwrap()["time"], LATER);
+        let mut same = updated.clone();
+        record_update(Some(&updated), &mut same, "idle", LATER, "v1", None);
+        assert_eq!(same, updated, "no change, no entry");
+        let mut st = updated.clone();
+        st["status"] = json!({"phase": "Ok"});
+        record_update(
+            Some(&updated),
+            &mut st,
+            "editor",
+            LATER,
+            "v1",
+            Some("status"),
+        );
+        let list = st["metadata"]["managedFields"].as_array().unwrap();
+        let status_entry = list.iter().find(|e| e["subresource"] == "status").unwrap();
+        assert_eq!(status_entry["manager"], "editor");
+        assert_eq!(
+            status_entry["fieldsV1"],
+            json!({"f:status": {"f:phase": {}}})
+        );
+    }
+
+    #[test]
+    fn record_update_keyed_lists_then_apply_conflicts() {
+        let live = ssa(None, DEPLOY_V1, "kubectl", false).unwrap();
+        let mut edited = live.clone();
+        let containers = &mut edited["spec"]["template"]["spec"]["containers"];
+        containers[0]["image"] = json!("nginx:edited");
+        containers
+            .as_array_mut()
+            .unwrap()
+            .push(json!({"name": "debug", "image": "busybox"}));
+        record_update(
+            Some(&live),
+            &mut edited,
+            "kubectl-edit",
+            NOW,
+            "apps/v1",
+            None,
+        );
+        let want = json!({"f:spec": {"f:template": {"f:spec": {"f:containers": {
+            "k:{\"name\":\"nginx\"}": {"f:image": {}},
+            "k:{\"name\":\"debug\"}": {".": {}, "f:name": {}, "f:image": {}}}}}}});
+        assert_eq!(fields(&edited, "kubectl-edit"), want);
+        let msg = conflict(ssa(Some(&edited), DEPLOY_V1, "kubectl", false));
+        let want = "conflict with \"kubectl-edit\" using apps/v1: \
+            .spec.template.spec.containers[name=\"nginx\"].image";
+        assert!(msg.contains(want), "{msg}");
+        // A client that clears managedFields starts a fresh list.
+        let mut cleared = edited.clone();
+        cleared["metadata"]["managedFields"] = json!([]);
+        cleared["metadata"]["labels"]["new"] = json!("1");
+        record_update(Some(&edited), &mut cleared, "me", NOW, "apps/v1", None);
+        let list = cleared["metadata"]["managedFields"].as_array().unwrap();
+        assert_eq!(list.len(), 1);
+        assert_eq!(
+            list[0]["fieldsV1"],
+            json!({"f:metadata": {"f:labels": {"f:new": {}}}})
+        );
+    }
+
+    #[test]
+    fn deep_objects_fit_a_small_stack() {
+        // 147 levels (just under the walk limit) through every entry point on
+        // a 512 KiB thread: far below tokio's 2 MiB, even in debug builds.
+        let run = || {
+            let mut live = json!(1);
+            for _ in 0..49 {
+                live = json!({ "containers": [{ "name": "n", "a": live }] });
+            }
+            live["metadata"] = json!({"name": "n"});
+            let body = br#"{"apiVersion":"v1","kind":"X","metadata":{"name":"n"},
+                "containers":[{"name":"n","x":1}]}"#;
+            let out = server_side_apply(Some(&live), body, "m", true, NOW, "v1", "X", None);
+            let mut patched = live.clone();
+            apply_strategic_merge_patch(&mut patched, body, "X").unwrap();
+            let mut changed = live.clone();
+            changed["containers"][0]["name"] = json!("z");
+            record_update(Some(&live), &mut changed, "u", NOW, "v1", None);
+            record_update(None, &mut live, "u", NOW, "v1", None);
+            out.is_ok()
+        };
+        let thread = std::thread::Builder::new()
+            .stack_size(512 * 1024)
+            .spawn(run)
+            .unwrap();
+        assert!(thread.join().unwrap());
+    }
+}

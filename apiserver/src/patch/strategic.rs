@@ -567,16 +567,9 @@ mod tests {
         let mut t = t.clone();
         apply_strategic_merge_patch(&mut t, p.to_string().as_bytes(), "Pod")?;
         let text = t.to_string();
-        let kinds = [
-            "$patch",
-            "$retainKeys",
-            "$setElementOrder",
-            "$deleteFromPrimitiveList",
-        ];
-        assert!(
-            kinds.iter().all(|d| !text.contains(d)),
-            "directive survived: {text}"
-        );
+        for d in ["$patch", "$retainKeys", "$setElement", "$deleteFrom"] {
+            assert!(!text.contains(d), "directive survived: {text}");
+        }
         Ok(t)
     }
 
@@ -700,10 +693,8 @@ mod tests {
         assert_eq!(at(&pod(), p, f), json!(["w"]));
         let p = json!({"metadata": {"$deleteFromPrimitiveList/finalizers": "x"}});
         assert!(invalid(&pod(), p));
-        assert!(invalid(
-            &pod(),
-            json!({"metadata": {"finalizers": [{"a": 1}]}})
-        ));
+        let p = json!({"metadata": {"finalizers": [{"a": 1}]}});
+        assert!(invalid(&pod(), p));
     }
 
     #[test]
@@ -728,10 +719,8 @@ mod tests {
         let c = at(&pod(), p, "/spec/containers");
         assert_eq!(names(&c), ["app"]);
         assert_eq!(c[0]["env"], json!([{"name": "B", "value": "2"}]));
-        assert!(invalid(
-            &pod(),
-            json!({"spec": {"containers": [{"$patch": "delete"}]}})
-        ));
+        let p = json!({"spec": {"containers": [{"$patch": "delete"}]}});
+        assert!(invalid(&pod(), p));
     }
 
     #[test]
@@ -746,10 +735,8 @@ mod tests {
         let p = json!({"metadata": {"labels": {"$patch": "delete"}}});
         assert_eq!(at(&pod(), p, l), json!({}));
         let p = json!({"finalizers": [{"$patch": "replace"}, "q"]});
-        assert_eq!(
-            at(&json!({"finalizers": ["a"]}), p, "/finalizers"),
-            json!(["q"])
-        );
+        let want = json!(["q"]);
+        assert_eq!(at(&json!({"finalizers": ["a"]}), p, "/finalizers"), want);
     }
 
     #[test]
@@ -759,14 +746,10 @@ mod tests {
         assert_eq!(at(&t, p, "/spec/strategy"), json!({"type": "Recreate"}));
         let p = json!({"spec": {"strategy": {"$retainKeys": ["type"], "other": 1}}});
         assert!(invalid(&t, p));
-        assert!(invalid(
-            &t,
-            json!({"spec": {"strategy": {"$retainKeys": "type"}}})
-        ));
-        assert!(invalid(
-            &t,
-            json!({"spec": {"strategy": {"$retainKeys": [1]}}})
-        ));
+        let p = json!({"spec": {"strategy": {"$retainKeys": "type"}}});
+        assert!(invalid(&t, p));
+        let p = json!({"spec": {"strategy": {"$retainKeys": [1]}}});
+        assert!(invalid(&t, p));
     }
 
     #[test]
@@ -780,14 +763,10 @@ mod tests {
         assert_eq!(names(&at(&t, p, "/spec/containers")), ["c", "b", "a"]);
         let p = json!({"metadata": {"$setElementOrder/finalizers": ["z", "y", "x"],
             "finalizers": ["z"]}});
-        assert_eq!(
-            at(&pod(), p, "/metadata/finalizers"),
-            json!(["z", "y", "x"])
-        );
-        assert!(invalid(
-            &pod(),
-            json!({"metadata": {"$setElementOrder/finalizers": "x"}})
-        ));
+        let want = json!(["z", "y", "x"]);
+        assert_eq!(at(&pod(), p, "/metadata/finalizers"), want);
+        let p = json!({"metadata": {"$setElementOrder/finalizers": "x"}});
+        assert!(invalid(&pod(), p));
     }
 
     #[test]

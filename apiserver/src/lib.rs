@@ -20,10 +20,13 @@
 
 pub mod clock;
 pub mod discovery;
+pub mod faults;
 pub mod filter;
+pub mod gc;
 pub mod handler;
 pub mod openapi;
 pub mod patch;
+pub mod pods;
 pub mod resources;
 pub mod selector;
 pub mod server;
@@ -34,5 +37,8 @@ pub mod table;
 pub mod validation;
 pub mod watch;
 
+pub use faults::{
+    ClientView, Delay, FaultConfig, Faults, PodLifecycle, Verb, WriteAction, WriteFault,
+};
 pub use server::{ApiServer, ServerConfig, ServerError, WardService, kubeconfig_yaml};
 pub use status::ApiError;

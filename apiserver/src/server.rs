@@ -19,7 +19,10 @@ use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
+use crate::faults::Faults;
+use crate::gc::GarbageCollector;
 use crate::handler::{self, ClientId, HandlerConfig, State};
+use crate::pods::PodLifecycleActor;
 use crate::resources::{Registry, StorageKey};
 use crate::store::{EventType, Store, StoreConfig};
 
@@ -137,14 +140,22 @@ impl ApiServer {
         let addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let mut hc = config.handler.clone();
         hc.server_address = addr.map(|a| a.to_string()).unwrap_or_default();
+        let faults = Faults::new(config.seed);
         let state = Arc::new(State::new(
-            store,
-            registry,
+            store.clone(),
+            registry.clone(),
             hc,
             stopped.clone(),
+            faults.clone(),
             config.seed,
         ));
-        let mut tasks = vec![tokio::spawn(crd_cleanup(state.clone()))];
+        let gc = GarbageCollector::new(store.clone(), registry.clone(), faults.clone());
+        let pods = PodLifecycleActor::new(store, &registry, faults);
+        let mut tasks = vec![
+            tokio::spawn(crd_cleanup(state.clone())),
+            tokio::spawn(gc.run(stopped.clone())),
+            tokio::spawn(pods.run(stopped.clone())),
+        ];
         if let Some(listener) = listener {
             tasks.push(tokio::spawn(serve_http(listener, state.clone(), stopped)));
         }
@@ -185,6 +196,13 @@ impl ApiServer {
     #[must_use]
     pub fn addr(&self) -> Option<SocketAddr> {
         self.addr
+    }
+
+    /// The fault knobs of this server (GC delay and pause, per-client views,
+    /// write faults, pod stages).
+    #[must_use]
+    pub fn faults(&self) -> &Faults {
+        &self.state.faults
     }
 
     /// The store (for assertions in tests).

@@ -103,6 +103,15 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
+    /// 429 TooManyRequests.
+    pub fn too_many_requests() -> Self {
+        Self::new(
+            429,
+            "TooManyRequests",
+            "injected fault: too many requests, please try again later",
+        )
+    }
+
     /// 413 RequestEntityTooLarge.
     pub fn too_large(limit: usize) -> Self {
         Self::new(

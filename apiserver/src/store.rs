@@ -39,6 +39,29 @@ pub struct StoredObject {
     pub labels: BTreeMap<String, String>,
     /// Kind-specific selectable fields (pods: `spec.nodeName`, `status.phase`).
     pub fields: Vec<(&'static str, String)>,
+    /// `metadata.ownerReferences`.
+    pub owners: Vec<OwnerRef>,
+    /// `metadata.finalizers`.
+    pub finalizers: Vec<String>,
+    /// Whether `metadata.deletionTimestamp` is set.
+    pub terminating: bool,
+}
+
+/// One `metadata.ownerReferences` entry.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct OwnerRef {
+    /// Owner's apiVersion.
+    pub api_version: String,
+    /// Owner's kind.
+    pub kind: String,
+    /// Owner's name.
+    pub name: String,
+    /// Owner's uid.
+    pub uid: String,
+    /// `controller: true`.
+    pub controller: bool,
+    /// `blockOwnerDeletion: true`.
+    pub block_owner_deletion: bool,
 }
 
 impl StoredObject {
@@ -78,7 +101,25 @@ impl StoredObject {
             fields.push(("spec.nodeName", s(&v["spec"]["nodeName"])));
             fields.push(("status.phase", s(&v["status"]["phase"])));
         }
+        let owners = meta["ownerReferences"]
+            .as_array()
+            .map(|refs| {
+                refs.iter()
+                    .map(|r| OwnerRef {
+                        api_version: s(&r["apiVersion"]),
+                        kind: s(&r["kind"]),
+                        name: s(&r["name"]),
+                        uid: s(&r["uid"]),
+                        controller: r["controller"] == true,
+                        block_owner_deletion: r["blockOwnerDeletion"] == true,
+                    })
+                    .collect()
+            })
+            .unwrap_or_default();
         Arc::new(StoredObject {
+            owners,
+            finalizers: finalizers(v),
+            terminating: !meta["deletionTimestamp"].is_null(),
             raw: Bytes::from(serde_json::to_vec(v).expect("JSON values serialize")),
             rv,
             namespace: s(&meta["namespace"]),
@@ -181,8 +222,9 @@ pub struct DeleteSpec {
     /// Finalizers to add while marking the object terminating (`orphan`,
     /// `foregroundDeletion`, set by the propagation policy).
     pub add_finalizers: Vec<String>,
-    /// `deletionGracePeriodSeconds` to record.
-    pub grace_period_seconds: i64,
+    /// `gracePeriodSeconds`: pods default to their
+    /// `terminationGracePeriodSeconds` (30 when unset); other kinds have none.
+    pub grace_period_seconds: Option<i64>,
 }
 
 /// What a delete did.
@@ -231,6 +273,26 @@ fn spec_part(v: &Value) -> Map<String, Value> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// The grace period a delete gives: only pods that are scheduled and not
+/// finished have one (the request's, else the pod's
+/// `terminationGracePeriodSeconds`, else 30 s); everything else is 0.
+fn effective_grace(key: &StorageKey, v: &Value, requested: Option<i64>) -> i64 {
+    if !(key.group.is_empty() && key.plural == "pods") {
+        return 0;
+    }
+    let scheduled = v["spec"]["nodeName"]
+        .as_str()
+        .is_some_and(|n| !n.is_empty());
+    let finished = matches!(v["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
+    if !scheduled || finished {
+        return 0;
+    }
+    requested
+        .or_else(|| v["spec"]["terminationGracePeriodSeconds"].as_i64())
+        .unwrap_or(30)
+        .max(0)
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
@@ -374,6 +436,42 @@ impl Store {
             rv,
             continue_after,
         }
+    }
+
+    /// [`Store::list`] as of resourceVersion `at` (a stale view); `Err`
+    /// carries the oldest rv still served when `at` is too old.
+    pub fn list_at(
+        &self,
+        at: u64,
+        key: &StorageKey,
+        ns: Option<&str>,
+        after: Option<&(String, String)>,
+        limit: Option<usize>,
+        filter: impl Fn(&StoredObject) -> bool,
+    ) -> Result<ListPage, u64> {
+        let state = self.state_at(key, at)?;
+        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+        let mut items: Vec<Arc<StoredObject>> = Vec::new();
+        let mut continue_after = None;
+        for o in state {
+            let id = (o.namespace.clone(), o.name.clone());
+            if ns.is_some_and(|ns| ns != o.namespace)
+                || after.is_some_and(|a| id <= *a)
+                || !filter(&o)
+            {
+                continue;
+            }
+            if items.len() == limit {
+                continue_after = items.last().map(|l| (l.namespace.clone(), l.name.clone()));
+                break;
+            }
+            items.push(o);
+        }
+        Ok(ListPage {
+            items,
+            rv: at,
+            continue_after,
+        })
     }
 
     fn commit(
@@ -571,7 +669,10 @@ impl Store {
         new["metadata"]["resourceVersion"] = rv.to_string().into();
         let stored = StoredObject::from_value(&new, rv);
         let coll = inner.collections.entry(key.clone()).or_default();
-        if terminating && finalizers(&new).is_empty() {
+        let grace_left = new["metadata"]["deletionGracePeriodSeconds"]
+            .as_i64()
+            .unwrap_or(0);
+        if terminating && finalizers(&new).is_empty() && grace_left == 0 {
             coll.remove(&(ns.to_string(), name.to_string()));
             self.commit(
                 &mut inner,
@@ -643,41 +744,72 @@ impl Store {
             ))
             .with_details(&info.group, &info.plural, name));
         }
-        let mut v = old.value();
-        let mut fin = finalizers(&v);
-        let terminating = !v["metadata"]["deletionTimestamp"].is_null();
+        let v = old.value();
+        let mut fin = old.finalizers.clone();
+        let grace = effective_grace(key, &v, spec.grace_period_seconds);
+        if old.terminating {
+            // A later delete may shorten a pod's grace period, never lengthen it.
+            let current = v["metadata"]["deletionGracePeriodSeconds"]
+                .as_i64()
+                .unwrap_or(0);
+            if grace >= current {
+                return Ok(Deleted::Terminating(old));
+            }
+            return Ok(self.mark_or_remove(inner, key, ns, name, old, v, fin, grace));
+        }
         for f in &spec.add_finalizers {
-            if !terminating && !fin.contains(f) {
+            if !fin.contains(f) {
                 fin.push(f.clone());
             }
         }
-        if fin.is_empty() {
-            let rv = inner.rv + 1;
-            inner.rv = rv;
-            v["metadata"]["resourceVersion"] = rv.to_string().into();
+        Ok(self.mark_or_remove(inner, key, ns, name, old, v, fin, grace))
+    }
+
+    /// Remove the object when nothing holds it (no finalizers, no grace
+    /// period left), else mark it terminating: deletionTimestamp = now +
+    /// grace, deletionGracePeriodSeconds = grace.
+    #[allow(clippy::too_many_arguments)]
+    fn mark_or_remove(
+        &self,
+        inner: &mut Inner,
+        key: &StorageKey,
+        ns: &str,
+        name: &str,
+        old: Arc<StoredObject>,
+        mut v: Value,
+        fin: Vec<String>,
+        grace: i64,
+    ) -> Deleted {
+        let rv = inner.rv + 1;
+        inner.rv = rv;
+        v["metadata"]["resourceVersion"] = rv.to_string().into();
+        if fin.is_empty() && grace == 0 {
             let stored = StoredObject::from_value(&v, rv);
             if let Some(c) = inner.collections.get_mut(key) {
                 c.remove(&(ns.to_string(), name.to_string()));
             }
             self.commit(inner, EventType::Deleted, key, stored.clone(), Some(old));
             self.after_remove(inner, key, ns);
-            return Ok(Deleted::Removed(stored));
+            return Deleted::Removed(stored);
         }
-        if terminating {
-            return Ok(Deleted::Terminating(old));
-        }
-        let rv = inner.rv + 1;
-        inner.rv = rv;
+        let at = self
+            .clock
+            .now()
+            .saturating_add(jiff::SignedDuration::from_secs(grace))
+            .unwrap_or_else(|_| self.clock.now());
         let m = v["metadata"]
             .as_object_mut()
             .expect("stored objects have metadata");
-        m.insert("finalizers".into(), fin.into());
-        m.insert("deletionTimestamp".into(), self.clock.rfc3339().into());
+        if fin.is_empty() {
+            m.remove("finalizers");
+        } else {
+            m.insert("finalizers".into(), fin.into());
+        }
         m.insert(
-            "deletionGracePeriodSeconds".into(),
-            spec.grace_period_seconds.into(),
+            "deletionTimestamp".into(),
+            crate::clock::format_time(at).into(),
         );
-        m.insert("resourceVersion".into(), rv.to_string().into());
+        m.insert("deletionGracePeriodSeconds".into(), grace.into());
         if key == &namespaces_key() {
             v["status"]["phase"] = "Terminating".into();
         }
@@ -688,7 +820,30 @@ impl Store {
             .or_default()
             .insert((ns.to_string(), name.to_string()), stored.clone());
         self.commit(inner, EventType::Modified, key, stored.clone(), Some(old));
-        Ok(Deleted::Terminating(stored))
+        Deleted::Terminating(stored)
+    }
+
+    /// A terminating pod's grace period has ended (what kubelet's final
+    /// delete does): it is removed unless finalizers still hold it.
+    pub fn finish_grace(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        uid: &str,
+    ) -> Result<Deleted, ApiError> {
+        let key = info.storage_key();
+        let mut inner = self.lock();
+        let old = inner
+            .collections
+            .get(&key)
+            .and_then(|c| c.get(&(ns.to_string(), name.to_string())))
+            .cloned()
+            .filter(|o| o.uid == uid && o.terminating)
+            .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
+        let v = old.value();
+        let fin = old.finalizers.clone();
+        Ok(self.mark_or_remove(&mut inner, &key, ns, name, old, v, fin, 0))
     }
 
     /// Delete a namespace: every object in it is deleted (objects with
@@ -822,31 +977,96 @@ impl Store {
         }
     }
 
-    /// Start a watch of `key` from resourceVersion `from`: the retained events
-    /// newer than `from`, then a receiver for live ones. `Err` carries the
-    /// oldest rv still resumable when `from` is older than the retained
-    /// history (the caller answers 410 Expired).
-    pub fn watch_from(
+    /// Start a watch of `key` at resourceVersion `from`: when `replay`, the
+    /// collection's state as of `from` (rebuilt from the history ring when
+    /// `from` is in the past); the retained events newer than `from`; and a
+    /// receiver for live ones — all read under one lock, so nothing is
+    /// missed or doubled. `Err` carries the oldest rv still served when
+    /// `from` is older than the retained history (the caller answers 410).
+    #[allow(clippy::type_complexity)]
+    pub fn open_watch(
         &self,
         key: &StorageKey,
         from: u64,
-    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), u64> {
+        replay: bool,
+    ) -> Result<
+        (
+            Vec<Arc<StoredObject>>,
+            Vec<Arc<Event>>,
+            broadcast::Receiver<Arc<Event>>,
+        ),
+        u64,
+    > {
         let inner = self.lock();
         if from < inner.floor {
             return Err(inner.floor);
         }
+        let state = if replay {
+            Self::state_at_locked(&inner, key, from)
+        } else {
+            Vec::new()
+        };
         let backlog = inner
             .history
             .iter()
             .filter(|e| e.object.rv > from && &e.key == key)
             .cloned()
             .collect();
-        Ok((backlog, self.events.subscribe()))
+        Ok((state, backlog, self.events.subscribe()))
+    }
+
+    /// Start a watch of `key` from resourceVersion `from` (no replay).
+    #[allow(clippy::type_complexity)]
+    pub fn watch_from(
+        &self,
+        key: &StorageKey,
+        from: u64,
+    ) -> Result<(Vec<Arc<Event>>, broadcast::Receiver<Arc<Event>>), u64> {
+        self.open_watch(key, from, false).map(|(_, b, r)| (b, r))
+    }
+
+    /// The objects of `key` as they were at resourceVersion `at` (a stale
+    /// view), rebuilt by undoing the retained events newer than `at`.
+    /// `Err` carries the oldest rv still served when `at` is too old.
+    pub fn state_at(&self, key: &StorageKey, at: u64) -> Result<Vec<Arc<StoredObject>>, u64> {
+        let inner = self.lock();
+        if at < inner.floor {
+            return Err(inner.floor);
+        }
+        Ok(Self::state_at_locked(&inner, key, at))
+    }
+
+    fn state_at_locked(inner: &Inner, key: &StorageKey, at: u64) -> Vec<Arc<StoredObject>> {
+        let mut state: Collection = inner.collections.get(key).cloned().unwrap_or_default();
+        for e in inner.history.iter().rev() {
+            if e.object.rv <= at {
+                break;
+            }
+            if &e.key != key {
+                continue;
+            }
+            let id = (e.object.namespace.clone(), e.object.name.clone());
+            match (&e.kind, &e.prev) {
+                (EventType::Added, _) => {
+                    state.remove(&id);
+                }
+                (_, Some(prev)) => {
+                    state.insert(id, prev.clone());
+                }
+                (_, None) => {}
+            }
+        }
+        state.into_values().collect()
     }
 
     /// A consistent snapshot of every object of every collection, and a
     /// receiver for every later event (what the garbage collector starts from).
-    pub fn snapshot_all_and_subscribe(&self) -> (Vec<(StorageKey, Arc<StoredObject>)>, broadcast::Receiver<Arc<Event>>) {
+    pub fn snapshot_all_and_subscribe(
+        &self,
+    ) -> (
+        Vec<(StorageKey, Arc<StoredObject>)>,
+        broadcast::Receiver<Arc<Event>>,
+    ) {
         let inner = self.lock();
         let items = inner
             .collections

@@ -12,9 +12,14 @@ use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use serde_json::{Value, json};
-use tokio::sync::{broadcast, mpsc};
+use std::collections::VecDeque;
 
+use tokio::sync::{broadcast, mpsc};
+use tokio::time::Instant;
+
+use crate::faults::{ClientView, Faults};
 use crate::filter::ObjectFilter;
+use crate::handler::ClientId;
 use crate::resources::ResourceInfo;
 use crate::store::{Event, EventType, Store, StoredObject};
 
@@ -38,6 +43,9 @@ pub struct WatchSpec {
     pub bookmark_interval: Duration,
     /// Render each object through this (e.g. as a kubectl Table row) instead of raw.
     pub render: Option<fn(&ResourceInfo, &Value) -> Value>,
+    /// The fault settings and the client this watch belongs to: its view
+    /// (delay, freeze, coalescing) applies.
+    pub view: Option<(Faults, ClientId)>,
 }
 
 /// Build one watch line.
@@ -83,31 +91,136 @@ fn rendered(spec: &WatchSpec, o: &StoredObject) -> Bytes {
     }
 }
 
-/// The line this watch sends for `e`, if any. A filtered watch sees an
-/// object that stops matching as DELETED and one that starts matching as ADDED.
-fn line_for(spec: &WatchSpec, e: &Event) -> Option<Bytes> {
+/// How this watch sees `e`, if at all. A filtered watch sees an object that
+/// stops matching as DELETED and one that starts matching as ADDED.
+fn classify(spec: &WatchSpec, e: &Event) -> Option<EventType> {
     if e.key != spec.info.storage_key() {
         return None;
     }
     let now = spec.filter.matches(&e.object);
     let before = e.prev.as_ref().is_some_and(|p| spec.filter.matches(p));
-    let kind = match (e.kind, before, now) {
-        (EventType::Added, _, true) => EventType::Added,
-        (EventType::Deleted, true, _) => EventType::Deleted,
-        (EventType::Modified, true, true) => EventType::Modified,
-        (EventType::Modified, false, true) => EventType::Added,
-        (EventType::Modified, true, false) => EventType::Deleted,
-        _ => return None,
-    };
-    let plain = spec.render.is_none() && e.object.api_version == spec.info.api_version();
-    if plain && kind == e.kind {
-        return Some(
-            e.line
-                .get_or_init(|| encode_line(kind.as_str(), &e.object.raw))
-                .clone(),
-        );
+    match (e.kind, before, now) {
+        (EventType::Added, _, true) => Some(EventType::Added),
+        (EventType::Deleted, true, _) => Some(EventType::Deleted),
+        (EventType::Modified, true, true) => Some(EventType::Modified),
+        (EventType::Modified, false, true) => Some(EventType::Added),
+        (EventType::Modified, true, false) => Some(EventType::Deleted),
+        _ => None,
     }
-    Some(encode_line(kind.as_str(), &rendered(spec, &e.object)))
+}
+
+/// The line this watch sends for `e`, if any; the event's own shared line
+/// whenever this watch sees it plainly.
+#[cfg(test)]
+fn line_for(spec: &WatchSpec, e: &Event) -> Option<Bytes> {
+    let kind = classify(spec, e)?;
+    Some(held_line(spec, kind, &e.object, Some(e)))
+}
+
+fn held_line(
+    spec: &WatchSpec,
+    kind: EventType,
+    obj: &StoredObject,
+    shared: Option<&Event>,
+) -> Bytes {
+    let plain = spec.render.is_none() && obj.api_version == spec.info.api_version();
+    if let Some(e) = shared
+        && plain
+        && kind == e.kind
+    {
+        return e
+            .line
+            .get_or_init(|| encode_line(kind.as_str(), &e.object.raw))
+            .clone();
+    }
+    encode_line(kind.as_str(), &rendered(spec, obj))
+}
+
+/// An event held back by the client's view (delay or freeze).
+struct Held {
+    release: Instant,
+    rv: u64,
+    kind: EventType,
+    object: Arc<StoredObject>,
+    /// The original event while unmerged (its line can be shared).
+    shared: Option<Arc<Event>>,
+}
+
+/// What an object's held events add up to when only its latest state is
+/// delivered: created-and-deleted unseen is nothing; deleted-and-recreated
+/// looks like a change (as after an informer relist).
+fn merge(first: EventType, last: EventType) -> Option<EventType> {
+    match (first, last) {
+        (EventType::Added, EventType::Deleted) => None,
+        (EventType::Added, _) => Some(EventType::Added),
+        (_, EventType::Deleted) => Some(EventType::Deleted),
+        _ => Some(EventType::Modified),
+    }
+}
+
+/// The delivery queue of one watch, shaped by its client's view.
+struct Queue {
+    held: VecDeque<Held>,
+    view: ClientView,
+}
+
+impl Queue {
+    fn push(&mut self, spec: &WatchSpec, kind: EventType, e: &Arc<Event>) {
+        let delay = match &spec.view {
+            Some((faults, _)) if !self.view.watch_delay.is_zero() => {
+                faults.draw(self.view.watch_delay)
+            }
+            _ => Duration::ZERO,
+        };
+        let mut item = Held {
+            release: Instant::now() + delay,
+            rv: e.object.rv,
+            kind,
+            object: e.object.clone(),
+            shared: Some(e.clone()),
+        };
+        if self.view.coalesce
+            && let Some(i) = self.held.iter().position(|h| {
+                h.object.namespace == e.object.namespace && h.object.name == e.object.name
+            })
+        {
+            let earlier = self.held.remove(i).expect("index from position");
+            item.release = earlier.release.min(item.release);
+            item.shared = None;
+            match merge(earlier.kind, kind) {
+                Some(k) => item.kind = k,
+                None => return,
+            }
+        }
+        self.held.push_back(item);
+    }
+
+    /// The next item that may go out now, if any.
+    fn pop_ready(&mut self) -> Option<Held> {
+        let h = self.held.front()?;
+        if h.release > Instant::now() || self.view.frozen_at.is_some_and(|f| h.rv > f) {
+            return None;
+        }
+        self.held.pop_front()
+    }
+
+    /// When the front item may go out (None: nothing held, or frozen).
+    fn next_release(&self) -> Option<Instant> {
+        let h = self.held.front()?;
+        if self.view.frozen_at.is_some_and(|f| h.rv > f) {
+            return None;
+        }
+        Some(h.release)
+    }
+
+    /// The newest rv every event up to which has been delivered.
+    fn delivered_through(&self, processed: u64) -> u64 {
+        let mut rv = self.held.front().map_or(processed, |h| h.rv - 1);
+        if let Some(f) = self.view.frozen_at {
+            rv = rv.min(f);
+        }
+        rv
+    }
 }
 
 fn bookmark_line(spec: &WatchSpec, rv: u64, initial_end: bool) -> Bytes {
@@ -120,9 +233,9 @@ fn bookmark_line(spec: &WatchSpec, rv: u64, initial_end: bool) -> Bytes {
     encode_line("BOOKMARK", obj.to_string().as_bytes())
 }
 
-/// Start a watch. Returns the receiving end of the body's lines, or the
-/// line of a 410 ERROR event when `from` is older than the history ring
-/// (the caller still answers HTTP 200 with that one event).
+/// Start a watch. Returns the receiving end of the body's lines; when the
+/// starting resourceVersion is older than the history ring, the only line
+/// is a 410 ERROR event (the caller still answers HTTP 200).
 pub fn start(
     store: &Arc<Store>,
     spec: WatchSpec,
@@ -130,28 +243,38 @@ pub fn start(
 ) -> mpsc::Receiver<Bytes> {
     let (tx, rx) = mpsc::channel::<Bytes>(64);
     let key = spec.info.storage_key();
+    let view = spec
+        .view
+        .as_ref()
+        .map(|(f, c)| f.view(*c))
+        .unwrap_or_default();
     let replay = spec.from.is_none_or(|rv| rv == 0) || spec.send_initial_events;
-    let (initial, backlog, mut live, start_rv) = if replay {
-        let (items, rv, live) = store.snapshot_and_subscribe(&key);
-        let lines: Vec<Bytes> = items
-            .iter()
-            .filter(|o| spec.filter.matches(o))
-            .map(|o| encode_line("ADDED", &rendered(&spec, o)))
-            .collect();
-        (lines, Vec::new(), live, rv)
-    } else {
-        let from = spec.from.unwrap_or(0);
-        match store.watch_from(&key, from) {
-            Ok((backlog, live)) => (Vec::new(), backlog, live, from),
-            Err(floor) => {
-                let line = expired_line(&format!("too old resource version: {from} ({floor})"));
-                let _ = tx.try_send(line);
-                return rx;
-            }
+    // A frozen client starts from the frozen state.
+    let from = match (replay, view.frozen_at) {
+        (true, Some(f)) => f,
+        (true, None) => store.current_rv(),
+        (false, _) => spec.from.unwrap_or(0),
+    };
+    let (state, backlog, mut live) = match store.open_watch(&key, from, replay) {
+        Ok(x) => x,
+        Err(floor) => {
+            let line = expired_line(&format!("too old resource version: {from} ({floor})"));
+            let _ = tx.try_send(line);
+            return rx;
         }
     };
+    let initial: Vec<Bytes> = state
+        .iter()
+        .filter(|o| spec.filter.matches(o))
+        .map(|o| encode_line("ADDED", &rendered(&spec, o)))
+        .collect();
     tokio::spawn(async move {
-        let mut processed = start_rv;
+        let mut processed = from;
+        let mut changes = spec.view.as_ref().map(|(f, _)| f.subscribe());
+        let mut queue = Queue {
+            held: VecDeque::new(),
+            view,
+        };
         for line in initial {
             if tx.send(line).await.is_err() {
                 return;
@@ -167,38 +290,43 @@ pub fn start(
         }
         for e in backlog {
             processed = processed.max(e.object.rv);
-            if let Some(line) = line_for(&spec, &e)
-                && tx.send(line).await.is_err()
-            {
-                return;
+            if let Some(kind) = classify(&spec, &e) {
+                queue.push(&spec, kind, &e);
             }
         }
-        let deadline = spec.timeout.map(|t| tokio::time::Instant::now() + t);
+        let deadline = spec.timeout.map(|t| Instant::now() + t);
         let mut bookmark =
             tokio::time::interval(spec.bookmark_interval.max(Duration::from_millis(10)));
         bookmark.tick().await;
         loop {
-            let timeout = async {
-                match deadline {
-                    Some(d) => tokio::time::sleep_until(d).await,
-                    None => std::future::pending().await,
+            while let Some(h) = queue.pop_ready() {
+                let line = held_line(&spec, h.kind, &h.object, h.shared.as_deref());
+                if tx.send(line).await.is_err() {
+                    return;
                 }
-            };
+            }
+            let release = queue.next_release();
             tokio::select! {
                 biased;
                 _ = shutdown.changed() => return,
-                _ = timeout => return,
+                _ = sleep_until_opt(deadline) => return,
                 _ = tx.closed() => return,
+                changed = async { changes.as_mut().expect("guarded").changed().await }, if changes.is_some() => {
+                    if changed.is_err() {
+                        changes = None;
+                    } else if let Some((f, c)) = &spec.view {
+                        queue.view = f.view(*c);
+                    }
+                }
+                _ = sleep_until_opt(release), if release.is_some() => {}
                 ev = live.recv() => match ev {
                     Ok(e) => {
                         if e.object.rv <= processed {
                             continue;
                         }
                         processed = e.object.rv;
-                        if let Some(line) = line_for(&spec, &e)
-                            && tx.send(line).await.is_err()
-                        {
-                            return;
+                        if let Some(kind) = classify(&spec, &e) {
+                            queue.push(&spec, kind, &e);
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(n)) => {
@@ -212,7 +340,8 @@ pub fn start(
                     Err(broadcast::error::RecvError::Closed) => return,
                 },
                 _ = bookmark.tick(), if spec.bookmarks => {
-                    if tx.send(bookmark_line(&spec, processed, false)).await.is_err() {
+                    let rv = queue.delivered_through(processed);
+                    if tx.send(bookmark_line(&spec, rv, false)).await.is_err() {
                         return;
                     }
                 }
@@ -220,6 +349,13 @@ pub fn start(
         }
     });
     rx
+}
+
+async fn sleep_until_opt(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
 }
 
 #[cfg(test)]
@@ -248,6 +384,7 @@ mod tests {
             timeout: None,
             bookmark_interval: Duration::from_secs(5),
             render: None,
+            view: None,
         }
     }
 

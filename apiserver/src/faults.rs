@@ -1,0 +1,566 @@
+//! Fault injection: the knobs that open the seed races on demand.
+//!
+//! - **GC**: a delay before each collection (fixed or jittered), pause and
+//!   resume — the "apiserver is overloaded" window in which a dependent
+//!   outlives its owner.
+//! - **Per-client views**: a client's watches deliver events late, are frozen
+//!   at a resourceVersion (its lists and watches — and, if asked, its quorum
+//!   reads — show the state as of that rv: Sieve's "time travel"), or skip
+//!   intermediate states of an object (Sieve's "unobserved state").
+//! - **Write faults**: answer a fraction, or the next N, of the writes
+//!   matching a filter (verb, resource, client) with 409, 429 or 500, or add
+//!   latency.
+//! - **Pod lifecycle** (kwok-like, off by default): pods are scheduled onto a
+//!   node and then set Running with a podIP, each after a configurable,
+//!   jittered delay.
+//!
+//! Every random choice comes from one generator seeded by the server's seed,
+//! and every delay runs on tokio time, so under
+//! `#[tokio::test(start_paused = true)]` the same seed replays the same
+//! interleaving.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::handler::ClientId;
+
+/// Errors from fault configuration.
+#[derive(Debug, thiserror::Error, PartialEq)]
+pub enum FaultError {
+    /// A fraction outside 0..=1.
+    #[error("fraction must be between 0 and 1, got {0}")]
+    Fraction(f64),
+    /// A write fault that can never fire.
+    #[error("a write fault needs a trigger that can fire (fraction > 0 or next > 0)")]
+    NeverFires,
+}
+
+/// A delay of `base_ms` plus a uniformly drawn `0..=jitter_ms`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct Delay {
+    /// Fixed part, milliseconds.
+    pub base_ms: u64,
+    /// Upper bound of the random part, milliseconds.
+    pub jitter_ms: u64,
+}
+
+impl Delay {
+    /// A fixed delay.
+    #[must_use]
+    pub fn fixed(d: Duration) -> Self {
+        Delay {
+            base_ms: d.as_millis() as u64,
+            jitter_ms: 0,
+        }
+    }
+
+    /// `base` plus a uniform draw from `0..=jitter`.
+    #[must_use]
+    pub fn jittered(base: Duration, jitter: Duration) -> Self {
+        Delay {
+            base_ms: base.as_millis() as u64,
+            jitter_ms: jitter.as_millis() as u64,
+        }
+    }
+
+    /// Whether this delay is always zero.
+    #[must_use]
+    pub fn is_zero(&self) -> bool {
+        self.base_ms == 0 && self.jitter_ms == 0
+    }
+}
+
+/// Garbage-collector faults.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct GcFaults {
+    /// Wait this long before each collection.
+    pub delay: Delay,
+    /// While paused, nothing is collected (work queues up).
+    pub paused: bool,
+}
+
+/// What one client sees.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct ClientView {
+    /// Deliver each watch event this much later.
+    pub watch_delay: Delay,
+    /// Serve lists and watches as of this resourceVersion: watches hold back
+    /// newer events, lists show the state at this rv.
+    pub frozen_at: Option<u64>,
+    /// Also serve quorum reads (GET, and lists without a resourceVersion)
+    /// from the frozen state; by default they stay fresh.
+    pub stale_quorum_reads: bool,
+    /// Deliver only the latest state of an object among the events held back
+    /// together (by `watch_delay` or a freeze): intermediate states are never seen.
+    pub coalesce: bool,
+}
+
+impl ClientView {
+    /// Whether this view changes anything.
+    #[must_use]
+    pub fn is_fresh(&self) -> bool {
+        *self == ClientView::default()
+    }
+}
+
+/// The verb of a write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Verb {
+    /// POST.
+    Create,
+    /// PUT.
+    Update,
+    /// PATCH.
+    Patch,
+    /// DELETE of one object or a collection.
+    Delete,
+}
+
+/// What a write fault does.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteAction {
+    /// 409 Conflict with the optimistic-concurrency message.
+    Conflict,
+    /// 429 TooManyRequests (kube's client retries these).
+    TooManyRequests,
+    /// 500 InternalError.
+    InternalError,
+    /// Let the write through after this delay.
+    Latency(Delay),
+}
+
+/// When a write fault fires.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Trigger {
+    /// Each matching write with this probability (seeded).
+    Fraction(f64),
+    /// The next N matching writes, then the fault is spent.
+    Next(u32),
+}
+
+/// A write fault: a filter, an action and a trigger.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WriteFault {
+    /// Verbs it applies to (empty: all).
+    #[serde(default)]
+    pub verbs: Vec<Verb>,
+    /// Resource plural it applies to, e.g. `pods` (None: all).
+    #[serde(default)]
+    pub resource: Option<String>,
+    /// Client it applies to (None: all).
+    #[serde(default)]
+    pub client: Option<ClientId>,
+    /// What to do.
+    pub action: WriteAction,
+    /// When.
+    pub trigger: Trigger,
+}
+
+impl WriteFault {
+    /// A fault answering `action` to the next `n` writes of any kind.
+    #[must_use]
+    pub fn next(n: u32, action: WriteAction) -> Self {
+        WriteFault {
+            verbs: Vec::new(),
+            resource: None,
+            client: None,
+            action,
+            trigger: Trigger::Next(n),
+        }
+    }
+
+    /// A fault answering `action` to each write with probability `p`.
+    #[must_use]
+    pub fn fraction(p: f64, action: WriteAction) -> Self {
+        WriteFault {
+            trigger: Trigger::Fraction(p),
+            ..WriteFault::next(0, action)
+        }
+    }
+
+    /// Only these verbs.
+    #[must_use]
+    pub fn verbs(mut self, verbs: &[Verb]) -> Self {
+        self.verbs = verbs.to_vec();
+        self
+    }
+
+    /// Only this resource (plural).
+    #[must_use]
+    pub fn resource(mut self, plural: &str) -> Self {
+        self.resource = Some(plural.to_string());
+        self
+    }
+
+    /// Only this client.
+    #[must_use]
+    pub fn client(mut self, client: ClientId) -> Self {
+        self.client = Some(client);
+        self
+    }
+
+    fn matches(&self, verb: Verb, resource: &str, client: ClientId) -> bool {
+        (self.verbs.is_empty() || self.verbs.contains(&verb))
+            && self.resource.as_deref().is_none_or(|r| r == resource)
+            && self.client.is_none_or(|c| c == client)
+    }
+}
+
+/// kwok-like pod stages (off by default).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct PodLifecycle {
+    /// Whether pods move through the stages at all.
+    pub enabled: bool,
+    /// From creation to `spec.nodeName` set.
+    pub schedule: Delay,
+    /// From scheduled to Running with a podIP.
+    pub run: Delay,
+    /// Nodes to schedule onto (round robin); when empty, the Node objects in
+    /// the store, or `ward-node-0` when there are none.
+    pub nodes: Vec<String>,
+}
+
+impl Default for PodLifecycle {
+    fn default() -> Self {
+        PodLifecycle {
+            enabled: false,
+            schedule: Delay::fixed(Duration::from_millis(100)),
+            run: Delay::fixed(Duration::from_millis(500)),
+            nodes: Vec::new(),
+        }
+    }
+}
+
+/// The whole fault configuration, as the admin endpoint shows and takes it.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default)]
+pub struct FaultConfig {
+    /// Garbage collector.
+    pub gc: GcFaults,
+    /// Per-client views, by client id.
+    pub views: HashMap<ClientId, ClientView>,
+    /// Write faults, checked in order; the first that fires wins.
+    pub writes: Vec<WriteFault>,
+    /// Pod stages.
+    pub pods: PodLifecycle,
+}
+
+/// A deterministic random generator (SplitMix64).
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// Seeded.
+    #[must_use]
+    pub fn new(seed: u64) -> Self {
+        Rng(seed)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..=max`.
+    pub fn up_to(&mut self, max: u64) -> u64 {
+        if max == 0 {
+            0
+        } else {
+            self.next_u64() % (max + 1)
+        }
+    }
+
+    /// Uniform in `[0, 1)`.
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+}
+
+#[derive(Debug)]
+struct Inner {
+    config: FaultConfig,
+    rng: Rng,
+}
+
+/// The live fault settings of a running server. Cheap to clone; every
+/// clone controls the same server.
+#[derive(Debug, Clone)]
+pub struct Faults {
+    inner: Arc<Mutex<Inner>>,
+    changed: Arc<tokio::sync::watch::Sender<u64>>,
+}
+
+impl Faults {
+    /// No faults; random choices seeded with `seed`.
+    #[must_use]
+    pub fn new(seed: u64) -> Self {
+        Faults {
+            inner: Arc::new(Mutex::new(Inner {
+                config: FaultConfig::default(),
+                rng: Rng::new(seed ^ 0x5741_5244_4641_554c),
+            })),
+            changed: Arc::new(tokio::sync::watch::channel(0).0),
+        }
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn edit(&self, f: impl FnOnce(&mut FaultConfig)) {
+        f(&mut self.lock().config);
+        self.changed.send_modify(|n| *n += 1);
+    }
+
+    /// Notified whenever the configuration changes.
+    #[must_use]
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// The current configuration.
+    #[must_use]
+    pub fn config(&self) -> FaultConfig {
+        self.lock().config.clone()
+    }
+
+    /// Replace the whole configuration (the admin endpoint's PUT).
+    pub fn set_config(&self, config: FaultConfig) -> Result<(), FaultError> {
+        for w in &config.writes {
+            validate_write(w)?;
+        }
+        self.edit(|c| *c = config);
+        Ok(())
+    }
+
+    /// Remove every fault.
+    pub fn clear(&self) {
+        self.edit(|c| *c = FaultConfig::default());
+    }
+
+    /// Delay each garbage collection.
+    pub fn set_gc_delay(&self, delay: Delay) {
+        self.edit(|c| c.gc.delay = delay);
+    }
+
+    /// Stop collecting garbage until [`Faults::resume_gc`].
+    pub fn pause_gc(&self) {
+        self.edit(|c| c.gc.paused = true);
+    }
+
+    /// Collect again (queued work proceeds, each item after its delay).
+    pub fn resume_gc(&self) {
+        self.edit(|c| c.gc.paused = false);
+    }
+
+    /// The GC settings.
+    #[must_use]
+    pub fn gc(&self) -> GcFaults {
+        self.lock().config.gc
+    }
+
+    /// Set what `client` sees.
+    pub fn set_view(&self, client: ClientId, view: ClientView) {
+        self.edit(|c| {
+            if view.is_fresh() {
+                c.views.remove(&client);
+            } else {
+                c.views.insert(client, view);
+            }
+        });
+    }
+
+    /// What `client` sees.
+    #[must_use]
+    pub fn view(&self, client: ClientId) -> ClientView {
+        self.lock()
+            .config
+            .views
+            .get(&client)
+            .copied()
+            .unwrap_or_default()
+    }
+
+    /// Add a write fault.
+    pub fn add_write_fault(&self, fault: WriteFault) -> Result<(), FaultError> {
+        validate_write(&fault)?;
+        self.edit(|c| c.writes.push(fault));
+        Ok(())
+    }
+
+    /// Configure the pod stages.
+    pub fn set_pod_lifecycle(&self, pods: PodLifecycle) {
+        self.edit(|c| c.pods = pods);
+    }
+
+    /// The pod stages.
+    #[must_use]
+    pub fn pod_lifecycle(&self) -> PodLifecycle {
+        self.lock().config.pods.clone()
+    }
+
+    /// Draw a delay.
+    pub fn draw(&self, d: Delay) -> Duration {
+        if d.jitter_ms == 0 {
+            return Duration::from_millis(d.base_ms);
+        }
+        let j = self.lock().rng.up_to(d.jitter_ms);
+        Duration::from_millis(d.base_ms + j)
+    }
+
+    /// Draw from the shared generator.
+    pub fn random(&self) -> u64 {
+        self.lock().rng.next_u64()
+    }
+
+    /// The write fault that fires for this write, if any (consuming one
+    /// shot of a `Next(n)` fault).
+    pub fn write_fault(&self, verb: Verb, resource: &str, client: ClientId) -> Option<WriteAction> {
+        let mut inner = self.lock();
+        let Inner { config, rng } = &mut *inner;
+        let mut fired = None;
+        for (i, w) in config.writes.iter_mut().enumerate() {
+            if !w.matches(verb, resource, client) {
+                continue;
+            }
+            let fire = match &mut w.trigger {
+                Trigger::Fraction(p) => rng.unit() < *p,
+                Trigger::Next(n) => {
+                    if *n > 0 {
+                        *n -= 1;
+                        true
+                    } else {
+                        false
+                    }
+                }
+            };
+            if fire {
+                fired = Some((i, w.action));
+                break;
+            }
+        }
+        let (i, action) = fired?;
+        if config.writes[i].trigger == Trigger::Next(0) {
+            config.writes.remove(i);
+        }
+        drop(inner);
+        self.changed.send_modify(|n| *n += 1);
+        Some(action)
+    }
+}
+
+fn validate_write(w: &WriteFault) -> Result<(), FaultError> {
+    match w.trigger {
+        Trigger::Fraction(p) if !(0.0..=1.0).contains(&p) || p.is_nan() => {
+            Err(FaultError::Fraction(p))
+        }
+        Trigger::Fraction(p) if p == 0.0 => Err(FaultError::NeverFires),
+        Trigger::Next(0) => Err(FaultError::NeverFires),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn next_n_fires_n_times_then_is_removed() {
+        let f = Faults::new(1);
+        f.add_write_fault(
+            WriteFault::next(2, WriteAction::Conflict)
+                .resource("pods")
+                .verbs(&[Verb::Patch]),
+        )
+        .unwrap();
+        assert_eq!(f.write_fault(Verb::Update, "pods", 1), None);
+        assert_eq!(f.write_fault(Verb::Patch, "configmaps", 1), None);
+        assert_eq!(
+            f.write_fault(Verb::Patch, "pods", 1),
+            Some(WriteAction::Conflict)
+        );
+        assert_eq!(
+            f.write_fault(Verb::Patch, "pods", 2),
+            Some(WriteAction::Conflict)
+        );
+        assert_eq!(f.write_fault(Verb::Patch, "pods", 1), None);
+        assert!(f.config().writes.is_empty());
+    }
+
+    #[test]
+    fn fractions_are_seeded() {
+        let run = |seed| {
+            let f = Faults::new(seed);
+            f.add_write_fault(WriteFault::fraction(0.3, WriteAction::InternalError))
+                .unwrap();
+            (0..200)
+                .map(|_| f.write_fault(Verb::Create, "pods", 0).is_some())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(run(7), run(7));
+        assert_ne!(run(7), run(8));
+        let hits = run(7).iter().filter(|h| **h).count();
+        assert!((30..=90).contains(&hits), "{hits} of 200 at p=0.3");
+    }
+
+    #[test]
+    fn bad_fault_configs_are_refused() {
+        let f = Faults::new(0);
+        assert_eq!(
+            f.add_write_fault(WriteFault::fraction(1.5, WriteAction::Conflict)),
+            Err(FaultError::Fraction(1.5))
+        );
+        assert_eq!(
+            f.add_write_fault(WriteFault::next(0, WriteAction::Conflict)),
+            Err(FaultError::NeverFires)
+        );
+        assert!(f.config().writes.is_empty());
+    }
+
+    #[test]
+    fn jittered_delays_stay_in_range_and_replay() {
+        let a = Faults::new(3);
+        let b = Faults::new(3);
+        let d = Delay::jittered(Duration::from_millis(100), Duration::from_millis(50));
+        for _ in 0..100 {
+            let x = a.draw(d);
+            assert!(x >= Duration::from_millis(100) && x <= Duration::from_millis(150));
+            assert_eq!(x, b.draw(d));
+        }
+    }
+
+    #[test]
+    fn config_round_trips_through_json() {
+        let f = Faults::new(0);
+        f.pause_gc();
+        f.set_view(
+            9,
+            ClientView {
+                frozen_at: Some(12),
+                ..ClientView::default()
+            },
+        );
+        f.add_write_fault(WriteFault::next(
+            1,
+            WriteAction::Latency(Delay::fixed(Duration::from_secs(1))),
+        ))
+        .unwrap();
+        let json = serde_json::to_string(&f.config()).unwrap();
+        let back: FaultConfig = serde_json::from_str(&json).unwrap();
+        assert_eq!(back, f.config());
+    }
+}

@@ -1,0 +1,409 @@
+//! The garbage collector: an actor inside the server that deletes
+//! dependents whose owners are gone, by UID, off the store's event stream.
+//!
+//! - A dependent is deleted (with a uid precondition) when every owner it
+//!   references is missing or is another object under the same name (a
+//!   different UID). References to missing owners are dropped from a
+//!   dependent that still has a live owner.
+//! - **Foreground**: an owner deleted with `propagationPolicy: Foreground`
+//!   carries the `foregroundDeletion` finalizer; its dependents are deleted
+//!   first (in foreground themselves when they have dependents), and the
+//!   finalizer goes once no dependent with `blockOwnerDeletion` remains.
+//! - **Orphan**: the `orphan` finalizer: references to the owner are stripped
+//!   from its dependents, then the finalizer goes.
+//!
+//! Every collection waits for the GC delay fault (fixed or jittered) and
+//! nothing is collected while GC is paused: that is the window in which a
+//! dependent outlives its owner, and a same-named owner can be recreated
+//! beside it.
+
+use std::cmp::Reverse;
+use std::collections::{BTreeSet, BinaryHeap, HashMap, HashSet};
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::sync::broadcast::error::RecvError;
+use tokio::time::Instant;
+
+use crate::faults::Faults;
+use crate::resources::{Registry, ResourceInfo, StorageKey};
+use crate::store::{DeleteSpec, Deleted, EventType, Store, StoredObject};
+
+/// The `foregroundDeletion` finalizer.
+pub const FOREGROUND: &str = "foregroundDeletion";
+/// The `orphan` finalizer.
+pub const ORPHAN: &str = "orphan";
+
+/// Where an object lives: collection, namespace, name.
+type ObjKey = (StorageKey, String, String);
+
+#[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
+enum Work {
+    /// Should this dependent go (or lose dangling references)?
+    Dependent(ObjKey),
+    /// This owner is terminating with `orphan` or `foregroundDeletion`.
+    Owner(ObjKey),
+}
+
+/// The dependency graph, as seen through events.
+#[derive(Debug, Default)]
+struct Graph {
+    /// Owner uid -> objects that reference it.
+    dependents: HashMap<String, BTreeSet<ObjKey>>,
+    /// Object -> owner uids it references.
+    owners: HashMap<ObjKey, Vec<String>>,
+    /// Live object uid -> where it is.
+    by_uid: HashMap<String, ObjKey>,
+}
+
+impl Graph {
+    fn remove(&mut self, key: &ObjKey) {
+        if let Some(old) = self.owners.remove(key) {
+            for uid in old {
+                if let Some(set) = self.dependents.get_mut(&uid) {
+                    set.remove(key);
+                    if set.is_empty() {
+                        self.dependents.remove(&uid);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Record `o`'s references; returns the owner uids it no longer references.
+    fn set(&mut self, key: ObjKey, o: &StoredObject) -> Vec<String> {
+        let before = self.owners.get(&key).cloned().unwrap_or_default();
+        self.remove(&key);
+        self.by_uid.insert(o.uid.clone(), key.clone());
+        let uids: Vec<String> = o.owners.iter().map(|r| r.uid.clone()).collect();
+        let dropped = before.into_iter().filter(|u| !uids.contains(u)).collect();
+        if uids.is_empty() {
+            return dropped;
+        }
+        for uid in &uids {
+            self.dependents
+                .entry(uid.clone())
+                .or_default()
+                .insert(key.clone());
+        }
+        self.owners.insert(key, uids);
+        dropped
+    }
+}
+
+/// The garbage collector actor.
+#[derive(Debug)]
+pub struct GarbageCollector {
+    store: Arc<Store>,
+    registry: Arc<Registry>,
+    faults: Faults,
+    graph: Graph,
+    queue: BinaryHeap<Reverse<(Instant, u64, Work)>>,
+    queued: HashSet<Work>,
+    seq: u64,
+}
+
+fn key_of(k: &StorageKey, o: &StoredObject) -> ObjKey {
+    (k.clone(), o.namespace.clone(), o.name.clone())
+}
+
+impl GarbageCollector {
+    /// A collector over `store`.
+    #[must_use]
+    pub fn new(store: Arc<Store>, registry: Arc<Registry>, faults: Faults) -> Self {
+        GarbageCollector {
+            store,
+            registry,
+            faults,
+            graph: Graph::default(),
+            queue: BinaryHeap::new(),
+            queued: HashSet::new(),
+            seq: 0,
+        }
+    }
+
+    /// Run until `stopped` flips to true.
+    pub async fn run(mut self, mut stopped: tokio::sync::watch::Receiver<bool>) {
+        let (items, mut rx) = self.store.snapshot_all_and_subscribe();
+        self.rebuild(items);
+        let mut changed = self.faults.subscribe();
+        loop {
+            let paused = self.faults.gc().paused;
+            let due = self.queue.peek().map(|Reverse((t, _, _))| *t);
+            tokio::select! {
+                _ = stopped.wait_for(|s| *s) => return,
+                ev = rx.recv() => match ev {
+                    Ok(e) => self.observe(&e.key, e.kind, &e.object),
+                    Err(RecvError::Lagged(n)) => {
+                        tracing::warn!(missed = n, "garbage collector fell behind; rebuilding its graph");
+                        let (items, fresh) = self.store.snapshot_all_and_subscribe();
+                        rx = fresh;
+                        self.rebuild(items);
+                    }
+                    Err(RecvError::Closed) => return,
+                },
+                _ = changed.changed() => {}
+                _ = sleep_until_opt(due), if !paused && due.is_some() => {
+                    let now = Instant::now();
+                    while let Some(Reverse((t, _, _))) = self.queue.peek() {
+                        if *t > now || self.faults.gc().paused {
+                            break;
+                        }
+                        let Some(Reverse((_, _, work))) = self.queue.pop() else { break };
+                        self.queued.remove(&work);
+                        self.process(work);
+                    }
+                }
+            }
+        }
+    }
+
+    fn rebuild(&mut self, items: Vec<(StorageKey, Arc<StoredObject>)>) {
+        self.graph = Graph::default();
+        for (k, o) in &items {
+            self.graph.set(key_of(k, o), o);
+        }
+        for (k, o) in &items {
+            if !o.owners.is_empty() {
+                self.enqueue(Work::Dependent(key_of(k, o)));
+            }
+            if o.terminating && o.finalizers.iter().any(|f| f == FOREGROUND || f == ORPHAN) {
+                self.enqueue(Work::Owner(key_of(k, o)));
+            }
+        }
+    }
+
+    fn enqueue(&mut self, work: Work) {
+        if !self.queued.insert(work.clone()) {
+            return;
+        }
+        let due = Instant::now() + self.faults.draw(self.faults.gc().delay);
+        self.seq += 1;
+        self.queue.push(Reverse((due, self.seq, work)));
+    }
+
+    fn observe(&mut self, k: &StorageKey, kind: EventType, o: &StoredObject) {
+        let key = key_of(k, o);
+        match kind {
+            EventType::Added | EventType::Modified => {
+                // An owner a dependent stopped referencing may be waiting on it.
+                for uid in self.graph.set(key.clone(), o) {
+                    if let Some(owner) = self.graph.by_uid.get(&uid).cloned() {
+                        self.enqueue(Work::Owner(owner));
+                    }
+                }
+                if !o.owners.is_empty() {
+                    self.enqueue(Work::Dependent(key.clone()));
+                }
+                if o.terminating && o.finalizers.iter().any(|f| f == FOREGROUND || f == ORPHAN) {
+                    self.enqueue(Work::Owner(key));
+                }
+            }
+            EventType::Deleted => {
+                // Owners waiting on this dependent re-check.
+                for r in &o.owners {
+                    if let Some(owner) = self.graph.by_uid.get(&r.uid).cloned() {
+                        self.enqueue(Work::Owner(owner));
+                    }
+                }
+                self.graph.remove(&key);
+                self.graph.by_uid.remove(&o.uid);
+                let deps: Vec<ObjKey> = self
+                    .graph
+                    .dependents
+                    .get(&o.uid)
+                    .map(|s| s.iter().cloned().collect())
+                    .unwrap_or_default();
+                for d in deps {
+                    self.enqueue(Work::Dependent(d));
+                }
+            }
+        }
+    }
+
+    fn info(&self, k: &StorageKey) -> Option<Arc<ResourceInfo>> {
+        self.registry
+            .all()
+            .into_iter()
+            .find(|r| r.group == k.group && r.plural == k.plural)
+    }
+
+    fn process(&mut self, work: Work) {
+        match work {
+            Work::Dependent(key) => self.process_dependent(&key),
+            Work::Owner(key) => self.process_owner(&key),
+        }
+    }
+
+    /// The live owner a reference points at, if it is that very object (same uid).
+    fn live_owner(
+        &self,
+        dep: &StoredObject,
+        r: &crate::store::OwnerRef,
+    ) -> Option<Arc<StoredObject>> {
+        let info = self.registry.by_kind(&r.api_version, &r.kind)?;
+        let ns = if info.namespaced {
+            dep.namespace.as_str()
+        } else {
+            ""
+        };
+        self.store
+            .get(&info.storage_key(), ns, &r.name)
+            .filter(|o| o.uid == r.uid)
+    }
+
+    fn process_dependent(&mut self, key: &ObjKey) {
+        let (k, ns, name) = key;
+        let Some(dep) = self.store.get(k, ns, name) else {
+            return;
+        };
+        if dep.owners.is_empty() {
+            return;
+        }
+        let Some(info) = self.info(k) else { return };
+        let mut solid = 0;
+        let mut waiting = Vec::new();
+        let mut dangling = Vec::new();
+        for r in &dep.owners {
+            match self.live_owner(&dep, r) {
+                None => dangling.push(r.uid.clone()),
+                Some(o) if o.terminating && o.finalizers.iter().any(|f| f == FOREGROUND) => {
+                    waiting.push(r.uid.clone());
+                }
+                Some(_) => solid += 1,
+            }
+        }
+        if solid > 0 {
+            // Kept alive by another owner: drop the references to owners that
+            // are gone or waiting for their dependents.
+            dangling.extend(waiting);
+            if !dangling.is_empty() {
+                let uid = dep.uid.clone();
+                let res = self.store.update(&info, ns, name, |old| {
+                    if old["metadata"]["uid"] != uid.as_str() {
+                        return Err(crate::status::ApiError::conflict("dependent replaced"));
+                    }
+                    let mut new = old.clone();
+                    strip_owner_refs(&mut new, &dangling);
+                    Ok(new)
+                });
+                if let Err(e) = res {
+                    tracing::debug!(dependent = %name, error = %e, "dropping dangling owner references failed");
+                }
+            }
+            return;
+        }
+        if dep.terminating {
+            return;
+        }
+        // Every owner is gone or waiting for its dependents: delete, by uid.
+        let has_dependents = self.graph.dependents.contains_key(&dep.uid);
+        let foreground = !waiting.is_empty() && has_dependents;
+        let spec = DeleteSpec {
+            uid: Some(dep.uid.clone()),
+            add_finalizers: if foreground {
+                vec![FOREGROUND.to_string()]
+            } else {
+                Vec::new()
+            },
+            ..DeleteSpec::default()
+        };
+        match self.store.delete(&info, ns, name, &spec) {
+            Ok(Deleted::Removed(_)) => {
+                tracing::debug!(kind = %info.kind, namespace = %ns, name = %name, uid = %dep.uid, "garbage collected");
+            }
+            Ok(Deleted::Terminating(_)) => {}
+            Err(e) => tracing::debug!(name = %name, error = %e, "garbage collection skipped"),
+        }
+    }
+
+    fn process_owner(&mut self, key: &ObjKey) {
+        let (k, ns, name) = key;
+        let Some(owner) = self.store.get(k, ns, name) else {
+            return;
+        };
+        if !owner.terminating {
+            return;
+        }
+        let Some(info) = self.info(k) else { return };
+        let deps: Vec<ObjKey> = self
+            .graph
+            .dependents
+            .get(&owner.uid)
+            .map(|s| s.iter().cloned().collect())
+            .unwrap_or_default();
+        if owner.finalizers.iter().any(|f| f == ORPHAN) {
+            for (dk, dns, dname) in &deps {
+                let Some(dinfo) = self.info(dk) else { continue };
+                let owner_uid = vec![owner.uid.clone()];
+                let res = self.store.update(&dinfo, dns, dname, |old| {
+                    let mut new = old.clone();
+                    strip_owner_refs(&mut new, &owner_uid);
+                    Ok(new)
+                });
+                if let Err(e) = res {
+                    tracing::debug!(dependent = %dname, error = %e, "orphaning failed");
+                }
+            }
+            self.remove_finalizer(&info, &owner, ORPHAN);
+            return;
+        }
+        if owner.finalizers.iter().any(|f| f == FOREGROUND) {
+            let mut blocking = 0;
+            for d in &deps {
+                let Some(dep) = self.store.get(&d.0, &d.1, &d.2) else {
+                    continue;
+                };
+                let Some(r) = dep.owners.iter().find(|r| r.uid == owner.uid) else {
+                    continue;
+                };
+                if r.block_owner_deletion {
+                    blocking += 1;
+                }
+                if !dep.terminating {
+                    self.enqueue(Work::Dependent(d.clone()));
+                }
+            }
+            if blocking == 0 {
+                self.remove_finalizer(&info, &owner, FOREGROUND);
+            }
+        }
+    }
+
+    fn remove_finalizer(&self, info: &ResourceInfo, owner: &StoredObject, finalizer: &str) {
+        let uid = owner.uid.clone();
+        let res = self
+            .store
+            .update(info, &owner.namespace, &owner.name, |old| {
+                if old["metadata"]["uid"] != uid.as_str() {
+                    return Err(crate::status::ApiError::conflict("owner replaced"));
+                }
+                let mut new = old.clone();
+                if let Some(f) = new["metadata"]["finalizers"].as_array_mut() {
+                    f.retain(|x| x != finalizer);
+                }
+                Ok(new)
+            });
+        if let Err(e) = res {
+            tracing::debug!(owner = %owner.name, error = %e, "removing finalizer failed");
+        }
+    }
+}
+
+fn strip_owner_refs(obj: &mut Value, uids: &[String]) {
+    if let Some(refs) = obj["metadata"]["ownerReferences"].as_array_mut() {
+        refs.retain(|r| !uids.iter().any(|u| r["uid"] == u.as_str()));
+        if refs.is_empty()
+            && let Some(m) = obj["metadata"].as_object_mut()
+        {
+            m.remove("ownerReferences");
+        }
+    }
+}
+
+async fn sleep_until_opt(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}

@@ -59,6 +59,8 @@ pub struct State {
     pub config: HandlerConfig,
     /// Flips to true when the server stops: open watches end.
     pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Fault settings: write faults and per-client views apply to requests.
+    pub faults: crate::faults::Faults,
     /// State of the generateName suffix generator (seeded, deterministic).
     names: Mutex<u64>,
 }
@@ -71,6 +73,7 @@ impl State {
         registry: Arc<Registry>,
         config: HandlerConfig,
         shutdown: tokio::sync::watch::Receiver<bool>,
+        faults: crate::faults::Faults,
         seed: u64,
     ) -> Self {
         State {
@@ -78,6 +81,7 @@ impl State {
             registry,
             config,
             shutdown,
+            faults,
             names: Mutex::new(seed),
         }
     }
@@ -156,8 +160,12 @@ where
         .query()
         .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
         .unwrap_or_default();
+    if let Some(e) = write_fault(&state, client, &parts.method, parts.uri.path()).await {
+        return error_response(&e);
+    }
     let req = Req {
         state: &state,
+        client,
         method: &parts.method,
         headers: &parts.headers,
         query,
@@ -172,8 +180,60 @@ where
     }
 }
 
+/// Apply the write faults that match this request: an error to answer
+/// instead, or a latency to wait out first.
+async fn write_fault(
+    state: &State,
+    client: ClientId,
+    method: &Method,
+    path: &str,
+) -> Option<ApiError> {
+    use crate::faults::{Verb, WriteAction};
+    let verb = match *method {
+        Method::POST => Verb::Create,
+        Method::PUT => Verb::Update,
+        Method::PATCH => Verb::Patch,
+        Method::DELETE => Verb::Delete,
+        _ => return None,
+    };
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segs.as_slice() {
+        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
+        _ => return None,
+    };
+    let plural = match rest {
+        ["namespaces", _, p, ..] => *p,
+        [p, ..] => *p,
+        [] => return None,
+    };
+    let name = match rest {
+        ["namespaces", _, _, n, ..] | [_, n, ..] => *n,
+        _ => "",
+    };
+    match state.faults.write_fault(verb, plural, client)? {
+        WriteAction::Conflict => Some(ApiError::conflict_modified("", plural, name)),
+        WriteAction::TooManyRequests => Some(ApiError::too_many_requests()),
+        WriteAction::InternalError => Some(ApiError::internal("injected fault: internal error")),
+        WriteAction::Latency(d) => {
+            tokio::time::sleep(state.faults.draw(d)).await;
+            None
+        }
+    }
+}
+
+/// The resourceVersion a client's read is served at when its view is
+/// frozen: reads that name a resourceVersion (informer lists, `rv=0`) are
+/// stale, quorum reads (none named) only when the view says so.
+fn stale_read_rv(req: &Req<'_>) -> Option<u64> {
+    let view = req.state.faults.view(req.client);
+    let frozen = view.frozen_at?;
+    let names_rv = req.query.contains_key("resourceVersion");
+    (names_rv || view.stale_quorum_reads).then_some(frozen)
+}
+
 struct Req<'a> {
     state: &'a Arc<State>,
+    client: ClientId,
     method: &'a Method,
     headers: &'a HeaderMap,
     query: HashMap<String, String>,
@@ -231,9 +291,11 @@ fn route(req: &Req<'_>, path: &str) -> Result<Resp, ApiError> {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let st = req.state;
     let reg = &st.registry;
+    // A path nobody serves is 404 whatever the method; a served one is GET only.
     let found = |v: Option<Value>| {
-        v.map(|v| json_response(StatusCode::OK, &v))
-            .ok_or_else(|| ApiError::no_route(path))
+        let v = v.ok_or_else(|| ApiError::no_route(path))?;
+        req.only_get()?;
+        Ok(json_response(StatusCode::OK, &v))
     };
     match segs.as_slice() {
         ["version"] => {
@@ -245,38 +307,14 @@ fn route(req: &Req<'_>, path: &str) -> Result<Resp, ApiError> {
             .header(header::CONTENT_TYPE, "text/plain")
             .body(Body::from("ok"))
             .expect("static response")),
-        ["api"] => {
-            req.only_get()?;
-            found(Some(discovery::core_versions(&st.config.server_address)))
-        }
-        ["apis"] => {
-            req.only_get()?;
-            found(Some(discovery::group_list(reg)))
-        }
-        ["api", v] => {
-            req.only_get()?;
-            found(discovery::resource_list(reg, "", v))
-        }
-        ["apis", g] => {
-            req.only_get()?;
-            found(discovery::group(reg, g))
-        }
-        ["apis", g, v] => {
-            req.only_get()?;
-            found(discovery::resource_list(reg, g, v))
-        }
-        ["openapi", "v3"] => {
-            req.only_get()?;
-            found(Some(openapi::index(reg)))
-        }
-        ["openapi", "v3", "api", v] => {
-            req.only_get()?;
-            found(openapi::document(reg, "", v))
-        }
-        ["openapi", "v3", "apis", g, v] => {
-            req.only_get()?;
-            found(openapi::document(reg, g, v))
-        }
+        ["api"] => found(Some(discovery::core_versions(&st.config.server_address))),
+        ["apis"] => found(Some(discovery::group_list(reg))),
+        ["api", v] => found(discovery::resource_list(reg, "", v)),
+        ["apis", g] => found(discovery::group(reg, g)),
+        ["apis", g, v] => found(discovery::resource_list(reg, g, v)),
+        ["openapi", "v3"] => found(Some(openapi::index(reg))),
+        ["openapi", "v3", "api", v] => found(openapi::document(reg, "", v)),
+        ["openapi", "v3", "apis", g, v] => found(openapi::document(reg, g, v)),
         ["api", v, rest @ ..] => resource(req, path, "", v, rest),
         ["apis", g, v, rest @ ..] => resource(req, path, g, v, rest),
         _ => Err(ApiError::no_route(path)),
@@ -356,11 +394,20 @@ fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCode) -> Resp
 
 fn get(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let name = t.name.as_deref().unwrap_or_default();
-    let o = req
-        .state
-        .store
-        .get(&t.info.storage_key(), ns_of(t), name)
-        .ok_or_else(|| ApiError::not_found(&t.info.group, &t.info.plural, name))?;
+    let key = t.info.storage_key();
+    let o = match stale_read_rv(req) {
+        Some(at) => req
+            .state
+            .store
+            .list_at(at, &key, Some(ns_of(t)), None, None, |o| o.name == name)
+            .map_err(|floor| {
+                ApiError::expired(format!("too old resource version: {at} ({floor})"))
+            })?
+            .items
+            .pop(),
+        None => req.state.store.get(&key, ns_of(t), name),
+    }
+    .ok_or_else(|| ApiError::not_found(&t.info.group, &t.info.plural, name))?;
     Ok(render(req, t, &o, StatusCode::OK))
 }
 
@@ -394,6 +441,10 @@ fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
         .ok_or_else(bad)?;
     let s = String::from_utf8(bytes).map_err(|_| bad())?;
     let (ns, name) = s.split_once('\u{0}').ok_or_else(bad)?;
+    // Tokens name the last object of a page: never an empty name.
+    if name.is_empty() {
+        return Err(bad());
+    }
     Ok((ns.to_string(), name.to_string()))
 }
 
@@ -407,13 +458,29 @@ fn list(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         None => None,
     };
     let after = req.q("continue").map(decode_continue).transpose()?;
-    let page = req.state.store.list(
-        &t.info.storage_key(),
-        t.namespace.as_deref(),
-        after.as_ref(),
-        limit,
-        |o| filter.matches(o),
-    );
+    let page = match stale_read_rv(req) {
+        Some(at) => req
+            .state
+            .store
+            .list_at(
+                at,
+                &t.info.storage_key(),
+                t.namespace.as_deref(),
+                after.as_ref(),
+                limit,
+                |o| filter.matches(o),
+            )
+            .map_err(|floor| {
+                ApiError::expired(format!("too old resource version: {at} ({floor})"))
+            })?,
+        None => req.state.store.list(
+            &t.info.storage_key(),
+            t.namespace.as_deref(),
+            after.as_ref(),
+            limit,
+            |o| filter.matches(o),
+        ),
+    };
     let cont = page
         .continue_after
         .as_ref()
@@ -462,6 +529,9 @@ fn parse_bool(v: Option<&str>) -> bool {
     matches!(v, Some("true" | "1"))
 }
 
+/// Longest watch timeout honoured (about 100 years); longer ones are capped.
+const MAX_WATCH_TIMEOUT_SECS: u64 = 100 * 366 * 24 * 3600;
+
 fn watch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let filter = filter_of(req, t)?;
     let from = match req.q("resourceVersion") {
@@ -473,9 +543,13 @@ fn watch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     };
     let timeout = match req.q("timeoutSeconds") {
         None => None,
-        Some(s) => Some(Duration::from_secs(s.parse::<u64>().map_err(|_| {
-            ApiError::bad_request(format!("invalid timeoutSeconds: {s}"))
-        })?)),
+        Some(s) => {
+            let secs = s
+                .parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {s}")))?;
+            // Capped so that now + timeout cannot overflow an Instant.
+            Some(Duration::from_secs(secs.min(MAX_WATCH_TIMEOUT_SECS)))
+        }
     };
     let table = table::wants_table(req.header(header::ACCEPT));
     let spec = WatchSpec {
@@ -487,6 +561,7 @@ fn watch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         timeout,
         bookmark_interval: req.state.config.bookmark_interval,
         render: table.then_some(table::table_of_one as fn(&ResourceInfo, &Value) -> Value),
+        view: Some((req.state.faults.clone(), req.client)),
     };
     let rx = watch::start(&req.state.store, spec, req.state.shutdown.clone());
     let stream =
@@ -870,14 +945,27 @@ fn delete_spec(req: &Req<'_>) -> Result<DeleteSpec, ApiError> {
         serde_json::from_slice(&req.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
     };
-    if !body.is_object() {
-        return Err(ApiError::bad_request("DeleteOptions must be a JSON object"));
-    }
+    check_delete_options(&body)?;
     let pre = &body["preconditions"];
+    let orphan_dependents = match (&body["orphanDependents"], req.q("orphanDependents")) {
+        (Value::Bool(b), _) => Some(*b),
+        (_, Some(s)) => Some(s == "true"),
+        _ => None,
+    };
     let policy = body["propagationPolicy"]
         .as_str()
         .map(String::from)
         .or_else(|| req.q("propagationPolicy").map(String::from));
+    if policy.is_some() && orphan_dependents.is_some() {
+        return Err(ApiError::unprocessable(
+            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"\": orphanDependents and deletionPropagation cannot be both set",
+        ));
+    }
+    let add_finalizers = match (policy.as_deref(), orphan_dependents) {
+        (Some("Foreground"), _) => vec![crate::gc::FOREGROUND.to_string()],
+        (Some("Orphan"), _) | (None, Some(true)) => vec![crate::gc::ORPHAN.to_string()],
+        _ => Vec::new(),
+    };
     match policy.as_deref() {
         None | Some("Background" | "Foreground" | "Orphan") => {}
         Some(p) => {
@@ -887,18 +975,58 @@ fn delete_spec(req: &Req<'_>) -> Result<DeleteSpec, ApiError> {
         }
     }
     let grace = match (&body["gracePeriodSeconds"], req.q("gracePeriodSeconds")) {
-        (Value::Number(n), _) => n.as_i64().unwrap_or(0),
-        (_, Some(s)) => s
-            .parse::<i64>()
-            .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds: {s}")))?,
-        _ => 0,
+        (Value::Number(n), _) => n.as_i64(),
+        (_, Some(s)) => Some(
+            s.parse::<i64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds: {s}")))?,
+        ),
+        _ => None,
     };
     Ok(DeleteSpec {
         uid: pre["uid"].as_str().map(String::from),
         resource_version: pre["resourceVersion"].as_str().map(String::from),
-        add_finalizers: Vec::new(),
-        grace_period_seconds: grace.max(0),
+        add_finalizers,
+        grace_period_seconds: grace.map(|g| g.max(0)),
     })
+}
+
+/// DeleteOptions must be an object whose known fields have the types the
+/// real server decodes (400 otherwise, before anything is deleted); a dry
+/// run in the body is refused like one in the query.
+fn check_delete_options(body: &Value) -> Result<(), ApiError> {
+    if !body.is_object() {
+        return Err(ApiError::bad_request("DeleteOptions must be a JSON object"));
+    }
+    let strings: fn(&Value) -> bool =
+        |v| v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+    let fields: [(&str, fn(&Value) -> bool, &str); 9] = [
+        ("/kind", Value::is_string, "string"),
+        ("/apiVersion", Value::is_string, "string"),
+        ("/propagationPolicy", Value::is_string, "string"),
+        ("/gracePeriodSeconds", Value::is_i64, "int64"),
+        ("/orphanDependents", Value::is_boolean, "bool"),
+        ("/dryRun", strings, "[]string"),
+        ("/preconditions", Value::is_object, "Preconditions"),
+        ("/preconditions/uid", Value::is_string, "string"),
+        ("/preconditions/resourceVersion", Value::is_string, "string"),
+    ];
+    for (path, ok, ty) in fields {
+        if let Some(v) = body.pointer(path)
+            && !v.is_null()
+            && !ok(v)
+        {
+            let field = path[1..].replace('/', ".");
+            return Err(ApiError::bad_request(format!(
+                "error decoding DeleteOptions: {field} must be of type {ty}"
+            )));
+        }
+    }
+    if body["dryRun"].as_array().is_some_and(|a| !a.is_empty()) {
+        return Err(ApiError::bad_request(
+            "dryRun is not supported by ward-apiserver",
+        ));
+    }
+    Ok(())
 }
 
 fn delete(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {

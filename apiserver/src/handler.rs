@@ -131,6 +131,16 @@ where
     B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
 {
     let (parts, body) = req.into_parts();
+    if parts.uri.path().starts_with("/ward/")
+        && parts
+            .extensions
+            .get::<PeerAddr>()
+            .is_some_and(|p| !p.0.ip().is_loopback())
+    {
+        return error_response(&ApiError::forbidden(
+            "the fault admin endpoint answers loopback clients only",
+        ));
+    }
     let limit = state.config.max_body_bytes;
     if let Some(len) = parts
         .headers
@@ -178,6 +188,31 @@ where
             error_response(&e)
         }
     }
+}
+
+/// The remote address of an HTTP request (absent in-process).
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
+/// `/ward/v1/faults`: GET shows the fault configuration, PUT replaces it,
+/// DELETE clears it. The body is [`crate::faults::FaultConfig`] as JSON.
+fn faults_admin(req: &Req<'_>) -> Result<Resp, ApiError> {
+    let faults = &req.state.faults;
+    match *req.method {
+        Method::GET => {}
+        Method::PUT => {
+            let config: crate::faults::FaultConfig = serde_json::from_slice(&req.body)
+                .map_err(|e| ApiError::bad_request(format!("invalid fault configuration: {e}")))?;
+            faults.set_config(config).map_err(|e| {
+                ApiError::unprocessable(format!("invalid fault configuration: {e}"))
+            })?;
+        }
+        Method::DELETE => faults.clear(),
+        ref m => return Err(ApiError::method_not_allowed(m.as_str())),
+    }
+    let body =
+        serde_json::to_value(faults.config()).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(json_response(StatusCode::OK, &body))
 }
 
 /// Apply the write faults that match this request: an error to answer
@@ -315,6 +350,7 @@ fn route(req: &Req<'_>, path: &str) -> Result<Resp, ApiError> {
         ["openapi", "v3"] => found(Some(openapi::index(reg))),
         ["openapi", "v3", "api", v] => found(openapi::document(reg, "", v)),
         ["openapi", "v3", "apis", g, v] => found(openapi::document(reg, g, v)),
+        ["ward", "v1", "faults"] => faults_admin(req),
         ["api", v, rest @ ..] => resource(req, path, "", v, rest),
         ["apis", g, v, rest @ ..] => resource(req, path, g, v, rest),
         _ => Err(ApiError::no_route(path)),

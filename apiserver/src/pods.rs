@@ -130,10 +130,18 @@ impl PodLifecycleActor {
                 .unwrap_or(0)
                 > 0
             {
+                // Timestamps have whole seconds: round the wait up so the
+                // pod lingers for its full grace period.
                 let remaining = v["metadata"]["deletionTimestamp"]
                     .as_str()
                     .and_then(|t| t.parse::<jiff::Timestamp>().ok())
-                    .map(|t| t.duration_since(self.store.clock().now()).as_secs().max(0) as u64)
+                    .map(|t| {
+                        let ms = t
+                            .duration_since(self.store.clock().now())
+                            .as_millis()
+                            .max(0);
+                        (ms as u64).div_ceil(1000)
+                    })
                     .unwrap_or(0);
                 self.arm(Stage::Finish, id, Duration::from_secs(remaining));
             }

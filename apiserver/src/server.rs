@@ -287,7 +287,7 @@ async fn serve_http(
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
     let app = axum::Router::new().fallback(
-        move |ConnectInfo(peer): ConnectInfo<SocketAddr>, req: Request<Body>| {
+        move |ConnectInfo(peer): ConnectInfo<SocketAddr>, mut req: Request<Body>| {
             let state = state.clone();
             async move {
                 let client = req
@@ -296,6 +296,7 @@ async fn serve_http(
                     .and_then(|v| v.to_str().ok())
                     .and_then(|v| v.parse::<u64>().ok())
                     .unwrap_or_else(|| connection_id(peer));
+                req.extensions_mut().insert(handler::PeerAddr(peer));
                 handler::handle(state, client, req).await
             }
         },

@@ -3,6 +3,7 @@
 //! ```text
 //! ward-apiserver --listen 127.0.0.1:0 --kubeconfig /tmp/kc
 //! KUBECONFIG=/tmp/kc kubectl get ns
+//! curl -X PUT --data '{"gc":{"paused":true}}' http://127.0.0.1:PORT/ward/v1/faults
 //! ```
 
 use std::net::SocketAddr;
@@ -10,7 +11,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::Parser;
-use ward_apiserver::{ApiServer, ServerConfig};
+use ward_apiserver::{ApiServer, FaultConfig, ServerConfig};
 
 /// An embedded Kubernetes API server that kube-rs and kubectl use unmodified.
 #[derive(Debug, Parser)]
@@ -31,6 +32,43 @@ struct Args {
     /// Past events kept for watches to resume from.
     #[arg(long, default_value_t = 10_000)]
     watch_history: usize,
+    /// Start with this fault configuration (JSON, the body `PUT /ward/v1/faults` takes).
+    #[arg(long)]
+    faults: Option<PathBuf>,
+    /// Wait this long before each garbage collection (milliseconds).
+    #[arg(long)]
+    gc_delay_ms: Option<u64>,
+    /// Add a random 0..=N ms to each GC delay (seeded).
+    #[arg(long)]
+    gc_jitter_ms: Option<u64>,
+    /// Start with garbage collection paused.
+    #[arg(long)]
+    gc_paused: bool,
+    /// Move pods through kwok-like stages: scheduled, then Running with a podIP.
+    #[arg(long)]
+    pod_stages: bool,
+}
+
+/// The fault configuration the flags ask for.
+fn fault_config(args: &Args) -> Result<FaultConfig, String> {
+    let mut config = match &args.faults {
+        Some(path) => {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("cannot read {}: {e}", path.display()))?;
+            serde_json::from_str(&text)
+                .map_err(|e| format!("invalid fault configuration in {}: {e}", path.display()))?
+        }
+        None => FaultConfig::default(),
+    };
+    if let Some(ms) = args.gc_delay_ms {
+        config.gc.delay.base_ms = ms;
+    }
+    if let Some(ms) = args.gc_jitter_ms {
+        config.gc.delay.jitter_ms = ms;
+    }
+    config.gc.paused |= args.gc_paused;
+    config.pods.enabled |= args.pod_stages;
+    Ok(config)
 }
 
 #[tokio::main]
@@ -46,6 +84,13 @@ async fn main() -> ExitCode {
     if !args.listen.ip().is_loopback() {
         tracing::warn!(addr = %args.listen, "listening on a non-loopback address: ward-apiserver has no authentication");
     }
+    let faults = match fault_config(&args) {
+        Ok(f) => f,
+        Err(e) => {
+            eprintln!("ward-apiserver: {e}");
+            return ExitCode::from(2);
+        }
+    };
     let config = ServerConfig::default()
         .listen(args.listen)
         .seed(args.seed)
@@ -58,6 +103,10 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    if let Err(e) = server.faults().set_config(faults) {
+        eprintln!("ward-apiserver: invalid fault configuration: {e}");
+        return ExitCode::from(2);
+    }
     let addr = server.addr().expect("a listener was configured");
     if let Some(path) = &args.kubeconfig {
         let kc = ward_apiserver::kubeconfig_yaml(addr);

@@ -645,3 +645,72 @@ async fn race_window_c_is_deterministic() {
         assert_eq!(window_c(42).await, first);
     }
 }
+
+async fn admin(
+    server: &ApiServer,
+    method: &str,
+    body: &str,
+    peer: Option<&str>,
+) -> (u16, serde_json::Value) {
+    use http_body_util::BodyExt;
+    use tower::ServiceExt;
+    let mut req = http::Request::builder()
+        .method(method)
+        .uri("/ward/v1/faults")
+        .header("content-type", "application/json")
+        .body(http_body_util::Full::new(bytes::Bytes::from(
+            body.to_string(),
+        )))
+        .unwrap();
+    if let Some(p) = peer {
+        req.extensions_mut()
+            .insert(ward_apiserver::handler::PeerAddr(p.parse().unwrap()));
+    }
+    let resp = server.service().oneshot(req).await.unwrap();
+    let code = resp.status().as_u16();
+    let bytes = resp.into_body().collect().await.unwrap().to_bytes();
+    (code, serde_json::from_slice(&bytes).unwrap())
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_admin_endpoint_shows_sets_and_clears_faults_for_loopback_only() {
+    let server = server(7).await;
+    let (code, body) = admin(&server, "GET", "", None).await;
+    assert_eq!(code, 200);
+    assert_eq!(body["gc"]["paused"], false);
+    let (code, body) = admin(
+        &server,
+        "PUT",
+        r#"{"gc": {"paused": true, "delay": {"base_ms": 250}}, "writes": [{"action": "conflict", "trigger": {"next": 1}, "resource": "pods"}]}"#,
+        Some("127.0.0.1:5555"),
+    )
+    .await;
+    assert_eq!(code, 200, "{body}");
+    assert!(server.faults().gc().paused);
+    assert_eq!(server.faults().gc().delay.base_ms, 250);
+    assert_eq!(server.faults().config().writes.len(), 1);
+    // Bad configurations are refused and change nothing.
+    let before = server.faults().config();
+    let (code, body) = admin(
+        &server,
+        "PUT",
+        r#"{"writes": [{"action": "conflict", "trigger": {"fraction": 2.0}}]}"#,
+        None,
+    )
+    .await;
+    assert_eq!(code, 422, "{body}");
+    assert_eq!(body["kind"], "Status");
+    let (code, _) = admin(&server, "PUT", "{not json", None).await;
+    assert_eq!(code, 400);
+    assert_eq!(server.faults().config(), before);
+    // Not from loopback: forbidden.
+    let (code, body) = admin(&server, "DELETE", "", Some("10.1.2.3:5555")).await;
+    assert_eq!(code, 403, "{body}");
+    assert!(server.faults().gc().paused);
+    let (code, _) = admin(&server, "DELETE", "", Some("[::1]:5555")).await;
+    assert_eq!(code, 200);
+    assert_eq!(
+        server.faults().config(),
+        ward_apiserver::FaultConfig::default()
+    );
+}

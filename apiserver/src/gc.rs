@@ -407,3 +407,62 @@ async fn sleep_until_opt(t: Option<Instant>) {
         None => std::future::pending().await,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::Clock;
+    use crate::store::StoreConfig;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn cm(name: &str, owner: Option<&StoredObject>) -> Value {
+        let mut v = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}});
+        if let Some(o) = owner {
+            v["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": o.name, "uid": o.uid, "blockOwnerDeletion": true}]);
+        }
+        v
+    }
+
+    #[test]
+    fn strip_removes_only_the_named_owners() {
+        let mut v = json!({"metadata": {"ownerReferences": [{"uid": "a"}, {"uid": "b"}]}});
+        strip_owner_refs(&mut v, &["a".to_string()]);
+        assert_eq!(v["metadata"]["ownerReferences"], json!([{"uid": "b"}]));
+        strip_owner_refs(&mut v, &["b".to_string()]);
+        assert!(v["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn collects_by_uid_after_the_delay() {
+        let store = Arc::new(Store::new(StoreConfig::default(), Clock::new()));
+        let registry = Arc::new(Registry::with_builtins());
+        let faults = Faults::new(0);
+        faults.set_gc_delay(crate::faults::Delay::fixed(Duration::from_secs(3)));
+        let info = registry.get("", "v1", "configmaps").unwrap();
+        let owner = store.create(&info, cm("owner", None)).unwrap();
+        let dep = store.create(&info, cm("dep", Some(&owner))).unwrap();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let gc = GarbageCollector::new(store.clone(), registry.clone(), faults);
+        let task = tokio::spawn(gc.run(stopped));
+        let (_, mut rx) = store
+            .watch_from(&info.storage_key(), store.current_rv())
+            .unwrap();
+        let t0 = Instant::now();
+        store
+            .delete(&info, "default", "owner", &DeleteSpec::default())
+            .unwrap();
+        // A new owner under the same name does not save the old dependent.
+        store.create(&info, cm("owner", None)).unwrap();
+        loop {
+            let e = rx.recv().await.unwrap();
+            if e.kind == EventType::Deleted && e.object.uid == dep.uid {
+                break;
+            }
+        }
+        assert_eq!(t0.elapsed(), Duration::from_secs(3));
+        assert!(store.get(&info.storage_key(), "default", "owner").is_some());
+        stop.send(true).unwrap();
+        task.await.unwrap();
+    }
+}

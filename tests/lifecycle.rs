@@ -174,14 +174,13 @@ async fn foreground_deletion_removes_dependents_first() {
     assert!(g.finalizers().contains(&"foregroundDeletion".to_string()));
     let mut order = Vec::new();
     while order.len() < 3 {
-        match tokio::time::timeout(WAIT, events.try_next())
+        if let watcher::Event::Delete(cm) = tokio::time::timeout(WAIT, events.try_next())
             .await
             .unwrap()
             .unwrap()
             .unwrap()
         {
-            watcher::Event::Delete(cm) => order.push(cm.name_any()),
-            _ => {}
+            order.push(cm.name_any());
         }
     }
     assert_eq!(order, ["child", "parent", "grand"]);

@@ -49,7 +49,7 @@ fn groups(registry: &Registry) -> BTreeMap<String, Vec<String>> {
         }
     }
     for versions in g.values_mut() {
-        versions.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
     }
     g
 }
@@ -163,7 +163,7 @@ mod tests {
     #[test]
     fn version_order_prefers_ga() {
         let mut v = vec!["v1alpha1", "v1", "v2beta1", "v1beta1"];
-        v.sort_by(|a, b| version_priority(b).cmp(&version_priority(a)));
+        v.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
         assert_eq!(v, ["v1", "v2beta1", "v1beta1", "v1alpha1"]);
     }
 

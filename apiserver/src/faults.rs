@@ -468,7 +468,7 @@ fn validate_write(w: &WriteFault) -> Result<(), FaultError> {
         Trigger::Fraction(p) if !(0.0..=1.0).contains(&p) || p.is_nan() => {
             Err(FaultError::Fraction(p))
         }
-        Trigger::Fraction(p) if p == 0.0 => Err(FaultError::NeverFires),
+        Trigger::Fraction(0.0) => Err(FaultError::NeverFires),
         Trigger::Next(0) => Err(FaultError::NeverFires),
         _ => Ok(()),
     }

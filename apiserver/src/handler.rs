@@ -428,7 +428,18 @@ fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCode) -> Resp
     bytes_response(code, watch::object_bytes(&t.info, o))
 }
 
+/// A `resourceVersion` query parameter must be a number when present.
+fn check_read_rv(req: &Req<'_>) -> Result<(), ApiError> {
+    match req.q("resourceVersion") {
+        Some(rv) if rv.parse::<u64>().is_err() => Err(ApiError::bad_request(format!(
+            "invalid resource version: {rv}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
 fn get(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
+    check_read_rv(req)?;
     let name = t.name.as_deref().unwrap_or_default();
     let key = t.info.storage_key();
     let o = match stale_read_rv(req) {
@@ -463,7 +474,7 @@ fn encode_continue(ns: &str, name: &str) -> String {
 
 fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
     let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
-    if token.len() % 2 != 0 {
+    if !token.len().is_multiple_of(2) {
         return Err(bad());
     }
     let bytes = (0..token.len())
@@ -485,6 +496,7 @@ fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
 }
 
 fn list(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
+    check_read_rv(req)?;
     let filter = filter_of(req, t)?;
     let limit = match req.q("limit") {
         Some(l) => Some(
@@ -827,10 +839,10 @@ fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let av = t.info.api_version();
     let stored = req.state.store.update(&t.info, ns_of(t), name, |old| {
         let mut new = strategy::prepare_update(&t.info, t.sub, old, body);
-        if new["metadata"].get("managedFields").is_none() {
-            if let Some(mf) = old["metadata"].get("managedFields") {
-                new["metadata"]["managedFields"] = mf.clone();
-            }
+        if new["metadata"].get("managedFields").is_none()
+            && let Some(mf) = old["metadata"].get("managedFields")
+        {
+            new["metadata"]["managedFields"] = mf.clone();
         }
         let sub = (t.sub == Subresource::Status).then_some("status");
         patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
@@ -1033,9 +1045,9 @@ fn check_delete_options(body: &Value) -> Result<(), ApiError> {
     if !body.is_object() {
         return Err(ApiError::bad_request("DeleteOptions must be a JSON object"));
     }
-    let strings: fn(&Value) -> bool =
-        |v| v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
-    let fields: [(&str, fn(&Value) -> bool, &str); 9] = [
+    type HasType = fn(&Value) -> bool;
+    let strings: HasType = |v| v.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+    let fields: [(&str, HasType, &str); 9] = [
         ("/kind", Value::is_string, "string"),
         ("/apiVersion", Value::is_string, "string"),
         ("/propagationPolicy", Value::is_string, "string"),

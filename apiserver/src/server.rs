@@ -49,23 +49,12 @@ pub enum ServerError {
 
 /// How to start a server. Defaults: in-process only (no listener), seed 0,
 /// 3 MiB body limit, 10 000 events of watch history.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Default)]
 pub struct ServerConfig {
     listen: Option<SocketAddr>,
     seed: u64,
     handler: HandlerConfig,
     store: StoreConfig,
-}
-
-impl Default for ServerConfig {
-    fn default() -> Self {
-        ServerConfig {
-            listen: None,
-            seed: 0,
-            handler: HandlerConfig::default(),
-            store: StoreConfig::default(),
-        }
-    }
 }
 
 impl ServerConfig {

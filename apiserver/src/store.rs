@@ -96,11 +96,22 @@ impl StoredObject {
                     .collect()
             })
             .unwrap_or_default();
-        let mut fields = Vec::new();
-        if v["kind"] == "Pod" && v["apiVersion"] == "v1" {
-            fields.push(("spec.nodeName", s(&v["spec"]["nodeName"])));
-            fields.push(("status.phase", s(&v["status"]["phase"])));
-        }
+        let fields = crate::filter::selectable_fields(
+            v["apiVersion"].as_str().unwrap_or_default(),
+            v["kind"].as_str().unwrap_or_default(),
+        )
+        .iter()
+        .map(|path| {
+            // `source` selects on the core Event's `source.component`.
+            let lookup = if *path == "source" {
+                "source.component"
+            } else {
+                path
+            };
+            let value = lookup.split('.').fold(v, |cur, seg| &cur[seg]);
+            (*path, s(value))
+        })
+        .collect();
         let owners = meta["ownerReferences"]
             .as_array()
             .map(|refs| {
@@ -191,6 +202,9 @@ impl Default for StoreConfig {
 
 type Collection = BTreeMap<(String, String), Arc<StoredObject>>;
 
+/// An object with the collection it lives in.
+pub type Keyed = (StorageKey, Arc<StoredObject>);
+
 #[derive(Debug)]
 struct Inner {
     rv: u64,
@@ -253,11 +267,18 @@ pub fn namespaces_key() -> StorageKey {
     }
 }
 
+/// The object without what changes on every write (resourceVersion, the
+/// timestamps of managedFields): a write that changes nothing else — not
+/// even who owns which field — is a no-op.
 fn strip_volatile(v: &Value) -> Value {
     let mut v = v.clone();
     if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         m.remove("resourceVersion");
-        m.remove("managedFields");
+        if let Some(entries) = m.get_mut("managedFields").and_then(Value::as_array_mut) {
+            for e in entries.iter_mut().filter_map(Value::as_object_mut) {
+                e.remove("time");
+            }
+        }
     }
     v
 }
@@ -328,7 +349,8 @@ impl Store {
             .find(|r| r.plural == "namespaces")
             .expect("namespaces is built in");
         for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            let obj = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": name},
+            let obj = json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
                 "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
             store
                 .create(&ns, obj)
@@ -617,10 +639,9 @@ impl Store {
         if let Some(rv) = new["metadata"]
             .get("resourceVersion")
             .filter(|v| !v.is_null())
+            && rv.as_str() != Some(old.rv.to_string().as_str())
         {
-            if rv.as_str() != Some(old.rv.to_string().as_str()) {
-                return Err(ApiError::conflict_modified(&info.group, &info.plural, name));
-            }
+            return Err(ApiError::conflict_modified(&info.group, &info.plural, name));
         }
         let old_fin = finalizers(&old_v);
         let terminating = !old_v["metadata"]["deletionTimestamp"].is_null();
@@ -1061,12 +1082,7 @@ impl Store {
 
     /// A consistent snapshot of every object of every collection, and a
     /// receiver for every later event (what the garbage collector starts from).
-    pub fn snapshot_all_and_subscribe(
-        &self,
-    ) -> (
-        Vec<(StorageKey, Arc<StoredObject>)>,
-        broadcast::Receiver<Arc<Event>>,
-    ) {
+    pub fn snapshot_all_and_subscribe(&self) -> (Vec<Keyed>, broadcast::Receiver<Arc<Event>>) {
         let inner = self.lock();
         let items = inner
             .collections

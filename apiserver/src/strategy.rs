@@ -76,10 +76,10 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
 /// Defaults and resets applied to a new object before it is stored.
 pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
     let core = info.group.is_empty();
-    if info.status_subresource {
-        if let Some(m) = obj.as_object_mut() {
-            m.remove("status");
-        }
+    if info.status_subresource
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
     }
     if core && info.plural == "pods" {
         obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});

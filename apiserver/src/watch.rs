@@ -294,7 +294,7 @@ pub fn start(
                 queue.push(&spec, kind, &e);
             }
         }
-        let deadline = spec.timeout.map(|t| Instant::now() + t);
+        let deadline = spec.timeout.and_then(|t| Instant::now().checked_add(t));
         let mut bookmark =
             tokio::time::interval(spec.bookmark_interval.max(Duration::from_millis(10)));
         bookmark.tick().await;

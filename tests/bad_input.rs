@@ -1,0 +1,751 @@
+//! Bad input never panics and never changes the store. Every test sends raw
+//! requests through the in-process tower service, checks the real status
+//! code and a `metav1.Status` body (kind Status, status Failure, reason,
+//! message, code), and compares a snapshot of the store (resourceVersion and
+//! the bytes of every object) taken before and after each request.
+
+use bytes::Bytes;
+use http::{Request, StatusCode};
+use http_body_util::{BodyExt, Full};
+use serde_json::{Value, json};
+use tower::ServiceExt;
+use ward_apiserver::resources::StorageKey;
+use ward_apiserver::{ApiServer, ServerConfig};
+
+const CMS: &str = "/api/v1/namespaces/default/configmaps";
+const CM: &str = "/api/v1/namespaces/default/configmaps/cm";
+const CRDS: &str = "/apis/apiextensions.k8s.io/v1/customresourcedefinitions";
+const WIDGETS: &str = "/apis/example.ward.dev/v1/namespaces/default/widgets";
+const WIDGET: &str = "/apis/example.ward.dev/v1/namespaces/default/widgets/w";
+const JSON: &str = "application/json";
+const YAML: &str = "application/yaml";
+const MERGE: &str = "application/merge-patch+json";
+const JSON_PATCH: &str = "application/json-patch+json";
+const STRATEGIC: &str = "application/strategic-merge-patch+json";
+const APPLY: &str = "application/apply-patch+yaml";
+const MODIFIED: &str = "Operation cannot be fulfilled on configmaps \"cm\": the object has \
+    been modified; please apply your changes to the latest version and try again";
+
+/// Every collection a test may touch, dumped by the snapshot.
+const COLLECTIONS: &[(&str, &str)] = &[
+    ("", "namespaces"),
+    ("", "configmaps"),
+    ("", "pods"),
+    ("apiextensions.k8s.io", "customresourcedefinitions"),
+    ("example.ward.dev", "widgets"),
+];
+
+/// Request bodies: text, bytes or JSON values.
+trait IntoBody {
+    fn into_body(self) -> Bytes;
+}
+impl IntoBody for &str {
+    fn into_body(self) -> Bytes {
+        Bytes::copy_from_slice(self.as_bytes())
+    }
+}
+impl IntoBody for &String {
+    fn into_body(self) -> Bytes {
+        Bytes::copy_from_slice(self.as_bytes())
+    }
+}
+impl IntoBody for &[u8] {
+    fn into_body(self) -> Bytes {
+        Bytes::copy_from_slice(self)
+    }
+}
+impl IntoBody for &Value {
+    fn into_body(self) -> Bytes {
+        Bytes::from(self.to_string())
+    }
+}
+
+struct Reply {
+    code: StatusCode,
+    content_type: String,
+    body: Bytes,
+}
+
+/// Send one raw request through a fresh in-process service (`ct` "" sends no content type).
+async fn send(s: &ApiServer, method: &str, uri: &str, ct: &str, body: impl IntoBody) -> Reply {
+    let mut req = Request::builder().method(method).uri(uri);
+    if !ct.is_empty() {
+        req = req.header("content-type", ct);
+    }
+    call(s, req.body(Full::new(body.into_body())).unwrap()).await
+}
+
+async fn call(s: &ApiServer, req: Request<Full<Bytes>>) -> Reply {
+    let (parts, body) = s.service().oneshot(req).await.unwrap().into_parts();
+    let content_type = parts
+        .headers
+        .get("content-type")
+        .map(|v| v.to_str().unwrap());
+    Reply {
+        code: parts.status,
+        content_type: content_type.unwrap_or_default().into(),
+        body: body.collect().await.unwrap().to_bytes(),
+    }
+}
+
+/// A 4xx (or exactly `code`, when given) with a well-formed `metav1.Status` body.
+fn assert_status(r: &Reply, code: Option<u16>, what: &str) -> Value {
+    let s: Value = serde_json::from_slice(&r.body)
+        .unwrap_or_else(|e| panic!("{what}: {} body is not JSON ({e}): {:?}", r.code, r.body));
+    match code {
+        Some(code) => assert_eq!(r.code.as_u16(), code, "{what}: {s}"),
+        None => assert!(r.code.is_client_error(), "{what}: got {} {s}", r.code),
+    }
+    assert_eq!(r.content_type, "application/json", "{what}: {s}");
+    assert_eq!(s["kind"], "Status", "{what}: {s}");
+    assert_eq!(s["apiVersion"], "v1", "{what}: {s}");
+    assert_eq!(s["status"], "Failure", "{what}: {s}");
+    assert_eq!(s["code"], r.code.as_u16(), "{what}: {s}");
+    for k in ["reason", "message"] {
+        assert!(s[k].as_str().is_some_and(|m| !m.is_empty()), "{what}: {s}");
+    }
+    s
+}
+
+/// The reason the real server gives with each code these tests expect.
+fn reason(code: u16) -> &'static str {
+    match code {
+        400 => "BadRequest",
+        404 => "NotFound",
+        409 => "Conflict",
+        413 => "RequestEntityTooLarge",
+        415 => "UnsupportedMediaType",
+        422 => "Invalid",
+        _ => panic!("no reason known for {code}"),
+    }
+}
+
+/// The store's resourceVersion and the bytes of every object it holds.
+fn snapshot(s: &ApiServer) -> (u64, String) {
+    let store = s.store();
+    let rv = store.current_rv();
+    let mut dump = String::new();
+    for (group, plural) in COLLECTIONS {
+        let key = StorageKey {
+            group: (*group).into(),
+            plural: (*plural).into(),
+        };
+        dump.push_str(&format!("== {group}/{plural}\n"));
+        for o in store.list(&key, None, None, None, |_| true).items {
+            dump.push_str(std::str::from_utf8(&o.raw).unwrap());
+            dump.push('\n');
+        }
+    }
+    (rv, dump)
+}
+
+/// Run `f` and assert it left the store exactly as it was.
+async fn unchanged<T>(s: &ApiServer, what: &str, f: impl Future<Output = T>) -> T {
+    let (rv, dump) = snapshot(s);
+    let out = f.await;
+    let (rv_after, dump_after) = snapshot(s);
+    assert_eq!(rv_after, rv, "{what}: the store's resourceVersion moved");
+    assert!(
+        dump_after == dump,
+        "{what}: the store changed:\n{dump}\n---\n{dump_after}"
+    );
+    out
+}
+
+/// Send a bad request: it is refused with `code` (and its reason) and a
+/// Status body, and the store is unchanged. Returns the Status message.
+async fn rejected(
+    s: &ApiServer,
+    method: &str,
+    uri: &str,
+    ct: &str,
+    body: impl IntoBody,
+    code: u16,
+) -> String {
+    let what = format!("{method} {uri} ({ct})");
+    let r = unchanged(s, &what, send(s, method, uri, ct, body)).await;
+    let st = assert_status(&r, Some(code), &what);
+    assert_eq!(st["reason"], reason(code), "{what}: {st}");
+    st["message"].as_str().unwrap().to_string()
+}
+
+async fn created(s: &ApiServer, uri: &str, body: &Value) {
+    let r = send(s, "POST", uri, JSON, body).await;
+    assert_eq!(r.code, StatusCode::CREATED, "{:?}", r.body);
+}
+
+/// A server holding configmap `default/cm`.
+async fn server_with(config: ServerConfig) -> ApiServer {
+    let s = ApiServer::start(config).await.unwrap();
+    let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
+        "metadata": {"name": "cm", "labels": {"app": "demo"}}, "data": {"k": "v"}});
+    created(&s, CMS, &cm).await;
+    s
+}
+
+async fn server() -> ApiServer {
+    server_with(ServerConfig::default()).await
+}
+
+/// A server holding configmap `default/cm`, the Widget CRD and widget `default/w`.
+async fn server_with_widgets() -> ApiServer {
+    let s = server().await;
+    let crd = json!({
+        "apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
+        "metadata": {"name": "widgets.example.ward.dev"},
+        "spec": {"group": "example.ward.dev", "scope": "Namespaced",
+            "names": {"plural": "widgets", "singular": "widget", "kind": "Widget"},
+            "versions": [{"name": "v1", "served": true, "storage": true,
+                "schema": {"openAPIV3Schema": {"type": "object",
+                    "x-kubernetes-preserve-unknown-fields": true}},
+                "subresources": {"status": {}}}]}});
+    created(&s, CRDS, &crd).await;
+    let w = json!({"apiVersion": "example.ward.dev/v1", "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"size": 1}});
+    created(&s, WIDGETS, &w).await;
+    s
+}
+
+fn cm_named(name: &str) -> Value {
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "b"}})
+}
+
+#[tokio::test]
+async fn malformed_json_on_create() {
+    let s = server().await;
+    for body in [
+        r#"{"metadata": {"name": "x""#,
+        "{,}",
+        "not json",
+        "",
+        "{\"a\":1}}",
+    ] {
+        rejected(&s, "POST", CMS, JSON, body, 400).await;
+    }
+}
+
+#[tokio::test]
+async fn malformed_yaml_on_create() {
+    let s = server().await;
+    let bodies = [
+        "metadata:\n  name: [x\n",
+        "metadata: {name: x\n",
+        "a: b\n  c: d\n- e\n",
+        "\t- :\n",
+    ];
+    for body in bodies {
+        rejected(&s, "POST", CMS, YAML, body, 400).await;
+    }
+}
+
+#[tokio::test]
+async fn api_version_mismatch() {
+    let s = server().await;
+    let body = json!({"apiVersion": "apps/v1", "kind": "ConfigMap", "metadata": {"name": "x"}});
+    let msg = rejected(&s, "POST", CMS, JSON, &body, 400).await;
+    assert!(msg.contains("apps/v1"), "{msg}");
+    let body = json!({"apiVersion": 7, "kind": "ConfigMap", "metadata": {"name": "x"}});
+    rejected(&s, "POST", CMS, JSON, &body, 400).await;
+    let body = json!({"apiVersion": "v2", "kind": "ConfigMap", "metadata": {"name": "cm"}});
+    rejected(&s, "PUT", CM, JSON, &body, 400).await;
+}
+
+#[tokio::test]
+async fn kind_mismatch() {
+    let s = server().await;
+    let body = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x"}});
+    let msg = rejected(&s, "POST", CMS, JSON, &body, 400).await;
+    assert!(msg.contains("Secret"), "{msg}");
+    let body = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "cm"}});
+    rejected(&s, "PUT", CM, JSON, &body, 400).await;
+}
+
+#[tokio::test]
+async fn invalid_name() {
+    let s = server().await;
+    for name in ["Bad_Name", "-x", "a..b", &"a".repeat(254)] {
+        let msg = rejected(&s, "POST", CMS, JSON, &cm_named(name), 422).await;
+        assert!(msg.contains("metadata.name"), "{msg}");
+    }
+    let body = json!({"metadata": {"generateName": "Bad_"}});
+    rejected(&s, "POST", CMS, JSON, &body, 422).await;
+    // Namespaces are DNS-1123 labels: no dots.
+    let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "a.b"}});
+    rejected(&s, "POST", "/api/v1/namespaces", JSON, &ns, 422).await;
+}
+
+#[tokio::test]
+async fn invalid_labels() {
+    let s = server().await;
+    for labels in [
+        json!({"bad key!": "v"}),
+        json!({"app": "-bad-"}),
+        json!({"app": "x".repeat(64)}),
+        json!({"Bad_Prefix/app": "v"}),
+    ] {
+        let body = json!({"metadata": {"name": "x", "labels": labels}});
+        let msg = rejected(&s, "POST", CMS, JSON, &body, 422).await;
+        assert!(msg.contains("metadata.labels"), "{msg}");
+        let patch = json!({"metadata": {"labels": labels}});
+        rejected(&s, "PATCH", CM, MERGE, &patch, 422).await;
+    }
+}
+
+#[tokio::test]
+async fn unknown_resource() {
+    let s = server().await;
+    for uri in [
+        "/api/v1/namespaces/default/frobs",
+        "/api/v1/frobs",
+        "/api/v2/namespaces/default/configmaps",
+    ] {
+        rejected(&s, "POST", uri, JSON, &cm_named("x"), 404).await;
+        rejected(&s, "GET", uri, "", "", 404).await;
+    }
+}
+
+#[tokio::test]
+async fn unknown_group() {
+    let s = server().await;
+    for uri in [
+        "/apis/nope.example.com/v1/namespaces/default/things",
+        "/apis/nope.example.com/v1/things",
+        "/apis/nope.example.com/v1",
+    ] {
+        rejected(&s, "POST", uri, JSON, &cm_named("x"), 404).await;
+        rejected(&s, "GET", uri, "", "", 404).await;
+    }
+}
+
+#[tokio::test]
+async fn unsupported_content_type_on_create() {
+    let s = server().await;
+    for ct in ["text/plain", "application/vnd.kubernetes.protobuf", MERGE] {
+        rejected(&s, "POST", CMS, ct, &cm_named("x"), 415).await;
+    }
+}
+
+#[tokio::test]
+async fn unsupported_content_type_on_patch() {
+    let s = server().await;
+    let patch = json!({"data": {"k": "changed"}});
+    for ct in ["text/plain", JSON, "application/apply-patch+cbor", ""] {
+        rejected(&s, "PATCH", CM, ct, &patch, 415).await;
+    }
+}
+
+#[tokio::test]
+async fn strategic_merge_on_custom_resource() {
+    let s = server_with_widgets().await;
+    let patch = json!({"spec": {"size": 2}});
+    let msg = rejected(&s, "PATCH", WIDGET, STRATEGIC, &patch, 415).await;
+    assert!(!msg.contains("strategic-merge-patch"), "{msg}");
+}
+
+#[tokio::test]
+async fn body_over_default_limit() {
+    let s = server().await;
+    let big = format!("{{\"data\":{{\"k\":\"{}\"}}}}", "x".repeat(3 * 1024 * 1024));
+    rejected(&s, "POST", CMS, JSON, &big, 413).await;
+    rejected(&s, "PATCH", CM, MERGE, &big, 413).await;
+    // Announced by Content-Length: refused before the body is read.
+    let req = Request::builder()
+        .method("PUT")
+        .uri(CM)
+        .header("content-type", JSON)
+        .header("content-length", big.len().to_string())
+        .body(Full::new(Bytes::from(big)))
+        .unwrap();
+    let r = unchanged(&s, "PUT", call(&s, req)).await;
+    assert_eq!(assert_status(&r, Some(413), "PUT")["reason"], reason(413));
+}
+
+#[tokio::test]
+async fn body_over_configured_limit() {
+    let s = server_with(ServerConfig::default().max_body_bytes(1024)).await;
+    let pad = |n: usize| format!("{{\"x\":\"{}\"}}", "y".repeat(n - 8));
+    assert_eq!(pad(1025).len(), 1025);
+    let msg = rejected(&s, "POST", CMS, JSON, &pad(1025), 413).await;
+    assert!(msg.contains("1024"), "{msg}");
+    rejected(&s, "PATCH", CM, MERGE, &pad(4096), 413).await;
+    // Exactly at the limit is read (and refused for what it says, not its size).
+    let at_limit = format!("{}x", &pad(1024)[..1023]);
+    rejected(&s, "POST", CMS, JSON, &at_limit, 400).await;
+    // The limit does not refuse small bodies.
+    created(&s, CMS, &json!({"metadata": {"name": "small"}})).await;
+}
+
+#[tokio::test]
+async fn bad_label_selector() {
+    let s = server().await;
+    for sel in [
+        "a%20in%20(",
+        "!",
+        "a%3D%3D%3Db",
+        "bad%20key!%3Dv",
+        "a,,b",
+        "x%3E1a",
+    ] {
+        let uri = format!("{CMS}?labelSelector={sel}");
+        rejected(&s, "GET", &uri, "", "", 400).await;
+        // A delete-collection with a bad selector deletes nothing.
+        rejected(&s, "DELETE", &uri, "", "", 400).await;
+        rejected(&s, "GET", &format!("{uri}&watch=true"), "", "", 400).await;
+    }
+}
+
+#[tokio::test]
+async fn unsupported_field_selector() {
+    let s = server().await;
+    for sel in [
+        "spec.foo%3Dbar",
+        "status.phase%3DRunning",
+        "metadata.name",
+        "a%3Db%3Dc",
+    ] {
+        let uri = format!("{CMS}?fieldSelector={sel}");
+        rejected(&s, "GET", &uri, "", "", 400).await;
+        rejected(&s, "DELETE", &uri, "", "", 400).await;
+        rejected(&s, "GET", &format!("{uri}&watch=true"), "", "", 400).await;
+    }
+}
+
+#[tokio::test]
+async fn json_patch_remove_missing_path() {
+    let s = server().await;
+    let patch = json!([{"op": "replace", "path": "/data/k", "value": "changed"},
+                       {"op": "remove", "path": "/data/missing"}]);
+    let msg = rejected(&s, "PATCH", CM, JSON_PATCH, &patch, 422).await;
+    assert!(msg.contains("/data/missing"), "{msg}");
+}
+
+#[tokio::test]
+async fn json_patch_failed_test_op() {
+    let s = server().await;
+    let patch = json!([{"op": "replace", "path": "/data/k", "value": "changed"},
+                       {"op": "test", "path": "/data/k", "value": "something else"}]);
+    let msg = rejected(&s, "PATCH", CM, JSON_PATCH, &patch, 422).await;
+    assert!(msg.contains("test failed"), "{msg}");
+}
+
+#[tokio::test]
+async fn merge_patch_not_an_object() {
+    let s = server().await;
+    for body in ["[1]", "\"x\"", "null", "3", "{not json"] {
+        rejected(&s, "PATCH", CM, MERGE, body, 400).await;
+    }
+    // Nor is a JSON patch that is not an array of operations.
+    for body in ["{}", "[{\"op\": \"frobnicate\", \"path\": \"/a\"}]", "null"] {
+        rejected(&s, "PATCH", CM, JSON_PATCH, body, 400).await;
+    }
+}
+
+#[tokio::test]
+async fn custom_resource_update_without_rv() {
+    let s = server_with_widgets().await;
+    let body = json!({"apiVersion": "example.ward.dev/v1", "kind": "Widget",
+        "metadata": {"name": "w"}, "spec": {"size": 9}});
+    let msg = rejected(&s, "PUT", WIDGET, JSON, &body, 422).await;
+    assert!(msg.contains("metadata.resourceVersion"), "{msg}");
+    let body = json!({"metadata": {"name": "w", "resourceVersion": ""}, "spec": {"size": 9}});
+    rejected(&s, "PUT", WIDGET, JSON, &body, 422).await;
+}
+
+#[tokio::test]
+async fn stale_resource_version_on_update() {
+    let s = server().await;
+    for rv in ["1", "999999"] {
+        let body = json!({"metadata": {"name": "cm", "resourceVersion": rv}, "data": {"k": "n"}});
+        assert_eq!(rejected(&s, "PUT", CM, JSON, &body, 409).await, MODIFIED);
+    }
+}
+
+#[tokio::test]
+async fn stale_resource_version_in_merge_patch() {
+    let s = server().await;
+    let patch = json!({"metadata": {"resourceVersion": "1"}, "data": {"k": "new"}});
+    assert_eq!(
+        rejected(&s, "PATCH", CM, MERGE, &patch, 409).await,
+        MODIFIED
+    );
+    assert_eq!(
+        rejected(&s, "PATCH", CM, STRATEGIC, &patch, 409).await,
+        MODIFIED
+    );
+}
+
+#[tokio::test]
+async fn name_mismatch_on_update() {
+    let s = server().await;
+    let msg = rejected(&s, "PUT", CM, JSON, &cm_named("other"), 400).await;
+    assert!(msg.contains("does not match"), "{msg}");
+    let patch = json!({"metadata": {"name": "other"}});
+    rejected(&s, "PATCH", CM, MERGE, &patch, 400).await;
+}
+
+#[tokio::test]
+async fn namespace_mismatch() {
+    let s = server().await;
+    let body = json!({"metadata": {"name": "x", "namespace": "kube-system"}});
+    rejected(&s, "POST", CMS, JSON, &body, 400).await;
+    let body = json!({"metadata": {"name": "cm", "namespace": "kube-system"}});
+    rejected(&s, "PUT", CM, JSON, &body, 400).await;
+    let patch = json!({"metadata": {"namespace": "kube-system"}});
+    rejected(&s, "PATCH", CM, MERGE, &patch, 400).await;
+}
+
+#[tokio::test]
+async fn invalid_continue_token() {
+    let s = server().await;
+    // Odd length, not hex, not UTF-8, no separator, an empty name.
+    for token in ["abc", "zz", "%ff%fe", "ff00", "c328", "6162", "00"] {
+        let uri = format!("{CMS}?limit=1&continue={token}");
+        let msg = rejected(&s, "GET", &uri, "", "", 400).await;
+        assert!(msg.contains("continue"), "{msg}");
+    }
+    rejected(&s, "GET", &format!("{CMS}?limit=-1"), "", "", 400).await;
+}
+
+#[tokio::test]
+async fn invalid_watch_resource_version() {
+    let s = server().await;
+    for rv in ["abc", "-1", "1.5", "18446744073709551616"] {
+        let uri = format!("{CMS}?watch=true&resourceVersion={rv}");
+        rejected(&s, "GET", &uri, "", "", 400).await;
+    }
+    let uri = format!("{CMS}?watch=1&timeoutSeconds=soon");
+    rejected(&s, "GET", &uri, "", "", 400).await;
+}
+
+#[tokio::test]
+async fn huge_watch_timeout_keeps_the_watch_open() {
+    let s = server().await;
+    let uri = format!("{CMS}?watch=true&timeoutSeconds={}", u64::MAX);
+    let req = Request::builder()
+        .uri(uri)
+        .body(Full::new(Bytes::new()))
+        .unwrap();
+    let resp = unchanged(&s, "watch", s.service().oneshot(req))
+        .await
+        .unwrap();
+    assert_eq!(resp.status(), StatusCode::OK);
+    // The stream stays open: the watch task neither ended nor panicked.
+    let collect = resp.into_body().collect();
+    let waited = tokio::time::timeout(std::time::Duration::from_millis(300), collect).await;
+    assert!(waited.is_err(), "the watch ended at once");
+}
+
+#[tokio::test]
+async fn apply_without_field_manager() {
+    let s = server().await;
+    let body = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: cm\ndata:\n  k: applied\n";
+    let msg = rejected(&s, "PATCH", CM, APPLY, body, 422).await;
+    assert!(msg.contains("fieldManager"), "{msg}");
+    // Nor does it create an absent object.
+    rejected(&s, "PATCH", &format!("{CMS}/absent"), APPLY, body, 422).await;
+}
+
+#[tokio::test]
+async fn delete_with_bad_propagation_policy() {
+    let s = server().await;
+    let body =
+        json!({"kind": "DeleteOptions", "apiVersion": "v1", "propagationPolicy": "Sideways"});
+    let msg = rejected(&s, "DELETE", CM, JSON, &body, 422).await;
+    assert!(msg.contains("Sideways"), "{msg}");
+    rejected(&s, "DELETE", CMS, JSON, &body, 422).await;
+    rejected(
+        &s,
+        "DELETE",
+        &format!("{CM}?propagationPolicy=Sideways"),
+        "",
+        "",
+        422,
+    )
+    .await;
+    rejected(
+        &s,
+        "DELETE",
+        &format!("{CMS}?propagationPolicy=Sideways"),
+        "",
+        "",
+        422,
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn delete_with_mismatched_uid_precondition() {
+    let s = server().await;
+    let body = json!({"kind": "DeleteOptions", "apiVersion": "v1",
+        "preconditions": {"uid": "not-the-uid"}});
+    let msg = rejected(&s, "DELETE", CM, JSON, &body, 409).await;
+    let want = "Precondition failed: UID in precondition: not-the-uid, UID in object meta: ";
+    assert!(msg.starts_with(want), "{msg}");
+    rejected(&s, "DELETE", "/api/v1/namespaces/default", JSON, &body, 409).await;
+    let body = json!({"preconditions": {"resourceVersion": "1"}});
+    rejected(&s, "DELETE", CM, JSON, &body, 409).await;
+}
+
+#[tokio::test]
+async fn delete_with_malformed_options() {
+    let s = server().await;
+    let bodies = [
+        json!({"kind": [], "apiVersion": {}}),
+        json!({"preconditions": 5}),
+        json!({"preconditions": {"uid": 5}}),
+        json!({"preconditions": {"resourceVersion": 1}}),
+        json!({"gracePeriodSeconds": "30"}),
+        json!({"gracePeriodSeconds": 1.5}),
+        json!({"propagationPolicy": 5}),
+        json!({"orphanDependents": "yes"}),
+        json!({"dryRun": "All"}),
+        // ward-apiserver does no dry runs: refused, not performed.
+        json!({"dryRun": ["All"]}),
+    ];
+    for body in &bodies {
+        rejected(&s, "DELETE", CM, JSON, body, 400).await;
+        rejected(&s, "DELETE", CMS, JSON, body, 400).await;
+    }
+    for body in ["{", "[]", "null", "{\"a\":1}}", "\u{0}"] {
+        rejected(&s, "DELETE", CM, JSON, body, 400).await;
+        rejected(&s, "DELETE", CMS, JSON, body, 400).await;
+    }
+    rejected(
+        &s,
+        "DELETE",
+        &format!("{CM}?gracePeriodSeconds=soon"),
+        "",
+        "",
+        400,
+    )
+    .await;
+    rejected(&s, "DELETE", &format!("{CM}?dryRun=All"), "", "", 400).await;
+}
+
+#[tokio::test]
+async fn valid_json_that_is_not_an_object() {
+    let s = server().await;
+    for body in ["[1, 2]", "\"cm\"", "null", "3", "true", "[]"] {
+        rejected(&s, "POST", CMS, JSON, body, 400).await;
+        rejected(&s, "PUT", CM, JSON, body, 400).await;
+    }
+    for body in ["- a\n- b\n", "just a string\n", "~\n"] {
+        rejected(&s, "POST", CMS, YAML, body, 400).await;
+    }
+}
+
+#[tokio::test]
+async fn deeply_nested_bodies() {
+    let s = server().await;
+    let arrays = "[".repeat(100_000);
+    let objects = "{\"a\":".repeat(100_000);
+    let in_data = format!("{{\"metadata\":{{\"name\":\"deep\"}},\"data\":{arrays}");
+    for body in [&arrays, &objects, &in_data] {
+        rejected(&s, "POST", CMS, JSON, body, 400).await;
+        rejected(&s, "PUT", CM, JSON, body, 400).await;
+        for ct in [MERGE, JSON_PATCH, STRATEGIC] {
+            rejected(&s, "PATCH", CM, ct, body, 400).await;
+        }
+        rejected(&s, "DELETE", CM, JSON, body, 400).await;
+    }
+    let yaml_flow = "[".repeat(100_000);
+    let yaml_block = "- ".repeat(100_000);
+    let yaml_map = format!("metadata:\n  name: deep\ndata: {}", "{a: ".repeat(100_000));
+    for body in [&yaml_flow, &yaml_block, &yaml_map] {
+        rejected(&s, "POST", CMS, YAML, body, 400).await;
+        rejected(
+            &s,
+            "PATCH",
+            &format!("{CM}?fieldManager=t"),
+            APPLY,
+            body,
+            400,
+        )
+        .await;
+    }
+}
+
+#[tokio::test]
+async fn garbage_paths_never_panic() {
+    let s = server_with_widgets().await;
+    let paths = "/api/v1/namespaces//configmaps/ /api/v1/namespaces//pods /apis/x /apis/x/y/z
+        /api/v1/pods/a/b/c/d /api/v1/namespaces/default/configmaps/cm/status
+        /api/v1/namespaces/default/configmaps/cm/a/b/c /api/v1/nodes/n/status/x
+        /api/v1/namespaces/%00%ff/configmaps/%2e%2e /api/v1/namespaces/%zz/configmaps/x
+        /api/v1/namespaces/default/configmaps/%2F%5C%00 /apis/%C3%28/v1/%E2%82/x
+        /apis/example.ward.dev/v1/widgets/w /apis/example.ward.dev/v2/namespaces/default/widgets/w
+        /%ff%fe / ////// /openapi/v3/apis/x/y /version/x";
+    let body = json!({"data": {"k": "z"}});
+    unchanged(&s, "garbage paths", async {
+        for path in paths.split_whitespace() {
+            for method in ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS", "FROB"] {
+                let r = send(&s, method, path, MERGE, &body).await;
+                assert_status(&r, None, &format!("{method} {path}"));
+            }
+        }
+    })
+    .await;
+}
+
+#[tokio::test]
+async fn garbage_bodies_never_panic() {
+    let s = server_with_widgets().await;
+    let unparsable: &[&[u8]] = &[
+        b"\x00\xff\xfe\xfd",
+        b"\xef\xbb\xbf",
+        b"{\"data\":\"\xff\"}",
+        b"{\"data\":{\"k\":\"\\ud800\"}}",
+        b"{\"a\":1,\"a\":2,",
+        b"1e999999",
+        b"\"\\u0000\"",
+        b"*anchor\n",
+        b"a: &x [*x]\n",
+    ];
+    let ill_typed: &[&[u8]] = &[
+        b"{\"metadata\": 5}",
+        b"{\"metadata\":{\"name\":5}}",
+        b"{\"metadata\":{\"labels\":[1]}}",
+        b"{\"metadata\":{\"labels\":{\"a\":1}}}",
+        b"{\"metadata\":{\"annotations\":{\"a\":1}}}",
+        b"{\"metadata\":{\"finalizers\":\"x\"}}",
+        b"{\"metadata\":{\"resourceVersion\":5}}",
+        b"{\"kind\":[],\"apiVersion\":{}}",
+    ];
+    let apply_cm = "/api/v1/namespaces/default/configmaps/cm?fieldManager=t";
+    let targets = [
+        ("POST", CMS, JSON),
+        ("POST", CMS, YAML),
+        ("PUT", CM, JSON),
+        ("PATCH", CM, MERGE),
+        ("PATCH", CM, JSON_PATCH),
+        ("PATCH", CM, STRATEGIC),
+        ("PATCH", apply_cm, APPLY),
+        ("POST", WIDGETS, JSON),
+        ("PUT", WIDGET, JSON),
+        ("PATCH", WIDGET, MERGE),
+        ("POST", CRDS, JSON),
+    ];
+    // A status write keeps the old metadata, so only unparsable bodies fail there.
+    let status = (
+        "PATCH",
+        "/apis/example.ward.dev/v1/namespaces/default/widgets/w/status",
+        MERGE,
+    );
+    let all = targets.iter().chain([&status]);
+    let cases = unparsable
+        .iter()
+        .flat_map(|b| all.clone().map(move |t| (b, t)));
+    let cases = cases.chain(
+        ill_typed
+            .iter()
+            .flat_map(|b| targets.iter().map(move |t| (b, t))),
+    );
+    unchanged(&s, "garbage bodies", async {
+        for (body, (method, uri, ct)) in cases {
+            let r = send(&s, method, uri, ct, *body).await;
+            let what = format!("{method} {uri} {ct} {:?}", String::from_utf8_lossy(body));
+            assert_status(&r, None, &what);
+        }
+    })
+    .await;
+}

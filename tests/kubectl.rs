@@ -1,0 +1,520 @@
+//! kubectl, unmodified, against ward-apiserver over HTTP: one test per
+//! kubectl version, each with its own server, running the same scenario —
+//! a CustomResourceDefinition and a custom resource, a ConfigMap and a
+//! StatefulSet through create, apply, apply --server-side, get -o json,
+//! get -w, patch (json, merge, strategic) and delete.
+//!
+//! The binaries are `kubectl` on PATH (on the Cloud SDK image a dispatcher
+//! that runs the kubectl.1.N matching the server's minor version) and the
+//! versioned `kubectl.1.N` of the Google Cloud SDK. A missing binary fails
+//! its test. kubectl 1.27 (and 1.28) validate through protobuf /openapi/v2,
+//! which the server does not serve, so they run with `--validate=false`;
+//! 1.29+ use /openapi/v3 and run with default flags.
+
+use std::path::{Path, PathBuf};
+use std::process::{Output, Stdio};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdout, Command};
+use ward_apiserver::{ApiServer, ServerConfig};
+
+/// Where the Google Cloud SDK installs its versioned kubectl binaries.
+const CLOUD_SDK_BIN: &str = "/usr/lib/google-cloud-sdk/bin";
+/// Upper bound on one kubectl run, and on waiting for one `get -w` line.
+const WAIT: Duration = Duration::from_secs(60);
+const REQUEST_TIMEOUT: &str = "--request-timeout=30s";
+
+/// One test per binary: each runs in parallel with its own server.
+macro_rules! kubectl_tests {
+    ($($test:ident: $bin:literal $(, $flag:literal)*;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            scenario($bin, &[$($flag),*]).await;
+        }
+    )*};
+}
+
+kubectl_tests! {
+    kubectl_on_path: "kubectl";
+    kubectl_1_27: "kubectl.1.27", "--validate=false";
+    kubectl_1_29: "kubectl.1.29";
+    kubectl_1_32: "kubectl.1.32";
+    kubectl_1_33: "kubectl.1.33";
+}
+
+/// The binary `name`: `kubectl` from PATH only, `kubectl.1.N` from PATH or
+/// the Cloud SDK. Panics with what to install when it is missing.
+fn find_kubectl(name: &str) -> PathBuf {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
+    if name != "kubectl" {
+        dirs.push(CLOUD_SDK_BIN.into());
+    }
+    if let Some(p) = dirs.iter().map(|d| d.join(name)).find(|p| p.is_file()) {
+        return p;
+    }
+    assert!(
+        name != "kubectl",
+        "kubectl not found on PATH: install kubectl"
+    );
+    panic!(
+        "{name} not found on PATH or in {CLOUD_SDK_BIN}: install the Google Cloud SDK kubectl \
+         component (`gcloud components install kubectl`), which ships kubectl.1.27 ... 1.33"
+    );
+}
+
+/// `bin args...` with `KUBECONFIG` set and `HOME` at the `home` directory
+/// beside the kubeconfig (so kubectl's discovery cache is private to a test).
+fn command(bin: &Path, kubeconfig: &Path, args: &[&str]) -> Command {
+    let mut c = Command::new(bin);
+    c.args(args)
+        .env("KUBECONFIG", kubeconfig)
+        .env("HOME", kubeconfig.with_file_name("home"))
+        .stdin(Stdio::null())
+        .kill_on_drop(true);
+    c
+}
+
+/// Run kubectl (see [`command`]) with a generous request timeout, and an
+/// overall bound.
+async fn kubectl(bin: &Path, kubeconfig: &Path, args: &[&str]) -> Output {
+    let run = command(bin, kubeconfig, args).arg(REQUEST_TIMEOUT).output();
+    match tokio::time::timeout(WAIT, run).await {
+        Ok(out) => out.unwrap_or_else(|e| panic!("cannot run {}: {e}", bin.display())),
+        Err(_) => panic!("{} {args:?} did not finish within {WAIT:?}", bin.display()),
+    }
+}
+
+fn text(b: &[u8]) -> String {
+    String::from_utf8_lossy(b).into_owned()
+}
+
+/// Assert that kubectl's output `out` contains `what`.
+fn says(out: &str, what: &str) {
+    assert!(out.contains(what), "expected {what:?} in:\n{out}");
+}
+
+/// One kubectl binary, the flags its create/apply need, and its own
+/// kubeconfig, HOME and manifests in a temporary directory.
+struct Ctl {
+    bin: PathBuf,
+    validate: Vec<&'static str>,
+    kubeconfig: PathBuf,
+    dir: tempfile::TempDir,
+}
+
+impl Ctl {
+    /// Run; it must succeed. Returns stdout.
+    async fn ok(&self, args: &[&str]) -> String {
+        let out = kubectl(&self.bin, &self.kubeconfig, args).await;
+        let (stdout, stderr) = (text(&out.stdout), text(&out.stderr));
+        assert!(out.status.success(), "kubectl {args:?}: {stdout}{stderr}");
+        stdout
+    }
+
+    /// Run; it must fail. Returns stderr.
+    async fn fails(&self, args: &[&str]) -> String {
+        let out = kubectl(&self.bin, &self.kubeconfig, args).await;
+        assert!(!out.status.success(), "kubectl {args:?} succeeded");
+        text(&out.stderr)
+    }
+
+    /// `verb` (create, apply...) `-f file` holding `yaml`, with the
+    /// validation flags; it must succeed. Returns stdout.
+    async fn with_file(&self, verb: &[&str], file: &str, yaml: &str) -> String {
+        let path = self.dir.path().join(file);
+        std::fs::write(&path, yaml).unwrap();
+        let path = path.to_str().unwrap();
+        let args = [verb, &self.validate, &["-f", path]].concat();
+        self.ok(&args).await
+    }
+
+    /// `get what -o json`, parsed.
+    async fn json(&self, what: &[&str]) -> Value {
+        let args = [&["get"], what, &["-o", "json"]].concat();
+        let out = self.ok(&args).await;
+        serde_json::from_str(&out).unwrap_or_else(|e| panic!("kubectl {args:?}: {e}:\n{out}"))
+    }
+
+    /// `patch target --type=ty -p body`; it must succeed.
+    async fn patch(&self, target: &str, ty: &str, body: &str) {
+        let ty = format!("--type={ty}");
+        says(
+            &self.ok(&["patch", target, &ty, "-p", body]).await,
+            "patched",
+        );
+    }
+
+    /// `get what` must fail with NotFound.
+    async fn gone(&self, what: &str) {
+        says(&self.fails(&["get", what]).await, "NotFound");
+    }
+
+    /// Start `get args -w`, to read its output line by line.
+    fn watch(&self, args: &[&str]) -> Watch {
+        let stderr = self.dir.path().join(format!("watch-{}.err", args[0]));
+        let mut child = command(&self.bin, &self.kubeconfig, &[&["get"], args].concat())
+            .args(["-w", "--request-timeout=5m"])
+            .stdout(Stdio::piped())
+            .stderr(std::fs::File::create(&stderr).unwrap())
+            .spawn()
+            .unwrap();
+        let lines = BufReader::new(child.stdout.take().unwrap()).lines();
+        let seen = Vec::new();
+        Watch {
+            child,
+            lines,
+            seen,
+            stderr,
+        }
+    }
+}
+
+/// A running `kubectl get -w`.
+struct Watch {
+    child: Child,
+    lines: Lines<BufReader<ChildStdout>>,
+    seen: Vec<String>,
+    stderr: PathBuf,
+}
+
+impl Watch {
+    /// Read lines until one starts with the whitespace-separated `fields`;
+    /// fail if the watch ends or prints no such line within `WAIT`.
+    async fn expect(&mut self, fields: &[&str]) {
+        let (lines, seen) = (&mut self.lines, &mut self.seen);
+        let found = tokio::time::timeout(WAIT, async {
+            while let Ok(Some(line)) = lines.next_line().await {
+                let words: Vec<&str> = line.split_whitespace().collect();
+                let hit = words.starts_with(fields);
+                seen.push(line);
+                if hit {
+                    return true;
+                }
+            }
+            false
+        })
+        .await;
+        if found != Ok(true) {
+            let _ = self.child.start_kill();
+            panic!(
+                "get -w never printed {fields:?} ({}); it printed {:#?}; stderr: {}",
+                if found.is_err() { "timed out" } else { "ended" },
+                self.seen,
+                std::fs::read_to_string(&self.stderr).unwrap_or_default()
+            );
+        }
+    }
+
+    async fn stop(mut self) {
+        self.child.kill().await.unwrap();
+    }
+}
+
+/// The whole scenario for one kubectl: `name` found as in [`find_kubectl`],
+/// `validate` added to every create and apply.
+async fn scenario(name: &str, validate: &[&'static str]) {
+    let bin = find_kubectl(name);
+    let config = ServerConfig::default().listen("127.0.0.1:0".parse().unwrap());
+    let server = ApiServer::start(config).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig().unwrap()).unwrap();
+    std::fs::create_dir(dir.path().join("home")).unwrap();
+    let validate = validate.to_vec();
+    let k = Ctl {
+        bin,
+        validate,
+        kubeconfig,
+        dir,
+    };
+
+    let v: Value = serde_json::from_str(&k.ok(&["version", "-o", "json"]).await).unwrap();
+    let client = v["clientVersion"]["gitVersion"].as_str().unwrap_or("?");
+    println!("{name}: client {client}");
+    if let Some(minor) = name.strip_prefix("kubectl.1.") {
+        says(client, &format!("v1.{minor}."));
+    }
+    says(
+        v["serverVersion"]["gitVersion"].as_str().unwrap_or(""),
+        "ward",
+    );
+
+    custom_resources(&k).await;
+    config_maps(&k).await;
+    stateful_sets(&k).await;
+    server.shutdown().await;
+}
+
+const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+kind: CustomResourceDefinition
+metadata: {name: widgets.example.ward.dev}
+spec:
+  group: example.ward.dev
+  scope: Namespaced
+  names: {plural: widgets, singular: widget, kind: Widget, shortNames: [wd]}
+  versions:
+  - name: v1
+    served: true
+    storage: true
+    subresources: {status: {}}
+    schema: {openAPIV3Schema: {type: object, properties: {spec: {type: object,
+      properties: {size: {type: integer}, color: {type: string}}}}}}
+";
+
+fn widget(size: u32) -> String {
+    format!(
+        "apiVersion: example.ward.dev/v1\nkind: Widget\nmetadata:\n  name: w1\n  \
+         labels: {{tier: gold}}\nspec:\n  size: {size}\n  color: red\n"
+    )
+}
+
+/// The managedFields entry of `manager` with `operation`.
+fn managed<'a>(obj: &'a Value, manager: &str, operation: &str) -> &'a Value {
+    let entries = obj["metadata"]["managedFields"].as_array();
+    entries
+        .into_iter()
+        .flatten()
+        .find(|e| e["manager"] == manager && e["operation"] == operation)
+        .unwrap_or_else(|| panic!("no {manager}/{operation} in managedFields: {obj}"))
+}
+
+/// Assert that the managedFields `entry` owns each of `fields` (paths in
+/// its fieldsV1, like `/f:spec/f:size`).
+fn owns(entry: &Value, fields: &[&str]) {
+    for f in fields {
+        assert!(entry["fieldsV1"].pointer(f).is_some(), "{f} not in {entry}");
+    }
+}
+
+async fn custom_resources(k: &Ctl) {
+    says(&k.with_file(&["create"], "crd.yaml", CRD).await, "created");
+    let crd = "crd/widgets.example.ward.dev";
+    let wait = ["wait", "--for=condition=established", "--timeout=30s", crd];
+    says(&k.ok(&wait).await, "condition met");
+
+    let out = k.with_file(&["create"], "w1.yaml", &widget(1)).await;
+    says(&out, "widget.example.ward.dev/w1 created");
+    let w = k.json(&["widget", "w1"]).await;
+    assert_eq!(w["apiVersion"], "example.ward.dev/v1");
+    assert_eq!(w["kind"], "Widget");
+    assert_eq!(w["spec"], json!({"size": 1, "color": "red"}));
+    assert_eq!(w["metadata"]["labels"], json!({"tier": "gold"}));
+    assert_eq!(w["metadata"]["generation"], 1);
+    assert!(w["metadata"]["uid"].as_str().is_some_and(|u| !u.is_empty()));
+
+    let events = "jsonpath={.type} {.object.metadata.name} {.object.spec.size} \
+                  {.object.spec.color}{\"\\n\"}";
+    let mut watch = k.watch(&["widgets", "--output-watch-events", "-o", events]);
+    watch.expect(&["ADDED", "w1", "1", "red"]).await;
+
+    // Client-side apply: a three-way merge patch computed by kubectl.
+    let out = k.with_file(&["apply"], "w1.yaml", &widget(2)).await;
+    says(&out, "widget.example.ward.dev/w1 configured");
+    watch.expect(&["MODIFIED", "w1", "2", "red"]).await;
+    let w = k.json(&["wd", "w1"]).await;
+    assert_eq!(w["spec"]["size"], 2);
+    assert_eq!(w["metadata"]["generation"], 2);
+    let last = &w["metadata"]["annotations"]["kubectl.kubernetes.io/last-applied-configuration"];
+    says(last.as_str().unwrap_or_default(), "\"size\":2");
+
+    // Server-side apply: spec.size belongs to the client-side apply manager.
+    let file = k.dir.path().join("w1-ssa.yaml");
+    std::fs::write(&file, widget(3)).unwrap();
+    let mut ssa = vec!["apply", "--server-side", "-f", file.to_str().unwrap()];
+    ssa.extend(&k.validate);
+    let err = k.fails(&ssa).await;
+    says(&err, "conflict with \"kubectl-client-side-apply\"");
+    says(&err, ".spec.size");
+    ssa.push("--force-conflicts");
+    says(&k.ok(&ssa).await, "serverside-applied");
+    watch.expect(&["MODIFIED", "w1", "3", "red"]).await;
+    let w = k.json(&["widget", "w1", "--show-managed-fields"]).await;
+    assert_eq!(w["spec"]["size"], 3);
+    assert_eq!(w["metadata"]["generation"], 3);
+    let apply = managed(&w, "kubectl", "Apply");
+    assert_eq!(apply["fieldsType"], "FieldsV1");
+    owns(apply, &["/f:spec/f:size", "/f:spec/f:color"]);
+    owns(apply, &["/f:metadata/f:labels/f:tier"]);
+    // Forced: the client-side manager no longer owns spec.size (its entry
+    // may be gone altogether once kubectl moved the last-applied annotation).
+    let entries = w["metadata"]["managedFields"].as_array().unwrap();
+    for csa in entries
+        .iter()
+        .filter(|e| e["manager"] == "kubectl-client-side-apply")
+    {
+        assert!(
+            csa.pointer("/fieldsV1/f:spec/f:size").is_none(),
+            "forced: {csa}"
+        );
+    }
+    let plain = k.json(&["widget", "w1"]).await;
+    assert!(plain["metadata"]["managedFields"].is_null(), "{plain}");
+
+    let merge = r#"{"spec":{"color":"blue"}}"#;
+    k.patch("widget/w1", "merge", merge).await;
+    watch.expect(&["MODIFIED", "w1", "3", "blue"]).await;
+    let patch = r#"[{"op":"replace","path":"/spec/size","value":4},
+                    {"op":"add","path":"/metadata/labels/patched","value":"json"}]"#;
+    k.patch("wd/w1", "json", patch).await;
+    watch.expect(&["MODIFIED", "w1", "4", "blue"]).await;
+    let w = k.json(&["widget", "w1"]).await;
+    assert_eq!(w["spec"], json!({"size": 4, "color": "blue"}));
+    let labels = json!({"tier": "gold", "patched": "json"});
+    assert_eq!(w["metadata"]["labels"], labels);
+    assert_eq!(w["metadata"]["generation"], 5);
+
+    // Custom resources have no strategic merge: 415, object unchanged.
+    let smp = r#"{"spec":{"size":9}}"#;
+    let strategic = ["patch", "widget/w1", "--type=strategic", "-v=6", "-p", smp];
+    says(&k.fails(&strategic).await, "415 Unsupported Media Type");
+    let after = k.json(&["widget", "w1"]).await;
+    assert_eq!(after["spec"]["size"], 4);
+    let rv = |o: &Value| o["metadata"]["resourceVersion"].clone();
+    assert_eq!(rv(&after), rv(&w));
+
+    says(&k.ok(&["delete", "widget", "w1"]).await, "\"w1\" deleted");
+    watch.expect(&["DELETED", "w1", "4", "blue"]).await;
+    watch.stop().await;
+    k.gone("widget/w1").await;
+
+    k.ok(&["delete", crd]).await;
+    k.gone(crd).await;
+    says(&k.fails(&["get", "widgets"]).await, "widgets");
+}
+
+fn config_map(data: &str, labels: &str) -> String {
+    format!(
+        "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: demo\n  labels: {{{labels}}}\n\
+         data: {{{data}}}\n"
+    )
+}
+
+async fn config_maps(k: &Ctl) {
+    let yaml = config_map("k: \"1\"", "app: demo");
+    let out = k.with_file(&["create"], "cm.yaml", &yaml).await;
+    says(&out, "configmap/demo created");
+    let cm = k.json(&["cm", "demo"]).await;
+    assert_eq!(cm["data"], json!({"k": "1"}));
+    assert_eq!(cm["metadata"]["labels"], json!({"app": "demo"}));
+    assert_eq!(cm["metadata"]["namespace"], "default");
+
+    // Default (server-side Table) printing, with a column per event.
+    let mut watch = k.watch(&["configmaps", "--output-watch-events"]);
+    watch.expect(&["EVENT", "NAME", "DATA", "AGE"]).await;
+    watch.expect(&["ADDED", "demo", "1"]).await;
+
+    let yaml = config_map("k: \"2\", e: \"5\"", "app: demo");
+    let out = k.with_file(&["apply"], "cm.yaml", &yaml).await;
+    says(&out, "configmap/demo configured");
+    watch.expect(&["MODIFIED", "demo", "2"]).await;
+    let cm = k.json(&["configmap", "demo"]).await;
+    assert_eq!(cm["data"], json!({"k": "2", "e": "5"}));
+
+    let yaml = config_map("k: \"3\", e: \"5\"", "app: demo, ssa: \"yes\"");
+    let verb = ["apply", "--server-side", "--force-conflicts"];
+    let out = k.with_file(&verb, "cm-ssa.yaml", &yaml).await;
+    says(&out, "serverside-applied");
+    let cm = k.json(&["cm", "demo", "--show-managed-fields"]).await;
+    assert_eq!(cm["data"]["k"], "3");
+    assert_eq!(cm["metadata"]["labels"]["ssa"], "yes");
+    let apply = managed(&cm, "kubectl", "Apply");
+    owns(apply, &["/f:data/f:k", "/f:data/f:e"]);
+    owns(apply, &["/f:metadata/f:labels/f:ssa"]);
+
+    let patch = r#"[{"op":"remove","path":"/data/e"},{"op":"test","path":"/data/k","value":"3"}]"#;
+    k.patch("cm/demo", "json", patch).await;
+    watch.expect(&["MODIFIED", "demo", "1"]).await;
+    let merge = r#"{"data":{"m":"x"},"metadata":{"labels":{"ssa":null}}}"#;
+    k.patch("cm/demo", "merge", merge).await;
+    watch.expect(&["MODIFIED", "demo", "2"]).await;
+    // Built-ins take strategic merge patches.
+    let smp = r#"{"data":{"s":"y"}}"#;
+    k.patch("cm/demo", "strategic", smp).await;
+    watch.expect(&["MODIFIED", "demo", "3"]).await;
+    let cm = k.json(&["cm", "demo"]).await;
+    assert_eq!(cm["data"], json!({"k": "3", "m": "x", "s": "y"}));
+    assert_eq!(cm["metadata"]["labels"], json!({"app": "demo"}));
+
+    // A failing json-patch test changes nothing.
+    let bad = r#"[{"op":"test","path":"/data/k","value":"0"},{"op":"remove","path":"/data/k"}]"#;
+    let failing = ["patch", "cm/demo", "--type=json", "-p", bad];
+    says(&k.fails(&failing).await, "test failed");
+    assert_eq!(k.json(&["cm", "demo"]).await["data"]["k"], "3");
+
+    let out = k.ok(&["delete", "configmap", "demo"]).await;
+    says(&out, "configmap \"demo\" deleted");
+    watch.expect(&["DELETED", "demo", "3"]).await;
+    watch.stop().await;
+    k.gone("configmap/demo").await;
+}
+
+fn stateful_set(replicas: u32) -> String {
+    format!(
+        "apiVersion: apps/v1
+kind: StatefulSet
+metadata:
+  name: web
+spec:
+  replicas: {replicas}
+  serviceName: web
+  selector:
+    matchLabels: {{app: web}}
+  template:
+    metadata:
+      labels: {{app: web}}
+    spec:
+      containers:
+      - {{name: nginx, image: \"nginx:1.25\"}}
+      - {{name: sidecar, image: \"busybox:1.36\"}}
+"
+    )
+}
+
+/// `name=image` of each container of a StatefulSet.
+fn images(sts: &Value) -> Vec<String> {
+    let cs = sts["spec"]["template"]["spec"]["containers"].as_array();
+    let s = |v: &Value| v.as_str().unwrap_or_default().to_string();
+    let image = |c: &Value| format!("{}={}", s(&c["name"]), s(&c["image"]));
+    cs.into_iter().flatten().map(image).collect()
+}
+
+async fn stateful_sets(k: &Ctl) {
+    let out = k.with_file(&["apply"], "sts.yaml", &stateful_set(1)).await;
+    says(&out, "statefulset.apps/web created");
+    let sts = k.json(&["statefulset", "web"]).await;
+    assert_eq!(sts["metadata"]["generation"], 1);
+    assert_eq!(sts["spec"]["replicas"], 1);
+
+    // Strategic merge: containers merge by name, the sidecar stays.
+    let smp =
+        r#"{"spec":{"template":{"spec":{"containers":[{"name":"nginx","image":"nginx:1.27"}]}}}}"#;
+    says(
+        &k.ok(&["patch", "sts/web", "-p", smp]).await,
+        "statefulset.apps/web patched",
+    );
+    let sts = k.json(&["sts", "web"]).await;
+    assert_eq!(images(&sts), ["nginx=nginx:1.27", "sidecar=busybox:1.36"]);
+    assert_eq!(sts["metadata"]["generation"], 2);
+
+    // Client-side apply's three-way merge puts back the manifest's image.
+    let out = k.with_file(&["apply"], "sts.yaml", &stateful_set(2)).await;
+    says(&out, "statefulset.apps/web configured");
+    let sts = k.json(&["sts", "web"]).await;
+    assert_eq!(sts["spec"]["replicas"], 2);
+    assert_eq!(images(&sts), ["nginx=nginx:1.25", "sidecar=busybox:1.36"]);
+    assert_eq!(sts["metadata"]["generation"], 3);
+
+    let table = k.ok(&["get", "sts", "web"]).await;
+    let rows: Vec<Vec<&str>> = table
+        .lines()
+        .map(|l| l.split_whitespace().collect())
+        .collect();
+    assert_eq!(rows[0], ["NAME", "READY", "AGE"], "{table}");
+    assert_eq!(rows[1][..2], ["web", "0/2"], "{table}");
+
+    k.ok(&["delete", "sts", "web"]).await;
+    k.gone("statefulset/web").await;
+}

@@ -245,6 +245,7 @@ async fn scenario(name: &str, validate: &[&'static str]) {
     custom_resources(&k).await;
     config_maps(&k).await;
     stateful_sets(&k).await;
+    deletion(&k, &server).await;
     server.shutdown().await;
 }
 
@@ -517,4 +518,146 @@ async fn stateful_sets(k: &Ctl) {
 
     k.ok(&["delete", "sts", "web"]).await;
     k.gone("statefulset/web").await;
+}
+
+/// A ConfigMap manifest, optionally owned by `owner` (name, uid) and held by a finalizer.
+fn owned_cm(name: &str, owner: Option<(&str, &str)>, finalizer: Option<&str>) -> String {
+    let mut meta = json!({"name": name});
+    if let Some((o, uid)) = owner {
+        meta["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": o, "uid": uid,
+                                          "controller": true, "blockOwnerDeletion": true}]);
+    }
+    if let Some(f) = finalizer {
+        meta["finalizers"] = json!([f]);
+    }
+    json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": meta}).to_string()
+}
+
+/// Run kubectl `args` (with `-v=6`, which logs each request), and once it
+/// has started watching ConfigMap `name` — so it really waits — remove the
+/// finalizers of `name` through an in-process client (another task than
+/// kubectl). Returns kubectl's stdout; it must succeed.
+async fn release_while_waiting(k: &Ctl, server: &ApiServer, args: &[&str], name: &str) -> String {
+    use kube::api::{Api, Patch, PatchParams};
+    let mut child = command(&k.bin, &k.kubeconfig, args)
+        .args(["-v=6", REQUEST_TIMEOUT])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut log = BufReader::new(child.stderr.take().unwrap()).lines();
+    let watching = format!("fieldSelector=metadata.name%3D{name}");
+    let mut seen = Vec::new();
+    let started = tokio::time::timeout(WAIT, async {
+        while let Ok(Some(line)) = log.next_line().await {
+            let hit = line.contains("watch=true") && line.contains(&watching);
+            seen.push(line);
+            if hit {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(
+        started,
+        Ok(true),
+        "kubectl {args:?} never watched {name}: {seen:#?}"
+    );
+    let api: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::default_namespaced(server.client());
+    let release = Patch::Merge(json!({"metadata": {"finalizers": null}}));
+    api.patch(name, &PatchParams::default(), &release)
+        .await
+        .unwrap();
+    let drain = tokio::spawn(async move { while let Ok(Some(_)) = log.next_line().await {} });
+    let out = tokio::time::timeout(WAIT, child.wait_with_output())
+        .await
+        .expect("kubectl finishes")
+        .unwrap();
+    drain.abort();
+    assert!(
+        out.status.success(),
+        "kubectl {args:?} failed: {}",
+        text(&out.stdout)
+    );
+    text(&out.stdout)
+}
+
+/// `delete --cascade=orphan|foreground`, `delete --wait` while another task
+/// removes the finalizer, and `wait --for=delete`.
+async fn deletion(k: &Ctl, server: &ApiServer) {
+    // Orphan: the owner goes, the dependent stays without its reference.
+    k.with_file(&["create"], "owner.json", &owned_cm("owner", None, None))
+        .await;
+    let uid = k.json(&["cm", "owner"]).await["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    k.with_file(
+        &["create"],
+        "dep.json",
+        &owned_cm("dep", Some(("owner", &uid)), None),
+    )
+    .await;
+    says(
+        &k.ok(&["delete", "cm", "owner", "--cascade=orphan"]).await,
+        "deleted",
+    );
+    k.gone("cm/owner").await;
+    let dep = k.json(&["cm", "dep"]).await;
+    assert!(
+        dep["metadata"]["ownerReferences"].is_null(),
+        "orphaned: {dep}"
+    );
+
+    // Foreground: kubectl waits for the owner, which waits for its dependent.
+    k.with_file(&["create"], "owner2.json", &owned_cm("owner2", None, None))
+        .await;
+    let uid = k.json(&["cm", "owner2"]).await["metadata"]["uid"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    k.with_file(
+        &["create"],
+        "dep2.json",
+        &owned_cm("dep2", Some(("owner2", &uid)), None),
+    )
+    .await;
+    says(
+        &k.ok(&["delete", "cm", "owner2", "--cascade=foreground"])
+            .await,
+        "deleted",
+    );
+    k.gone("cm/owner2").await;
+    k.gone("cm/dep2").await;
+
+    // delete --wait returns once another task removes the finalizer.
+    k.with_file(
+        &["create"],
+        "held.json",
+        &owned_cm("held", None, Some("ward.dev/hold")),
+    )
+    .await;
+    let delete = ["delete", "cm", "held", "--wait=true"];
+    says(
+        &release_while_waiting(k, server, &delete, "held").await,
+        "deleted",
+    );
+    k.gone("cm/held").await;
+
+    // wait --for=delete on an object held by a finalizer.
+    k.with_file(
+        &["create"],
+        "held2.json",
+        &owned_cm("held2", None, Some("ward.dev/hold")),
+    )
+    .await;
+    k.ok(&["delete", "cm", "held2", "--wait=false"]).await;
+    assert!(k.json(&["cm", "held2"]).await["metadata"]["deletionTimestamp"].is_string());
+    let wait = ["wait", "--for=delete", "cm/held2", "--timeout=60s"];
+    says(
+        &release_while_waiting(k, server, &wait, "held2").await,
+        "condition met",
+    );
+    k.gone("cm/held2").await;
 }

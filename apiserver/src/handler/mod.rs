@@ -1,0 +1,435 @@
+//! The one request handler behind both transports (in-process tower
+//! `Service` and HTTP): routing, body limits, and the verbs get, list,
+//! watch, create, update, patch, delete and deletecollection.
+
+mod delete;
+mod read;
+mod write;
+
+pub use delete::crd_gone;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http_body_util::BodyExt;
+use serde_json::{Value, json};
+
+use crate::filter::ObjectFilter;
+use crate::patch::{self, PatchError, PatchKind};
+use crate::resources::{Registry, ResourceInfo};
+use crate::status::ApiError;
+use crate::store::{DeleteSpec, Deleted, Store, StoredObject};
+use crate::strategy::{self, Subresource};
+use crate::watch::{self, WatchSpec};
+use crate::{discovery, openapi, table};
+
+/// Identifies the client a request came from: one per in-process service
+/// handle or HTTP connection (or the `X-Ward-Client` header). Per-client
+/// fault views hang off this.
+pub type ClientId = u64;
+
+/// Handler settings.
+#[derive(Debug, Clone)]
+pub struct HandlerConfig {
+    /// Largest request body accepted (413 beyond).
+    pub max_body_bytes: usize,
+    /// How often watches that allow bookmarks get one.
+    pub bookmark_interval: Duration,
+    /// `host:port` advertised by `/api` (empty when there is no listener).
+    pub server_address: String,
+}
+
+impl Default for HandlerConfig {
+    fn default() -> Self {
+        HandlerConfig {
+            max_body_bytes: 3 * 1024 * 1024,
+            bookmark_interval: Duration::from_secs(15),
+            server_address: String::new(),
+        }
+    }
+}
+
+/// Everything a request needs: the store, the served kinds, settings.
+#[derive(Debug)]
+pub struct State {
+    /// The object store.
+    pub store: Arc<Store>,
+    /// The served kinds.
+    pub registry: Arc<Registry>,
+    /// Settings.
+    pub config: HandlerConfig,
+    /// Flips to true when the server stops: open watches end.
+    pub shutdown: tokio::sync::watch::Receiver<bool>,
+    /// Fault settings: write faults and per-client views apply to requests.
+    pub faults: crate::faults::Faults,
+    /// State of the generateName suffix generator (seeded, deterministic).
+    names: Mutex<u64>,
+}
+
+impl State {
+    /// Build the handler state.
+    #[must_use]
+    pub fn new(
+        store: Arc<Store>,
+        registry: Arc<Registry>,
+        config: HandlerConfig,
+        shutdown: tokio::sync::watch::Receiver<bool>,
+        faults: crate::faults::Faults,
+        seed: u64,
+    ) -> Self {
+        State {
+            store,
+            registry,
+            config,
+            shutdown,
+            faults,
+            names: Mutex::new(seed),
+        }
+    }
+
+    fn random_suffix(&self) -> String {
+        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
+        let mut s = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        (0..5)
+            .map(|_| {
+                // splitmix64
+                *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
+                let mut z = *s;
+                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+                z ^= z >> 31;
+                ALPHABET[(z % ALPHABET.len() as u64) as usize] as char
+            })
+            .collect()
+    }
+}
+
+type Resp = Response<Body>;
+
+fn json_response(code: StatusCode, body: &Value) -> Resp {
+    bytes_response(code, Bytes::from(body.to_string()))
+}
+
+fn bytes_response(code: StatusCode, body: Bytes) -> Resp {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .expect("static response parts are valid")
+}
+
+/// The response for an error: its status code and a `metav1.Status` body.
+#[must_use]
+pub fn error_response(e: &ApiError) -> Resp {
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    json_response(code, &e.to_status())
+}
+
+/// Handle one request.
+pub async fn handle<B>(state: Arc<State>, client: ClientId, req: Request<B>) -> Resp
+where
+    B: http_body::Body<Data = Bytes> + Send,
+    B::Error: Into<Box<dyn std::error::Error + Send + Sync>>,
+{
+    let (parts, body) = req.into_parts();
+    if parts.uri.path().starts_with("/ward/")
+        && parts
+            .extensions
+            .get::<PeerAddr>()
+            .is_some_and(|p| !p.0.ip().is_loopback())
+    {
+        return error_response(&ApiError::forbidden(
+            "the fault admin endpoint answers loopback clients only",
+        ));
+    }
+    let limit = state.config.max_body_bytes;
+    if let Some(len) = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<usize>().ok())
+        && len > limit
+    {
+        return error_response(&ApiError::too_large(limit));
+    }
+    let body = match http_body_util::Limited::new(body, limit).collect().await {
+        Ok(b) => b.to_bytes(),
+        Err(e) => {
+            if e.downcast_ref::<http_body_util::LengthLimitError>()
+                .is_some()
+            {
+                return error_response(&ApiError::too_large(limit));
+            }
+            return error_response(&ApiError::bad_request(format!("reading request body: {e}")));
+        }
+    };
+    let span =
+        tracing::debug_span!("request", client, method = %parts.method, path = %parts.uri.path());
+    let _enter = span.enter();
+    let query: HashMap<String, String> = parts
+        .uri
+        .query()
+        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
+        .unwrap_or_default();
+    if let Some(e) = write_fault(&state, client, &parts.method, parts.uri.path()).await {
+        return error_response(&e);
+    }
+    let req = Req {
+        state: &state,
+        client,
+        method: &parts.method,
+        headers: &parts.headers,
+        query,
+        body,
+    };
+    match route(&req, parts.uri.path()) {
+        Ok(r) => r,
+        Err(e) => {
+            tracing::debug!(code = e.code, reason = e.reason, message = %e.message, "request failed");
+            error_response(&e)
+        }
+    }
+}
+
+/// The remote address of an HTTP request (absent in-process).
+#[derive(Debug, Clone, Copy)]
+pub struct PeerAddr(pub std::net::SocketAddr);
+
+/// `/ward/v1/faults`: GET shows the fault configuration, PUT replaces it,
+/// DELETE clears it. The body is [`crate::faults::FaultConfig`] as JSON.
+fn faults_admin(req: &Req<'_>) -> Result<Resp, ApiError> {
+    let faults = &req.state.faults;
+    match *req.method {
+        Method::GET => {}
+        Method::PUT => {
+            let config: crate::faults::FaultConfig = serde_json::from_slice(&req.body)
+                .map_err(|e| ApiError::bad_request(format!("invalid fault configuration: {e}")))?;
+            faults.set_config(config).map_err(|e| {
+                ApiError::unprocessable(format!("invalid fault configuration: {e}"))
+            })?;
+        }
+        Method::DELETE => faults.clear(),
+        ref m => return Err(ApiError::method_not_allowed(m.as_str())),
+    }
+    let body =
+        serde_json::to_value(faults.config()).map_err(|e| ApiError::internal(e.to_string()))?;
+    Ok(json_response(StatusCode::OK, &body))
+}
+
+/// Apply the write faults that match this request: an error to answer
+/// instead, or a latency to wait out first.
+async fn write_fault(
+    state: &State,
+    client: ClientId,
+    method: &Method,
+    path: &str,
+) -> Option<ApiError> {
+    use crate::faults::{Verb, WriteAction};
+    let verb = match *method {
+        Method::POST => Verb::Create,
+        Method::PUT => Verb::Update,
+        Method::PATCH => Verb::Patch,
+        Method::DELETE => Verb::Delete,
+        _ => return None,
+    };
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let rest = match segs.as_slice() {
+        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
+        _ => return None,
+    };
+    let plural = match rest {
+        ["namespaces", _, p, ..] => *p,
+        [p, ..] => *p,
+        [] => return None,
+    };
+    let name = match rest {
+        ["namespaces", _, _, n, ..] | [_, n, ..] => *n,
+        _ => "",
+    };
+    match state.faults.write_fault(verb, plural, client)? {
+        WriteAction::Conflict => Some(ApiError::conflict_modified("", plural, name)),
+        WriteAction::TooManyRequests => Some(ApiError::too_many_requests()),
+        WriteAction::InternalError => Some(ApiError::internal("injected fault: internal error")),
+        WriteAction::Latency(d) => {
+            tokio::time::sleep(state.faults.draw(d)).await;
+            None
+        }
+    }
+}
+
+/// The resourceVersion a client's read is served at when its view is
+/// frozen: reads that name a resourceVersion (informer lists, `rv=0`) are
+/// stale, quorum reads (none named) only when the view says so.
+fn stale_read_rv(req: &Req<'_>) -> Option<u64> {
+    let view = req.state.faults.view(req.client);
+    let frozen = view.frozen_at?;
+    let names_rv = req.query.contains_key("resourceVersion");
+    (names_rv || view.stale_quorum_reads).then_some(frozen)
+}
+
+struct Req<'a> {
+    state: &'a Arc<State>,
+    client: ClientId,
+    method: &'a Method,
+    headers: &'a HeaderMap,
+    query: HashMap<String, String>,
+    body: Bytes,
+}
+
+impl Req<'_> {
+    fn q(&self, k: &str) -> Option<&str> {
+        self.query
+            .get(k)
+            .map(String::as_str)
+            .filter(|s| !s.is_empty())
+    }
+
+    fn header(&self, h: header::HeaderName) -> &str {
+        self.headers
+            .get(h)
+            .and_then(|v| v.to_str().ok())
+            .unwrap_or("")
+    }
+
+    fn only_get(&self) -> Result<(), ApiError> {
+        if self.method == Method::GET {
+            Ok(())
+        } else {
+            Err(ApiError::method_not_allowed(self.method.as_str()))
+        }
+    }
+
+    fn field_manager(&self) -> String {
+        if let Some(m) = self.q("fieldManager") {
+            return m.to_string();
+        }
+        let ua = self.header(header::USER_AGENT);
+        let m: String = ua
+            .split('/')
+            .next()
+            .unwrap_or("")
+            .chars()
+            .take(128)
+            .collect();
+        if m.is_empty() { "unknown".into() } else { m }
+    }
+}
+
+/// A request aimed at a served resource.
+struct Target {
+    info: Arc<ResourceInfo>,
+    namespace: Option<String>,
+    name: Option<String>,
+    sub: Subresource,
+}
+
+fn route(req: &Req<'_>, path: &str) -> Result<Resp, ApiError> {
+    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+    let st = req.state;
+    let reg = &st.registry;
+    // A path nobody serves is 404 whatever the method; a served one is GET only.
+    let found = |v: Option<Value>| {
+        let v = v.ok_or_else(|| ApiError::no_route(path))?;
+        req.only_get()?;
+        Ok(json_response(StatusCode::OK, &v))
+    };
+    match segs.as_slice() {
+        ["version"] => {
+            req.only_get()?;
+            Ok(json_response(StatusCode::OK, &discovery::version()))
+        }
+        ["healthz" | "livez" | "readyz"] => Ok(Response::builder()
+            .status(StatusCode::OK)
+            .header(header::CONTENT_TYPE, "text/plain")
+            .body(Body::from("ok"))
+            .expect("static response")),
+        ["api"] => found(Some(discovery::core_versions(&st.config.server_address))),
+        ["apis"] => found(Some(discovery::group_list(reg))),
+        ["api", v] => found(discovery::resource_list(reg, "", v)),
+        ["apis", g] => found(discovery::group(reg, g)),
+        ["apis", g, v] => found(discovery::resource_list(reg, g, v)),
+        ["openapi", "v3"] => found(Some(openapi::index(reg))),
+        ["openapi", "v3", "api", v] => found(openapi::document(reg, "", v)),
+        ["openapi", "v3", "apis", g, v] => found(openapi::document(reg, g, v)),
+        ["ward", "v1", "faults"] => faults_admin(req),
+        ["api", v, rest @ ..] => resource(req, path, "", v, rest),
+        ["apis", g, v, rest @ ..] => resource(req, path, g, v, rest),
+        _ => Err(ApiError::no_route(path)),
+    }
+}
+
+fn resource(
+    req: &Req<'_>,
+    path: &str,
+    group: &str,
+    version: &str,
+    rest: &[&str],
+) -> Result<Resp, ApiError> {
+    let (namespace, rest) = match rest {
+        ["namespaces", _, "status" | "finalize"] => (None, rest),
+        ["namespaces", ns, tail @ ..] if !tail.is_empty() => (Some(ns.to_string()), tail),
+        _ => (None, rest),
+    };
+    let (plural, name, sub) = match rest {
+        [p] => (*p, None, None),
+        [p, n] => (*p, Some(*n), None),
+        [p, n, s] => (*p, Some(*n), Some(*s)),
+        _ => return Err(ApiError::no_route(path)),
+    };
+    let info = req
+        .state
+        .registry
+        .get(group, version, plural)
+        .ok_or_else(|| ApiError::no_route(path))?;
+    if namespace.is_some() && !info.namespaced {
+        return Err(ApiError::no_route(path));
+    }
+    let sub = match sub {
+        None => Subresource::Main,
+        Some("status") if info.status_subresource => Subresource::Status,
+        Some(_) => return Err(ApiError::no_route(path)),
+    };
+    if info.namespaced && namespace.is_none() && name.is_some() {
+        return Err(ApiError::no_route(path));
+    }
+    let t = Target {
+        info,
+        namespace,
+        name: name.map(String::from),
+        sub,
+    };
+    match (req.method.clone(), t.name.is_some()) {
+        (Method::GET, true) => read::get(req, &t),
+        (Method::GET, false) => {
+            if matches!(req.q("watch"), Some("true" | "1")) {
+                read::watch(req, &t)
+            } else {
+                read::list(req, &t)
+            }
+        }
+        (Method::POST, false) => write::create(req, &t),
+        (Method::PUT, true) => write::update(req, &t),
+        (Method::PATCH, true) => write::patch(req, &t),
+        (Method::DELETE, true) => delete::delete(req, &t),
+        (Method::DELETE, false) => delete::delete_collection(req, &t),
+        (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
+    }
+}
+
+fn ns_of(t: &Target) -> &str {
+    t.namespace.as_deref().unwrap_or("")
+}
+
+fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCode) -> Resp {
+    if table::wants_table(req.header(header::ACCEPT)) {
+        let mut v = o.value();
+        v["apiVersion"] = t.info.api_version().into();
+        return json_response(code, &table::table_of_one(&t.info, &v));
+    }
+    bytes_response(code, watch::object_bytes(&t.info, o))
+}

@@ -1,0 +1,196 @@
+//! Reads: get, list (with stale views and pagination) and watch.
+
+use super::*;
+
+/// A `resourceVersion` query parameter must be a number when present.
+pub(super) fn check_read_rv(req: &Req<'_>) -> Result<(), ApiError> {
+    match req.q("resourceVersion") {
+        Some(rv) if rv.parse::<u64>().is_err() => Err(ApiError::bad_request(format!(
+            "invalid resource version: {rv}"
+        ))),
+        _ => Ok(()),
+    }
+}
+
+pub(super) fn get(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
+    check_read_rv(req)?;
+    let name = t.name.as_deref().unwrap_or_default();
+    let key = t.info.storage_key();
+    let o = match stale_read_rv(req) {
+        Some(at) => req
+            .state
+            .store
+            .list_at(at, &key, Some(ns_of(t)), None, None, |o| o.name == name)
+            .map_err(|floor| {
+                ApiError::expired(format!("too old resource version: {at} ({floor})"))
+            })?
+            .items
+            .pop(),
+        None => req.state.store.get(&key, ns_of(t), name),
+    }
+    .ok_or_else(|| ApiError::not_found(&t.info.group, &t.info.plural, name))?;
+    Ok(render(req, t, &o, StatusCode::OK))
+}
+
+pub(super) fn filter_of(req: &Req<'_>, t: &Target) -> Result<ObjectFilter, ApiError> {
+    ObjectFilter::new(
+        &t.info,
+        t.namespace.clone(),
+        req.q("labelSelector"),
+        req.q("fieldSelector"),
+    )
+}
+
+pub(super) fn encode_continue(ns: &str, name: &str) -> String {
+    let raw = format!("{ns}\u{0}{name}");
+    raw.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+pub(super) fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+    let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
+    if !token.len().is_multiple_of(2) {
+        return Err(bad());
+    }
+    let bytes = (0..token.len())
+        .step_by(2)
+        .map(|i| {
+            token
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(bad)?;
+    let s = String::from_utf8(bytes).map_err(|_| bad())?;
+    let (ns, name) = s.split_once('\u{0}').ok_or_else(bad)?;
+    // Tokens name the last object of a page: never an empty name.
+    if name.is_empty() {
+        return Err(bad());
+    }
+    Ok((ns.to_string(), name.to_string()))
+}
+
+pub(super) fn list(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
+    check_read_rv(req)?;
+    let filter = filter_of(req, t)?;
+    let limit = match req.q("limit") {
+        Some(l) => Some(
+            l.parse::<usize>()
+                .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?,
+        ),
+        None => None,
+    };
+    let after = req.q("continue").map(decode_continue).transpose()?;
+    let page = match stale_read_rv(req) {
+        Some(at) => req
+            .state
+            .store
+            .list_at(
+                at,
+                &t.info.storage_key(),
+                t.namespace.as_deref(),
+                after.as_ref(),
+                limit,
+                |o| filter.matches(o),
+            )
+            .map_err(|floor| {
+                ApiError::expired(format!("too old resource version: {at} ({floor})"))
+            })?,
+        None => req.state.store.list(
+            &t.info.storage_key(),
+            t.namespace.as_deref(),
+            after.as_ref(),
+            limit,
+            |o| filter.matches(o),
+        ),
+    };
+    let cont = page
+        .continue_after
+        .as_ref()
+        .map(|(ns, n)| encode_continue(ns, n));
+    if table::wants_table(req.header(header::ACCEPT)) {
+        let objs: Vec<Value> = page
+            .items
+            .iter()
+            .map(|o| {
+                let mut v = o.value();
+                v["apiVersion"] = t.info.api_version().into();
+                v
+            })
+            .collect();
+        return Ok(json_response(
+            StatusCode::OK,
+            &table::table(&t.info, &objs, &page.rv.to_string(), cont.as_deref()),
+        ));
+    }
+    let mut meta = json!({"resourceVersion": page.rv.to_string()});
+    if let Some(c) = cont {
+        meta["continue"] = c.into();
+    }
+    let mut out =
+        Vec::with_capacity(128 + page.items.iter().map(|o| o.raw.len() + 1).sum::<usize>());
+    out.extend_from_slice(
+        format!(
+            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
+            Value::from(t.info.list_kind.as_str()),
+            Value::from(t.info.api_version()),
+            meta
+        )
+        .as_bytes(),
+    );
+    for (i, o) in page.items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        out.extend_from_slice(&watch::object_bytes(&t.info, o));
+    }
+    out.extend_from_slice(b"]}");
+    Ok(bytes_response(StatusCode::OK, Bytes::from(out)))
+}
+
+pub(super) fn parse_bool(v: Option<&str>) -> bool {
+    matches!(v, Some("true" | "1"))
+}
+
+/// Longest watch timeout honoured (about 100 years); longer ones are capped.
+const MAX_WATCH_TIMEOUT_SECS: u64 = 100 * 366 * 24 * 3600;
+
+pub(super) fn watch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
+    let filter = filter_of(req, t)?;
+    let from = match req.q("resourceVersion") {
+        None => None,
+        Some(rv) => Some(
+            rv.parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
+        ),
+    };
+    let timeout = match req.q("timeoutSeconds") {
+        None => None,
+        Some(s) => {
+            let secs = s
+                .parse::<u64>()
+                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {s}")))?;
+            // Capped so that now + timeout cannot overflow an Instant.
+            Some(Duration::from_secs(secs.min(MAX_WATCH_TIMEOUT_SECS)))
+        }
+    };
+    let table = table::wants_table(req.header(header::ACCEPT));
+    let spec = WatchSpec {
+        info: t.info.clone(),
+        filter,
+        from,
+        bookmarks: parse_bool(req.q("allowWatchBookmarks")),
+        send_initial_events: parse_bool(req.q("sendInitialEvents")),
+        timeout,
+        bookmark_interval: req.state.config.bookmark_interval,
+        render: table.then_some(table::table_of_one as fn(&ResourceInfo, &Value) -> Value),
+        view: Some((req.state.faults.clone(), req.client)),
+    };
+    let rx = watch::start(&req.state.store, spec, req.state.shutdown.clone());
+    let stream =
+        tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>);
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from_stream(stream))
+        .expect("static response parts are valid"))
+}

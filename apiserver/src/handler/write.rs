@@ -1,0 +1,372 @@
+//! Writes: create, update, patch (JSON, merge, strategic) and server-side apply.
+
+use super::read::parse_bool;
+use super::*;
+
+/// Parse a request body as a JSON (or, for `application/yaml`, YAML) object.
+pub(super) fn parse_body(req: &Req<'_>) -> Result<Value, ApiError> {
+    let ct = req.header(header::CONTENT_TYPE);
+    let essence = ct
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let v: Value = match essence.as_str() {
+        "" | "application/json" | "*/*" => serde_json::from_slice(&req.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?,
+        "application/yaml" => {
+            let s = std::str::from_utf8(&req.body)
+                .map_err(|_| ApiError::bad_request("error decoding YAML body: not UTF-8"))?;
+            serde_saphyr::from_str(s)
+                .map_err(|e| ApiError::bad_request(format!("error decoding YAML body: {e}")))?
+        }
+        other => {
+            return Err(ApiError::unsupported_media_type(format!(
+                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
+            )));
+        }
+    };
+    if !v.is_object() {
+        return Err(ApiError::bad_request(
+            "the body of the request must be a JSON object",
+        ));
+    }
+    Ok(v)
+}
+
+/// Check apiVersion/kind against the URL (filling them in when absent),
+/// and metadata's shape, name and namespace.
+pub(super) fn check_identity(
+    t: &Target,
+    obj: &mut Value,
+    url_name: Option<&str>,
+) -> Result<(), ApiError> {
+    let want_av = t.info.api_version();
+    match obj.get("apiVersion") {
+        None | Some(Value::Null) => obj["apiVersion"] = want_av.clone().into(),
+        Some(Value::String(av)) if *av == want_av => {}
+        Some(av) => {
+            return Err(ApiError::bad_request(format!(
+                "the API version in the data ({}) does not match the expected API version ({want_av})",
+                av.as_str().unwrap_or("<not a string>")
+            )));
+        }
+    }
+    match obj.get("kind") {
+        None | Some(Value::Null) => obj["kind"] = t.info.kind.clone().into(),
+        Some(Value::String(k)) if *k == t.info.kind => {}
+        Some(k) => {
+            return Err(ApiError::bad_request(format!(
+                "the kind in the data ({}) does not match the expected kind ({})",
+                k.as_str().unwrap_or("<not a string>"),
+                t.info.kind
+            )));
+        }
+    }
+    match obj.get("metadata") {
+        None | Some(Value::Null) => obj["metadata"] = json!({}),
+        Some(Value::Object(_)) => {}
+        Some(_) => return Err(ApiError::bad_request("metadata must be an object")),
+    }
+    for k in [
+        "name",
+        "namespace",
+        "generateName",
+        "resourceVersion",
+        "uid",
+    ] {
+        if let Some(v) = obj["metadata"].get(k)
+            && !v.is_string()
+            && !v.is_null()
+        {
+            return Err(ApiError::bad_request(format!(
+                "metadata.{k} must be a string"
+            )));
+        }
+    }
+    let meta = obj["metadata"].as_object_mut().expect("checked above");
+    if let Some(url_name) = url_name {
+        match meta.get("name").and_then(Value::as_str) {
+            Some(n) if n != url_name => {
+                return Err(ApiError::bad_request(format!(
+                    "the name of the object ({n}) does not match the name on the URL ({url_name})"
+                )));
+            }
+            Some(_) => {}
+            None => {
+                meta.insert("name".into(), url_name.into());
+            }
+        }
+    }
+    if t.info.namespaced {
+        let url_ns = t.namespace.clone().unwrap_or_default();
+        match meta.get("namespace").and_then(Value::as_str) {
+            Some(n) if !n.is_empty() && n != url_ns => {
+                return Err(ApiError::bad_request(
+                    "the namespace of the provided object does not match the namespace sent on the request",
+                ));
+            }
+            _ => {
+                meta.insert("namespace".into(), url_ns.into());
+            }
+        }
+    } else {
+        meta.remove("namespace");
+    }
+    Ok(())
+}
+
+pub(super) fn reject_dry_run(req: &Req<'_>) -> Result<(), ApiError> {
+    match req.q("dryRun") {
+        None => Ok(()),
+        Some(v) => Err(ApiError::bad_request(format!(
+            "dryRun={v} is not supported by ward-apiserver"
+        ))),
+    }
+}
+
+pub(super) fn field_validation(req: &Req<'_>) -> Result<(), ApiError> {
+    match req.q("fieldValidation") {
+        None | Some("Strict" | "Warn" | "Ignore") => Ok(()),
+        Some(v) => Err(ApiError::bad_request(format!(
+            "fieldValidation parameter unsupported: {v}, must be one of Ignore, Warn or Strict"
+        ))),
+    }
+}
+
+/// Serve a CRD's resources, or stop serving them when it is gone.
+pub(super) fn sync_crd(state: &State, crd: &Value) {
+    if let Ok(infos) = strategy::crd_resources(crd) {
+        if let Some(first) = infos.first() {
+            state
+                .registry
+                .remove_group_resource(&first.group, &first.plural);
+        }
+        for i in infos {
+            state.registry.insert(i);
+        }
+    }
+}
+
+pub(super) fn is_crd(info: &ResourceInfo) -> bool {
+    info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions"
+}
+
+pub(super) fn create(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
+    reject_dry_run(req)?;
+    field_validation(req)?;
+    if t.info.namespaced && t.namespace.is_none() {
+        return Err(ApiError::no_route(&format!("POST {}", t.info.plural)));
+    }
+    let mut obj = parse_body(req)?;
+    let stored = create_object(req, t, &mut obj, None)?;
+    Ok(render(req, t, &stored, StatusCode::CREATED))
+}
+
+pub(super) fn create_object(
+    req: &Req<'_>,
+    t: &Target,
+    obj: &mut Value,
+    url_name: Option<&str>,
+) -> Result<Arc<StoredObject>, ApiError> {
+    check_identity(t, obj, url_name)?;
+    let meta = &mut obj["metadata"];
+    if meta["name"].as_str().is_none_or(str::is_empty) {
+        match meta["generateName"].as_str() {
+            Some(prefix) if !prefix.is_empty() => {
+                let name = format!("{prefix}{}", req.state.random_suffix());
+                meta["name"] = name.into();
+            }
+            _ => {
+                return Err(ApiError::invalid(
+                    &t.info.kind,
+                    "",
+                    "metadata.name: Required value: name or generateName is required",
+                ));
+            }
+        }
+    }
+    strategy::validate(&t.info, obj)?;
+    let now = req.state.store.clock().rfc3339();
+    strategy::prepare_create(&t.info, obj, &now);
+    let manager = req.field_manager();
+    if obj["metadata"].get("managedFields").is_none() {
+        patch::record_update(None, obj, &manager, &now, &t.info.api_version(), None);
+    }
+    let stored = req.state.store.create(&t.info, obj.take())?;
+    if is_crd(&t.info) {
+        sync_crd(req.state, &stored.value());
+    }
+    Ok(stored)
+}
+
+pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
+    reject_dry_run(req)?;
+    field_validation(req)?;
+    let name = t.name.as_deref().unwrap_or_default();
+    let mut body = parse_body(req)?;
+    check_identity(t, &mut body, Some(name))?;
+    let has_rv = body["metadata"]["resourceVersion"]
+        .as_str()
+        .is_some_and(|s| !s.is_empty());
+    if !has_rv && !t.info.builtin {
+        return Err(ApiError::invalid(
+            &t.info.kind,
+            name,
+            "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
+        ));
+    }
+    if t.sub == Subresource::Main {
+        strategy::validate(&t.info, &body)?;
+    }
+    let manager = req.field_manager();
+    let now = req.state.store.clock().rfc3339();
+    let av = t.info.api_version();
+    let stored = req.state.store.update(&t.info, ns_of(t), name, |old| {
+        let mut new = strategy::prepare_update(&t.info, t.sub, old, body);
+        if new["metadata"].get("managedFields").is_none()
+            && let Some(mf) = old["metadata"].get("managedFields")
+        {
+            new["metadata"]["managedFields"] = mf.clone();
+        }
+        let sub = (t.sub == Subresource::Status).then_some("status");
+        patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
+        Ok(new)
+    })?;
+    if is_crd(&t.info) {
+        sync_crd(req.state, &stored.value());
+    }
+    Ok(render(req, t, &stored, StatusCode::OK))
+}
+
+pub(super) fn patch_error(t: &Target, name: &str, e: PatchError) -> ApiError {
+    match e {
+        PatchError::Malformed(m) => ApiError::bad_request(m),
+        PatchError::TestFailed(m) | PatchError::Invalid(m) => {
+            ApiError::invalid(&t.info.kind, name, m)
+        }
+        PatchError::Conflict(m) => ApiError::conflict(m),
+    }
+}
+
+pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
+    reject_dry_run(req)?;
+    field_validation(req)?;
+    let name = t.name.as_deref().unwrap_or_default().to_string();
+    let ct = req.header(header::CONTENT_TYPE);
+    let kind = PatchKind::from_content_type(ct).ok_or_else(|| {
+        ApiError::unsupported_media_type(format!(
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{} (got {ct:?})",
+            if t.info.builtin { ", application/strategic-merge-patch+json" } else { "" }
+        ))
+    })?;
+    if kind == PatchKind::Strategic && !t.info.builtin {
+        return Err(ApiError::unsupported_media_type(
+            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
+        ));
+    }
+    let now = req.state.store.clock().rfc3339();
+    let av = t.info.api_version();
+    let sub = (t.sub == Subresource::Status).then_some("status");
+    if kind == PatchKind::Apply {
+        return apply(req, t, &name, &now);
+    }
+    let manager = req.field_manager();
+    let stored = req.state.store.update(&t.info, ns_of(t), &name, |old| {
+        let mut new = old.clone();
+        let res = match kind {
+            PatchKind::Json => patch::apply_json_patch(&mut new, &req.body),
+            PatchKind::Merge => patch::apply_merge_patch(&mut new, &req.body),
+            PatchKind::Strategic => {
+                patch::apply_strategic_merge_patch(&mut new, &req.body, &t.info.kind)
+            }
+            PatchKind::Apply => unreachable!("handled above"),
+        };
+        res.map_err(|e| patch_error(t, &name, e))?;
+        if !new.is_object() {
+            return Err(ApiError::unprocessable(
+                "the patch did not produce an object",
+            ));
+        }
+        check_identity(t, &mut new, Some(&name))?;
+        if t.sub == Subresource::Main {
+            strategy::validate(&t.info, &new)?;
+        }
+        let mut new = strategy::prepare_update(&t.info, t.sub, old, new);
+        patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
+        Ok(new)
+    })?;
+    if is_crd(&t.info) {
+        sync_crd(req.state, &stored.value());
+    }
+    Ok(render(req, t, &stored, StatusCode::OK))
+}
+
+pub(super) fn apply(req: &Req<'_>, t: &Target, name: &str, now: &str) -> Result<Resp, ApiError> {
+    let Some(manager) = req.q("fieldManager").map(String::from) else {
+        return Err(ApiError::invalid(
+            "PatchOptions.meta.k8s.io",
+            "",
+            "fieldManager: Required value: is required for apply patch",
+        ));
+    };
+    let force = parse_bool(req.q("force"));
+    let av = t.info.api_version();
+    let sub = (t.sub == Subresource::Status).then_some("status");
+    // Update if present, create if absent; a create that loses a race with
+    // another create retries as an update.
+    for _ in 0..3 {
+        let res = req.state.store.update(&t.info, ns_of(t), name, |old| {
+            let merged = patch::server_side_apply(
+                Some(old),
+                &req.body,
+                &manager,
+                force,
+                now,
+                &av,
+                &t.info.kind,
+                sub,
+            )
+            .map_err(|e| patch_error(t, name, e))?;
+            let mut merged = merged;
+            check_identity(t, &mut merged, Some(name))?;
+            if t.sub == Subresource::Main {
+                strategy::validate(&t.info, &merged)?;
+            }
+            Ok(strategy::prepare_update(&t.info, t.sub, old, merged))
+        });
+        match res {
+            Ok(stored) => {
+                if is_crd(&t.info) {
+                    sync_crd(req.state, &stored.value());
+                }
+                return Ok(render(req, t, &stored, StatusCode::OK));
+            }
+            Err(e) if e.code == 404 && e.reason == "NotFound" && t.sub == Subresource::Main => {
+                let mut obj = patch::server_side_apply(
+                    None,
+                    &req.body,
+                    &manager,
+                    force,
+                    now,
+                    &av,
+                    &t.info.kind,
+                    None,
+                )
+                .map_err(|e| patch_error(t, name, e))?;
+                match create_object(req, t, &mut obj, Some(name)) {
+                    Ok(stored) => return Ok(render(req, t, &stored, StatusCode::CREATED)),
+                    Err(e) if e.reason == "AlreadyExists" => continue,
+                    Err(e) => return Err(e),
+                }
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Err(ApiError::conflict_modified(
+        &t.info.group,
+        &t.info.plural,
+        name,
+    ))
+}

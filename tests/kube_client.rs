@@ -63,6 +63,28 @@ fn cm(name: &str, data: &str) -> ConfigMap {
     .unwrap()
 }
 
+type Events =
+    futures::stream::BoxStream<'static, Result<watcher::Event<ConfigMap>, watcher::Error>>;
+
+/// The next watcher event (within `WAIT`).
+async fn next_event(events: &mut Events) -> watcher::Event<ConfigMap> {
+    let next = tokio::time::timeout(WAIT, events.try_next()).await;
+    next.expect("an event in time")
+        .expect("no watch error")
+        .expect("the stream goes on")
+}
+
+/// Read events until `name` is applied.
+async fn until_applied(events: &mut Events, name: &str) {
+    loop {
+        if let watcher::Event::Apply(c) = next_event(events).await
+            && c.name_any() == name
+        {
+            return;
+        }
+    }
+}
+
 #[tokio::test]
 async fn typed_crud_on_builtins() {
     let server = ApiServer::start_in_process().await;
@@ -479,12 +501,7 @@ async fn a_410_makes_the_kube_runtime_watcher_relist() {
     // Initial list: Init, InitApply(seed), InitDone.
     let mut inits = 0;
     loop {
-        match tokio::time::timeout(WAIT, events.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-        {
+        match next_event(&mut events).await {
             watcher::Event::Init => inits += 1,
             watcher::Event::InitDone => break,
             _ => {}
@@ -495,17 +512,7 @@ async fn a_410_makes_the_kube_runtime_watcher_relist() {
     cms.create(&PostParams::default(), &cm("live", "v"))
         .await
         .unwrap();
-    loop {
-        match tokio::time::timeout(WAIT, events.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-        {
-            watcher::Event::Apply(c) if c.name_any() == "live" => break,
-            _ => {}
-        }
-    }
+    until_applied(&mut events, "live").await;
     // Write far more than the watcher's buffer while nobody polls it.
     for i in 0..300 {
         cms.create(&PostParams::default(), &cm(&format!("x{i}"), "v"))
@@ -603,30 +610,11 @@ async fn kube_client_over_http_and_clean_shutdown_with_an_open_watch() {
     let client = Client::try_from(config).unwrap();
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let mut events = watcher(cms.clone(), watcher::Config::default()).boxed();
-    loop {
-        if let watcher::Event::InitDone = tokio::time::timeout(WAIT, events.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-        {
-            break;
-        }
-    }
+    while !matches!(next_event(&mut events).await, watcher::Event::InitDone) {}
     cms.create(&PostParams::default(), &cm("over-http", "1"))
         .await
         .unwrap();
-    loop {
-        match tokio::time::timeout(WAIT, events.try_next())
-            .await
-            .unwrap()
-            .unwrap()
-            .unwrap()
-        {
-            watcher::Event::Apply(c) if c.name_any() == "over-http" => break,
-            _ => {}
-        }
-    }
+    until_applied(&mut events, "over-http").await;
     let v = client.apiserver_version().await.unwrap();
     assert_eq!(v.major, "1");
     // Shutdown completes although a watch is open.

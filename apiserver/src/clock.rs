@@ -43,6 +43,15 @@ impl Clock {
     }
 }
 
+/// Sleep until `t`, or forever when there is no `t` (a `select!` arm that
+/// is armed only sometimes).
+pub async fn sleep_until_opt(t: Option<Instant>) {
+    match t {
+        Some(t) => tokio::time::sleep_until(t).await,
+        None => std::future::pending().await,
+    }
+}
+
 /// Format a timestamp as `2006-01-02T15:04:05Z`.
 #[must_use]
 pub fn format_time(t: Timestamp) -> String {

@@ -143,7 +143,7 @@ impl GarbageCollector {
                     Err(RecvError::Closed) => return,
                 },
                 _ = changed.changed() => {}
-                _ = sleep_until_opt(due), if !paused && due.is_some() => {
+                _ = crate::clock::sleep_until_opt(due), if !paused && due.is_some() => {
                     let now = Instant::now();
                     while let Some(Reverse((t, _, _))) = self.queue.peek() {
                         if *t > now || self.faults.gc().paused {
@@ -398,13 +398,6 @@ fn strip_owner_refs(obj: &mut Value, uids: &[String]) {
         {
             m.remove("ownerReferences");
         }
-    }
-}
-
-async fn sleep_until_opt(t: Option<Instant>) {
-    match t {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
     }
 }
 

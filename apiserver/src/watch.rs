@@ -309,7 +309,7 @@ pub fn start(
             tokio::select! {
                 biased;
                 _ = shutdown.changed() => return,
-                _ = sleep_until_opt(deadline) => return,
+                _ = crate::clock::sleep_until_opt(deadline) => return,
                 _ = tx.closed() => return,
                 changed = async { changes.as_mut().expect("guarded").changed().await }, if changes.is_some() => {
                     if changed.is_err() {
@@ -318,7 +318,7 @@ pub fn start(
                         queue.view = f.view(*c);
                     }
                 }
-                _ = sleep_until_opt(release), if release.is_some() => {}
+                _ = crate::clock::sleep_until_opt(release), if release.is_some() => {}
                 ev = live.recv() => match ev {
                     Ok(e) => {
                         if e.object.rv <= processed {
@@ -349,13 +349,6 @@ pub fn start(
         }
     });
     rx
-}
-
-async fn sleep_until_opt(t: Option<Instant>) {
-    match t {
-        Some(t) => tokio::time::sleep_until(t).await,
-        None => std::future::pending().await,
-    }
 }
 
 #[cfg(test)]

@@ -135,6 +135,15 @@ pub(super) fn field_validation(req: &Req<'_>) -> Result<(), ApiError> {
     }
 }
 
+/// The answer to a successful update, patch or apply (a CRD's served
+/// resources follow it first).
+fn written(req: &Req<'_>, t: &Target, stored: &StoredObject) -> Resp {
+    if is_crd(&t.info) {
+        sync_crd(req.state, &stored.value());
+    }
+    render(req, t, stored, StatusCode::OK)
+}
+
 /// Serve a CRD's resources, or stop serving them when it is gone.
 pub(super) fn sync_crd(state: &State, crd: &Value) {
     if let Ok(infos) = strategy::crd_resources(crd) {
@@ -234,10 +243,7 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
         Ok(new)
     })?;
-    if is_crd(&t.info) {
-        sync_crd(req.state, &stored.value());
-    }
-    Ok(render(req, t, &stored, StatusCode::OK))
+    Ok(written(req, t, &stored))
 }
 
 pub(super) fn patch_error(t: &Target, name: &str, e: PatchError) -> ApiError {
@@ -297,10 +303,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
         Ok(new)
     })?;
-    if is_crd(&t.info) {
-        sync_crd(req.state, &stored.value());
-    }
-    Ok(render(req, t, &stored, StatusCode::OK))
+    Ok(written(req, t, &stored))
 }
 
 pub(super) fn apply(req: &Req<'_>, t: &Target, name: &str, now: &str) -> Result<Resp, ApiError> {
@@ -338,10 +341,7 @@ pub(super) fn apply(req: &Req<'_>, t: &Target, name: &str, now: &str) -> Result<
         });
         match res {
             Ok(stored) => {
-                if is_crd(&t.info) {
-                    sync_crd(req.state, &stored.value());
-                }
-                return Ok(render(req, t, &stored, StatusCode::OK));
+                return Ok(written(req, t, &stored));
             }
             Err(e) if e.code == 404 && e.reason == "NotFound" && t.sub == Subresource::Main => {
                 let mut obj = patch::server_side_apply(

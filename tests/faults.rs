@@ -370,6 +370,21 @@ async fn write_faults_answer_conflict_500_and_latency() {
         "{err:?}"
     );
 
+    // 429 (a kube::Client built with Client::new over a bare service has no
+    // retry layer, so the caller sees it).
+    server
+        .faults()
+        .add_write_fault(WriteFault::next(1, WriteAction::TooManyRequests))
+        .unwrap();
+    let err = api
+        .create(&PostParams::default(), &cm("throttled", None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 429 && s.reason == "TooManyRequests"),
+        "{err:?}"
+    );
+
     server
         .faults()
         .add_write_fault(WriteFault::next(

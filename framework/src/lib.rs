@@ -1,2 +1,21 @@
-//! Ward: the guarded reconcile loop. Nothing is public yet: the `Guard` trait, the
-//! guarded controller, identity, metrics and leader election land with issue #4.
+//! Ward: a guarded reconcile loop on kube-runtime.
+//!
+//! kube-runtime schedules and caches by name: `ObjectRef` ignores the uid,
+//! owner triggers carry the owner uid and nobody checks it, and a cached
+//! read may be arbitrarily stale. Ward adds the missing pieces as small
+//! parts of a controller rather than `if`s to remember:
+//!
+//! - [`Guard`]: a check before every reconcile — proceed, wait (woken by a
+//!   watch event), skip, or fail; guards compose in order.
+//! - [`GuardedController`]: kube-runtime's `Controller` with guards,
+//!   UID-checked owner triggers, per-object error backoff, a tracing span
+//!   per reconcile (object ref and uid) and metrics.
+//!
+//! Ready-made guards live in the `ward-guards` crate.
+
+pub mod clock;
+pub mod controller;
+pub mod guard;
+
+pub use controller::{Error, ErrorBackoff, GuardedController};
+pub use guard::{Guard, GuardContext, GuardError, Verdict, Wait, run_guards};

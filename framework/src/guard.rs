@@ -1,0 +1,212 @@
+//! The [`Guard`] trait: a check that runs before every reconcile and may
+//! stop it — proceed, wait (woken by a watch event, with a fallback
+//! requeue), skip, or fail.
+//!
+//! Guards compose in order and the first verdict other than
+//! [`Verdict::Proceed`] wins; the reconciler runs only when every guard
+//! proceeds.
+
+use std::borrow::Cow;
+use std::fmt;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use kube::Client;
+
+/// Errors a guard reports (the reconcile is retried with backoff).
+#[derive(Debug, thiserror::Error)]
+pub enum GuardError {
+    /// An API call failed.
+    #[error("API call failed: {0}")]
+    Kube(#[from] kube::Error),
+    /// The object cannot be judged (e.g. it has no name or uid).
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// What a guard decided.
+pub enum Verdict {
+    /// Go on (to the next guard, then the reconciler).
+    Proceed,
+    /// Not yet: reconcile again when `wake` completes (typically a watch
+    /// event such as the child's DELETED), or after `fallback` at the latest.
+    Wait(Wait),
+    /// Do not reconcile this object (for this trigger).
+    Skip {
+        /// Why, for logs and metrics.
+        reason: Cow<'static, str>,
+    },
+}
+
+impl fmt::Debug for Verdict {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Verdict::Proceed => f.write_str("Proceed"),
+            Verdict::Wait(w) => f
+                .debug_struct("Wait")
+                .field("reason", &w.reason)
+                .field("wakes", &w.wake.is_some())
+                .field("fallback", &w.fallback)
+                .finish(),
+            Verdict::Skip { reason } => f.debug_struct("Skip").field("reason", reason).finish(),
+        }
+    }
+}
+
+impl Verdict {
+    /// Proceed.
+    #[must_use]
+    pub fn proceed() -> Self {
+        Verdict::Proceed
+    }
+
+    /// Skip, with a reason.
+    #[must_use]
+    pub fn skip(reason: impl Into<Cow<'static, str>>) -> Self {
+        Verdict::Skip {
+            reason: reason.into(),
+        }
+    }
+
+    /// Wait, with a reason; add the wake-up with [`Wait::until`].
+    #[must_use]
+    pub fn wait(reason: impl Into<Cow<'static, str>>) -> Wait {
+        Wait {
+            reason: reason.into(),
+            wake: None,
+            fallback: Wait::DEFAULT_FALLBACK,
+        }
+    }
+
+    /// The label metrics use: `proceed`, `wait` or `skip`.
+    #[must_use]
+    pub fn label(&self) -> &'static str {
+        match self {
+            Verdict::Proceed => "proceed",
+            Verdict::Wait(_) => "wait",
+            Verdict::Skip { .. } => "skip",
+        }
+    }
+}
+
+/// A wait verdict: a reason, what wakes it, and a fallback requeue.
+pub struct Wait {
+    /// Why, for logs and metrics.
+    pub reason: Cow<'static, str>,
+    /// Completes when the object should be reconciled again.
+    pub wake: Option<BoxFuture<'static, ()>>,
+    /// Reconcile again after this long even if `wake` never completes.
+    pub fallback: Duration,
+}
+
+impl Wait {
+    /// The fallback requeue when none is given.
+    pub const DEFAULT_FALLBACK: Duration = Duration::from_secs(300);
+
+    /// Wake when `fut` completes (e.g. a watch for the blocking object's deletion).
+    #[must_use]
+    pub fn until(mut self, fut: impl std::future::Future<Output = ()> + Send + 'static) -> Self {
+        self.wake = Some(Box::pin(fut));
+        self
+    }
+
+    /// Requeue after `d` at the latest.
+    #[must_use]
+    pub fn fallback(mut self, d: Duration) -> Self {
+        self.fallback = d;
+        self
+    }
+}
+
+impl From<Wait> for Verdict {
+    fn from(w: Wait) -> Self {
+        Verdict::Wait(w)
+    }
+}
+
+/// What a guard gets besides the object: a client for fresh (quorum) reads
+/// and watches.
+#[derive(Clone)]
+pub struct GuardContext {
+    client: Client,
+    clock: crate::clock::Clock,
+}
+
+impl fmt::Debug for GuardContext {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("GuardContext").finish_non_exhaustive()
+    }
+}
+
+impl GuardContext {
+    /// A context over `client`.
+    #[must_use]
+    pub fn new(client: Client) -> Self {
+        GuardContext {
+            client,
+            clock: crate::clock::Clock::new(),
+        }
+    }
+
+    /// The client (reads through it are quorum reads, never a cache).
+    #[must_use]
+    pub fn client(&self) -> &Client {
+        &self.client
+    }
+
+    /// The current time (follows tokio's clock, so paused-time tests see it move).
+    #[must_use]
+    pub fn now(&self) -> jiff::Timestamp {
+        self.clock.now()
+    }
+}
+
+/// A check run before every reconcile of a `K`.
+///
+/// ```
+/// use ward::{Guard, GuardContext, GuardError, Verdict};
+/// use k8s_openapi::api::core::v1::ConfigMap;
+///
+/// /// Never reconcile a ConfigMap that is being deleted.
+/// struct NotTerminating;
+///
+/// #[async_trait::async_trait]
+/// impl Guard<ConfigMap> for NotTerminating {
+///     fn name(&self) -> &'static str {
+///         "not-terminating"
+///     }
+///     async fn check(&self, cm: &ConfigMap, _: &GuardContext) -> Result<Verdict, GuardError> {
+///         Ok(if cm.metadata.deletion_timestamp.is_some() {
+///             Verdict::skip("terminating")
+///         } else {
+///             Verdict::proceed()
+///         })
+///     }
+/// }
+/// ```
+#[async_trait::async_trait]
+pub trait Guard<K>: Send + Sync + 'static {
+    /// A short stable name (a metrics label).
+    fn name(&self) -> &'static str;
+
+    /// Judge `obj`.
+    async fn check(&self, obj: &K, ctx: &GuardContext) -> Result<Verdict, GuardError>;
+}
+
+/// Run `guards` in order on `obj`: the first verdict other than proceed
+/// wins, and is returned with the guard's name.
+pub async fn run_guards<K: Send + Sync + 'static>(
+    guards: &[std::sync::Arc<dyn Guard<K>>],
+    obj: &K,
+    ctx: &GuardContext,
+) -> Result<(Verdict, Option<&'static str>), (GuardError, &'static str)> {
+    for g in guards {
+        let v = g.check(obj, ctx).await.map_err(|e| (e, g.name()))?;
+        metrics::counter!("ward_guard_verdicts_total", "guard" => g.name(), "verdict" => v.label())
+            .increment(1);
+        if !matches!(v, Verdict::Proceed) {
+            return Ok((v, Some(g.name())));
+        }
+    }
+    Ok((Verdict::Proceed, None))
+}

@@ -1,1 +1,221 @@
-//! (in progress)
+//! Owner UID: accept an object only if it is not terminating and its
+//! controller ownerReference names the live owner — by UID, read fresh.
+//!
+//! The race it stops (Azure CNS, node recreated under the same name):
+//!
+//! ```text
+//! 1. Node A (uid U1); NodeNetworkConfig kube-system/A (controller ownerRef U1)
+//! 2. DELETE Node A ... GC of the NNC is delayed (no deletionTimestamp on it)
+//! 3. CREATE Node A -> uid U2 (the new NNC cannot be created: the name is taken)
+//! 4. CNS starts, GETs NNC "A" by name -> the stale NNC of U1, and ingests it
+//! ```
+//!
+//! [`OwnerUid`] rejects the NNC of step 4: its controller owner is U1, the
+//! live Node A is U2. The owner is read with a quorum GET, never from a
+//! name-keyed cache, which would happily say "Node A exists".
+//!
+//! ```no_run
+//! use k8s_openapi::api::core::v1::{ConfigMap, Node};
+//! use ward_guards::owner_uid::{Acceptance, OwnerUid};
+//!
+//! # async fn demo(client: kube::Client, nnc: ConfigMap) -> Result<(), ward_guards::owner_uid::OwnerUidError> {
+//! // As a plain check (e.g. on a startup path outside any controller):
+//! match OwnerUid::<Node>::new().accept(&client, &nnc).await? {
+//!     Acceptance::Accept => { /* ingest */ }
+//!     Acceptance::Reject(why) => tracing::info!(%why, "not ingesting a stale object"),
+//! }
+//! // Or as a guard: GuardedController::new(api, cfg).guard(OwnerUid::<Node>::new())
+//! # Ok(()) }
+//! ```
+
+use std::any::TypeId;
+use std::fmt::{self, Debug};
+use std::marker::PhantomData;
+
+use kube::api::{Api, ApiResource, DynamicObject};
+use kube::core::NamespaceResourceScope;
+use kube::{Client, Resource, ResourceExt};
+use serde::de::DeserializeOwned;
+use ward::{Guard, GuardContext, GuardError, Verdict};
+
+/// Errors reading the owner.
+#[derive(Debug, thiserror::Error)]
+pub enum OwnerUidError {
+    /// The API call failed.
+    #[error("reading the owner failed: {0}")]
+    Kube(#[from] kube::Error),
+}
+
+/// Why an object is rejected.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Rejection {
+    /// It is being deleted.
+    Terminating,
+    /// It has no controller ownerReference of the owner's kind.
+    NoController,
+    /// No owner of that name exists.
+    OwnerGone {
+        /// The owner's name.
+        name: String,
+    },
+    /// An owner of that name exists, but it is another object.
+    OwnerReplaced {
+        /// The uid the ownerReference names.
+        expected: String,
+        /// The live owner's uid.
+        live: String,
+    },
+}
+
+impl fmt::Display for Rejection {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Rejection::Terminating => f.write_str("the object is terminating"),
+            Rejection::NoController => {
+                f.write_str("the object has no controller of the owner's kind")
+            }
+            Rejection::OwnerGone { name } => write!(f, "its owner {name} is gone"),
+            Rejection::OwnerReplaced { expected, live } => {
+                write!(
+                    f,
+                    "its owner was replaced: ownerReference uid {expected}, live owner uid {live}"
+                )
+            }
+        }
+    }
+}
+
+/// The verdict on an object.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Acceptance {
+    /// Its controller is the live owner.
+    Accept,
+    /// Do not act on it.
+    Reject(Rejection),
+}
+
+/// Accept an object only if its controller ownerReference to an `Owner`
+/// names the live owner's UID (read fresh) and it is not terminating.
+pub struct OwnerUid<Owner> {
+    _owner: PhantomData<fn() -> Owner>,
+}
+
+impl<Owner> Default for OwnerUid<Owner> {
+    fn default() -> Self {
+        OwnerUid {
+            _owner: PhantomData,
+        }
+    }
+}
+
+impl<Owner> OwnerUid<Owner>
+where
+    Owner: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    Owner::Scope: 'static,
+{
+    /// The check for owners of kind `Owner`.
+    #[must_use]
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Judge `obj`: reads its owner with a quorum GET.
+    pub async fn accept<K: Resource>(
+        &self,
+        client: &Client,
+        obj: &K,
+    ) -> Result<Acceptance, OwnerUidError> {
+        if obj.meta().deletion_timestamp.is_some() {
+            return Ok(Acceptance::Reject(Rejection::Terminating));
+        }
+        let (kind, api_version) = (Owner::kind(&()), Owner::api_version(&()));
+        let Some(r) =
+            obj.meta().owner_references.iter().flatten().find(|r| {
+                r.controller == Some(true) && r.kind == kind && r.api_version == api_version
+            })
+        else {
+            return Ok(Acceptance::Reject(Rejection::NoController));
+        };
+        let ar = ApiResource::erase::<Owner>(&());
+        let namespaced = TypeId::of::<Owner::Scope>() == TypeId::of::<NamespaceResourceScope>();
+        let api: Api<DynamicObject> = if namespaced {
+            Api::namespaced_with(
+                client.clone(),
+                &obj.meta().namespace.clone().unwrap_or_default(),
+                &ar,
+            )
+        } else {
+            Api::all_with(client.clone(), &ar)
+        };
+        Ok(decide(
+            &r.uid,
+            &r.name,
+            api.get_opt(&r.name)
+                .await?
+                .as_ref()
+                .and_then(|o| o.uid())
+                .as_deref(),
+        ))
+    }
+}
+
+/// The decision table: the ownerReference's uid against the live owner's.
+#[must_use]
+pub fn decide(expected_uid: &str, owner_name: &str, live_uid: Option<&str>) -> Acceptance {
+    match live_uid {
+        None => Acceptance::Reject(Rejection::OwnerGone {
+            name: owner_name.to_string(),
+        }),
+        Some(live) if live != expected_uid => Acceptance::Reject(Rejection::OwnerReplaced {
+            expected: expected_uid.to_string(),
+            live: live.to_string(),
+        }),
+        Some(_) => Acceptance::Accept,
+    }
+}
+
+#[async_trait::async_trait]
+impl<K, Owner> Guard<K> for OwnerUid<Owner>
+where
+    K: Resource + Send + Sync + 'static,
+    Owner: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    Owner::Scope: 'static,
+{
+    fn name(&self) -> &'static str {
+        "owner-uid"
+    }
+
+    async fn check(&self, obj: &K, ctx: &GuardContext) -> Result<Verdict, GuardError> {
+        Ok(
+            match self
+                .accept(ctx.client(), obj)
+                .await
+                .map_err(|OwnerUidError::Kube(e)| GuardError::Kube(e))?
+            {
+                Acceptance::Accept => Verdict::proceed(),
+                Acceptance::Reject(why) => Verdict::skip(format!("{}: {why}", obj.name_any())),
+            },
+        )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decision_table() {
+        assert_eq!(decide("U1", "a", Some("U1")), Acceptance::Accept);
+        assert_eq!(
+            decide("U1", "a", Some("U2")),
+            Acceptance::Reject(Rejection::OwnerReplaced {
+                expected: "U1".into(),
+                live: "U2".into()
+            })
+        );
+        assert_eq!(
+            decide("U1", "a", None),
+            Acceptance::Reject(Rejection::OwnerGone { name: "a".into() })
+        );
+    }
+}

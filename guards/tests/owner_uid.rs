@@ -1,0 +1,167 @@
+//! The CNS race against ward-apiserver: a Node deleted and recreated under
+//! the same name while GC of its NodeNetworkConfig lags. A controller that
+//! starts in that window and ingests the NNC found by name takes the stale
+//! one; with `OwnerUid<Node>` it skips it, and ingests the new NNC once GC
+//! has removed the old one.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::wait::{await_condition, conditions};
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use ward::GuardedController;
+use ward_apiserver::ApiServer;
+use ward_guards::owner_uid::{Acceptance, OwnerUid, Rejection};
+
+const WAIT: Duration = Duration::from_secs(600);
+
+/// A NodeNetworkConfig stand-in: kube-system/<node>, controlled by the Node.
+fn nnc(node: &Node) -> ConfigMap {
+    let mut c = ConfigMap::default();
+    c.metadata.name = Some(node.name_any());
+    c.metadata.labels = Some([("app".to_string(), "nnc".to_string())].into());
+    c.metadata.owner_references = Some(vec![OwnerReference {
+        api_version: "v1".into(),
+        kind: "Node".into(),
+        name: node.name_any(),
+        uid: node.uid().unwrap(),
+        controller: Some(true),
+        block_owner_deletion: Some(true),
+    }]);
+    c
+}
+
+fn node(name: &str) -> Node {
+    let mut n = Node::default();
+    n.metadata.name = Some(name.into());
+    n
+}
+
+type Ingested = Arc<Mutex<Vec<String>>>;
+
+/// Set up the window: node A (U1) with its NNC; GC lags; node A recreated
+/// (U2). Returns the server, the stale NNC's uid and the new node.
+async fn window() -> (ApiServer, String, Node) {
+    let server = ApiServer::start_in_process().await;
+    let client = server.client();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let nncs: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let a1 = nodes
+        .create(&PostParams::default(), &node("a"))
+        .await
+        .unwrap();
+    let stale = nncs
+        .create(&PostParams::default(), &nnc(&a1))
+        .await
+        .unwrap();
+    server.faults().pause_gc();
+    nodes
+        .delete("a", &DeleteParams::background())
+        .await
+        .unwrap();
+    let a2 = nodes
+        .create(&PostParams::default(), &node("a"))
+        .await
+        .unwrap();
+    (server, stale.uid().unwrap(), a2)
+}
+
+/// Start the NNC ingester ("CNS starts") inside the window.
+fn ingester(client: &Client, guarded: bool) -> (Ingested, tokio::task::JoinHandle<()>) {
+    let ingested: Ingested = Arc::default();
+    let nncs: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let mut ctl = GuardedController::new(nncs, watcher::Config::default().labels("app=nnc"));
+    if guarded {
+        ctl = ctl.guard(OwnerUid::<Node>::new());
+    }
+    let task = tokio::spawn(
+        ctl.run(
+            |nnc: Arc<ConfigMap>, ingested: Arc<Ingested>| async move {
+                ingested.lock().unwrap().push(nnc.uid().unwrap());
+                Ok::<_, kube::Error>(Action::await_change())
+            },
+            |_, _, _| Action::requeue(Duration::from_secs(5)),
+            Arc::new(ingested.clone()),
+        )
+        .for_each(|_| async {}),
+    );
+    (ingested, task)
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_the_guard_the_stale_nnc_is_ingested() {
+    let (server, stale, _) = window().await;
+    let (ingested, task) = ingester(&server.client(), false);
+    let done = tokio::time::timeout(WAIT, async {
+        while !ingested.lock().unwrap().contains(&stale) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(
+        done.is_ok(),
+        "the bug: the NNC of the deleted node is ingested"
+    );
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn with_owner_uid_only_the_live_nodes_nnc_is_ingested() {
+    let (server, stale, a2) = window().await;
+    let client = server.client();
+    let (ingested, task) = ingester(&client, true);
+    // A minute inside the window: nothing is ingested.
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(
+        ingested.lock().unwrap().is_empty(),
+        "{:?}",
+        ingested.lock().unwrap()
+    );
+    // GC catches up; the NNC writer creates the new node's NNC.
+    server.faults().resume_gc();
+    let nncs: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let gone = await_condition(nncs.clone(), "a", conditions::is_deleted(&stale));
+    tokio::time::timeout(WAIT, gone).await.unwrap().unwrap();
+    let fresh = nncs
+        .create(&PostParams::default(), &nnc(&a2))
+        .await
+        .unwrap()
+        .uid()
+        .unwrap();
+    let done = tokio::time::timeout(WAIT, async {
+        while !ingested.lock().unwrap().contains(&fresh) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    })
+    .await;
+    assert!(done.is_ok(), "the live node's NNC is ingested");
+    assert_eq!(*ingested.lock().unwrap(), [fresh]);
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_plain_check_reads_the_owner_fresh() {
+    let (server, _, a2) = window().await;
+    let client = server.client();
+    let nncs: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
+    let stale = nncs.get("a").await.unwrap();
+    let check = OwnerUid::<Node>::new();
+    match check.accept(&client, &stale).await.unwrap() {
+        Acceptance::Reject(Rejection::OwnerReplaced { live, .. }) => {
+            assert_eq!(live, a2.uid().unwrap())
+        }
+        other => panic!("{other:?}"),
+    }
+    let mut orphan = nnc(&a2);
+    orphan.metadata.owner_references = None;
+    assert_eq!(
+        check.accept(&client, &orphan).await.unwrap(),
+        Acceptance::Reject(Rejection::NoController)
+    );
+}

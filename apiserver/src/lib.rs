@@ -18,6 +18,8 @@
 //! # }
 //! ```
 
+#![warn(missing_docs)]
+
 pub mod clock;
 pub mod discovery;
 pub mod faults;

@@ -13,6 +13,8 @@
 //!
 //! Ready-made guards live in the `ward-guards` crate.
 
+#![warn(missing_docs)]
+
 pub mod clock;
 pub mod controller;
 pub mod guard;

@@ -12,6 +12,8 @@
 //! - [`occ_patch`]: optimistic-concurrency patches and deletes that
 //!   re-decide on fresh state after a conflict.
 
+#![warn(missing_docs)]
+
 pub mod await_deletion;
 pub mod liveness;
 pub mod occ_patch;

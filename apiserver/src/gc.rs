@@ -131,6 +131,8 @@ impl GarbageCollector {
             let paused = self.faults.gc().paused;
             let due = self.queue.peek().map(|Reverse((t, _, _))| *t);
             tokio::select! {
+                // Biased: a fixed poll order keeps seeded runs reproducible.
+                biased;
                 _ = stopped.wait_for(|s| *s) => return,
                 ev = rx.recv() => match ev {
                     Ok(e) => self.observe(&e.key, e.kind, &e.object),

@@ -78,6 +78,8 @@ impl PodLifecycleActor {
         loop {
             let due = self.timers.peek().map(|Reverse((t, ..))| *t);
             tokio::select! {
+                // Biased: a fixed poll order keeps seeded runs reproducible.
+                biased;
                 _ = stopped.wait_for(|s| *s) => return,
                 ev = rx.recv() => match ev {
                     Ok(e) if e.key == pods_key() && e.kind != EventType::Deleted => self.observe(&e.object),

@@ -327,6 +327,8 @@ async fn crd_cleanup(state: Arc<State>) {
     let mut stopped = state.shutdown.clone();
     loop {
         let ev = tokio::select! {
+            // Biased: a fixed poll order keeps seeded runs reproducible.
+            biased;
             _ = stopped.wait_for(|s| *s) => return,
             ev = rx.recv() => ev,
         };

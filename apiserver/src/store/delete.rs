@@ -1,7 +1,7 @@
 //! Deletion: preconditions, finalizers, grace periods, namespaces, and
 //! whole collections (a CRD removed).
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use serde_json::Value;
@@ -214,7 +214,7 @@ impl Store {
             ..DeleteSpec::default()
         };
         self.delete_locked(&mut inner, &ns_info, &namespaces_key(), "", name, &marked)?;
-        let infos: HashMap<StorageKey, Arc<ResourceInfo>> = registry
+        let infos: BTreeMap<StorageKey, Arc<ResourceInfo>> = registry
             .all()
             .into_iter()
             .filter(|r| r.namespaced)

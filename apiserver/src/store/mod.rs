@@ -8,7 +8,7 @@
 //! event reuse the same bytes: an event is serialized once, whatever the
 //! number of watchers.
 
-use std::collections::{BTreeMap, HashMap, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -213,7 +213,8 @@ struct Inner {
     rv: u64,
     /// rv of the newest event no longer in `history`: a watch from an older rv is 410.
     floor: u64,
-    collections: HashMap<StorageKey, Collection>,
+    // Ordered, so every walk over the collections is reproducible.
+    collections: BTreeMap<StorageKey, Collection>,
     history: VecDeque<Arc<Event>>,
     uid_counter: u64,
 }
@@ -319,7 +320,7 @@ impl Store {
             inner: Mutex::new(Inner {
                 rv: 0,
                 floor: 0,
-                collections: HashMap::new(),
+                collections: BTreeMap::new(),
                 history: VecDeque::new(),
                 uid_counter: 0,
             }),

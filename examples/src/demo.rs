@@ -1,0 +1,320 @@
+//! The campaign runner behind `ward-demo`: every example's scenarios in
+//! every variant over many seeds, and one table of what broke.
+//!
+//! An example plugs in by implementing [`Example`].
+
+use std::fmt::Write as _;
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+/// One variant of an example's controller.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Variant {
+    /// Its name, e.g. `naive`.
+    pub name: String,
+    /// Whether it is built from Ward's guards (and so must never violate).
+    pub guarded: bool,
+}
+
+/// What one seeded run found.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct RunOutcome {
+    /// The invariants broken, first first (name, detail).
+    pub violations: Vec<(String, String)>,
+}
+
+/// An example controller the demo can run.
+pub trait Example: Send + Sync {
+    /// Its name, e.g. `whereabouts`.
+    fn name(&self) -> &'static str;
+    /// Its scenarios, e.g. `S1`.
+    fn scenarios(&self) -> Vec<String>;
+    /// Its variants.
+    fn variants(&self) -> Vec<Variant>;
+    /// Run one scenario in one variant with one seed (in simulated time).
+    fn run(&self, scenario: &str, variant: &str, seed: u64) -> Result<RunOutcome, String>;
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Row {
+    /// Example name.
+    pub example: String,
+    /// Scenario.
+    pub scenario: String,
+    /// Variant.
+    pub variant: String,
+    /// Whether the variant is guarded.
+    pub guarded: bool,
+    /// Seeds run.
+    pub runs: usize,
+    /// Runs with at least one violation.
+    pub violating_runs: usize,
+    /// The smallest violating seed.
+    pub first_seed: Option<u64>,
+    /// The invariant the first violating seed broke first.
+    pub invariant: Option<String>,
+    /// Runs that could not be set up (errors).
+    pub errors: usize,
+}
+
+struct Job<'a> {
+    example: &'a dyn Example,
+    scenario: String,
+    variant: Variant,
+    seed: u64,
+}
+
+/// Run every example's scenarios × variants over `seeds`, on `threads`
+/// worker threads, reporting each finished run to `progress`.
+pub fn campaign(
+    examples: &[&dyn Example],
+    seeds: std::ops::Range<u64>,
+    threads: usize,
+    progress: &(dyn Fn() + Sync),
+) -> Vec<Row> {
+    let mut jobs = Vec::new();
+    for ex in examples {
+        for s in ex.scenarios() {
+            for v in ex.variants() {
+                for seed in seeds.clone() {
+                    jobs.push(Job {
+                        example: *ex,
+                        scenario: s.clone(),
+                        variant: v.clone(),
+                        seed,
+                    });
+                }
+            }
+        }
+    }
+    let results: Mutex<Vec<(usize, Result<RunOutcome, String>)>> = Mutex::new(Vec::new());
+    let next = AtomicUsize::new(0);
+    std::thread::scope(|scope| {
+        for _ in 0..threads.max(1) {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, Ordering::Relaxed);
+                    let Some(job) = jobs.get(i) else { return };
+                    let r = job.example.run(&job.scenario, &job.variant.name, job.seed);
+                    results
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .push((i, r));
+                    progress();
+                }
+            });
+        }
+    });
+    let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
+    results.sort_by_key(|(i, _)| *i);
+    let mut rows: Vec<Row> = Vec::new();
+    for (i, r) in results {
+        let job = &jobs[i];
+        let pos = rows.iter().position(|row| {
+            row.example == job.example.name()
+                && row.scenario == job.scenario
+                && row.variant == job.variant.name
+        });
+        let row = match pos {
+            Some(p) => &mut rows[p],
+            None => {
+                rows.push(Row {
+                    example: job.example.name().into(),
+                    scenario: job.scenario.clone(),
+                    variant: job.variant.name.clone(),
+                    guarded: job.variant.guarded,
+                    runs: 0,
+                    violating_runs: 0,
+                    first_seed: None,
+                    invariant: None,
+                    errors: 0,
+                });
+                rows.last_mut().expect("just pushed")
+            }
+        };
+        row.runs += 1;
+        match r {
+            Ok(o) if !o.violations.is_empty() => {
+                row.violating_runs += 1;
+                if row.first_seed.is_none_or(|s| job.seed < s) {
+                    row.first_seed = Some(job.seed);
+                    row.invariant = o.violations.first().map(|(inv, _)| inv.clone());
+                }
+            }
+            Ok(_) => {}
+            Err(e) => {
+                row.errors += 1;
+                tracing::error!(example = job.example.name(), scenario = %job.scenario, seed = job.seed, error = %e, "run failed");
+            }
+        }
+    }
+    rows
+}
+
+/// The table, as `ward-demo` prints it.
+#[must_use]
+pub fn table(rows: &[Row]) -> String {
+    let header = [
+        "example",
+        "scenario",
+        "variant",
+        "runs",
+        "violations",
+        "first violating seed",
+        "invariant broken",
+    ];
+    let cells: Vec<[String; 7]> = rows
+        .iter()
+        .map(|r| {
+            [
+                r.example.clone(),
+                r.scenario.clone(),
+                if r.guarded {
+                    format!("{} (ward)", r.variant)
+                } else {
+                    r.variant.clone()
+                },
+                if r.errors > 0 {
+                    format!("{} ({} failed)", r.runs, r.errors)
+                } else {
+                    r.runs.to_string()
+                },
+                r.violating_runs.to_string(),
+                r.first_seed.map_or("-".into(), |s| s.to_string()),
+                r.invariant.clone().unwrap_or_else(|| "-".into()),
+            ]
+        })
+        .collect();
+    let mut widths = header.map(str::len);
+    for c in &cells {
+        for (w, s) in widths.iter_mut().zip(c) {
+            *w = (*w).max(s.len());
+        }
+    }
+    let mut out = String::new();
+    let line = |out: &mut String, c: &[String]| {
+        let parts: Vec<String> = c
+            .iter()
+            .zip(widths)
+            .map(|(s, w)| format!("{s:<w$}"))
+            .collect();
+        let _ = writeln!(out, "| {} |", parts.join(" | "));
+    };
+    line(&mut out, &header.map(String::from));
+    let _ = writeln!(
+        out,
+        "|{}|",
+        widths
+            .iter()
+            .map(|w| "-".repeat(w + 2))
+            .collect::<Vec<_>>()
+            .join("|")
+    );
+    for c in &cells {
+        line(&mut out, c);
+    }
+    out
+}
+
+/// Whether any guarded variant violated an invariant or failed to run.
+#[must_use]
+pub fn guarded_failed(rows: &[Row]) -> bool {
+    rows.iter()
+        .any(|r| r.guarded && (r.violating_runs > 0 || r.errors > 0))
+}
+
+/// The whereabouts example.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Whereabouts;
+
+impl Example for Whereabouts {
+    fn name(&self) -> &'static str {
+        "whereabouts"
+    }
+
+    fn scenarios(&self) -> Vec<String> {
+        crate::whereabouts::scenario::Scenario::ALL
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    fn variants(&self) -> Vec<Variant> {
+        use crate::whereabouts::reconciler::Mode;
+        Mode::ALL
+            .iter()
+            .map(|m| Variant {
+                name: m.to_string(),
+                guarded: *m == Mode::Guarded,
+            })
+            .collect()
+    }
+
+    fn run(&self, scenario: &str, variant: &str, seed: u64) -> Result<RunOutcome, String> {
+        let s = scenario.parse()?;
+        let m = variant.parse()?;
+        let report =
+            crate::whereabouts::scenario::run_blocking(s, m, seed).map_err(|e| e.to_string())?;
+        Ok(RunOutcome {
+            violations: report
+                .violations
+                .iter()
+                .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
+                .collect(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    struct Fake;
+    impl Example for Fake {
+        fn name(&self) -> &'static str {
+            "fake"
+        }
+        fn scenarios(&self) -> Vec<String> {
+            vec!["A".into()]
+        }
+        fn variants(&self) -> Vec<Variant> {
+            vec![
+                Variant {
+                    name: "naive".into(),
+                    guarded: false,
+                },
+                Variant {
+                    name: "guarded".into(),
+                    guarded: true,
+                },
+            ]
+        }
+        fn run(&self, _: &str, variant: &str, seed: u64) -> Result<RunOutcome, String> {
+            let bad = variant == "naive" && seed % 3 == 2;
+            Ok(RunOutcome {
+                violations: if bad {
+                    vec![("I1".into(), "dup".into())]
+                } else {
+                    vec![]
+                },
+            })
+        }
+    }
+
+    #[test]
+    fn the_table_counts_runs_and_names_the_first_violating_seed() {
+        let rows = campaign(&[&Fake], 0..9, 2, &|| {});
+        assert_eq!(rows.len(), 2);
+        assert_eq!(
+            (rows[0].runs, rows[0].violating_runs, rows[0].first_seed),
+            (9, 3, Some(2))
+        );
+        assert_eq!(rows[0].invariant.as_deref(), Some("I1"));
+        assert_eq!((rows[1].violating_runs, rows[1].first_seed), (0, None));
+        assert!(!guarded_failed(&rows));
+        let t = table(&rows);
+        assert!(t.contains("| fake    | A        | naive"), "{t}");
+        assert!(t.contains("guarded (ward)"));
+    }
+}

@@ -1,0 +1,9 @@
+//! Example controllers rebuilt from real bugs, each with a naive variant
+//! that reproduces its bug and a guarded one that does not, and the
+//! campaign runner behind `ward-demo`.
+
+#![warn(missing_docs)]
+
+pub mod demo;
+pub mod rng;
+pub mod whereabouts;

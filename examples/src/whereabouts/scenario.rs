@@ -1,0 +1,346 @@
+//! Scenarios, each a seeded run in simulated time against an embedded
+//! ward-apiserver, with the invariants checked throughout:
+//!
+//! - **S1** the seed: a StatefulSet-like sequence creates web-0..web-9 a few
+//!   seconds apart on two nodes, on two networks, three times over (delete
+//!   and recreate, as in the bug report); the reconciler runs every
+//!   simulated minute; annotations land 0.1–2 s after CNI ADD.
+//! - **S2** node crash: node-b's agent dies and its pods vanish without
+//!   CNI DEL; the pods are recreated on node-a under the same names.
+//! - **S3** stuck Pending (upstream #182): one pod's sandbox never comes up;
+//!   its allocation must not leak forever.
+
+use std::collections::HashSet;
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{Node, Pod};
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use serde_json::json;
+use ward_apiserver::{ApiServer, ServerConfig};
+
+use super::agent::{self, AgentConfig, Network};
+use super::invariants::{Checker, Journal, Violation};
+use super::model::{IPPool, IPPoolSpec, Range};
+use super::reconciler::{self, Mode, ReconcilerConfig};
+use crate::rng::Rng;
+
+/// Which scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scenario {
+    /// The seed race.
+    S1,
+    /// Node crash.
+    S2,
+    /// Stuck Pending.
+    S3,
+}
+
+impl Scenario {
+    /// Every scenario.
+    pub const ALL: [Scenario; 3] = [Scenario::S1, Scenario::S2, Scenario::S3];
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl FromStr for Scenario {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "S1" | "s1" => Ok(Scenario::S1),
+            "S2" | "s2" => Ok(Scenario::S2),
+            "S3" | "s3" => Ok(Scenario::S3),
+            other => Err(format!("unknown scenario {other:?}: S1, S2 or S3")),
+        }
+    }
+}
+
+/// Errors setting a scenario up.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The embedded server would not start.
+    #[error("starting the embedded server: {0}")]
+    Server(#[from] ward_apiserver::ServerError),
+    /// An API call failed.
+    #[error("API call failed: {0}")]
+    Kube(#[from] kube::Error),
+    /// The IPPool CRD did not become established.
+    #[error("the IPPool CRD did not become established")]
+    Crd,
+}
+
+/// What a run found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Which scenario.
+    pub scenario: Scenario,
+    /// Which reconciler.
+    pub mode: Mode,
+    /// The seed.
+    pub seed: u64,
+    /// Every invariant broken, in order.
+    pub violations: Vec<Violation>,
+    /// What happened, in simulated time.
+    pub journal: Vec<(Duration, String)>,
+}
+
+/// How often the reconciler runs.
+pub const INTERVAL: Duration = Duration::from_secs(60);
+/// The guarded reconciler's liveness grace bound.
+pub const GRACE: Duration = Duration::from_secs(30);
+
+/// The two networks every pod attaches to.
+#[must_use]
+pub fn networks() -> Vec<Network> {
+    [
+        ("default/net-a", "net1", "10.128.40.0/24"),
+        ("default/net-b", "net2", "10.128.165.0/24"),
+    ]
+    .into_iter()
+    .map(|(name, ifname, range)| Network {
+        name: name.into(),
+        ifname: ifname.into(),
+        range: Range::parse(range).expect("a valid range"),
+    })
+    .collect()
+}
+
+/// Run `scenario` with `mode` and `seed` on its own single-threaded
+/// runtime with a paused clock (simulated time).
+pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a tokio runtime")
+        .block_on(run(scenario, mode, seed))
+}
+
+/// Install the IPPool CRD and the pools.
+pub async fn install(client: &Client, nets: &[Network]) -> Result<(), ScenarioError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &IPPool::crd()).await?;
+    let established = await_condition(
+        crds,
+        "ippools.whereabouts.cni.cncf.io",
+        conditions::is_crd_established(),
+    );
+    tokio::time::timeout(Duration::from_secs(30), established)
+        .await
+        .map_err(|_| ScenarioError::Crd)?
+        .map_err(|_| ScenarioError::Crd)?;
+    let pools: Api<IPPool> = Api::namespaced(client.clone(), "default");
+    for n in nets {
+        let spec = IPPoolSpec {
+            range: n.range.to_string(),
+            allocations: Default::default(),
+        };
+        pools
+            .create(
+                &PostParams::default(),
+                &IPPool::new(&n.range.pool_name(), spec),
+            )
+            .await?;
+    }
+    Ok(())
+}
+
+/// Run a scenario (inside a runtime with a paused clock).
+pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
+    let server = ApiServer::start(ServerConfig::default().seed(seed)).await?;
+    let client = server.client();
+    let nets = networks();
+    install(&client, &nets).await?;
+    let nodes: Api<Node> = Api::all(client.clone());
+    for n in ["node-a", "node-b"] {
+        let mut node = Node::default();
+        node.metadata.name = Some(n.into());
+        nodes.create(&PostParams::default(), &node).await?;
+    }
+    let journal = Journal::new();
+    let violations = Arc::new(Mutex::new(Vec::new()));
+    let ranges = nets.iter().map(|n| n.range).collect();
+    let checker = Checker::new(
+        server.store().clone(),
+        ranges,
+        INTERVAL,
+        GRACE,
+        journal.clone(),
+    );
+    let mut tasks = vec![tokio::spawn(checker.run(violations.clone()))];
+    let stuck: HashSet<String> = if scenario == Scenario::S3 {
+        ["web-2".to_string()].into()
+    } else {
+        HashSet::new()
+    };
+    let agent_config = |node: &str| AgentConfig {
+        node: node.into(),
+        networks: nets.clone(),
+        annotate_after: (Duration::from_millis(100), Duration::from_millis(2000)),
+        stuck: stuck.clone(),
+        seed,
+    };
+    let agent_a = tokio::spawn(agent::run(server.client(), agent_config("node-a")));
+    let mut agent_b = tokio::spawn(agent::run(server.client(), agent_config("node-b")));
+    let mut rng = Rng::new(seed, "scenario");
+    let rc = ReconcilerConfig {
+        mode,
+        interval: INTERVAL,
+        grace: GRACE,
+        first_run: rng.between(Duration::ZERO, INTERVAL),
+        namespace: "default".into(),
+    };
+    tasks.push(tokio::spawn(reconciler::run(
+        server.client(),
+        rc,
+        journal.clone(),
+    )));
+    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+    let driver = Driver {
+        pods: &pods,
+        journal: &journal,
+    };
+    match scenario {
+        Scenario::S1 => {
+            for round in 0..3 {
+                journal.log(format!("statefulset: round {round}"));
+                for i in 0..10 {
+                    driver
+                        .create(
+                            &format!("web-{i}"),
+                            if i % 2 == 0 { "node-a" } else { "node-b" },
+                        )
+                        .await?;
+                    tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)))
+                        .await;
+                }
+                tokio::time::sleep(rng.between(Duration::from_secs(10), Duration::from_secs(30)))
+                    .await;
+                for i in (0..10).rev() {
+                    driver.delete(&format!("web-{i}")).await?;
+                }
+                tokio::time::sleep(rng.between(Duration::from_secs(2), Duration::from_secs(10)))
+                    .await;
+            }
+        }
+        Scenario::S2 => {
+            for i in 0..6 {
+                driver
+                    .create(
+                        &format!("web-{i}"),
+                        if i % 2 == 0 { "node-a" } else { "node-b" },
+                    )
+                    .await?;
+                tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)))
+                    .await;
+            }
+            tokio::time::sleep(rng.between(Duration::from_secs(5), Duration::from_secs(40))).await;
+            journal.log("node-b crashes: its agent dies, its pods vanish without CNI DEL");
+            agent_b.abort();
+            for i in (1..6).step_by(2) {
+                let name = format!("web-{i}");
+                pods.delete(
+                    &name,
+                    &DeleteParams {
+                        grace_period_seconds: Some(0),
+                        ..DeleteParams::default()
+                    },
+                )
+                .await?;
+                journal.log(format!("pod {name} force-deleted"));
+            }
+            for i in (1..6).step_by(2) {
+                driver.create(&format!("web-{i}"), "node-a").await?;
+                tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)))
+                    .await;
+            }
+            tokio::time::sleep(rng.between(Duration::from_secs(30), Duration::from_secs(120)))
+                .await;
+            journal.log("node-b's agent restarts with fresh state");
+            agent_b = tokio::spawn(agent::run(server.client(), agent_config("node-b")));
+        }
+        Scenario::S3 => {
+            for i in 0..5 {
+                driver
+                    .create(
+                        &format!("web-{i}"),
+                        if i % 2 == 0 { "node-a" } else { "node-b" },
+                    )
+                    .await?;
+                tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)))
+                    .await;
+            }
+        }
+    }
+    // Long enough for any leak to outlive its bound (I3: 3 intervals; I4:
+    // the grace bound plus 3 intervals).
+    tokio::time::sleep(GRACE + INTERVAL * 4).await;
+    agent_a.abort();
+    agent_b.abort();
+    for t in &tasks {
+        t.abort();
+    }
+    let violations = violations.lock().unwrap_or_else(|e| e.into_inner()).clone();
+    let report = Report {
+        scenario,
+        mode,
+        seed,
+        violations,
+        journal: journal.entries(),
+    };
+    server.shutdown().await;
+    Ok(report)
+}
+
+/// Creates and deletes the StatefulSet's pods.
+struct Driver<'a> {
+    pods: &'a Api<Pod>,
+    journal: &'a Journal,
+}
+
+impl Driver<'_> {
+    /// Create a pod on `node` and wait (bounded) for it to run.
+    async fn create(&self, name: &str, node: &str) -> Result<(), ScenarioError> {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "labels": {"app": "web"}},
+            "spec": {"nodeName": node, "terminationGracePeriodSeconds": 1,
+                     "containers": [{"name": "nginx", "image": "nginx"}]}}))
+        .expect("a valid pod");
+        let created = self.pods.create(&PostParams::default(), &pod).await?;
+        self.journal.log(format!(
+            "pod {name} created on {node} (uid {})",
+            created.uid().unwrap_or_default()
+        ));
+        // OrderedReady: the next pod waits for this one (at most 10 s).
+        let running = await_condition(self.pods.clone(), name, conditions::is_pod_running());
+        if tokio::time::timeout(Duration::from_secs(10), running)
+            .await
+            .is_ok()
+        {
+            self.journal.log(format!("pod {name} running"));
+        }
+        Ok(())
+    }
+
+    /// Delete a pod and wait (bounded) for it to go.
+    async fn delete(&self, name: &str) -> Result<(), ScenarioError> {
+        let Some(p) = self.pods.get_opt(name).await? else {
+            return Ok(());
+        };
+        self.pods.delete(name, &DeleteParams::default()).await?;
+        self.journal.log(format!("pod {name} deleted"));
+        let uid = p.uid().unwrap_or_default();
+        let gone = await_condition(self.pods.clone(), name, conditions::is_deleted(&uid));
+        let _ = tokio::time::timeout(Duration::from_secs(30), gone).await;
+        Ok(())
+    }
+}

@@ -18,6 +18,10 @@
 pub mod clock;
 pub mod controller;
 pub mod guard;
+pub mod leader;
+pub mod observe;
 
 pub use controller::{Error, ErrorBackoff, GuardedController};
 pub use guard::{Guard, GuardContext, GuardError, Verdict, Wait, run_guards};
+pub use leader::{LeaderElection, LeaderError};
+pub use observe::{Observability, ObserveError, ObserveHandle, Readiness};

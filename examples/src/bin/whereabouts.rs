@@ -146,8 +146,15 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
         println!("all invariants hold");
         return ExitCode::SUCCESS;
     };
-    println!("\nevents up to the first violation:");
-    for (at, what) in report.journal.iter().filter(|(at, _)| *at <= first.at) {
+    // The history up to the first duplicate IP if there is one, else the first violation.
+    let until = report
+        .violations
+        .iter()
+        .find(|v| v.invariant == Invariant::I1)
+        .unwrap_or(first)
+        .at;
+    println!("\nevents up to {until:?}:");
+    for (at, what) in report.journal.iter().filter(|(at, _)| *at <= until) {
         println!("  {:>9.3}s  {what}", at.as_secs_f64());
     }
     ExitCode::from(1)

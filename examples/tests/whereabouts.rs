@@ -1,0 +1,158 @@
+//! The whereabouts scenarios in simulated time, seeded: the naive and
+//! upstream reconcilers reproduce the duplicate-IP race; the guarded one
+//! breaks no invariant over 200 seeds of every scenario.
+
+use std::process::Command;
+
+use ward_examples::demo::{self, Example, Whereabouts};
+use ward_examples::whereabouts::invariants::Invariant;
+use ward_examples::whereabouts::reconciler::Mode;
+use ward_examples::whereabouts::scenario::{Scenario, run_blocking};
+
+/// A seed whose S1 run with the naive reconciler hits the race.
+const NAIVE_SEED: u64 = 4;
+/// A seed whose S1 run with today's upstream reconciler hits the race: the
+/// annotation of a Pending pod lags more than the 3 x 250 ms re-reads.
+const UPSTREAM_SEED: u64 = 5;
+
+fn breaks(report: &ward_examples::whereabouts::scenario::Report, inv: Invariant) -> bool {
+    report.violations.iter().any(|v| v.invariant == inv)
+}
+
+#[test]
+fn naive_s1_finds_a_duplicate_ip_within_20_seeds() {
+    let first = (0..20)
+        .find(|seed| {
+            breaks(
+                &run_blocking(Scenario::S1, Mode::Naive, *seed).unwrap(),
+                Invariant::I1,
+            )
+        })
+        .expect("a duplicate IP within the first 20 seeds");
+    assert!(first <= NAIVE_SEED);
+}
+
+#[test]
+fn the_named_naive_seed_reproduces_the_duplicate_every_time() {
+    let runs: Vec<_> = (0..3)
+        .map(|_| run_blocking(Scenario::S1, Mode::Naive, NAIVE_SEED).unwrap())
+        .collect();
+    for r in &runs {
+        assert!(breaks(r, Invariant::I1), "{:#?}", r.violations);
+        assert!(breaks(r, Invariant::I2));
+        assert_eq!(
+            r.violations, runs[0].violations,
+            "same seed, same violations"
+        );
+        assert_eq!(r.journal, runs[0].journal, "same seed, same history");
+    }
+    // The history shows the race: the reconciler freed an IP of a pod that
+    // was still starting, and the next pod got it.
+    let log: Vec<&str> = runs[0].journal.iter().map(|(_, e)| e.as_str()).collect();
+    assert!(
+        log.iter()
+            .any(|e| e.starts_with("reconciler (naive): removed")),
+        "{log:#?}"
+    );
+}
+
+#[test]
+fn upstream_s1_breaks_when_the_annotation_lags_more_than_750_ms() {
+    let r = run_blocking(Scenario::S1, Mode::Upstream, UPSTREAM_SEED).unwrap();
+    assert!(breaks(&r, Invariant::I1), "{:#?}", r.violations);
+    // The victim was re-read three times (0.75 s) while Pending, then freed.
+    assert!(
+        r.journal
+            .iter()
+            .any(|(_, e)| e.starts_with("reconciler (upstream): removed"))
+    );
+}
+
+#[test]
+fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
+    struct GuardedOnly;
+    impl Example for GuardedOnly {
+        fn name(&self) -> &'static str {
+            "whereabouts"
+        }
+        fn scenarios(&self) -> Vec<String> {
+            Whereabouts.scenarios()
+        }
+        fn variants(&self) -> Vec<demo::Variant> {
+            Whereabouts
+                .variants()
+                .into_iter()
+                .filter(|v| v.guarded)
+                .collect()
+        }
+        fn run(&self, s: &str, v: &str, seed: u64) -> Result<demo::RunOutcome, String> {
+            Whereabouts.run(s, v, seed)
+        }
+    }
+    let rows = demo::campaign(&[&GuardedOnly], 0..200, 2, &|| {});
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert_eq!(r.runs, 200);
+        assert_eq!((r.violating_runs, r.errors), (0, 0), "{r:?}");
+    }
+}
+
+#[test]
+fn a_crashed_node_leaks_nothing_and_a_stuck_pod_is_reclaimed_when_guarded() {
+    for scenario in [Scenario::S2, Scenario::S3] {
+        let r = run_blocking(scenario, Mode::Guarded, 7).unwrap();
+        assert!(r.violations.is_empty(), "{scenario}: {:#?}", r.violations);
+        assert!(
+            r.journal
+                .iter()
+                .any(|(_, e)| e.starts_with("reconciler (guarded): removed")),
+            "{scenario}: the guarded reconciler did free the dead allocations"
+        );
+    }
+}
+
+#[test]
+fn the_binary_prints_the_duplicate_and_exits_1_and_0_when_guarded() {
+    let bin = env!("CARGO_BIN_EXE_whereabouts");
+    let naive = Command::new(bin)
+        .args([
+            "scenario",
+            "S1",
+            "--mode",
+            "naive",
+            "--seed",
+            &NAIVE_SEED.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(naive.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&naive.stdout);
+    assert!(out.contains("I1 (duplicate IP): VIOLATED"), "{out}");
+    assert!(out.contains("is held by default/web-"), "{out}");
+    assert!(
+        out.contains("reconciler (naive): removed"),
+        "the history is printed: {out}"
+    );
+    let guarded = Command::new(bin)
+        .args([
+            "scenario",
+            "S1",
+            "--mode",
+            "guarded",
+            "--seed",
+            &NAIVE_SEED.to_string(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(guarded.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&guarded.stdout).contains("all invariants hold"));
+    let usage = Command::new(bin).args(["scenario", "S9"]).output().unwrap();
+    assert_eq!(usage.status.code(), Some(2));
+    let crds = Command::new(bin).arg("crds").output().unwrap();
+    assert!(crds.status.success());
+    let yaml = String::from_utf8_lossy(&crds.stdout);
+    assert!(
+        yaml.contains("ippools.whereabouts.cni.cncf.io") && yaml.contains("v1alpha1"),
+        "{yaml}"
+    );
+}

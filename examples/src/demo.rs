@@ -52,7 +52,7 @@ pub struct Row {
     pub violating_runs: usize,
     /// The smallest violating seed.
     pub first_seed: Option<u64>,
-    /// The invariant the first violating seed broke first.
+    /// The invariants the first violating seed broke, in order (`I2 then I1`).
     pub invariant: Option<String>,
     /// Runs that could not be set up (errors).
     pub errors: usize,
@@ -139,7 +139,14 @@ pub fn campaign(
                 row.violating_runs += 1;
                 if row.first_seed.is_none_or(|s| job.seed < s) {
                     row.first_seed = Some(job.seed);
-                    row.invariant = o.violations.first().map(|(inv, _)| inv.clone());
+                    // The invariants it broke, in the order they first broke.
+                    let mut broken: Vec<&str> = Vec::new();
+                    for (inv, _) in &o.violations {
+                        if !broken.contains(&inv.as_str()) {
+                            broken.push(inv);
+                        }
+                    }
+                    row.invariant = Some(broken.join(" then "));
                 }
             }
             Ok(_) => {}

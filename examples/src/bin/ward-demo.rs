@@ -13,7 +13,7 @@ use ward_examples::demo::{self, Example};
 #[command(name = "ward-demo", version)]
 struct Args {
     /// Seeds per scenario and variant.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 100)]
     seeds: u64,
     /// The first seed.
     #[arg(long, default_value_t = 0)]

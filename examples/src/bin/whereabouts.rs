@@ -6,10 +6,11 @@
 //!   that led to a violation; exit 0 when all hold, 1 on a violation, 2 on
 //!   a usage or setup error.
 //! - `whereabouts crds`: the IPPool CRD as YAML, generated from the Rust types.
-//! - `whereabouts run [--mode M]`: the reconciler and two node agents in real
-//!   time against an embedded ward-apiserver (whose kubeconfig it writes),
-//!   or with `--cluster` only the reconciler against the cluster of the
-//!   usual kube config (KUBECONFIG or in-cluster), as a deployment would.
+//! - `whereabouts [--mode M]` (or `whereabouts run`): the reconciler and two
+//!   node agents in real time against an embedded ward-apiserver (whose
+//!   kubeconfig it writes), or with `--cluster` only the reconciler against
+//!   the cluster of the usual kube config (KUBECONFIG or in-cluster), as a
+//!   deployment would.
 
 use std::process::ExitCode;
 use std::time::Duration;
@@ -26,7 +27,33 @@ use ward_examples::whereabouts::scenario::{self, GRACE, INTERVAL, Scenario};
 #[command(name = "whereabouts", version)]
 struct Args {
     #[command(subcommand)]
-    command: Command,
+    command: Option<Command>,
+    /// Without a subcommand: run the reconciler and node agents (see `run`).
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+/// How to run the reconciler live.
+#[derive(Debug, clap::Args)]
+struct RunArgs {
+    /// naive, upstream or guarded.
+    #[arg(long, default_value = "guarded")]
+    mode: Mode,
+    /// Use the cluster of the usual kube config instead of an embedded server.
+    #[arg(long)]
+    cluster: bool,
+    /// Namespace of the IPPools.
+    #[arg(long, default_value = "default")]
+    namespace: String,
+    /// Seconds between reconciler runs.
+    #[arg(long, default_value_t = 60)]
+    interval_secs: u64,
+    /// Liveness grace bound, seconds (guarded).
+    #[arg(long, default_value_t = 30)]
+    grace_secs: u64,
+    /// Where to write the embedded server's kubeconfig.
+    #[arg(long, default_value = "whereabouts.kubeconfig")]
+    kubeconfig: std::path::PathBuf,
 }
 
 #[derive(Debug, Subcommand)]
@@ -44,27 +71,9 @@ enum Command {
     },
     /// Print the IPPool CRD (YAML).
     Crds,
-    /// Run the reconciler (and, embedded, two node agents) in real time.
-    Run {
-        /// naive, upstream or guarded.
-        #[arg(long, default_value = "guarded")]
-        mode: Mode,
-        /// Use the cluster of the usual kube config instead of an embedded server.
-        #[arg(long)]
-        cluster: bool,
-        /// Namespace of the IPPools.
-        #[arg(long, default_value = "default")]
-        namespace: String,
-        /// Seconds between reconciler runs.
-        #[arg(long, default_value_t = 60)]
-        interval_secs: u64,
-        /// Liveness grace bound, seconds (guarded).
-        #[arg(long, default_value_t = 30)]
-        grace_secs: u64,
-        /// Where to write the embedded server's kubeconfig.
-        #[arg(long, default_value = "whereabouts.kubeconfig")]
-        kubeconfig: std::path::PathBuf,
-    },
+    /// Run the reconciler (and, embedded, two node agents) in real time
+    /// (the default without a subcommand).
+    Run(RunArgs),
 }
 
 fn main() -> ExitCode {
@@ -75,7 +84,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    match args.command {
+    match args.command.unwrap_or(Command::Run(args.run)) {
         Command::Scenario {
             scenario,
             mode,
@@ -91,14 +100,14 @@ fn main() -> ExitCode {
                 ExitCode::from(2)
             }
         },
-        Command::Run {
+        Command::Run(RunArgs {
             mode,
             cluster,
             namespace,
             interval_secs,
             grace_secs,
             kubeconfig,
-        } => {
+        }) => {
             let rt = tokio::runtime::Builder::new_multi_thread()
                 .enable_all()
                 .build()

@@ -85,9 +85,31 @@ impl<K> Shared<K>
 where
     K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static,
 {
+    /// Update the queue-depth gauge, forgetting objects that left the cache
+    /// (deleted while waiting or failing: kube-runtime never reconciles them again).
     fn queue_depth(&self) {
-        let waiting = self.waits.lock().map(|w| w.len()).unwrap_or(0);
-        let failing = self.failures.lock().map(|f| f.len()).unwrap_or(0);
+        let waiting = self
+            .waits
+            .lock()
+            .map(|mut w| {
+                w.retain(|k, h| {
+                    let keep = self.reader.get(k).is_some() && !h.is_finished();
+                    if !keep {
+                        h.abort();
+                    }
+                    keep
+                });
+                w.len()
+            })
+            .unwrap_or(0);
+        let failing = self
+            .failures
+            .lock()
+            .map(|mut f| {
+                f.retain(|k, _| self.reader.get(k).is_some());
+                f.len()
+            })
+            .unwrap_or(0);
         metrics::gauge!("ward_queue_depth", "kind" => K::kind(&()).to_string())
             .set((waiting + failing) as f64);
     }

@@ -135,7 +135,7 @@ impl GarbageCollector {
                 biased;
                 _ = stopped.wait_for(|s| *s) => return,
                 ev = rx.recv() => match ev {
-                    Ok(e) => self.observe(&e.key, e.kind, &e.object),
+                    Ok(e) => self.observe(&e.key, e.kind, &e.object, e.prev.as_deref()),
                     Err(RecvError::Lagged(n)) => {
                         tracing::warn!(missed = n, "garbage collector fell behind; rebuilding its graph");
                         let (items, fresh) = self.store.snapshot_all_and_subscribe();
@@ -184,9 +184,24 @@ impl GarbageCollector {
         self.queue.push(Reverse((due, self.seq, work)));
     }
 
-    fn observe(&mut self, k: &StorageKey, kind: EventType, o: &StoredObject) {
+    fn observe(
+        &mut self,
+        k: &StorageKey,
+        kind: EventType,
+        o: &StoredObject,
+        prev: Option<&StoredObject>,
+    ) {
         let key = key_of(k, o);
         match kind {
+            EventType::Modified if prev.is_some_and(|p| p.uid == o.uid && p.owners == o.owners) => {
+                // Its references are as they were (already in the graph, and
+                // already judged when they last changed): only a deletion
+                // under way may need an owner's finalizer handled. Most
+                // writes take this path, so it allocates nothing else.
+                if o.terminating && o.finalizers.iter().any(|f| f == FOREGROUND || f == ORPHAN) {
+                    self.enqueue(Work::Owner(key));
+                }
+            }
             EventType::Added | EventType::Modified => {
                 // An owner a dependent stopped referencing may be waiting on it.
                 for uid in self.graph.set(key.clone(), o) {

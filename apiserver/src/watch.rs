@@ -20,7 +20,7 @@ use tokio::time::Instant;
 use crate::faults::{ClientView, Faults};
 use crate::filter::ObjectFilter;
 use crate::handler::ClientId;
-use crate::resources::ResourceInfo;
+use crate::resources::{ResourceInfo, StorageKey};
 use crate::store::{Event, EventType, Store, StoredObject};
 
 /// How a watch starts and runs.
@@ -93,8 +93,8 @@ fn rendered(spec: &WatchSpec, o: &StoredObject) -> Bytes {
 
 /// How this watch sees `e`, if at all. A filtered watch sees an object that
 /// stops matching as DELETED and one that starts matching as ADDED.
-fn classify(spec: &WatchSpec, e: &Event) -> Option<EventType> {
-    if e.key != spec.info.storage_key() {
+fn classify(spec: &WatchSpec, key: &StorageKey, e: &Event) -> Option<EventType> {
+    if e.key != *key {
         return None;
     }
     let now = spec.filter.matches(&e.object);
@@ -113,7 +113,7 @@ fn classify(spec: &WatchSpec, e: &Event) -> Option<EventType> {
 /// whenever this watch sees it plainly.
 #[cfg(test)]
 fn line_for(spec: &WatchSpec, e: &Event) -> Option<Bytes> {
-    let kind = classify(spec, e)?;
+    let kind = classify(spec, &spec.info.storage_key(), e)?;
     Some(held_line(spec, kind, &e.object, Some(e)))
 }
 
@@ -233,6 +233,18 @@ fn bookmark_line(spec: &WatchSpec, rv: u64, initial_end: bool) -> Bytes {
     encode_line("BOOKMARK", obj.to_string().as_bytes())
 }
 
+/// The 410 line that ends a watch that fell `n` events behind.
+fn fell_behind(spec: &WatchSpec, n: u64, processed: u64) -> Bytes {
+    tracing::warn!(resource = %spec.info.plural, missed = n, "watcher fell behind; closing it with 410");
+    expired_line(&format!(
+        "watch of {} fell behind by {n} events; resourceVersion {processed} is too old",
+        spec.info.plural
+    ))
+}
+
+/// Most live events taken in per pass of a watch's loop.
+const LIVE_BATCH: usize = 256;
+
 /// Start a watch. Returns the receiving end of the body's lines; when the
 /// starting resourceVersion is older than the history ring, the only line
 /// is a 410 ERROR event (the caller still answers HTTP 200).
@@ -290,7 +302,7 @@ pub fn start(
         }
         for e in backlog {
             processed = processed.max(e.object.rv);
-            if let Some(kind) = classify(&spec, &e) {
+            if let Some(kind) = classify(&spec, &key, &e) {
                 queue.push(&spec, kind, &e);
             }
         }
@@ -320,21 +332,37 @@ pub fn start(
                 }
                 _ = crate::clock::sleep_until_opt(release), if release.is_some() => {}
                 ev = live.recv() => match ev {
-                    Ok(e) => {
-                        if e.object.rv <= processed {
-                            continue;
-                        }
-                        processed = e.object.rv;
-                        if let Some(kind) = classify(&spec, &e) {
-                            queue.push(&spec, kind, &e);
+                    Ok(mut e) => {
+                        // Take in every event already published (up to a
+                        // batch) before going round the select again: under
+                        // write load, one pass of the loop per batch rather
+                        // than per event.
+                        let mut taken = 0;
+                        loop {
+                            if e.object.rv > processed {
+                                processed = e.object.rv;
+                                if let Some(kind) = classify(&spec, &key, &e) {
+                                    queue.push(&spec, kind, &e);
+                                }
+                            }
+                            taken += 1;
+                            if taken == LIVE_BATCH {
+                                break;
+                            }
+                            match live.try_recv() {
+                                Ok(next) => e = next,
+                                Err(broadcast::error::TryRecvError::Empty) => break,
+                                // try_recv consumes the lag: report it here.
+                                Err(broadcast::error::TryRecvError::Lagged(n)) => {
+                                    let _ = tx.send(fell_behind(&spec, n, processed)).await;
+                                    return;
+                                }
+                                Err(broadcast::error::TryRecvError::Closed) => return,
+                            }
                         }
                     }
                     Err(broadcast::error::RecvError::Lagged(n)) => {
-                        tracing::warn!(resource = %spec.info.plural, missed = n, "watcher fell behind; closing it with 410");
-                        let _ = tx.send(expired_line(&format!(
-                            "watch of {} fell behind by {n} events; resourceVersion {processed} is too old",
-                            spec.info.plural
-                        ))).await;
+                        let _ = tx.send(fell_behind(&spec, n, processed)).await;
                         return;
                     }
                     Err(broadcast::error::RecvError::Closed) => return,

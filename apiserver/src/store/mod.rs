@@ -134,7 +134,13 @@ impl StoredObject {
             owners,
             finalizers: finalizers(v),
             terminating: !meta["deletionTimestamp"].is_null(),
-            raw: Bytes::from(serde_json::to_vec(v).expect("JSON values serialize")),
+            raw: {
+                let mut raw = serde_json::to_vec(v).expect("JSON values serialize");
+                // The serializer's buffer grows by doubling; the stored copy
+                // lives as long as the object, so keep only what it needs.
+                raw.shrink_to_fit();
+                Bytes::from(raw)
+            },
             rv,
             namespace: s(&meta["namespace"]),
             name: s(&meta["name"]),
@@ -271,33 +277,69 @@ pub fn namespaces_key() -> StorageKey {
     }
 }
 
-/// The object without what changes on every write (resourceVersion, the
-/// timestamps of managedFields): a write that changes nothing else — not
-/// even who owns which field — is a no-op.
-fn strip_volatile(v: &Value) -> Value {
-    let mut v = v.clone();
-    if let Some(m) = v.get_mut("metadata").and_then(Value::as_object_mut) {
-        m.remove("resourceVersion");
-        if let Some(entries) = m.get_mut("managedFields").and_then(Value::as_array_mut) {
-            for e in entries.iter_mut().filter_map(Value::as_object_mut) {
-                e.remove("time");
-            }
-        }
-    }
-    v
+/// Whether two maps are equal on the keys `keep` accepts, comparing the
+/// values with `eq` (no copies: this runs on every write, under the lock).
+fn map_eq_on(
+    a: &Map<String, Value>,
+    b: &Map<String, Value>,
+    keep: impl Fn(&str) -> bool,
+    eq: impl Fn(&str, &Value, &Value) -> bool,
+) -> bool {
+    let kept = |m: &Map<String, Value>| m.keys().filter(|k| keep(k)).count();
+    kept(a) == kept(b)
+        && a.iter()
+            .filter(|(k, _)| keep(k))
+            .all(|(k, av)| b.get(k).is_some_and(|bv| eq(k, av, bv)))
 }
 
-fn spec_part(v: &Value) -> Map<String, Value> {
-    v.as_object()
-        .map(|m| {
-            m.iter()
-                .filter(|(k, _)| {
-                    !matches!(k.as_str(), "metadata" | "status" | "apiVersion" | "kind")
-                })
-                .map(|(k, v)| (k.clone(), v.clone()))
-                .collect()
-        })
-        .unwrap_or_default()
+/// Whether `a` and `b` are the same object but for what changes on every
+/// write (resourceVersion, the timestamps of managedFields): a write that
+/// changes nothing else — not even who owns which field — is a no-op.
+fn same_but_volatile(a: &Value, b: &Value) -> bool {
+    let entry_eq = |x: &Value, y: &Value| match (x.as_object(), y.as_object()) {
+        (Some(x), Some(y)) => map_eq_on(x, y, |k| k != "time", |_, p, q| p == q),
+        _ => x == y,
+    };
+    let meta_eq = |x: &Value, y: &Value| match (x.as_object(), y.as_object()) {
+        (Some(x), Some(y)) => map_eq_on(
+            x,
+            y,
+            |k| k != "resourceVersion",
+            |k, p, q| match (k, p.as_array(), q.as_array()) {
+                ("managedFields", Some(p), Some(q)) => {
+                    p.len() == q.len() && p.iter().zip(q).all(|(e, f)| entry_eq(e, f))
+                }
+                _ => p == q,
+            },
+        ),
+        _ => x == y,
+    };
+    match (a.as_object(), b.as_object()) {
+        (Some(a), Some(b)) => map_eq_on(
+            a,
+            b,
+            |_| true,
+            |k, x, y| {
+                if k == "metadata" {
+                    meta_eq(x, y)
+                } else {
+                    x == y
+                }
+            },
+        ),
+        _ => a == b,
+    }
+}
+
+/// Whether anything outside metadata, status, apiVersion and kind differs.
+fn spec_differs(a: &Value, b: &Value) -> bool {
+    let spec = |k: &str| !matches!(k, "metadata" | "status" | "apiVersion" | "kind");
+    let empty = Map::new();
+    let (a, b) = (
+        a.as_object().unwrap_or(&empty),
+        b.as_object().unwrap_or(&empty),
+    );
+    !map_eq_on(a, b, spec, |_, x, y| x == y)
 }
 
 fn finalizers(v: &Value) -> Vec<String> {
@@ -626,11 +668,11 @@ impl Store {
             }
             m.insert("resourceVersion".into(), old.rv.to_string().into());
         }
-        if strip_volatile(&new) == strip_volatile(&old_v) {
+        if same_but_volatile(&new, &old_v) {
             return Ok(old);
         }
         let generation = old_v["metadata"]["generation"].as_i64().unwrap_or(1);
-        if spec_part(&new) != spec_part(&old_v) {
+        if spec_differs(&new, &old_v) {
             new["metadata"]["generation"] = (generation + 1).into();
         }
         let rv = inner.rv + 1;
@@ -748,6 +790,28 @@ mod tests {
             .unwrap();
         assert_eq!(same.rv, rv, "a no-op update does not write");
         assert_eq!(s.current_rv(), rv);
+    }
+
+    #[test]
+    fn only_volatile_differences_make_a_write_a_no_op() {
+        let a = json!({"kind": "X", "metadata": {"resourceVersion": "1",
+            "managedFields": [{"manager": "m", "time": "t1"}, "odd"]}, "spec": {"a": 1}});
+        let mut b = a.clone();
+        b["metadata"]["resourceVersion"] = "2".into();
+        b["metadata"]["managedFields"][0]["time"] = "t2".into();
+        assert!(same_but_volatile(&a, &b));
+        assert!(!spec_differs(&a, &b));
+        b["metadata"]["managedFields"][0]["manager"] = "n".into();
+        assert!(!same_but_volatile(&a, &b));
+        let mut c = a.clone();
+        c["status"] = json!({"phase": "Running"});
+        assert!(!same_but_volatile(&a, &c));
+        assert!(!spec_differs(&a, &c));
+        c["spec"]["a"] = 2.into();
+        assert!(spec_differs(&a, &c));
+        c["spec"] = Value::Null;
+        c.as_object_mut().unwrap().remove("spec");
+        assert!(spec_differs(&a, &c));
     }
 
     #[test]

@@ -1,0 +1,28 @@
+//! `cargo bench`: every Ward benchmark at full size — controller churn
+//! (bare vs guarded), ward-apiserver throughput, fan-out and memory,
+//! scaling with the object count, campaign speed. Results and plots go to
+//! `target/ward-bench/`; the tables are printed at the end.
+//!
+//! Benchmarks measure and report: this never fails on speed.
+
+use std::time::Instant;
+
+use ward_workspace::bench::{self, BenchConfig};
+
+fn main() {
+    // `cargo bench -- <filter>` and `--bench` flags are accepted and ignored:
+    // this target always runs everything (about 10 minutes on 2 cores).
+    let started = Instant::now();
+    let mut config = BenchConfig::full();
+    // WARD_BENCH_PARTS=api,churn runs only those parts (memory, api, churn, campaign).
+    if let Ok(list) = std::env::var("WARD_BENCH_PARTS") {
+        config.parts = bench::Parts::parse(&list);
+    }
+    let log = |line: &str| eprintln!("[{:>6.1}s] {line}", started.elapsed().as_secs_f64());
+    let results = bench::run_all(&config, false, &log);
+    println!("{}", bench::report::markdown(&results));
+    println!(
+        "Results: {}/results.json (+ churn, apiserver, scaling, campaign .json and .svg; results.md)",
+        config.out_dir.display()
+    );
+}

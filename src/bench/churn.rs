@@ -1,0 +1,534 @@
+//! Part 1, controller churn: the same reconcile body run by a bare
+//! `kube_runtime::Controller` and by Ward's [`GuardedController`], against
+//! an in-process ward-apiserver holding N objects while a churn generator
+//! creates, updates and deletes at a set rate.
+//!
+//! The setup is the CNS shape: ConfigMaps standing in for node-scoped
+//! configuration records, each with a controller ownerReference to a Node.
+//! The guarded controller runs the guard that applies to such objects,
+//! [`OwnerUid`]`<Node>` (a quorum GET of the owner per reconcile, compared
+//! by UID; every owner is live, so every verdict is proceed and both
+//! controllers run the body on the same objects). The body reads the
+//! object's `stamp`, hashes its data and records the latency.
+//!
+//! Each phase (one controller, fresh client) first syncs — lists the N
+//! objects and reconciles each once (the saturated throughput) — then
+//! runs the generator for a fixed time (reconciles/s, event-to-reconcile
+//! latency, CPU time; peak RSS over the phase). Phases are interleaved in
+//! one process: bare, guarded, bare, guarded, …; the figures are reported
+//! as ratios guarded/bare.
+
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::api::Api;
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use serde::Serialize;
+use ward::GuardedController;
+use ward_apiserver::resources::ResourceInfo;
+use ward_apiserver::store::{DeleteSpec, Store};
+use ward_apiserver::{ApiServer, ServerConfig};
+use ward_examples::rng::Rng;
+use ward_guards::owner_uid::OwnerUid;
+
+use super::objects::{self, NAMESPACE, Owner, now_micros};
+use super::{quantile, ratio, sys};
+
+/// Sizes and rates of the churn benchmark.
+#[derive(Debug, Clone)]
+pub struct ChurnConfig {
+    /// Object counts, one server each.
+    pub sizes: Vec<usize>,
+    /// Writes per second of the generator (20% creates, 60% updates, 20% deletes).
+    pub rate: f64,
+    /// How long each phase churns.
+    pub churn: Duration,
+    /// Rounds of (bare, guarded) per size.
+    pub rounds: usize,
+    /// Nodes owning the objects.
+    pub nodes: usize,
+    /// Longest a controller may take to reconcile every object once.
+    pub sync_timeout: Duration,
+    /// Seed of the generator.
+    pub seed: u64,
+}
+
+/// Which controller runs the body.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Variant {
+    /// `kube_runtime::Controller`.
+    Bare,
+    /// `ward::GuardedController` with `OwnerUid<Node>`.
+    Guarded,
+}
+
+/// One phase: one controller, sync then churn.
+#[derive(Debug, Clone, Serialize)]
+pub struct Phase {
+    /// Which controller.
+    pub variant: Variant,
+    /// Which round.
+    pub round: usize,
+    /// Objects in the store when the phase started.
+    pub objects: usize,
+    /// From the controller's start to every object reconciled once, seconds.
+    pub sync_secs: f64,
+    /// `objects / sync_secs`: saturated reconciles/s (includes the list).
+    pub sync_reconciles_per_sec: f64,
+    /// Whether the sync finished before the timeout.
+    pub synced: bool,
+    /// Length of the churn window, seconds.
+    pub churn_secs: f64,
+    /// Creates, updates, deletes written during the window.
+    pub writes: [u64; 3],
+    /// Reconciles completed during the churn window.
+    pub reconciles: u64,
+    /// `reconciles / churn_secs`.
+    pub reconciles_per_sec: f64,
+    /// Reconciles of objects written during the window (after a short
+    /// drain), over the creates + updates: below 1 when the scheduler
+    /// merged several writes of one object into one reconcile.
+    pub reconciled_fraction: f64,
+    /// Event-to-reconcile latency, median, ms.
+    pub p50_ms: f64,
+    /// Event-to-reconcile latency, 99th percentile, ms.
+    pub p99_ms: f64,
+    /// Event-to-reconcile latency, maximum, ms.
+    pub max_ms: f64,
+    /// Process CPU time during the churn window, seconds.
+    pub churn_cpu_secs: f64,
+    /// Process CPU time during the sync, seconds.
+    pub sync_cpu_secs: f64,
+    /// Peak RSS of the process during the phase, MiB.
+    pub peak_rss_mib: f64,
+    /// The latencies, µs (pooled per variant for the summary).
+    #[serde(skip)]
+    pub latencies_us: Vec<u64>,
+}
+
+/// One variant's figures at one size, over its rounds.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Summary {
+    /// Mean reconciles/s during churn.
+    pub reconciles_per_sec: f64,
+    /// Mean saturated reconciles/s of the sync.
+    pub sync_reconciles_per_sec: f64,
+    /// Median latency over every round's reconciles, ms.
+    pub p50_ms: f64,
+    /// 99th percentile latency over every round's reconciles, ms.
+    pub p99_ms: f64,
+    /// Mean CPU seconds per churn window.
+    pub churn_cpu_secs: f64,
+    /// Mean CPU seconds per sync.
+    pub sync_cpu_secs: f64,
+    /// Largest peak RSS of its phases, MiB.
+    pub peak_rss_mib: f64,
+    /// Mean fraction of writes reconciled.
+    pub reconciled_fraction: f64,
+}
+
+/// Guarded over bare.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Ratios {
+    /// Reconciles/s under churn (target >= 0.97).
+    pub throughput: f64,
+    /// p50 latency.
+    pub p50: f64,
+    /// p99 latency (target <= 1.10).
+    pub p99: f64,
+    /// CPU time during churn.
+    pub cpu: f64,
+    /// Peak RSS.
+    pub peak_rss: f64,
+    /// Saturated reconciles/s of the sync.
+    pub sync_throughput: f64,
+    /// CPU time of the sync.
+    pub sync_cpu: f64,
+}
+
+/// The figures at one object count.
+#[derive(Debug, Clone, Serialize)]
+pub struct SizeResult {
+    /// Objects preloaded.
+    pub objects: usize,
+    /// Bare controller.
+    pub bare: Summary,
+    /// Guarded controller.
+    pub guarded: Summary,
+    /// Guarded over bare.
+    pub ratios: Ratios,
+    /// Every phase, in the order run.
+    pub phases: Vec<Phase>,
+}
+
+/// Part 1's results.
+#[derive(Debug, Clone, Serialize)]
+pub struct ChurnResults {
+    /// Generator rate, writes/s.
+    pub rate: f64,
+    /// Churn window per phase, seconds.
+    pub churn_secs: f64,
+    /// Rounds per size.
+    pub rounds: usize,
+    /// The guards the guarded controller ran.
+    pub guards: Vec<String>,
+    /// By object count.
+    pub sizes: Vec<SizeResult>,
+}
+
+/// What the reconcile body reports to the benchmark.
+#[derive(Debug, Default)]
+pub struct Probe {
+    reconciles: AtomicU64,
+    churn_start: AtomicU64,
+    latencies: Mutex<Vec<u64>>,
+}
+
+impl Probe {
+    fn new() -> Arc<Self> {
+        Arc::new(Probe {
+            churn_start: AtomicU64::new(u64::MAX),
+            ..Probe::default()
+        })
+    }
+}
+
+/// The reconcile body both controllers run: read the stamp, hash the
+/// data (the "work"), record the event-to-reconcile latency.
+pub async fn reconcile(cm: Arc<ConfigMap>, probe: Arc<Probe>) -> Result<Action, Infallible> {
+    let now = now_micros();
+    let mut h = 0xcbf2_9ce4_8422_2325u64;
+    let mut stamp = None;
+    for (k, v) in cm.data.iter().flatten() {
+        if k == "stamp" {
+            stamp = v.parse::<u64>().ok();
+        }
+        for b in k.bytes().chain(v.bytes()) {
+            h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+        }
+    }
+    std::hint::black_box(h);
+    probe.reconciles.fetch_add(1, Ordering::Relaxed);
+    if let Some(s) = stamp
+        && s >= probe.churn_start.load(Ordering::Relaxed)
+    {
+        probe
+            .latencies
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .push(now.saturating_sub(s));
+    }
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<ConfigMap>, _: &Infallible, _: Arc<Probe>) -> Action {
+    Action::requeue(Duration::from_secs(1))
+}
+
+/// The churn generator: writes straight to the store at a set rate.
+#[derive(Debug)]
+pub struct Churner {
+    store: Arc<Store>,
+    cms: Arc<ResourceInfo>,
+    owners: Vec<Owner>,
+    live: Vec<String>,
+    next: u64,
+    rng: Rng,
+}
+
+impl Churner {
+    /// A generator over `store`, owning objects to `owners`, with `live` objects already there.
+    #[must_use]
+    pub fn new(store: Arc<Store>, owners: Vec<Owner>, live: Vec<String>, seed: u64) -> Self {
+        Churner {
+            store,
+            cms: objects::core("configmaps"),
+            owners,
+            next: live.len() as u64,
+            live,
+            rng: Rng::new(seed, "churn"),
+        }
+    }
+
+    /// Objects alive now.
+    #[must_use]
+    pub fn live(&self) -> usize {
+        self.live.len()
+    }
+
+    /// One write: 20% create, 20% delete, 60% update (index 0, 2, 1).
+    pub fn step(&mut self) -> usize {
+        let r = self.rng.next_u64() % 10;
+        if r < 2 || self.live.is_empty() {
+            let i = self.next;
+            self.next += 1;
+            let name = objects::name(i);
+            let owner = &self.owners[i as usize % self.owners.len()];
+            let obj = objects::configmap(&name, i, owner, now_micros());
+            if self.store.create(&self.cms, obj).is_ok() {
+                self.live.push(name);
+            }
+            0
+        } else if r < 4 {
+            let at = (self.rng.next_u64() % self.live.len() as u64) as usize;
+            let name = self.live.swap_remove(at);
+            let _ = self
+                .store
+                .delete(&self.cms, NAMESPACE, &name, &DeleteSpec::default());
+            2
+        } else {
+            let at = (self.rng.next_u64() % self.live.len() as u64) as usize;
+            let stamp = now_micros();
+            let _ = self
+                .store
+                .update(&self.cms, NAMESPACE, &self.live[at], |old| {
+                    Ok(objects::touched(old, stamp))
+                });
+            1
+        }
+    }
+
+    /// Write at `rate` per second for `length` on the calling thread; the
+    /// counts of creates, updates and deletes. The writes are paced by the
+    /// OS clock, not tokio's timer, each at a random point of its slot
+    /// (`(i + U[0,1)) / rate`), so that write times are spread evenly
+    /// against the 1 ms timer wheel the controllers' schedulers run on
+    /// (writes on timer ticks would make every latency a whole number of
+    /// ticks, and the percentiles flip between them).
+    pub fn run_blocking(&mut self, rate: f64, length: Duration) -> [u64; 3] {
+        let mut counts = [0u64; 3];
+        let start = Instant::now();
+        let total = (rate * length.as_secs_f64()) as u64;
+        for i in 0..total {
+            let u = (self.rng.next_u64() >> 11) as f64 / (1u64 << 53) as f64;
+            let at = start + Duration::from_secs_f64((i as f64 + u) / rate);
+            let now = Instant::now();
+            if at > now {
+                std::thread::sleep(at - now);
+            }
+            counts[self.step()] += 1;
+        }
+        let end = start + length;
+        let now = Instant::now();
+        if end > now {
+            std::thread::sleep(end - now);
+        }
+        counts
+    }
+}
+
+fn spawn_controller(
+    server: &ApiServer,
+    variant: Variant,
+    probe: Arc<Probe>,
+    stop: tokio::sync::oneshot::Receiver<()>,
+) -> tokio::task::JoinHandle<()> {
+    let api: Api<ConfigMap> = Api::namespaced(server.client(), NAMESPACE);
+    let stop = async move {
+        let _ = stop.await;
+    };
+    match variant {
+        Variant::Bare => tokio::spawn(
+            Controller::new(api, watcher::Config::default())
+                .graceful_shutdown_on(stop)
+                .run(reconcile, error_policy, probe)
+                .for_each(|_| async {}),
+        ),
+        Variant::Guarded => tokio::spawn(
+            GuardedController::new(api, watcher::Config::default())
+                .guard(OwnerUid::<Node>::new())
+                .graceful_shutdown_on(stop)
+                .run(reconcile, error_policy, probe)
+                .for_each(|_| async {}),
+        ),
+    }
+}
+
+fn secs_between(a: Option<f64>, b: Option<f64>) -> f64 {
+    match (a, b) {
+        (Some(a), Some(b)) => (b - a).max(0.0),
+        _ => 0.0,
+    }
+}
+
+async fn phase(
+    server: &ApiServer,
+    mut churner: Churner,
+    variant: Variant,
+    round: usize,
+    config: &ChurnConfig,
+) -> (Phase, Churner) {
+    let probe = Probe::new();
+    let objects = churner.live();
+    sys::reset_peak_rss();
+    let cpu0 = sys::cpu_seconds();
+    let t0 = Instant::now();
+    let (stop_tx, stop_rx) = tokio::sync::oneshot::channel();
+    let handle = spawn_controller(server, variant, probe.clone(), stop_rx);
+    // Sync: every object reconciled once.
+    let mut synced = true;
+    while probe.reconciles.load(Ordering::Relaxed) < objects as u64 {
+        if t0.elapsed() > config.sync_timeout {
+            synced = false;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(2)).await;
+    }
+    let sync_secs = t0.elapsed().as_secs_f64();
+    let cpu1 = sys::cpu_seconds();
+    // Let the last sync reconciles settle before churning.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    let cpu2 = sys::cpu_seconds();
+    let r0 = probe.reconciles.load(Ordering::Relaxed);
+    probe.churn_start.store(now_micros(), Ordering::Relaxed);
+    let t1 = Instant::now();
+    let (rate, length) = (config.rate, config.churn);
+    let (churner, writes) = tokio::task::spawn_blocking(move || {
+        let writes = churner.run_blocking(rate, length);
+        (churner, writes)
+    })
+    .await
+    .expect("the churn generator does not panic");
+    let churn_secs = t1.elapsed().as_secs_f64();
+    let reconciles = probe.reconciles.load(Ordering::Relaxed) - r0;
+    let cpu3 = sys::cpu_seconds();
+    // Drain: until no reconcile for 100 ms (at most 2 s).
+    let mut last = probe.reconciles.load(Ordering::Relaxed);
+    let drain_end = Instant::now() + Duration::from_secs(2);
+    while Instant::now() < drain_end {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let now = probe.reconciles.load(Ordering::Relaxed);
+        if now == last {
+            break;
+        }
+        last = now;
+    }
+    let peak = sys::peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
+    let _ = stop_tx.send(());
+    if tokio::time::timeout(Duration::from_secs(10), handle)
+        .await
+        .is_err()
+    {
+        // The task is detached on timeout; nothing else refers to it.
+    }
+    let mut lat = std::mem::take(&mut *probe.latencies.lock().unwrap_or_else(|e| e.into_inner()));
+    lat.sort_unstable();
+    let ms = |us: u64| us as f64 / 1000.0;
+    let phase = Phase {
+        variant,
+        round,
+        objects,
+        sync_secs,
+        sync_reconciles_per_sec: ratio(objects as f64, sync_secs),
+        synced,
+        churn_secs,
+        writes,
+        reconciles,
+        reconciles_per_sec: ratio(reconciles as f64, churn_secs),
+        reconciled_fraction: ratio(lat.len() as f64, (writes[0] + writes[1]) as f64),
+        p50_ms: ms(quantile(&lat, 0.5)),
+        p99_ms: ms(quantile(&lat, 0.99)),
+        max_ms: ms(lat.last().copied().unwrap_or(0)),
+        churn_cpu_secs: secs_between(cpu2, cpu3),
+        sync_cpu_secs: secs_between(cpu0, cpu1),
+        peak_rss_mib: peak,
+        latencies_us: lat,
+    };
+    (phase, churner)
+}
+
+fn summarize(phases: &[Phase], variant: Variant) -> Summary {
+    let ps: Vec<&Phase> = phases.iter().filter(|p| p.variant == variant).collect();
+    if ps.is_empty() {
+        return Summary::default();
+    }
+    let n = ps.len() as f64;
+    let mean = |f: &dyn Fn(&Phase) -> f64| ps.iter().map(|p| f(p)).sum::<f64>() / n;
+    let mut lat: Vec<u64> = ps.iter().flat_map(|p| p.latencies_us.clone()).collect();
+    lat.sort_unstable();
+    Summary {
+        reconciles_per_sec: mean(&|p| p.reconciles_per_sec),
+        sync_reconciles_per_sec: mean(&|p| p.sync_reconciles_per_sec),
+        p50_ms: quantile(&lat, 0.5) as f64 / 1000.0,
+        p99_ms: quantile(&lat, 0.99) as f64 / 1000.0,
+        churn_cpu_secs: mean(&|p| p.churn_cpu_secs),
+        sync_cpu_secs: mean(&|p| p.sync_cpu_secs),
+        peak_rss_mib: ps.iter().map(|p| p.peak_rss_mib).fold(0.0, f64::max),
+        reconciled_fraction: mean(&|p| p.reconciled_fraction),
+    }
+}
+
+/// Run part 1 on its own multi-thread runtime.
+pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
+    let rt = super::runtime();
+    let mut sizes = Vec::new();
+    for &n in &config.sizes {
+        let result = rt.block_on(async {
+            let server = ApiServer::start(ServerConfig::default().seed(config.seed))
+                .await
+                .expect("an in-process server");
+            let owners = objects::create_nodes(server.store(), config.nodes);
+            let live = objects::preload(server.store(), n, &owners).await;
+            let mut churner = Churner::new(
+                server.store().clone(),
+                owners,
+                live,
+                config.seed ^ n as u64,
+            );
+            let mut phases = Vec::new();
+            for round in 0..config.rounds.max(1) {
+                for variant in [Variant::Bare, Variant::Guarded] {
+                    let (p, back) = phase(&server, churner, variant, round, config).await;
+                    churner = back;
+                    log(&format!(
+                        "  churn n={n} round {round} {variant:?}: sync {:.2}s ({:.0}/s), {:.0} reconciles/s, p50 {:.2} ms, p99 {:.2} ms, cpu {:.2}s, peak {:.0} MiB",
+                        p.sync_secs,
+                        p.sync_reconciles_per_sec,
+                        p.reconciles_per_sec,
+                        p.p50_ms,
+                        p.p99_ms,
+                        p.churn_cpu_secs,
+                        p.peak_rss_mib
+                    ));
+                    phases.push(p);
+                }
+            }
+            server.shutdown().await;
+            phases
+        });
+        let bare = summarize(&result, Variant::Bare);
+        let guarded = summarize(&result, Variant::Guarded);
+        let ratios = Ratios {
+            throughput: ratio(guarded.reconciles_per_sec, bare.reconciles_per_sec),
+            p50: ratio(guarded.p50_ms, bare.p50_ms),
+            p99: ratio(guarded.p99_ms, bare.p99_ms),
+            cpu: ratio(guarded.churn_cpu_secs, bare.churn_cpu_secs),
+            peak_rss: ratio(guarded.peak_rss_mib, bare.peak_rss_mib),
+            sync_throughput: ratio(
+                guarded.sync_reconciles_per_sec,
+                bare.sync_reconciles_per_sec,
+            ),
+            sync_cpu: ratio(guarded.sync_cpu_secs, bare.sync_cpu_secs),
+        };
+        sizes.push(SizeResult {
+            objects: n,
+            bare,
+            guarded,
+            ratios,
+            phases: result,
+        });
+    }
+    ChurnResults {
+        rate: config.rate,
+        churn_secs: config.churn.as_secs_f64(),
+        rounds: config.rounds.max(1),
+        guards: vec!["owner-uid (OwnerUid<Node>)".into()],
+        sizes,
+    }
+}

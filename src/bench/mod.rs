@@ -1,0 +1,277 @@
+//! Benchmarks under watch churn: the guarded controller against a bare
+//! `kube_runtime::Controller`, ward-apiserver's write throughput, watch
+//! fan-out and memory, scaling with the object count, and the speed of the
+//! example campaigns.
+//!
+//! Benchmarks measure and report; they never fail on speed. `cargo bench`
+//! (`benches/watch_churn.rs`) runs [`BenchConfig::full`]; the smoke test
+//! (`tests/bench_smoke.rs`) runs [`BenchConfig::smoke`] to keep every part
+//! compiling and working. Results go to `target/ward-bench/`: one JSON file
+//! and one SVG plot per benchmark, `results.json` with everything, and
+//! `results.md`, the table the README quotes.
+
+pub mod apiserver;
+pub mod campaign;
+pub mod churn;
+pub mod objects;
+pub mod report;
+pub mod sys;
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use serde::Serialize;
+
+/// What to run, and how big.
+#[derive(Debug, Clone)]
+pub struct BenchConfig {
+    /// Controller churn (part 1).
+    pub churn: churn::ChurnConfig,
+    /// API server throughput, fan-out and memory (parts 2 and 3).
+    pub api: apiserver::ApiConfig,
+    /// Campaign speed (part 4).
+    pub campaign: campaign::CampaignConfig,
+    /// Where results are written.
+    pub out_dir: PathBuf,
+    /// Which parts run (all by default).
+    pub parts: Parts,
+}
+
+/// Which parts of the benchmark run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Parts {
+    /// Memory per stored object.
+    pub memory: bool,
+    /// API server writes and fan-out (and their scaling runs).
+    pub api: bool,
+    /// Controller churn.
+    pub churn: bool,
+    /// Campaign speed.
+    pub campaign: bool,
+}
+
+impl Default for Parts {
+    fn default() -> Self {
+        Parts {
+            memory: true,
+            api: true,
+            churn: true,
+            campaign: true,
+        }
+    }
+}
+
+impl Parts {
+    /// Only the parts named in a comma-separated list (`memory`, `api`,
+    /// `churn`, `campaign`); every part for `all` or an empty list.
+    #[must_use]
+    pub fn parse(list: &str) -> Parts {
+        let names: Vec<&str> = list
+            .split(',')
+            .map(str::trim)
+            .filter(|s| !s.is_empty())
+            .collect();
+        if names.is_empty() || names.contains(&"all") {
+            return Parts::default();
+        }
+        Parts {
+            memory: names.contains(&"memory"),
+            api: names.contains(&"api"),
+            churn: names.contains(&"churn"),
+            campaign: names.contains(&"campaign"),
+        }
+    }
+}
+
+impl BenchConfig {
+    /// The full sizes `cargo bench` runs (about 10 minutes on 2 cores).
+    #[must_use]
+    pub fn full() -> Self {
+        BenchConfig {
+            churn: churn::ChurnConfig {
+                sizes: vec![1_000, 10_000, 100_000],
+                rate: 1_000.0,
+                churn: Duration::from_secs(10),
+                rounds: 3,
+                nodes: 64,
+                sync_timeout: Duration::from_secs(120),
+                seed: 1,
+            },
+            api: apiserver::ApiConfig {
+                watchers: vec![1, 10, 100],
+                warmup: Duration::from_millis(500),
+                measure: Duration::from_secs(4),
+                objects: 1_000,
+                scaling_sizes: vec![1_000, 10_000, 100_000],
+                memory_sizes: vec![1_000, 10_000, 100_000],
+                window: 8_192,
+                sample: 4_096,
+                seed: 2,
+            },
+            campaign: campaign::CampaignConfig {
+                seeds: 20,
+                threads: 2,
+            },
+            out_dir: default_out_dir("ward-bench"),
+            parts: Parts::default(),
+        }
+    }
+
+    /// Tiny sizes for the smoke test (seconds, not minutes), written to
+    /// `target/ward-bench-smoke/` so a smoke run never overwrites real results.
+    #[must_use]
+    pub fn smoke() -> Self {
+        BenchConfig {
+            churn: churn::ChurnConfig {
+                sizes: vec![50],
+                rate: 200.0,
+                churn: Duration::from_millis(1_000),
+                rounds: 1,
+                nodes: 4,
+                sync_timeout: Duration::from_secs(60),
+                seed: 1,
+            },
+            api: apiserver::ApiConfig {
+                watchers: vec![1, 4],
+                warmup: Duration::from_millis(50),
+                measure: Duration::from_millis(300),
+                objects: 50,
+                scaling_sizes: vec![50, 200],
+                memory_sizes: vec![50, 200],
+                window: 1_024,
+                sample: 256,
+                seed: 2,
+            },
+            campaign: campaign::CampaignConfig {
+                seeds: 1,
+                threads: 2,
+            },
+            out_dir: default_out_dir("ward-bench-smoke"),
+            parts: Parts::default(),
+        }
+    }
+}
+
+/// `target/<name>` of this workspace (or of `CARGO_TARGET_DIR`).
+#[must_use]
+pub fn default_out_dir(name: &str) -> PathBuf {
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/target")));
+    target.join(name)
+}
+
+/// Everything one run measured.
+#[derive(Debug, Clone, Serialize)]
+pub struct Results {
+    /// The machine it ran on.
+    pub machine: String,
+    /// The date (UTC) it ran.
+    pub date: String,
+    /// Whether this was the smoke configuration.
+    pub smoke: bool,
+    /// Wall time of the whole run, seconds.
+    pub total_secs: f64,
+    /// Part 1.
+    pub churn: churn::ChurnResults,
+    /// Parts 2 and 3 (server side).
+    pub api: apiserver::ApiResults,
+    /// Part 3: the figures by object count.
+    pub scaling: report::Scaling,
+    /// Part 4.
+    pub campaign: campaign::CampaignResults,
+    /// Every target with its measured value.
+    pub targets: Vec<report::Target>,
+}
+
+/// A multi-thread tokio runtime (one worker per core), as a controller runs on.
+#[must_use]
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
+}
+
+/// Run every benchmark, write the results under `config.out_dir`, and
+/// return them. `log` gets one line per step (progress).
+pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -> Results {
+    let started = Instant::now();
+    // Memory first, while the process heap is fresh.
+    let parts = config.parts;
+    let mut memory = Vec::new();
+    if parts.memory {
+        log("api server: memory per stored object");
+        memory = apiserver::memory(&config.api, log);
+    }
+    let mut api = apiserver::ApiResults::default();
+    if parts.api {
+        log("api server: writes and watch fan-out");
+        api = apiserver::run(&config.api, log);
+    }
+    api.memory = memory;
+    let mut churn_config = config.churn.clone();
+    if !parts.churn {
+        churn_config.sizes.clear();
+    }
+    log("controller churn: bare vs guarded");
+    let churn = churn::run(&churn_config, log);
+    let mut campaign_config = config.campaign.clone();
+    if !parts.campaign {
+        campaign_config.seeds = 0;
+    }
+    log("campaign speed");
+    let campaign = campaign::run(&campaign_config, log);
+    let scaling = report::scaling(&churn, &api);
+    let mut results = Results {
+        machine: sys::machine(),
+        date: sys::today(),
+        smoke,
+        total_secs: 0.0,
+        churn,
+        api,
+        scaling,
+        campaign,
+        targets: Vec::new(),
+    };
+    results.targets = report::targets(&results);
+    results.total_secs = started.elapsed().as_secs_f64();
+    if let Err(e) = report::write(&results, &config.out_dir) {
+        log(&format!(
+            "writing results to {}: {e}",
+            config.out_dir.display()
+        ));
+    }
+    results
+}
+
+/// The `q` quantile (0..=1) of sorted `v`, nearest rank; 0 when empty.
+#[must_use]
+pub fn quantile(sorted: &[u64], q: f64) -> u64 {
+    if sorted.is_empty() {
+        return 0;
+    }
+    let i = ((sorted.len() as f64 - 1.0) * q.clamp(0.0, 1.0)).round() as usize;
+    sorted[i.min(sorted.len() - 1)]
+}
+
+/// `a / b`, or 0 when `b` is 0.
+#[must_use]
+pub fn ratio(a: f64, b: f64) -> f64 {
+    if b == 0.0 { 0.0 } else { a / b }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn quantiles_use_the_nearest_rank() {
+        let v: Vec<u64> = (1..=100).collect();
+        assert_eq!(quantile(&v, 0.5), 51);
+        assert_eq!(quantile(&v, 0.99), 99);
+        assert_eq!(quantile(&v, 1.0), 100);
+        assert_eq!(quantile(&[], 0.5), 0);
+        assert_eq!(ratio(1.0, 0.0), 0.0);
+    }
+}

@@ -1,0 +1,692 @@
+//! Output: the scaling view, the targets with their measured values, JSON
+//! files, one SVG plot per benchmark and the markdown tables the README
+//! quotes.
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use serde::Serialize;
+
+use super::Results;
+use super::apiserver::{ApiResults, WritePath, WriteRun};
+use super::churn::ChurnResults;
+
+/// The figures at one object count (part 3).
+#[derive(Debug, Clone, Serialize)]
+pub struct ScalingRow {
+    /// Objects in the store.
+    pub objects: usize,
+    /// Store writes/s with 10 watchers (0 when not measured at this size).
+    pub writes_per_sec: f64,
+    /// Watch events/s delivered to the 10 watchers.
+    pub delivered_per_sec: f64,
+    /// Mean stored JSON per object, bytes.
+    pub json_bytes: f64,
+    /// Heap per stored object, bytes.
+    pub heap_per_object: f64,
+    /// RSS per stored object, bytes.
+    pub rss_per_object: f64,
+    /// Bare controller, reconciles/s under churn.
+    pub churn_bare: f64,
+    /// Guarded controller, reconciles/s under churn.
+    pub churn_guarded: f64,
+    /// Bare controller, saturated reconciles/s (sync).
+    pub sync_bare: f64,
+    /// Guarded controller, saturated reconciles/s (sync).
+    pub sync_guarded: f64,
+}
+
+/// Part 3: the same figures by object count, and how far they spread.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct Scaling {
+    /// By object count, ascending.
+    pub rows: Vec<ScalingRow>,
+    /// Smallest over largest store writes/s across object counts (1 = flat).
+    pub writes_min_over_max: f64,
+    /// Smallest over largest churn reconciles/s (both controllers) across object counts.
+    pub churn_min_over_max: f64,
+    /// Smallest over largest saturated (sync) reconciles/s, bare controller.
+    pub sync_min_over_max: f64,
+    /// Smallest over largest heap bytes per object (1 = exactly linear).
+    pub memory_min_over_max: f64,
+}
+
+fn min_over_max(v: impl Iterator<Item = f64>) -> f64 {
+    let v: Vec<f64> = v.filter(|x| *x > 0.0).collect();
+    let min = v.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = v.iter().copied().fold(0.0, f64::max);
+    if v.is_empty() { 0.0 } else { min / max }
+}
+
+/// Gather part 3 from parts 1 and 2.
+#[must_use]
+pub fn scaling(churn: &ChurnResults, api: &ApiResults) -> Scaling {
+    let mut sizes: Vec<usize> = churn
+        .sizes
+        .iter()
+        .map(|s| s.objects)
+        .chain(api.scaling.iter().map(|r| r.objects))
+        .chain(api.memory.iter().map(|m| m.objects))
+        .collect();
+    sizes.sort_unstable();
+    sizes.dedup();
+    let rows: Vec<ScalingRow> = sizes
+        .iter()
+        .map(|&n| {
+            let w = api.scaling.iter().find(|r| r.objects == n);
+            let m = api.memory.iter().find(|r| r.objects == n);
+            let c = churn.sizes.iter().find(|s| s.objects == n);
+            ScalingRow {
+                objects: n,
+                writes_per_sec: w.map_or(0.0, |w| w.writes_per_sec),
+                delivered_per_sec: w.map_or(0.0, |w| w.delivered_per_sec),
+                json_bytes: m.map_or(0.0, |m| m.json_bytes),
+                heap_per_object: m.map_or(0.0, |m| m.heap_per_object),
+                rss_per_object: m.map_or(0.0, |m| m.rss_per_object),
+                churn_bare: c.map_or(0.0, |c| c.bare.reconciles_per_sec),
+                churn_guarded: c.map_or(0.0, |c| c.guarded.reconciles_per_sec),
+                sync_bare: c.map_or(0.0, |c| c.bare.sync_reconciles_per_sec),
+                sync_guarded: c.map_or(0.0, |c| c.guarded.sync_reconciles_per_sec),
+            }
+        })
+        .collect();
+    Scaling {
+        writes_min_over_max: min_over_max(rows.iter().map(|r| r.writes_per_sec)),
+        churn_min_over_max: min_over_max(
+            rows.iter()
+                .flat_map(|r| [r.churn_bare, r.churn_guarded].into_iter()),
+        ),
+        sync_min_over_max: min_over_max(rows.iter().map(|r| r.sync_bare)),
+        memory_min_over_max: min_over_max(rows.iter().map(|r| r.heap_per_object)),
+        rows,
+    }
+}
+
+/// One target of the issue, with its measured value.
+#[derive(Debug, Clone, Serialize)]
+pub struct Target {
+    /// Which part of the issue.
+    pub part: String,
+    /// What is measured.
+    pub name: String,
+    /// The target, as the issue states it.
+    pub target: String,
+    /// The measured value, with its unit.
+    pub measured: String,
+    /// Whether the target is met.
+    pub met: bool,
+}
+
+fn target(part: &str, name: &str, target: &str, measured: String, met: bool) -> Target {
+    Target {
+        part: part.into(),
+        name: name.into(),
+        target: target.into(),
+        measured,
+        met,
+    }
+}
+
+fn fanout(api: &ApiResults, path: WritePath, watchers: usize) -> Option<&WriteRun> {
+    api.fanout
+        .iter()
+        .find(|r| r.path == path && r.watchers == watchers)
+}
+
+/// Every target of the issue against this run.
+#[must_use]
+pub fn targets(r: &Results) -> Vec<Target> {
+    let mut out = Vec::new();
+    let sizes = &r.churn.sizes;
+    if !sizes.is_empty() {
+        let each = |f: &dyn Fn(&super::churn::SizeResult) -> f64| {
+            sizes
+                .iter()
+                .map(|s| format!("{:.3} at {}", f(s), s.objects))
+                .collect::<Vec<_>>()
+                .join(", ")
+        };
+        let worst_tp = sizes
+            .iter()
+            .map(|s| s.ratios.throughput)
+            .fold(f64::INFINITY, f64::min);
+        out.push(target(
+            "1",
+            "churn reconciles/s, guarded/bare",
+            ">= 0.97",
+            each(&|s| s.ratios.throughput),
+            worst_tp >= 0.97,
+        ));
+        let worst_p99 = sizes.iter().map(|s| s.ratios.p99).fold(0.0, f64::max);
+        out.push(target(
+            "1",
+            "churn p99 event-to-reconcile latency, guarded/bare",
+            "<= 1.10",
+            each(&|s| s.ratios.p99),
+            worst_p99 <= 1.10,
+        ));
+    }
+    let api = &r.api;
+    let max_w = api.fanout.iter().map(|f| f.watchers).max().unwrap_or(0);
+    for path in [WritePath::Store, WritePath::Service] {
+        if let Some(f) = fanout(api, path, 10) {
+            out.push(target(
+                "2",
+                &format!("writes/s with 10 watchers ({path:?} writes)"),
+                ">= 50000",
+                format!("{:.0}", f.writes_per_sec),
+                f.writes_per_sec >= 50_000.0 && f.cut_off == 0,
+            ));
+        }
+    }
+    for path in [WritePath::Store, WritePath::Service] {
+        if let Some(f) = fanout(api, path, 100) {
+            out.push(target(
+                "2",
+                &format!("watch events/s to 100 raw streams, aggregate ({path:?} writes)"),
+                ">= 1000000",
+                format!("{:.0}", f.delivered_per_sec),
+                f.delivered_per_sec >= 1_000_000.0 && f.cut_off == 0,
+            ));
+        }
+    }
+    if let (Some(one), Some(many)) = (
+        fanout(api, WritePath::Store, 1),
+        fanout(api, WritePath::Store, max_w),
+    ) {
+        let growth = super::ratio(many.bytes_built_per_event, one.bytes_built_per_event);
+        out.push(target(
+            "2",
+            &format!("bytes built per event, {max_w} watchers over 1"),
+            "no growth (1.00)",
+            format!(
+                "{:.2} ({:.0} B vs {:.0} B; {:.2} line buffers/event)",
+                growth,
+                many.bytes_built_per_event,
+                one.bytes_built_per_event,
+                many.line_buffers_per_event
+            ),
+            growth <= 1.05,
+        ));
+    }
+    if let Some(m) = api.memory.iter().max_by_key(|m| m.objects) {
+        out.push(target(
+            "2",
+            &format!(
+                "memory per stored object / JSON size ({} objects)",
+                m.objects
+            ),
+            "<= 1.5",
+            format!(
+                "{:.2} heap ({:.0} B per {:.0} B of JSON), {:.2} RSS",
+                m.heap_ratio, m.heap_per_object, m.json_bytes, m.rss_ratio
+            ),
+            m.heap_ratio <= 1.5 && m.rss_ratio <= 1.5,
+        ));
+    }
+    let s = &r.scaling;
+    if s.rows.len() > 1 {
+        let span = format!(
+            "{}..{} objects",
+            s.rows.first().map_or(0, |r| r.objects),
+            s.rows.last().map_or(0, |r| r.objects)
+        );
+        out.push(target(
+            "3",
+            &format!("store writes/s min/max, {span}"),
+            ">= 0.80 (within 20%)",
+            format!("{:.2}", s.writes_min_over_max),
+            s.writes_min_over_max >= 0.8,
+        ));
+        out.push(target(
+            "3",
+            &format!("churn reconciles/s min/max, {span}"),
+            ">= 0.80 (within 20%)",
+            format!("{:.2}", s.churn_min_over_max),
+            s.churn_min_over_max >= 0.8,
+        ));
+        out.push(target(
+            "3",
+            &format!("saturated (sync) reconciles/s min/max, bare, {span}"),
+            ">= 0.80 (within 20%)",
+            format!("{:.2}", s.sync_min_over_max),
+            s.sync_min_over_max >= 0.8,
+        ));
+        out.push(target(
+            "3",
+            &format!("memory per object min/max (linear), {span}"),
+            ">= 0.80 (linear)",
+            format!("{:.2}", s.memory_min_over_max),
+            s.memory_min_over_max >= 0.8,
+        ));
+    }
+    out
+}
+
+/// Write every output file under `dir`.
+pub fn write(r: &Results, dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    let json = |v: &dyn erased::Json| v.to_json();
+    std::fs::write(dir.join("results.json"), json(r))?;
+    std::fs::write(dir.join("churn.json"), json(&r.churn))?;
+    std::fs::write(dir.join("apiserver.json"), json(&r.api))?;
+    std::fs::write(dir.join("scaling.json"), json(&r.scaling))?;
+    std::fs::write(dir.join("campaign.json"), json(&r.campaign))?;
+    std::fs::write(dir.join("results.md"), markdown(r))?;
+    let plots: [(&str, PlotFn); 4] = [
+        ("churn.svg", plot_churn),
+        ("apiserver.svg", plot_api),
+        ("scaling.svg", plot_scaling),
+        ("campaign.svg", plot_campaign),
+    ];
+    for (file, f) in plots {
+        f(r, &dir.join(file)).map_err(|e| std::io::Error::other(e.to_string()))?;
+    }
+    Ok(())
+}
+
+mod erased {
+    /// Serialize anything `Serialize` behind one `dyn`.
+    pub trait Json {
+        fn to_json(&self) -> String;
+    }
+    impl<T: serde::Serialize> Json for T {
+        fn to_json(&self) -> String {
+            serde_json::to_string_pretty(self).unwrap_or_else(|e| format!("{{\"error\":\"{e}\"}}"))
+        }
+    }
+}
+
+fn k(v: f64) -> String {
+    if v >= 1_000_000.0 {
+        format!("{:.2}M", v / 1_000_000.0)
+    } else if v >= 10_000.0 {
+        format!("{:.0}k", v / 1000.0)
+    } else if v >= 1000.0 {
+        format!("{:.1}k", v / 1000.0)
+    } else {
+        format!("{v:.0}")
+    }
+}
+
+fn count(n: usize) -> String {
+    if n >= 1000 && n.is_multiple_of(1000) {
+        format!("{}k", n / 1000)
+    } else {
+        n.to_string()
+    }
+}
+
+/// The markdown tables (what the README's Benchmarks section quotes).
+#[must_use]
+pub fn markdown(r: &Results) -> String {
+    let mut s = String::new();
+    let _ = writeln!(
+        s,
+        "Ran {} on {} in {:.0} s{}.\n",
+        r.date,
+        r.machine,
+        r.total_secs,
+        if r.smoke { " (smoke sizes)" } else { "" }
+    );
+    let c = &r.churn;
+    let _ = writeln!(
+        s,
+        "**Controller churn** ({} writes/s: 20% create, 60% update, 20% delete; {:.0} s per phase, {} rounds of bare then guarded; guard: {}):\n",
+        c.rate,
+        c.churn_secs,
+        c.rounds,
+        c.guards.join(", ")
+    );
+    s.push_str("| objects | reconciles/s bare / guarded (ratio) | p50 ms bare / guarded | p99 ms bare / guarded (ratio) | CPU s bare / guarded (ratio) | peak RSS MiB bare / guarded | sync reconciles/s bare / guarded (ratio) |\n|---|---|---|---|---|---|---|\n");
+    for z in &c.sizes {
+        let (b, g, q) = (&z.bare, &z.guarded, &z.ratios);
+        let _ = writeln!(
+            s,
+            "| {} | {:.0} / {:.0} ({:.3}) | {:.2} / {:.2} | {:.2} / {:.2} ({:.2}) | {:.2} / {:.2} ({:.2}) | {:.0} / {:.0} | {} / {} ({:.2}) |",
+            count(z.objects),
+            b.reconciles_per_sec,
+            g.reconciles_per_sec,
+            q.throughput,
+            b.p50_ms,
+            g.p50_ms,
+            b.p99_ms,
+            g.p99_ms,
+            q.p99,
+            b.churn_cpu_secs,
+            g.churn_cpu_secs,
+            q.cpu,
+            b.peak_rss_mib,
+            g.peak_rss_mib,
+            k(b.sync_reconciles_per_sec),
+            k(g.sync_reconciles_per_sec),
+            q.sync_throughput
+        );
+    }
+    s.push_str("\n**API server** (raw watch streams, every watcher receives every event):\n\n");
+    s.push_str("| writes | watchers | objects | writes/s | watch events/s delivered | MiB/s delivered | line buffers/event | bytes built/event | cut off |\n|---|---|---|---|---|---|---|---|---|\n");
+    for f in r.api.fanout.iter().chain(r.api.scaling.iter()) {
+        let _ = writeln!(
+            s,
+            "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.0} | {} |",
+            match f.path {
+                WritePath::Store => "store",
+                WritePath::Service => "service (merge patch)",
+            },
+            f.watchers,
+            count(f.objects),
+            k(f.writes_per_sec),
+            k(f.delivered_per_sec),
+            f.delivered_mib_per_sec,
+            f.line_buffers_per_event,
+            f.bytes_built_per_event,
+            f.cut_off
+        );
+    }
+    s.push_str("\n**Memory per stored object** (whole server; the store alone in the last column):\n\n| objects | JSON B/object | heap B/object (ratio) | RSS B/object (ratio) | store alone, heap B/object (ratio) |\n|---|---|---|---|---|\n");
+    for m in &r.api.memory {
+        let _ = writeln!(
+            s,
+            "| {} | {:.0} | {:.0} ({:.2}) | {:.0} ({:.2}) | {:.0} ({:.2}) |",
+            count(m.objects),
+            m.json_bytes,
+            m.heap_per_object,
+            m.heap_ratio,
+            m.rss_per_object,
+            m.rss_ratio,
+            m.store_heap_per_object,
+            super::ratio(m.store_heap_per_object, m.json_bytes)
+        );
+    }
+    let cp = &r.campaign;
+    let _ = writeln!(
+        s,
+        "\n**Campaign speed** ({} seeds per row, one thread; the whole campaign on {} threads: {:.1} runs/s):\n",
+        cp.seeds, cp.threads, cp.campaign_runs_per_sec
+    );
+    s.push_str("| scenario | variant | runs/s |\n|---|---|---|\n");
+    for row in &cp.rows {
+        let _ = writeln!(
+            s,
+            "| {} {} | {} | {:.1} |",
+            row.example, row.scenario, row.variant, row.runs_per_sec
+        );
+    }
+    s.push_str("\n**Targets**:\n\n| part | target | measured | met |\n|---|---|---|---|\n");
+    for t in &r.targets {
+        let _ = writeln!(
+            s,
+            "| {} | {} {} | {} | {} |",
+            t.part,
+            t.name,
+            t.target,
+            t.measured,
+            if t.met { "yes" } else { "**no**" }
+        );
+    }
+    s
+}
+
+type PlotFn = fn(&Results, &Path) -> Result<(), Box<dyn std::error::Error>>;
+type Area<'a> = DrawingArea<SVGBackend<'a>, Shift>;
+
+const BLUE: RGBColor = RGBColor(0x1f, 0x77, 0xb4);
+const ORANGE: RGBColor = RGBColor(0xff, 0x7f, 0x0e);
+const GREEN: RGBColor = RGBColor(0x2c, 0xa0, 0x2c);
+const PALETTE: [RGBColor; 3] = [BLUE, ORANGE, GREEN];
+
+/// Grouped bars: one group per label, one bar per series.
+fn bars(
+    area: &Area<'_>,
+    title: &str,
+    y_desc: &str,
+    groups: &[String],
+    series: &[(&str, Vec<f64>)],
+) -> Result<(), Box<dyn std::error::Error>> {
+    let max = series
+        .iter()
+        .flat_map(|(_, v)| v.iter().copied())
+        .fold(0.0, f64::max);
+    let top = if max > 0.0 { max * 1.2 } else { 1.0 };
+    let n = groups.len().max(1);
+    let mut chart = ChartBuilder::on(area)
+        .caption(title, ("sans-serif", 18))
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(70)
+        .build_cartesian_2d(-0.5f64..(n as f64 - 0.5), 0f64..top)?;
+    let labels = groups.to_vec();
+    chart
+        .configure_mesh()
+        .disable_x_mesh()
+        .x_labels(n)
+        .x_label_formatter(&move |x| {
+            let i = x.round();
+            if (x - i).abs() < 1e-6 && i >= 0.0 {
+                labels.get(i as usize).cloned().unwrap_or_default()
+            } else {
+                String::new()
+            }
+        })
+        .y_desc(y_desc)
+        .y_label_formatter(&|y| k(*y))
+        .draw()?;
+    let width = 0.8 / series.len().max(1) as f64;
+    for (si, (name, values)) in series.iter().enumerate() {
+        let color = PALETTE[si % PALETTE.len()];
+        chart
+            .draw_series(values.iter().enumerate().map(|(gi, v)| {
+                let x0 = gi as f64 - 0.4 + si as f64 * width;
+                Rectangle::new([(x0, 0.0), (x0 + width * 0.92, *v)], color.filled())
+            }))?
+            .label(*name)
+            .legend(move |(x, y)| Rectangle::new([(x, y - 5), (x + 10, y + 5)], color.filled()));
+    }
+    chart
+        .configure_series_labels()
+        .position(SeriesLabelPosition::UpperRight)
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .draw()?;
+    Ok(())
+}
+
+fn plot_churn(r: &Results, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (1500, 460)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = root.split_evenly((1, 3));
+    let sizes = &r.churn.sizes;
+    let groups: Vec<String> = sizes
+        .iter()
+        .map(|s| format!("{} objects", count(s.objects)))
+        .collect();
+    let pick = |f: &dyn Fn(&super::churn::Summary) -> f64, guarded: bool| -> Vec<f64> {
+        sizes
+            .iter()
+            .map(|s| f(if guarded { &s.guarded } else { &s.bare }))
+            .collect()
+    };
+    bars(
+        &panels[0],
+        &format!("Reconciles/s under churn ({} writes/s)", r.churn.rate),
+        "reconciles/s",
+        &groups,
+        &[
+            ("bare kube-runtime", pick(&|s| s.reconciles_per_sec, false)),
+            ("guarded (ward)", pick(&|s| s.reconciles_per_sec, true)),
+        ],
+    )?;
+    bars(
+        &panels[1],
+        "Event-to-reconcile latency p99",
+        "ms",
+        &groups,
+        &[
+            ("bare p99", pick(&|s| s.p99_ms, false)),
+            ("guarded p99", pick(&|s| s.p99_ms, true)),
+        ],
+    )?;
+    bars(
+        &panels[2],
+        "Saturated reconciles/s (initial sync)",
+        "reconciles/s",
+        &groups,
+        &[
+            ("bare", pick(&|s| s.sync_reconciles_per_sec, false)),
+            ("guarded", pick(&|s| s.sync_reconciles_per_sec, true)),
+        ],
+    )?;
+    root.present()?;
+    Ok(())
+}
+
+fn plot_api(r: &Results, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (1500, 460)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = root.split_evenly((1, 3));
+    let mut watchers: Vec<usize> = r.api.fanout.iter().map(|f| f.watchers).collect();
+    watchers.sort_unstable();
+    watchers.dedup();
+    let groups: Vec<String> = watchers.iter().map(|w| format!("{w} watchers")).collect();
+    let pick = |path: WritePath, f: &dyn Fn(&WriteRun) -> f64| -> Vec<f64> {
+        watchers
+            .iter()
+            .map(|w| fanout(&r.api, path, *w).map_or(0.0, f))
+            .collect()
+    };
+    bars(
+        &panels[0],
+        "Sustained writes/s",
+        "writes/s",
+        &groups,
+        &[
+            ("store", pick(WritePath::Store, &|f| f.writes_per_sec)),
+            (
+                "service (merge patch)",
+                pick(WritePath::Service, &|f| f.writes_per_sec),
+            ),
+        ],
+    )?;
+    bars(
+        &panels[1],
+        "Watch events/s delivered (aggregate)",
+        "events/s",
+        &groups,
+        &[
+            (
+                "store writes",
+                pick(WritePath::Store, &|f| f.delivered_per_sec),
+            ),
+            (
+                "service writes",
+                pick(WritePath::Service, &|f| f.delivered_per_sec),
+            ),
+        ],
+    )?;
+    bars(
+        &panels[2],
+        "Bytes built per event",
+        "bytes",
+        &groups,
+        &[
+            (
+                "store writes",
+                pick(WritePath::Store, &|f| f.bytes_built_per_event),
+            ),
+            (
+                "service writes",
+                pick(WritePath::Service, &|f| f.bytes_built_per_event),
+            ),
+        ],
+    )?;
+    root.present()?;
+    Ok(())
+}
+
+fn plot_scaling(r: &Results, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (1500, 460)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let panels = root.split_evenly((1, 3));
+    let rows = &r.scaling.rows;
+    let groups: Vec<String> = rows
+        .iter()
+        .map(|s| format!("{} objects", count(s.objects)))
+        .collect();
+    let col = |f: &dyn Fn(&ScalingRow) -> f64| -> Vec<f64> { rows.iter().map(f).collect() };
+    bars(
+        &panels[0],
+        "Store writes/s, 10 watchers",
+        "writes/s",
+        &groups,
+        &[("writes/s", col(&|s| s.writes_per_sec))],
+    )?;
+    bars(
+        &panels[1],
+        "Memory per stored object",
+        "bytes",
+        &groups,
+        &[
+            ("JSON", col(&|s| s.json_bytes)),
+            ("heap", col(&|s| s.heap_per_object)),
+            ("RSS", col(&|s| s.rss_per_object)),
+        ],
+    )?;
+    bars(
+        &panels[2],
+        "Controller reconciles/s",
+        "reconciles/s",
+        &groups,
+        &[
+            ("churn, bare", col(&|s| s.churn_bare)),
+            ("churn, guarded", col(&|s| s.churn_guarded)),
+            ("sync, bare", col(&|s| s.sync_bare)),
+        ],
+    )?;
+    root.present()?;
+    Ok(())
+}
+
+fn plot_campaign(r: &Results, path: &Path) -> Result<(), Box<dyn std::error::Error>> {
+    let root = SVGBackend::new(path, (900, 460)).into_drawing_area();
+    root.fill(&WHITE)?;
+    let rows = &r.campaign.rows;
+    let mut scenarios: Vec<String> = rows.iter().map(|r| r.scenario.clone()).collect();
+    scenarios.dedup();
+    let mut variants: Vec<String> = Vec::new();
+    for row in rows {
+        if !variants.contains(&row.variant) {
+            variants.push(row.variant.clone());
+        }
+    }
+    let series: Vec<(&str, Vec<f64>)> = variants
+        .iter()
+        .map(|v| {
+            (
+                v.as_str(),
+                scenarios
+                    .iter()
+                    .map(|s| {
+                        rows.iter()
+                            .find(|r| &r.scenario == s && &r.variant == v)
+                            .map_or(0.0, |r| r.runs_per_sec)
+                    })
+                    .collect(),
+            )
+        })
+        .collect();
+    let groups: Vec<String> = scenarios
+        .iter()
+        .map(|s| format!("whereabouts {s}"))
+        .collect();
+    bars(
+        &root,
+        "Seeded runs per second (one thread, simulated time)",
+        "runs/s",
+        &groups,
+        &series,
+    )?;
+    root.present()?;
+    Ok(())
+}

@@ -1,0 +1,141 @@
+//! Process measurements: CPU time, resident memory (current and peak) and
+//! heap bytes in use. Linux only; elsewhere every reading is `None`.
+
+/// Clock ticks per second of `/proc/self/stat` (USER_HZ, 100 on Linux).
+const TICKS_PER_SEC: f64 = 100.0;
+
+/// User + system CPU time of the whole process so far, in seconds
+/// (`/proc/self/stat` utime + stime; 10 ms resolution).
+#[must_use]
+pub fn cpu_seconds() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/self/stat").ok()?;
+    // Fields after the command name (which may contain spaces) start at
+    // field 3 (state); utime and stime are fields 14 and 15.
+    let rest = s.get(s.rfind(')')? + 1..)?;
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let utime: f64 = f.get(11)?.parse().ok()?;
+    let stime: f64 = f.get(12)?.parse().ok()?;
+    Some((utime + stime) / TICKS_PER_SEC)
+}
+
+fn status_kib(field: &str) -> Option<u64> {
+    let s = std::fs::read_to_string("/proc/self/status").ok()?;
+    s.lines()
+        .find_map(|l| l.strip_prefix(field))
+        .and_then(|v| v.trim().trim_end_matches("kB").trim().parse().ok())
+}
+
+/// Resident set size now, in bytes (`VmRSS`).
+#[must_use]
+pub fn rss_bytes() -> Option<u64> {
+    status_kib("VmRSS:").map(|k| k * 1024)
+}
+
+/// Peak resident set size since start or the last [`reset_peak_rss`], in
+/// bytes (`VmHWM`).
+#[must_use]
+pub fn peak_rss_bytes() -> Option<u64> {
+    status_kib("VmHWM:").map(|k| k * 1024)
+}
+
+/// Reset the peak resident set size to the current one (writes `5` to
+/// `/proc/self/clear_refs`); false where that is not possible.
+pub fn reset_peak_rss() -> bool {
+    std::fs::write("/proc/self/clear_refs", "5").is_ok()
+}
+
+/// Heap bytes in use (glibc `mallinfo2`: allocated arena chunks plus
+/// mmapped ones) — unlike RSS, not hidden by freed memory the allocator
+/// keeps and reuses. `None` off glibc.
+#[must_use]
+pub fn heap_bytes() -> Option<u64> {
+    heap::in_use()
+}
+
+#[cfg(all(target_os = "linux", target_env = "gnu"))]
+mod heap {
+    /// glibc's `struct mallinfo2` (glibc 2.33 and later).
+    #[repr(C)]
+    struct Mallinfo2 {
+        arena: usize,
+        ordblks: usize,
+        smblks: usize,
+        hblks: usize,
+        hblkhd: usize,
+        usmblks: usize,
+        fsmblks: usize,
+        uordblks: usize,
+        fordblks: usize,
+        keepcost: usize,
+    }
+
+    unsafe extern "C" {
+        fn mallinfo2() -> Mallinfo2;
+    }
+
+    pub(super) fn in_use() -> Option<u64> {
+        // SAFETY: mallinfo2 takes no arguments and returns a plain struct
+        // by value; it only reads the allocator's statistics under its locks.
+        let m = unsafe { mallinfo2() };
+        Some((m.uordblks + m.hblkhd) as u64)
+    }
+}
+
+#[cfg(not(all(target_os = "linux", target_env = "gnu")))]
+mod heap {
+    pub(super) fn in_use() -> Option<u64> {
+        None
+    }
+}
+
+/// A short description of the machine: architecture, cores, memory, OS.
+#[must_use]
+pub fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem_gib = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("MemTotal:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        })
+        .map(|kib| kib as f64 / (1024.0 * 1024.0));
+    let cpu = std::fs::read_to_string("/proc/cpuinfo").ok().and_then(|s| {
+        s.lines()
+            .find_map(|l| l.strip_prefix("model name"))
+            .map(|v| v.trim_start_matches([' ', '\t', ':']).trim().to_string())
+    });
+    let mut out = format!(
+        "{} {}, {cores} cores",
+        std::env::consts::ARCH,
+        std::env::consts::OS
+    );
+    if let Some(m) = mem_gib {
+        out.push_str(&format!(", {m:.1} GiB"));
+    }
+    if let Some(c) = cpu {
+        out.push_str(&format!(" ({c})"));
+    }
+    out
+}
+
+/// Today's date (UTC) as `YYYY-MM-DD`.
+#[must_use]
+pub fn today() -> String {
+    jiff::Timestamp::now().strftime("%Y-%m-%d").to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn readings_are_plausible_on_linux() {
+        if cfg!(target_os = "linux") {
+            assert!(cpu_seconds().is_some());
+            assert!(rss_bytes().unwrap() > 0);
+            assert!(peak_rss_bytes().unwrap() >= rss_bytes().unwrap() / 2);
+        }
+        assert_eq!(today().len(), 10);
+    }
+}

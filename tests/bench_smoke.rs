@@ -1,0 +1,69 @@
+//! Smoke test of the benchmarks: every part at tiny sizes, so that
+//! `cargo test --workspace` keeps them compiling and working. It checks
+//! that results are sane and written — never speed.
+
+use ward_workspace::bench::{self, BenchConfig};
+
+#[test]
+fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
+    let config = BenchConfig::smoke();
+    let _ = std::fs::remove_dir_all(&config.out_dir);
+    let r = bench::run_all(&config, true, &|line| eprintln!("{line}"));
+
+    // Part 1: both controllers synced and reconciled under churn.
+    assert_eq!(r.churn.sizes.len(), 1);
+    let size = &r.churn.sizes[0];
+    assert_eq!(size.phases.len(), 2);
+    for p in &size.phases {
+        assert!(p.synced, "{:?} did not sync", p.variant);
+        assert!(p.reconciles > 0, "{:?} reconciled nothing", p.variant);
+        assert!(p.p99_ms > 0.0 && p.p99_ms >= p.p50_ms);
+        assert!(p.writes.iter().sum::<u64>() > 0);
+    }
+    assert!(size.ratios.throughput > 0.0 && size.ratios.p99 > 0.0);
+
+    // Part 2: writes flowed to every watcher, lines shared, memory measured.
+    assert_eq!(r.api.fanout.len(), 4);
+    for f in &r.api.fanout {
+        assert!(f.writes > 0 && f.delivered > 0, "{f:?}");
+        assert_eq!(f.cut_off, 0, "a watcher was cut off: {f:?}");
+        assert!(f.all_delivered, "{f:?}");
+        assert!(
+            (f.line_buffers_per_event - 1.0).abs() < 1e-9,
+            "each event's line is built once and shared: {f:?}"
+        );
+        assert!(f.bytes_built_per_event > f.json_bytes_per_event);
+    }
+    assert_eq!(r.api.memory.len(), 2);
+    assert!(r.api.memory.iter().all(|m| m.json_bytes > 400.0));
+
+    // Part 3 and 4.
+    assert_eq!(r.scaling.rows.len(), 2);
+    assert_eq!(r.campaign.rows.len(), 9);
+    assert!(r.campaign.rows.iter().all(|c| c.runs == 1 && c.errors == 0));
+    assert!(r.campaign.rows.iter().all(|c| c.runs_per_sec > 0.0));
+    assert!(!r.targets.is_empty());
+
+    // Output: JSON and one SVG per benchmark.
+    for f in [
+        "results.json",
+        "churn.json",
+        "apiserver.json",
+        "scaling.json",
+        "campaign.json",
+        "results.md",
+        "churn.svg",
+        "apiserver.svg",
+        "scaling.svg",
+        "campaign.svg",
+    ] {
+        let path = config.out_dir.join(f);
+        let len = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        assert!(len > 100, "{} missing or empty", path.display());
+    }
+    let json: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(config.out_dir.join("results.json")).unwrap())
+            .unwrap();
+    assert_eq!(json["smoke"], true);
+    assert!(json["churn"]["sizes"][0]["guarded"]["reconciles_per_sec"].as_f64() > Some(0.0));
+}

@@ -17,6 +17,18 @@ fn main() {
     // WARD_BENCH_PARTS=api,churn runs only those parts (memory, api, churn, campaign).
     if let Ok(list) = std::env::var("WARD_BENCH_PARTS") {
         config.parts = bench::Parts::parse(&list);
+        if config.parts != bench::Parts::default() {
+            // A partial run never overwrites the full results.
+            config.out_dir = bench::default_out_dir("ward-bench-partial");
+        }
+    }
+    // WARD_BENCH_CHURN_SIZES=1000,10000 churns only those object counts.
+    if let Ok(list) = std::env::var("WARD_BENCH_CHURN_SIZES") {
+        config.churn.sizes = list
+            .split(',')
+            .filter_map(|n| n.trim().parse().ok())
+            .collect();
+        config.out_dir = bench::default_out_dir("ward-bench-partial");
     }
     let log = |line: &str| eprintln!("[{:>6.1}s] {line}", started.elapsed().as_secs_f64());
     let results = bench::run_all(&config, false, &log);

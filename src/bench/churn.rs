@@ -54,6 +54,8 @@ pub struct ChurnConfig {
     pub nodes: usize,
     /// Longest a controller may take to reconcile every object once.
     pub sync_timeout: Duration,
+    /// Pause between phases.
+    pub settle: Duration,
     /// Seed of the generator.
     pub seed: u64,
 }
@@ -107,6 +109,10 @@ pub struct Phase {
     pub sync_cpu_secs: f64,
     /// Peak RSS of the process during the phase, MiB.
     pub peak_rss_mib: f64,
+    /// Whether the controller stopped (graceful shutdown) within 10 s.
+    pub stopped: bool,
+    /// How long it took to stop, seconds.
+    pub stop_secs: f64,
     /// The latencies, µs (pooled per variant for the summary).
     #[serde(skip)]
     pub latencies_us: Vec<u64>,
@@ -411,12 +417,14 @@ async fn phase(
     }
     let peak = sys::peak_rss_bytes().unwrap_or(0) as f64 / (1024.0 * 1024.0);
     let _ = stop_tx.send(());
-    if tokio::time::timeout(Duration::from_secs(10), handle)
+    let stopping = Instant::now();
+    let stopped = tokio::time::timeout(Duration::from_secs(10), handle)
         .await
-        .is_err()
-    {
-        // The task is detached on timeout; nothing else refers to it.
-    }
+        .is_ok();
+    let stop_secs = stopping.elapsed().as_secs_f64();
+    // Let the server drop the watch and the allocator take back the
+    // controller's cache before the next phase starts.
+    tokio::time::sleep(config.settle).await;
     let mut lat = std::mem::take(&mut *probe.latencies.lock().unwrap_or_else(|e| e.into_inner()));
     lat.sort_unstable();
     let ms = |us: u64| us as f64 / 1000.0;
@@ -438,6 +446,8 @@ async fn phase(
         churn_cpu_secs: secs_between(cpu2, cpu3),
         sync_cpu_secs: secs_between(cpu0, cpu1),
         peak_rss_mib: peak,
+        stopped,
+        stop_secs,
         latencies_us: lat,
     };
     (phase, churner)
@@ -487,14 +497,15 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
                     let (p, back) = phase(&server, churner, variant, round, config).await;
                     churner = back;
                     log(&format!(
-                        "  churn n={n} round {round} {variant:?}: sync {:.2}s ({:.0}/s), {:.0} reconciles/s, p50 {:.2} ms, p99 {:.2} ms, cpu {:.2}s, peak {:.0} MiB",
+                        "  churn n={n} round {round} {variant:?}: sync {:.2}s ({:.0}/s), {:.0} reconciles/s, p50 {:.2} ms, p99 {:.2} ms, cpu {:.2}s, peak {:.0} MiB, stopped in {:.2}s",
                         p.sync_secs,
                         p.sync_reconciles_per_sec,
                         p.reconciles_per_sec,
                         p.p50_ms,
                         p.p99_ms,
                         p.churn_cpu_secs,
-                        p.peak_rss_mib
+                        p.peak_rss_mib,
+                        p.stop_secs
                     ));
                     phases.push(p);
                 }

@@ -95,6 +95,7 @@ impl BenchConfig {
                 rounds: 3,
                 nodes: 64,
                 sync_timeout: Duration::from_secs(120),
+                settle: Duration::from_secs(1),
                 seed: 1,
             },
             api: apiserver::ApiConfig {
@@ -129,6 +130,7 @@ impl BenchConfig {
                 rounds: 1,
                 nodes: 4,
                 sync_timeout: Duration::from_secs(60),
+                settle: Duration::from_millis(50),
                 seed: 1,
             },
             api: apiserver::ApiConfig {

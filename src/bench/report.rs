@@ -306,8 +306,10 @@ fn k(v: f64) -> String {
         format!("{:.0}k", v / 1000.0)
     } else if v >= 1000.0 {
         format!("{:.1}k", v / 1000.0)
-    } else {
+    } else if v >= 10.0 || v == v.trunc() {
         format!("{v:.0}")
+    } else {
+        format!("{v:.1}")
     }
 }
 

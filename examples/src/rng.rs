@@ -3,9 +3,10 @@
 
 use std::time::Duration;
 
-/// A deterministic random generator.
+/// A deterministic random generator: ward-apiserver's SplitMix64, seeded
+/// per component.
 #[derive(Debug, Clone)]
-pub struct Rng(u64);
+pub struct Rng(ward_apiserver::faults::Rng);
 
 impl Rng {
     /// Seeded with `seed`, for the component named `stream` (so components
@@ -15,16 +16,12 @@ impl Rng {
         let h = stream.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
             (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
         });
-        Rng(seed ^ h)
+        Rng(ward_apiserver::faults::Rng::new(seed ^ h))
     }
 
     /// The next 64 random bits.
     pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
+        self.0.next_u64()
     }
 
     /// Uniform in `lo..=hi`.
@@ -33,6 +30,6 @@ impl Rng {
         if hi <= lo {
             return Duration::from_millis(lo);
         }
-        Duration::from_millis(lo + self.next_u64() % (hi - lo + 1))
+        Duration::from_millis(lo + self.0.up_to(hi - lo))
     }
 }

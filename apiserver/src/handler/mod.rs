@@ -68,7 +68,7 @@ pub struct State {
     /// Fault settings: write faults and per-client views apply to requests.
     pub faults: crate::faults::Faults,
     /// State of the generateName suffix generator (seeded, deterministic).
-    names: Mutex<u64>,
+    names: Mutex<crate::faults::Rng>,
 }
 
 impl State {
@@ -88,23 +88,15 @@ impl State {
             config,
             shutdown,
             faults,
-            names: Mutex::new(seed),
+            names: Mutex::new(crate::faults::Rng::new(seed)),
         }
     }
 
     fn random_suffix(&self) -> String {
         const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-        let mut s = self.names.lock().unwrap_or_else(|e| e.into_inner());
+        let mut rng = self.names.lock().unwrap_or_else(|e| e.into_inner());
         (0..5)
-            .map(|_| {
-                // splitmix64
-                *s = s.wrapping_add(0x9e37_79b9_7f4a_7c15);
-                let mut z = *s;
-                z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-                z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-                z ^= z >> 31;
-                ALPHABET[(z % ALPHABET.len() as u64) as usize] as char
-            })
+            .map(|_| ALPHABET[(rng.next_u64() % ALPHABET.len() as u64) as usize] as char)
             .collect()
     }
 }

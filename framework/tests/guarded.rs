@@ -21,18 +21,49 @@ use ward_apiserver::ApiServer;
 
 const WAIT: Duration = Duration::from_secs(600);
 
-type Log = Arc<Mutex<Vec<String>>>;
+/// What a test records, and a notification on every record.
+struct Recorded<T> {
+    items: Mutex<Vec<T>>,
+    changed: tokio::sync::Notify,
+}
+
+impl<T> Default for Recorded<T> {
+    fn default() -> Self {
+        Recorded {
+            items: Mutex::default(),
+            changed: tokio::sync::Notify::new(),
+        }
+    }
+}
+
+impl<T> Recorded<T> {
+    fn push(&self, item: T) {
+        self.items.lock().unwrap().push(item);
+        self.changed.notify_waiters();
+    }
+
+    fn lock(&self) -> std::sync::LockResult<std::sync::MutexGuard<'_, Vec<T>>> {
+        self.items.lock()
+    }
+}
+
+type Log = Arc<Recorded<String>>;
 
 fn log_has(log: &Log, entry: &str) -> bool {
     log.lock().unwrap().iter().any(|e| e == entry)
 }
 
-/// Wait (simulated time) until `cond` holds, re-checking whenever the
-/// runtime has run other tasks.
-async fn until(what: &str, mut cond: impl FnMut() -> bool) {
+/// Wait until `cond` holds, re-checking it each time `rec` records something.
+async fn until<T>(what: &str, rec: &Recorded<T>, mut cond: impl FnMut() -> bool) {
     let ok = tokio::time::timeout(WAIT, async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
+        loop {
+            let changed = rec.changed.notified();
+            tokio::pin!(changed);
+            changed.as_mut().enable();
+            if cond() {
+                return;
+            }
+            changed.await;
         }
     })
     .await;
@@ -69,10 +100,7 @@ impl Guard<ConfigMap> for Scripted {
         self.name
     }
     async fn check(&self, obj: &ConfigMap, _: &GuardContext) -> Result<Verdict, GuardError> {
-        self.log
-            .lock()
-            .unwrap()
-            .push(format!("{}:{}", obj.name_any(), self.name));
+        self.log.push(format!("{}:{}", obj.name_any(), self.name));
         Ok(if obj.name_any().starts_with(self.prefix) {
             (self.verdict)()
         } else {
@@ -85,9 +113,7 @@ fn spawn_controller(ctl: GuardedController<ConfigMap>, log: Log) -> tokio::task:
     tokio::spawn(
         ctl.run(
             |obj: Arc<ConfigMap>, log: Arc<Log>| async move {
-                log.lock()
-                    .unwrap()
-                    .push(format!("{}:reconciled", obj.name_any()));
+                log.push(format!("{}:reconciled", obj.name_any()));
                 Ok::<_, kube::Error>(Action::await_change())
             },
             |_, _, _| Action::requeue(Duration::from_secs(3600)),
@@ -123,8 +149,11 @@ async fn guards_run_in_order_the_first_non_proceed_wins_and_verdicts_are_counted
         .await
         .unwrap();
     cms.create(&PostParams::default(), &cm("go")).await.unwrap();
-    until("go reconciled", || log_has(&log, "go:reconciled")).await;
-    until("skip-me judged", || log_has(&log, "skip-me:order-skipper")).await;
+    until("go reconciled", &log, || log_has(&log, "go:reconciled")).await;
+    until("skip-me judged", &log, || {
+        log_has(&log, "skip-me:order-skipper")
+    })
+    .await;
     let skip_me: Vec<String> = log
         .lock()
         .unwrap()
@@ -198,7 +227,10 @@ async fn a_wait_is_woken_by_the_deleted_event_not_by_polling() {
     cms.create(&PostParams::default(), &cm("target"))
         .await
         .unwrap();
-    until("blocker reconciled", || log_has(&log, "blocker:reconciled")).await;
+    until("blocker reconciled", &log, || {
+        log_has(&log, "blocker:reconciled")
+    })
+    .await;
     // Nothing happens to the target while the blocker exists, however long.
     tokio::time::sleep(Duration::from_secs(600)).await;
     assert!(!log_has(&log, "target:reconciled"));
@@ -206,7 +238,10 @@ async fn a_wait_is_woken_by_the_deleted_event_not_by_polling() {
     cms.delete("blocker", &DeleteParams::default())
         .await
         .unwrap();
-    until("target reconciled", || log_has(&log, "target:reconciled")).await;
+    until("target reconciled", &log, || {
+        log_has(&log, "target:reconciled")
+    })
+    .await;
     assert!(
         t0.elapsed() < Duration::from_secs(1),
         "woken after {:?}, not by the 1h fallback",
@@ -219,7 +254,7 @@ async fn a_wait_is_woken_by_the_deleted_event_not_by_polling() {
 async fn error_backoff_doubles_and_resets_on_success() {
     let server = ApiServer::start_in_process().await;
     let (_, cms) = api(&server);
-    let times: Arc<Mutex<Vec<(String, Instant)>>> = Arc::default();
+    let times: Arc<Recorded<(String, Instant)>> = Arc::default();
     let backoff = ErrorBackoff {
         base: Duration::from_secs(1),
         max: Duration::from_secs(60),
@@ -237,9 +272,7 @@ async fn error_backoff_doubles_and_resets_on_success() {
                         *n += 1;
                         *n
                     };
-                    t.lock()
-                        .unwrap()
-                        .push((format!("attempt{n}"), Instant::now()));
+                    t.push((format!("attempt{n}"), Instant::now()));
                     // Fail 3 times, succeed, then fail once more when told to.
                     let told = obj.data.as_ref().is_some_and(|d| d.contains_key("fail"));
                     if n <= 3 || (told && n == 5) {
@@ -257,7 +290,7 @@ async fn error_backoff_doubles_and_resets_on_success() {
     cms.create(&PostParams::default(), &cm("flaky"))
         .await
         .unwrap();
-    until("4 attempts", || times.lock().unwrap().len() >= 4).await;
+    until("4 attempts", &times, || times.lock().unwrap().len() >= 4).await;
     cms.patch(
         "flaky",
         &PatchParams::default(),
@@ -265,7 +298,7 @@ async fn error_backoff_doubles_and_resets_on_success() {
     )
     .await
     .unwrap();
-    until("6 attempts", || times.lock().unwrap().len() >= 6).await;
+    until("6 attempts", &times, || times.lock().unwrap().len() >= 6).await;
     let at: Vec<Instant> = times.lock().unwrap().iter().map(|(_, t)| *t).collect();
     let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
     assert_eq!(gaps[0], Duration::from_secs(1));
@@ -292,7 +325,7 @@ async fn owner_triggers_are_checked_by_uid() {
     let mut owner = cm("o");
     owner.metadata.labels = Some([("role".to_string(), "owner".to_string())].into());
     let old = cms.create(&PostParams::default(), &owner).await.unwrap();
-    until("owner reconciled", || {
+    until("owner reconciled", &log, || {
         log.lock()
             .unwrap()
             .iter()
@@ -305,7 +338,7 @@ async fn owner_triggers_are_checked_by_uid() {
     server.faults().pause_gc();
     cms.delete("o", &DeleteParams::default()).await.unwrap();
     let new = cms.create(&PostParams::default(), &owner).await.unwrap();
-    until("new owner reconciled", || {
+    until("new owner reconciled", &log, || {
         log.lock()
             .unwrap()
             .iter()
@@ -343,7 +376,7 @@ async fn owner_triggers_are_checked_by_uid() {
     cms.create(&PostParams::default(), &child_of("child", &new))
         .await
         .unwrap();
-    until("owner triggered by its own child", || {
+    until("owner triggered by its own child", &log, || {
         log.lock()
             .unwrap()
             .iter()

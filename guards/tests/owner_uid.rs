@@ -4,7 +4,7 @@
 //! one; with `OwnerUid<Node>` it skips it, and ingests the new NNC once GC
 //! has removed the old one.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -43,7 +43,8 @@ fn node(name: &str) -> Node {
     n
 }
 
-type Ingested = Arc<Mutex<Vec<String>>>;
+/// The uids ingested so far; receivers wait on changes.
+type Ingested = Arc<tokio::sync::watch::Sender<Vec<String>>>;
 
 /// Set up the window: node A (U1) with its NNC; GC lags; node A recreated
 /// (U2). Returns the server, the stale NNC's uid and the new node.
@@ -74,7 +75,7 @@ async fn window() -> (ApiServer, String, Node) {
 
 /// Start the NNC ingester ("CNS starts") inside the window.
 fn ingester(client: &Client, guarded: bool) -> (Ingested, tokio::task::JoinHandle<()>) {
-    let ingested: Ingested = Arc::default();
+    let ingested: Ingested = Arc::new(tokio::sync::watch::channel(Vec::new()).0);
     let nncs: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
     let mut ctl = GuardedController::new(nncs, watcher::Config::default().labels("app=nnc"));
     if guarded {
@@ -83,7 +84,7 @@ fn ingester(client: &Client, guarded: bool) -> (Ingested, tokio::task::JoinHandl
     let task = tokio::spawn(
         ctl.run(
             |nnc: Arc<ConfigMap>, ingested: Arc<Ingested>| async move {
-                ingested.lock().unwrap().push(nnc.uid().unwrap());
+                ingested.send_modify(|v| v.push(nnc.uid().unwrap()));
                 Ok::<_, kube::Error>(Action::await_change())
             },
             |_, _, _| Action::requeue(Duration::from_secs(5)),
@@ -98,12 +99,8 @@ fn ingester(client: &Client, guarded: bool) -> (Ingested, tokio::task::JoinHandl
 async fn without_the_guard_the_stale_nnc_is_ingested() {
     let (server, stale, _) = window().await;
     let (ingested, task) = ingester(&server.client(), false);
-    let done = tokio::time::timeout(WAIT, async {
-        while !ingested.lock().unwrap().contains(&stale) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    let mut seen = ingested.subscribe();
+    let done = tokio::time::timeout(WAIT, seen.wait_for(|v| v.contains(&stale))).await;
     assert!(
         done.is_ok(),
         "the bug: the NNC of the deleted node is ingested"
@@ -118,11 +115,7 @@ async fn with_owner_uid_only_the_live_nodes_nnc_is_ingested() {
     let (ingested, task) = ingester(&client, true);
     // A minute inside the window: nothing is ingested.
     tokio::time::sleep(Duration::from_secs(60)).await;
-    assert!(
-        ingested.lock().unwrap().is_empty(),
-        "{:?}",
-        ingested.lock().unwrap()
-    );
+    assert!(ingested.borrow().is_empty(), "{:?}", ingested.borrow());
     // GC catches up; the NNC writer creates the new node's NNC.
     server.faults().resume_gc();
     let nncs: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
@@ -134,14 +127,10 @@ async fn with_owner_uid_only_the_live_nodes_nnc_is_ingested() {
         .unwrap()
         .uid()
         .unwrap();
-    let done = tokio::time::timeout(WAIT, async {
-        while !ingested.lock().unwrap().contains(&fresh) {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
+    let mut seen = ingested.subscribe();
+    let done = tokio::time::timeout(WAIT, seen.wait_for(|v| v.contains(&fresh))).await;
     assert!(done.is_ok(), "the live node's NNC is ingested");
-    assert_eq!(*ingested.lock().unwrap(), [fresh]);
+    assert_eq!(*ingested.borrow(), [fresh]);
     task.abort();
 }
 

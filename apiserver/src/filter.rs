@@ -84,10 +84,10 @@ impl ObjectFilter {
     #[must_use]
     pub fn matches(&self, o: &StoredObject) -> bool {
         if let Some(ns) = &self.namespace
-            && *ns != o.namespace
+            && ns != o.namespace()
         {
             return false;
         }
-        self.labels.matches(&o.labels) && self.fields.matches(|f| o.field(f))
+        self.labels.matches(|k| o.label(k)) && self.fields.matches(|f| o.field(f))
     }
 }

@@ -27,7 +27,7 @@ use tokio::time::Instant;
 
 use crate::faults::Faults;
 use crate::resources::{Registry, ResourceInfo, StorageKey};
-use crate::store::{DeleteSpec, Deleted, EventType, Store, StoredObject};
+use crate::store::{DeleteSpec, Deleted, EventType, OwnerRef, Store, StoredObject, Uid};
 
 /// The `foregroundDeletion` finalizer.
 pub const FOREGROUND: &str = "foregroundDeletion";
@@ -45,49 +45,117 @@ enum Work {
     Owner(ObjKey),
 }
 
-/// The dependency graph, as seen through events.
+/// The dependency graph, as seen through events: for each owner uid and
+/// collection, the objects of that collection that reference the owner —
+/// the latest version seen of each, ordered by uid. Only owned objects
+/// cost anything here (a pointer each), and no strings are copied.
 #[derive(Debug, Default)]
 struct Graph {
-    /// Owner uid -> objects that reference it.
-    dependents: HashMap<String, BTreeSet<ObjKey>>,
-    /// Object -> owner uids it references.
-    owners: HashMap<ObjKey, Vec<String>>,
-    /// Live object uid -> where it is.
-    by_uid: HashMap<String, ObjKey>,
+    /// Collections, named by index.
+    colls: Vec<StorageKey>,
+    dependents: HashMap<(Uid, u16), BTreeSet<ByUid>>,
+}
+
+/// An object ordered (and found) by its uid.
+#[derive(Debug)]
+struct ByUid(Arc<StoredObject>);
+
+impl PartialEq for ByUid {
+    fn eq(&self, other: &Self) -> bool {
+        self.0.uid == other.0.uid
+    }
+}
+
+impl Eq for ByUid {}
+
+impl PartialOrd for ByUid {
+    fn partial_cmp(&self, other: &Self) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for ByUid {
+    fn cmp(&self, other: &Self) -> std::cmp::Ordering {
+        self.0.uid.cmp(&other.0.uid)
+    }
+}
+
+impl std::borrow::Borrow<Uid> for ByUid {
+    fn borrow(&self) -> &Uid {
+        &self.0.uid
+    }
+}
+
+/// The canonical uids `o` references (others name no object here).
+fn owner_uids(o: &StoredObject) -> impl Iterator<Item = Uid> + '_ {
+    o.owners().filter_map(|r| r.uid.uid())
 }
 
 impl Graph {
-    fn remove(&mut self, key: &ObjKey) {
-        if let Some(old) = self.owners.remove(key) {
-            for uid in old {
-                if let Some(set) = self.dependents.get_mut(&uid) {
-                    set.remove(key);
-                    if set.is_empty() {
-                        self.dependents.remove(&uid);
-                    }
+    fn coll(&mut self, k: &StorageKey) -> u16 {
+        let i = match self.colls.iter().position(|c| c == k) {
+            Some(i) => i,
+            None => {
+                self.colls.push(k.clone());
+                self.colls.len() - 1
+            }
+        };
+        u16::try_from(i).expect("fewer than 65536 collections")
+    }
+
+    /// Link `o` (in collection `k`) to every owner it references, or keep
+    /// its newest version where it is linked already.
+    fn link(&mut self, k: &StorageKey, o: &Arc<StoredObject>) {
+        if !o.has_owners() {
+            return;
+        }
+        let c = self.coll(k);
+        for owner in owner_uids(o) {
+            self.dependents
+                .entry((owner, c))
+                .or_default()
+                .replace(ByUid(o.clone()));
+        }
+    }
+
+    /// Unlink `o` (in collection `k`) from every owner it references.
+    fn unlink(&mut self, k: &StorageKey, o: &StoredObject) {
+        if !o.has_owners() {
+            return;
+        }
+        let c = self.coll(k);
+        for owner in owner_uids(o) {
+            if let Some(set) = self.dependents.get_mut(&(owner, c)) {
+                set.remove(&o.uid);
+                if set.is_empty() {
+                    self.dependents.remove(&(owner, c));
                 }
             }
         }
     }
 
-    /// Record `o`'s references; returns the owner uids it no longer references.
-    fn set(&mut self, key: ObjKey, o: &StoredObject) -> Vec<String> {
-        let before = self.owners.get(&key).cloned().unwrap_or_default();
-        self.remove(&key);
-        self.by_uid.insert(o.uid.clone(), key.clone());
-        let uids: Vec<String> = o.owners.iter().map(|r| r.uid.clone()).collect();
-        let dropped = before.into_iter().filter(|u| !uids.contains(u)).collect();
-        if uids.is_empty() {
-            return dropped;
+    fn has_dependents(&self, owner: Uid) -> bool {
+        (0..self.colls.len()).any(|c| self.dependents.contains_key(&(owner, c as u16)))
+    }
+
+    /// Where the dependents of `owner` live.
+    fn dependents_of(&self, owner: Uid) -> Vec<ObjKey> {
+        let mut out = Vec::new();
+        for (c, k) in self.colls.iter().enumerate() {
+            for d in self
+                .dependents
+                .get(&(owner, c as u16))
+                .into_iter()
+                .flatten()
+            {
+                out.push((
+                    k.clone(),
+                    d.0.namespace().to_string(),
+                    d.0.name().to_string(),
+                ));
+            }
         }
-        for uid in &uids {
-            self.dependents
-                .entry(uid.clone())
-                .or_default()
-                .insert(key.clone());
-        }
-        self.owners.insert(key, uids);
-        dropped
+        out
     }
 }
 
@@ -104,7 +172,12 @@ pub struct GarbageCollector {
 }
 
 fn key_of(k: &StorageKey, o: &StoredObject) -> ObjKey {
-    (k.clone(), o.namespace.clone(), o.name.clone())
+    (k.clone(), o.namespace().to_string(), o.name().to_string())
+}
+
+/// Whether `o` is terminating with a finalizer the collector handles.
+fn collector_finalizing(o: &StoredObject) -> bool {
+    o.terminating && o.finalizers().any(|f| f == FOREGROUND || f == ORPHAN)
 }
 
 impl GarbageCollector {
@@ -163,13 +236,13 @@ impl GarbageCollector {
     fn rebuild(&mut self, items: Vec<(StorageKey, Arc<StoredObject>)>) {
         self.graph = Graph::default();
         for (k, o) in &items {
-            self.graph.set(key_of(k, o), o);
+            self.graph.link(k, o);
         }
         for (k, o) in &items {
-            if !o.owners.is_empty() {
+            if o.has_owners() {
                 self.enqueue(Work::Dependent(key_of(k, o)));
             }
-            if o.terminating && o.finalizers.iter().any(|f| f == FOREGROUND || f == ORPHAN) {
+            if collector_finalizing(o) {
                 self.enqueue(Work::Owner(key_of(k, o)));
             }
         }
@@ -188,54 +261,59 @@ impl GarbageCollector {
         &mut self,
         k: &StorageKey,
         kind: EventType,
-        o: &StoredObject,
+        o: &Arc<StoredObject>,
         prev: Option<&StoredObject>,
     ) {
-        let key = key_of(k, o);
         match kind {
-            EventType::Modified if prev.is_some_and(|p| p.uid == o.uid && p.owners == o.owners) => {
-                // Its references are as they were (already in the graph, and
-                // already judged when they last changed): only a deletion
-                // under way may need an owner's finalizer handled. Most
-                // writes take this path, so it allocates nothing else.
-                if o.terminating && o.finalizers.iter().any(|f| f == FOREGROUND || f == ORPHAN) {
-                    self.enqueue(Work::Owner(key));
+            EventType::Modified
+                if prev.is_some_and(|p| p.uid == o.uid && p.owners().eq(o.owners())) =>
+            {
+                // Its references are as they were (already judged when they
+                // last changed): only a deletion under way may need an
+                // owner's finalizer handled. Most writes take this path.
+                self.graph.link(k, o);
+                if collector_finalizing(o) {
+                    self.enqueue(Work::Owner(key_of(k, o)));
                 }
             }
             EventType::Added | EventType::Modified => {
-                // An owner a dependent stopped referencing may be waiting on it.
-                for uid in self.graph.set(key.clone(), o) {
-                    if let Some(owner) = self.graph.by_uid.get(&uid).cloned() {
-                        self.enqueue(Work::Owner(owner));
+                if let Some(p) = prev {
+                    self.graph.unlink(k, p);
+                    // An owner it stopped referencing may be waiting on it.
+                    for r in p.owners().filter(|r| !o.owners().any(|n| n.uid == r.uid)) {
+                        if let Some(owner) = self.owner_key(o, &r) {
+                            self.enqueue(Work::Owner(owner));
+                        }
                     }
                 }
-                if !o.owners.is_empty() {
-                    self.enqueue(Work::Dependent(key.clone()));
+                self.graph.link(k, o);
+                if o.has_owners() {
+                    self.enqueue(Work::Dependent(key_of(k, o)));
                 }
-                if o.terminating && o.finalizers.iter().any(|f| f == FOREGROUND || f == ORPHAN) {
-                    self.enqueue(Work::Owner(key));
+                if collector_finalizing(o) {
+                    self.enqueue(Work::Owner(key_of(k, o)));
                 }
             }
             EventType::Deleted => {
                 // Owners waiting on this dependent re-check.
-                for r in &o.owners {
-                    if let Some(owner) = self.graph.by_uid.get(&r.uid).cloned() {
+                for r in o.owners() {
+                    if let Some(owner) = self.owner_key(o, &r) {
                         self.enqueue(Work::Owner(owner));
                     }
                 }
-                self.graph.remove(&key);
-                self.graph.by_uid.remove(&o.uid);
-                let deps: Vec<ObjKey> = self
-                    .graph
-                    .dependents
-                    .get(&o.uid)
-                    .map(|s| s.iter().cloned().collect())
-                    .unwrap_or_default();
-                for d in deps {
+                self.graph.unlink(k, prev.unwrap_or(o));
+                for d in self.graph.dependents_of(o.uid) {
                     self.enqueue(Work::Dependent(d));
                 }
             }
         }
+    }
+
+    /// Where the owner a reference names lives (whichever object is there now).
+    fn owner_key(&self, dep: &StoredObject, r: &OwnerRef<'_>) -> Option<ObjKey> {
+        let info = self.registry.by_kind(r.api_version, r.kind)?;
+        let ns = if info.namespaced { dep.namespace() } else { "" };
+        Some((info.storage_key(), ns.to_string(), r.name.to_string()))
     }
 
     fn info(&self, k: &StorageKey) -> Option<Arc<ResourceInfo>> {
@@ -253,20 +331,11 @@ impl GarbageCollector {
     }
 
     /// The live owner a reference points at, if it is that very object (same uid).
-    fn live_owner(
-        &self,
-        dep: &StoredObject,
-        r: &crate::store::OwnerRef,
-    ) -> Option<Arc<StoredObject>> {
-        let info = self.registry.by_kind(&r.api_version, &r.kind)?;
-        let ns = if info.namespaced {
-            dep.namespace.as_str()
-        } else {
-            ""
-        };
+    fn live_owner(&self, dep: &StoredObject, r: &OwnerRef<'_>) -> Option<Arc<StoredObject>> {
+        let (k, ns, name) = self.owner_key(dep, r)?;
         self.store
-            .get(&info.storage_key(), ns, &r.name)
-            .filter(|o| o.uid == r.uid)
+            .get(&k, &ns, &name)
+            .filter(|o| r.uid.uid() == Some(o.uid))
     }
 
     fn process_dependent(&mut self, key: &ObjKey) {
@@ -274,18 +343,18 @@ impl GarbageCollector {
         let Some(dep) = self.store.get(k, ns, name) else {
             return;
         };
-        if dep.owners.is_empty() {
+        if !dep.has_owners() {
             return;
         }
         let Some(info) = self.info(k) else { return };
         let mut solid = 0;
         let mut waiting = Vec::new();
         let mut dangling = Vec::new();
-        for r in &dep.owners {
-            match self.live_owner(&dep, r) {
-                None => dangling.push(r.uid.clone()),
-                Some(o) if o.terminating && o.finalizers.iter().any(|f| f == FOREGROUND) => {
-                    waiting.push(r.uid.clone());
+        for r in dep.owners() {
+            match self.live_owner(&dep, &r) {
+                None => dangling.push(r.uid.to_string()),
+                Some(o) if o.terminating && o.has_finalizer(FOREGROUND) => {
+                    waiting.push(r.uid.to_string());
                 }
                 Some(_) => solid += 1,
             }
@@ -295,9 +364,9 @@ impl GarbageCollector {
             // are gone or waiting for their dependents.
             dangling.extend(waiting);
             if !dangling.is_empty() {
-                let uid = dep.uid.clone();
+                let uid = dep.uid;
                 let res = self.store.update(&info, ns, name, |old| {
-                    if old["metadata"]["uid"] != uid.as_str() {
+                    if !old["metadata"]["uid"].as_str().is_some_and(|u| uid.is(u)) {
                         return Err(crate::status::ApiError::conflict("dependent replaced"));
                     }
                     let mut new = old.clone();
@@ -314,10 +383,10 @@ impl GarbageCollector {
             return;
         }
         // Every owner is gone or waiting for its dependents: delete, by uid.
-        let has_dependents = self.graph.dependents.contains_key(&dep.uid);
+        let has_dependents = self.graph.has_dependents(dep.uid);
         let foreground = !waiting.is_empty() && has_dependents;
         let spec = DeleteSpec {
-            uid: Some(dep.uid.clone()),
+            uid: Some(dep.uid.to_string()),
             add_finalizers: if foreground {
                 vec![FOREGROUND.to_string()]
             } else {
@@ -343,16 +412,11 @@ impl GarbageCollector {
             return;
         }
         let Some(info) = self.info(k) else { return };
-        let deps: Vec<ObjKey> = self
-            .graph
-            .dependents
-            .get(&owner.uid)
-            .map(|s| s.iter().cloned().collect())
-            .unwrap_or_default();
-        if owner.finalizers.iter().any(|f| f == ORPHAN) {
+        let deps = self.graph.dependents_of(owner.uid);
+        if owner.has_finalizer(ORPHAN) {
             for (dk, dns, dname) in &deps {
                 let Some(dinfo) = self.info(dk) else { continue };
-                let owner_uid = vec![owner.uid.clone()];
+                let owner_uid = vec![owner.uid.to_string()];
                 let res = self.store.update(&dinfo, dns, dname, |old| {
                     let mut new = old.clone();
                     strip_owner_refs(&mut new, &owner_uid);
@@ -365,13 +429,13 @@ impl GarbageCollector {
             self.remove_finalizer(&info, &owner, ORPHAN);
             return;
         }
-        if owner.finalizers.iter().any(|f| f == FOREGROUND) {
+        if owner.has_finalizer(FOREGROUND) {
             let mut blocking = 0;
             for d in &deps {
                 let Some(dep) = self.store.get(&d.0, &d.1, &d.2) else {
                     continue;
                 };
-                let Some(r) = dep.owners.iter().find(|r| r.uid == owner.uid) else {
+                let Some(r) = dep.owners().find(|r| r.uid.uid() == Some(owner.uid)) else {
                     continue;
                 };
                 if r.block_owner_deletion {
@@ -388,11 +452,11 @@ impl GarbageCollector {
     }
 
     fn remove_finalizer(&self, info: &ResourceInfo, owner: &StoredObject, finalizer: &str) {
-        let uid = owner.uid.clone();
+        let uid = owner.uid;
         let res = self
             .store
-            .update(info, &owner.namespace, &owner.name, |old| {
-                if old["metadata"]["uid"] != uid.as_str() {
+            .update(info, owner.namespace(), owner.name(), |old| {
+                if !old["metadata"]["uid"].as_str().is_some_and(|u| uid.is(u)) {
                     return Err(crate::status::ApiError::conflict("owner replaced"));
                 }
                 let mut new = old.clone();
@@ -402,7 +466,7 @@ impl GarbageCollector {
                 Ok(new)
             });
         if let Err(e) = res {
-            tracing::debug!(owner = %owner.name, error = %e, "removing finalizer failed");
+            tracing::debug!(owner = %owner.name(), error = %e, "removing finalizer failed");
         }
     }
 }
@@ -429,7 +493,7 @@ mod tests {
     fn cm(name: &str, owner: Option<&StoredObject>) -> Value {
         let mut v = json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": "default"}});
         if let Some(o) = owner {
-            v["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": o.name, "uid": o.uid, "blockOwnerDeletion": true}]);
+            v["metadata"]["ownerReferences"] = json!([{"apiVersion": "v1", "kind": "ConfigMap", "name": o.name(), "uid": o.uid.to_string(), "blockOwnerDeletion": true}]);
         }
         v
     }

@@ -82,7 +82,7 @@ impl PodLifecycleActor {
                 biased;
                 _ = stopped.wait_for(|s| *s) => return,
                 ev = rx.recv() => match ev {
-                    Ok(e) if e.key == pods_key() && e.kind != EventType::Deleted => self.observe(&e.object),
+                    Ok(e) if *e.key == pods_key() && e.kind != EventType::Deleted => self.observe(&e.object),
                     Ok(_) => {}
                     Err(RecvError::Lagged(_)) => {
                         let (items, _, fresh) = self.store.snapshot_and_subscribe(&pods_key());
@@ -124,7 +124,11 @@ impl PodLifecycleActor {
     }
 
     fn observe(&mut self, p: &StoredObject) {
-        let id = (p.namespace.clone(), p.name.clone(), p.uid.clone());
+        let id = (
+            p.namespace().to_string(),
+            p.name().to_string(),
+            p.uid.to_string(),
+        );
         if p.terminating {
             let v = p.value();
             if v["metadata"]["deletionGracePeriodSeconds"]
@@ -176,7 +180,7 @@ impl PodLifecycleActor {
                 .list(&key, None, None, None, |_| true)
                 .items
                 .iter()
-                .map(|n| n.name.clone())
+                .map(|n| n.name().to_string())
                 .collect();
         }
         if nodes.is_empty() {

@@ -333,8 +333,8 @@ async fn crd_cleanup(state: Arc<State>) {
             ev = rx.recv() => ev,
         };
         match ev {
-            Ok(e) if e.key == key && e.kind == EventType::Deleted => {
-                if state.store.get(&key, "", &e.object.name).is_none() {
+            Ok(e) if *e.key == key && e.kind == EventType::Deleted => {
+                if state.store.get(&key, "", e.object.name()).is_none() {
                     handler::crd_gone(&state, &e.object.value());
                 }
             }

@@ -72,7 +72,7 @@ pub fn expired_line(message: &str) -> Bytes {
 #[must_use]
 pub fn object_bytes(info: &ResourceInfo, o: &StoredObject) -> Bytes {
     let want = info.api_version();
-    if o.api_version == want {
+    if o.api_version() == want {
         return o.raw.clone();
     }
     let mut v = o.value();
@@ -94,7 +94,7 @@ fn rendered(spec: &WatchSpec, o: &StoredObject) -> Bytes {
 /// How this watch sees `e`, if at all. A filtered watch sees an object that
 /// stops matching as DELETED and one that starts matching as ADDED.
 fn classify(spec: &WatchSpec, key: &StorageKey, e: &Event) -> Option<EventType> {
-    if e.key != *key {
+    if *e.key != *key {
         return None;
     }
     let now = spec.filter.matches(&e.object);
@@ -123,7 +123,7 @@ fn held_line(
     obj: &StoredObject,
     shared: Option<&Event>,
 ) -> Bytes {
-    let plain = spec.render.is_none() && obj.api_version == spec.info.api_version();
+    let plain = spec.render.is_none() && obj.api_version() == spec.info.api_version();
     if let Some(e) = shared
         && plain
         && kind == e.kind
@@ -181,7 +181,7 @@ impl Queue {
         };
         if self.view.coalesce
             && let Some(i) = self.held.iter().position(|h| {
-                h.object.namespace == e.object.namespace && h.object.name == e.object.name
+                h.object.namespace() == e.object.namespace() && h.object.name() == e.object.name()
             })
         {
             let earlier = self.held.remove(i).expect("index from position");

@@ -48,7 +48,7 @@ pub fn create_nodes(store: &Store, n: usize) -> Vec<Owner> {
             let name = format!("bench-node-{i}");
             let obj = json!({"apiVersion": "v1", "kind": "Node", "metadata": {"name": name}});
             let stored = store.create(&nodes, obj).expect("creating a bench node");
-            (name, stored.uid.clone())
+            (name, stored.uid.to_string())
         })
         .collect()
 }

@@ -150,9 +150,9 @@ pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiEr
     let mut items = Vec::new();
     for o in page.items {
         let res = if t.info.group.is_empty() && t.info.plural == "namespaces" {
-            st.store.delete_namespace(&st.registry, &o.name, &spec)
+            st.store.delete_namespace(&st.registry, o.name(), &spec)
         } else {
-            st.store.delete(&t.info, &o.namespace, &o.name, &spec)
+            st.store.delete(&t.info, o.namespace(), o.name(), &spec)
         };
         match res {
             Ok(Deleted::Removed(o)) => {

@@ -20,7 +20,7 @@ pub(super) fn get(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         Some(at) => req
             .state
             .store
-            .list_at(at, &key, Some(ns_of(t)), None, None, |o| o.name == name)
+            .list_at(at, &key, Some(ns_of(t)), None, None, |o| o.name() == name)
             .map_err(|floor| {
                 ApiError::expired(format!("too old resource version: {at} ({floor})"))
             })?

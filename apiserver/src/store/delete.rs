@@ -55,13 +55,11 @@ impl Store {
         spec: &DeleteSpec,
     ) -> Result<Deleted, ApiError> {
         let old = inner
-            .collections
-            .get(key)
-            .and_then(|c| c.get(&(ns.to_string(), name.to_string())))
+            .get(key, ns, name)
             .cloned()
             .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
         if let Some(uid) = &spec.uid
-            && *uid != old.uid
+            && !old.uid.is(uid)
         {
             return Err(ApiError::conflict(format!(
                 "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
@@ -79,7 +77,7 @@ impl Store {
             .with_details(&info.group, &info.plural, name));
         }
         let v = old.value();
-        let mut fin = old.finalizers.clone();
+        let mut fin: Vec<String> = old.finalizers().map(String::from).collect();
         let grace = effective_grace(key, &v, spec.grace_period_seconds);
         if old.terminating {
             // A later delete may shorten a pod's grace period, never lengthen it.
@@ -119,9 +117,7 @@ impl Store {
         v["metadata"]["resourceVersion"] = rv.to_string().into();
         if fin.is_empty() && grace == 0 {
             let stored = StoredObject::from_value(&v, rv);
-            if let Some(c) = inner.collections.get_mut(key) {
-                c.remove(&(ns.to_string(), name.to_string()));
-            }
+            inner.take(key, ns, name);
             self.commit(inner, EventType::Deleted, key, stored.clone(), Some(old));
             self.after_remove(inner, key, ns);
             return Deleted::Removed(stored);
@@ -148,11 +144,7 @@ impl Store {
             v["status"]["phase"] = "Terminating".into();
         }
         let stored = StoredObject::from_value(&v, rv);
-        inner
-            .collections
-            .entry(key.clone())
-            .or_default()
-            .insert((ns.to_string(), name.to_string()), stored.clone());
+        inner.put(key, stored.clone());
         self.commit(inner, EventType::Modified, key, stored.clone(), Some(old));
         Deleted::Terminating(stored)
     }
@@ -169,14 +161,12 @@ impl Store {
         let key = info.storage_key();
         let mut inner = self.lock();
         let old = inner
-            .collections
-            .get(&key)
-            .and_then(|c| c.get(&(ns.to_string(), name.to_string())))
+            .get(&key, ns, name)
             .cloned()
-            .filter(|o| o.uid == uid && o.terminating)
+            .filter(|o| o.uid.is(uid) && o.terminating)
             .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
         let v = old.value();
-        let fin = old.finalizers.clone();
+        let fin = old.finalizers().map(String::from).collect();
         Ok(self.mark_or_remove(&mut inner, &key, ns, name, old, v, fin, 0))
     }
 
@@ -195,12 +185,10 @@ impl Store {
         let mut inner = self.lock();
         // Check preconditions (and existence) before touching any content.
         let ns_obj = inner
-            .collections
-            .get(&namespaces_key())
-            .and_then(|c| c.get(&(String::new(), name.to_string())))
+            .get(&namespaces_key(), "", name)
             .cloned()
             .ok_or_else(|| ApiError::not_found("", "namespaces", name))?;
-        if spec.uid.as_ref().is_some_and(|u| *u != ns_obj.uid)
+        if spec.uid.as_ref().is_some_and(|u| !ns_obj.uid.is(u))
             || spec
                 .resource_version
                 .as_ref()
@@ -225,9 +213,9 @@ impl Store {
                 .collections
                 .get(key)
                 .map(|c| {
-                    c.keys()
-                        .filter(|(ons, _)| ons == name)
-                        .map(|(_, n)| n.clone())
+                    c.iter()
+                        .filter(|o| o.0.namespace() == name)
+                        .map(|o| o.0.name().to_string())
                         .collect()
                 })
                 .unwrap_or_default();
@@ -236,11 +224,7 @@ impl Store {
             }
         }
         self.finish_namespace_if_empty(&mut inner, name);
-        let now = inner
-            .collections
-            .get(&namespaces_key())
-            .and_then(|c| c.get(&(String::new(), name.to_string())))
-            .cloned();
+        let now = inner.get(&namespaces_key(), "", name).cloned();
         Ok(match now {
             Some(o) => Deleted::Terminating(o),
             None => Deleted::Removed(ns_obj),
@@ -254,12 +238,7 @@ impl Store {
     }
 
     fn finish_namespace_if_empty(&self, inner: &mut Inner, ns: &str) {
-        let Some(ns_obj) = inner
-            .collections
-            .get(&namespaces_key())
-            .and_then(|c| c.get(&(String::new(), ns.to_string())))
-            .cloned()
-        else {
+        let Some(ns_obj) = inner.get(&namespaces_key(), "", ns).cloned() else {
             return;
         };
         let v = ns_obj.value();
@@ -270,7 +249,7 @@ impl Store {
             .collections
             .iter()
             .filter(|(k, _)| **k != namespaces_key())
-            .all(|(_, c)| !c.keys().any(|(ons, _)| ons == ns));
+            .all(|(_, c)| !c.iter().any(|o| o.0.namespace() == ns));
         if !empty {
             return;
         }
@@ -285,12 +264,11 @@ impl Store {
         v["metadata"]["resourceVersion"] = rv.to_string().into();
         let stored = StoredObject::from_value(&v, rv);
         let key = namespaces_key();
-        let coll = inner.collections.entry(key.clone()).or_default();
         if fin.is_empty() {
-            coll.remove(&(String::new(), ns.to_string()));
+            inner.take(&key, "", ns);
             self.commit(inner, EventType::Deleted, &key, stored, Some(ns_obj));
         } else {
-            coll.insert((String::new(), ns.to_string()), stored.clone());
+            inner.put(&key, stored.clone());
             self.commit(inner, EventType::Modified, &key, stored, Some(ns_obj));
         }
     }
@@ -301,7 +279,7 @@ impl Store {
         let Some(coll) = inner.collections.remove(key) else {
             return;
         };
-        for (_, old) in coll {
+        for Slot(old) in coll {
             let mut v = old.value();
             let rv = inner.rv + 1;
             inner.rv = rv;

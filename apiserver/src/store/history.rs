@@ -20,28 +20,7 @@ impl Store {
         filter: impl Fn(&StoredObject) -> bool,
     ) -> Result<ListPage, u64> {
         let state = self.state_at(key, at)?;
-        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
-        let mut items: Vec<Arc<StoredObject>> = Vec::new();
-        let mut continue_after = None;
-        for o in state {
-            let id = (o.namespace.clone(), o.name.clone());
-            if ns.is_some_and(|ns| ns != o.namespace)
-                || after.is_some_and(|a| id <= *a)
-                || !filter(&o)
-            {
-                continue;
-            }
-            if items.len() == limit {
-                continue_after = items.last().map(|l| (l.namespace.clone(), l.name.clone()));
-                break;
-            }
-            items.push(o);
-        }
-        Ok(ListPage {
-            items,
-            rv: at,
-            continue_after,
-        })
+        Ok(paginate(state.iter(), ns, after, limit, filter, at))
     }
 
     /// Start a watch of `key` at resourceVersion `from`: when `replay`, the
@@ -76,7 +55,7 @@ impl Store {
         let backlog = inner
             .history
             .iter()
-            .filter(|e| e.object.rv > from && &e.key == key)
+            .filter(|e| e.object.rv > from && *e.key == *key)
             .cloned()
             .collect();
         Ok((state, backlog, self.events.subscribe()))
@@ -105,25 +84,28 @@ impl Store {
 
     fn state_at_locked(inner: &Inner, key: &StorageKey, at: u64) -> Vec<Arc<StoredObject>> {
         let mut state: Collection = inner.collections.get(key).cloned().unwrap_or_default();
+        let take = |state: &mut Collection, o: &StoredObject| {
+            let id: &dyn Named = &(o.namespace(), o.name());
+            state.take(id)
+        };
         for e in inner.history.iter().rev() {
             if e.object.rv <= at {
                 break;
             }
-            if &e.key != key {
+            if *e.key != *key {
                 continue;
             }
-            let id = (e.object.namespace.clone(), e.object.name.clone());
             match (&e.kind, &e.prev) {
                 (EventType::Added, _) => {
-                    state.remove(&id);
+                    take(&mut state, &e.object);
                 }
                 (_, Some(prev)) => {
-                    state.insert(id, prev.clone());
+                    state.replace(Slot(prev.clone()));
                 }
                 (_, None) => {}
             }
         }
-        state.into_values().collect()
+        state.into_iter().map(|s| s.0).collect()
     }
 
     /// A consistent snapshot of every object of every collection, and a
@@ -133,7 +115,7 @@ impl Store {
         let items = inner
             .collections
             .iter()
-            .flat_map(|(k, c)| c.values().map(move |o| (k.clone(), o.clone())))
+            .flat_map(|(k, c)| c.iter().map(move |o| (k.clone(), o.0.clone())))
             .collect();
         (items, self.events.subscribe())
     }
@@ -148,7 +130,7 @@ impl Store {
         let items = inner
             .collections
             .get(key)
-            .map(|c| c.values().cloned().collect())
+            .map(|c| c.iter().map(|s| s.0.clone()).collect())
             .unwrap_or_default();
         (items, inner.rv, self.events.subscribe())
     }

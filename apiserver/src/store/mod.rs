@@ -8,7 +8,7 @@
 //! event reuse the same bytes: an event is serialized once, whatever the
 //! number of watchers.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -21,136 +21,10 @@ use crate::status::ApiError;
 
 mod delete;
 mod history;
+mod object;
 
-/// One stored object: its JSON and the fields needed to filter it without parsing.
-#[derive(Debug)]
-pub struct StoredObject {
-    /// The object as JSON.
-    pub raw: Bytes,
-    /// Its resourceVersion.
-    pub rv: u64,
-    /// `metadata.namespace` (empty for cluster-scoped kinds).
-    pub namespace: String,
-    /// `metadata.name`.
-    pub name: String,
-    /// `apiVersion` as stored (a custom resource served in several versions
-    /// is re-labelled on the way out).
-    pub api_version: String,
-    /// `metadata.uid`.
-    pub uid: String,
-    /// `metadata.labels`.
-    pub labels: BTreeMap<String, String>,
-    /// Kind-specific selectable fields (pods: `spec.nodeName`, `status.phase`).
-    pub fields: Vec<(&'static str, String)>,
-    /// `metadata.ownerReferences`.
-    pub owners: Vec<OwnerRef>,
-    /// `metadata.finalizers`.
-    pub finalizers: Vec<String>,
-    /// Whether `metadata.deletionTimestamp` is set.
-    pub terminating: bool,
-}
-
-/// One `metadata.ownerReferences` entry.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct OwnerRef {
-    /// Owner's apiVersion.
-    pub api_version: String,
-    /// Owner's kind.
-    pub kind: String,
-    /// Owner's name.
-    pub name: String,
-    /// Owner's uid.
-    pub uid: String,
-    /// `controller: true`.
-    pub controller: bool,
-    /// `blockOwnerDeletion: true`.
-    pub block_owner_deletion: bool,
-}
-
-impl StoredObject {
-    /// Parse the stored JSON.
-    #[must_use]
-    pub fn value(&self) -> Value {
-        serde_json::from_slice(&self.raw).expect("stored objects are valid JSON")
-    }
-
-    /// The value of a field-selector path on this object ("" when absent).
-    #[must_use]
-    pub fn field(&self, path: &str) -> Option<String> {
-        match path {
-            "metadata.name" => Some(self.name.clone()),
-            "metadata.namespace" => Some(self.namespace.clone()),
-            _ => self
-                .fields
-                .iter()
-                .find(|(k, _)| *k == path)
-                .map(|(_, v)| v.clone()),
-        }
-    }
-
-    fn from_value(v: &Value, rv: u64) -> Arc<StoredObject> {
-        let meta = &v["metadata"];
-        let s = |x: &Value| x.as_str().unwrap_or_default().to_string();
-        let labels = meta["labels"]
-            .as_object()
-            .map(|m| {
-                m.iter()
-                    .map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string()))
-                    .collect()
-            })
-            .unwrap_or_default();
-        let fields = crate::filter::selectable_fields(
-            v["apiVersion"].as_str().unwrap_or_default(),
-            v["kind"].as_str().unwrap_or_default(),
-        )
-        .iter()
-        .map(|path| {
-            // `source` selects on the core Event's `source.component`.
-            let lookup = if *path == "source" {
-                "source.component"
-            } else {
-                path
-            };
-            let value = lookup.split('.').fold(v, |cur, seg| &cur[seg]);
-            (*path, s(value))
-        })
-        .collect();
-        let owners = meta["ownerReferences"]
-            .as_array()
-            .map(|refs| {
-                refs.iter()
-                    .map(|r| OwnerRef {
-                        api_version: s(&r["apiVersion"]),
-                        kind: s(&r["kind"]),
-                        name: s(&r["name"]),
-                        uid: s(&r["uid"]),
-                        controller: r["controller"] == true,
-                        block_owner_deletion: r["blockOwnerDeletion"] == true,
-                    })
-                    .collect()
-            })
-            .unwrap_or_default();
-        Arc::new(StoredObject {
-            owners,
-            finalizers: finalizers(v),
-            terminating: !meta["deletionTimestamp"].is_null(),
-            raw: {
-                let mut raw = serde_json::to_vec(v).expect("JSON values serialize");
-                // The serializer's buffer grows by doubling; the stored copy
-                // lives as long as the object, so keep only what it needs.
-                raw.shrink_to_fit();
-                Bytes::from(raw)
-            },
-            rv,
-            namespace: s(&meta["namespace"]),
-            name: s(&meta["name"]),
-            api_version: s(&v["apiVersion"]),
-            uid: s(&meta["uid"]),
-            labels,
-            fields,
-        })
-    }
-}
+use object::{Named, Slot};
+pub use object::{OwnerRef, StoredObject, Uid};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,8 +54,8 @@ impl EventType {
 pub struct Event {
     /// What happened.
     pub kind: EventType,
-    /// Which collection.
-    pub key: StorageKey,
+    /// Which collection (one shared key per collection).
+    pub key: Arc<StorageKey>,
     /// The object after the write (for DELETED, its last state with the removal rv).
     pub object: Arc<StoredObject>,
     /// The object before the write (None for ADDED): lets a filtered watch
@@ -209,7 +83,8 @@ impl Default for StoreConfig {
     }
 }
 
-type Collection = BTreeMap<(String, String), Arc<StoredObject>>;
+/// A collection's objects, ordered by (namespace, name).
+type Collection = BTreeSet<Slot>;
 
 /// An object with the collection it lives in.
 pub type Keyed = (StorageKey, Arc<StoredObject>);
@@ -221,8 +96,35 @@ struct Inner {
     floor: u64,
     // Ordered, so every walk over the collections is reproducible.
     collections: BTreeMap<StorageKey, Collection>,
+    /// One shared copy of each collection key, for the events.
+    keys: BTreeMap<StorageKey, Arc<StorageKey>>,
     history: VecDeque<Arc<Event>>,
     uid_counter: u64,
+}
+
+impl Inner {
+    fn get(&self, key: &StorageKey, ns: &str, name: &str) -> Option<&Arc<StoredObject>> {
+        let id: &dyn Named = &(ns, name);
+        self.collections.get(key)?.get(id).map(|s| &s.0)
+    }
+
+    /// Store `obj` under its (namespace, name), replacing what was there.
+    fn put(&mut self, key: &StorageKey, obj: Arc<StoredObject>) {
+        match self.collections.get_mut(key) {
+            Some(c) => {
+                c.replace(Slot(obj));
+            }
+            None => {
+                self.collections
+                    .insert(key.clone(), BTreeSet::from([Slot(obj)]));
+            }
+        }
+    }
+
+    fn take(&mut self, key: &StorageKey, ns: &str, name: &str) -> Option<Arc<StoredObject>> {
+        let id: &dyn Named = &(ns, name);
+        self.collections.get_mut(key)?.take(id).map(|s| s.0)
+    }
 }
 
 /// A page of a list.
@@ -353,6 +255,51 @@ fn finalizers(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// A page of `objects` (in (namespace, name) order) read at `rv`: those
+/// after `after`, in namespace `ns`, that pass `filter`; at most `limit`.
+fn paginate<'a>(
+    objects: impl Iterator<Item = &'a Arc<StoredObject>>,
+    ns: Option<&str>,
+    after: Option<&(String, String)>,
+    limit: Option<usize>,
+    filter: impl Fn(&StoredObject) -> bool,
+    rv: u64,
+) -> ListPage {
+    let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
+    let mut items: Vec<Arc<StoredObject>> = Vec::new();
+    let mut continue_after = None;
+    for o in objects {
+        if after
+            .is_some_and(|(ans, aname)| (o.namespace(), o.name()) <= (ans.as_str(), aname.as_str()))
+        {
+            continue;
+        }
+        if let Some(ns) = ns
+            && o.namespace() != ns
+        {
+            if o.namespace() > ns {
+                break;
+            }
+            continue;
+        }
+        if !filter(o) {
+            continue;
+        }
+        if items.len() == limit {
+            continue_after = items
+                .last()
+                .map(|l| (l.namespace().to_string(), l.name().to_string()));
+            break;
+        }
+        items.push(o.clone());
+    }
+    ListPage {
+        items,
+        rv,
+        continue_after,
+    }
+}
+
 impl Store {
     /// An empty store holding the four initial namespaces.
     #[must_use]
@@ -363,6 +310,7 @@ impl Store {
                 rv: 0,
                 floor: 0,
                 collections: BTreeMap::new(),
+                keys: BTreeMap::new(),
                 history: VecDeque::new(),
                 uid_counter: 0,
             }),
@@ -406,25 +354,13 @@ impl Store {
     /// Read one object.
     #[must_use]
     pub fn get(&self, key: &StorageKey, ns: &str, name: &str) -> Option<Arc<StoredObject>> {
-        self.lock()
-            .collections
-            .get(key)?
-            .get(&(ns.to_string(), name.to_string()))
-            .cloned()
+        self.lock().get(key, ns, name).cloned()
     }
 
     /// Whether namespace `ns` exists and is not terminating; Err(true) when terminating.
     fn namespace_state(inner: &Inner, ns: &str) -> Result<(), bool> {
-        let obj = inner
-            .collections
-            .get(&namespaces_key())
-            .and_then(|c| c.get(&(String::new(), ns.to_string())))
-            .ok_or(false)?;
-        if obj.value()["metadata"]["deletionTimestamp"].is_null() {
-            Ok(())
-        } else {
-            Err(true)
-        }
+        let obj = inner.get(&namespaces_key(), "", ns).ok_or(false)?;
+        if !obj.terminating { Ok(()) } else { Err(true) }
     }
 
     /// List objects of a collection (optionally one namespace) that pass
@@ -440,50 +376,23 @@ impl Store {
     ) -> ListPage {
         use std::ops::Bound;
         let inner = self.lock();
-        let rv = inner.rv;
         let Some(coll) = inner.collections.get(key) else {
-            return ListPage {
-                items: Vec::new(),
-                rv,
-                continue_after: None,
-            };
+            return paginate(std::iter::empty(), ns, after, limit, filter, inner.rv);
         };
-        let lower = match after {
-            Some(a) => Bound::Excluded(a.clone()),
-            None => match ns {
-                Some(ns) => Bound::Included((ns.to_string(), String::new())),
-                None => Bound::Unbounded,
-            },
+        let (after_id, ns_start);
+        let lower: Bound<&dyn Named> = match (after, ns) {
+            (Some(a), _) => {
+                after_id = (a.0.as_str(), a.1.as_str());
+                Bound::Excluded(&after_id)
+            }
+            (None, Some(ns)) => {
+                ns_start = (ns, "");
+                Bound::Included(&ns_start)
+            }
+            (None, None) => Bound::Unbounded,
         };
-        let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
-        let mut items = Vec::new();
-        let mut continue_after = None;
-        for ((ons, oname), obj) in coll.range((lower, Bound::Unbounded)) {
-            if let Some(ns) = ns
-                && ons != ns
-            {
-                if ons.as_str() > ns {
-                    break;
-                }
-                continue;
-            }
-            if !filter(obj) {
-                continue;
-            }
-            if items.len() == limit {
-                continue_after = items
-                    .last()
-                    .map(|o: &Arc<StoredObject>| (o.namespace.clone(), o.name.clone()));
-                break;
-            }
-            let _ = oname;
-            items.push(obj.clone());
-        }
-        ListPage {
-            items,
-            rv,
-            continue_after,
-        }
+        let objects = coll.range::<dyn Named, _>((lower, Bound::Unbounded));
+        paginate(objects.map(|s| &s.0), ns, after, limit, filter, inner.rv)
     }
 
     fn commit(
@@ -494,9 +403,17 @@ impl Store {
         object: Arc<StoredObject>,
         prev: Option<Arc<StoredObject>>,
     ) {
+        let key = match inner.keys.get(key) {
+            Some(k) => k.clone(),
+            None => {
+                let k = Arc::new(key.clone());
+                inner.keys.insert(key.clone(), k.clone());
+                k
+            }
+        };
         let event = Arc::new(Event {
             kind,
-            key: key.clone(),
+            key,
             object,
             prev,
             line: std::sync::OnceLock::new(),
@@ -562,11 +479,7 @@ impl Store {
                 }
             }
         }
-        if inner
-            .collections
-            .get(&key)
-            .is_some_and(|c| c.contains_key(&(ns.clone(), name.clone())))
-        {
+        if inner.get(&key, &ns, &name).is_some() {
             return Err(ApiError::already_exists(&info.group, &info.plural, &name));
         }
         let rv = inner.rv + 1;
@@ -585,11 +498,7 @@ impl Store {
         }
         let stored = StoredObject::from_value(&obj, rv);
         inner.rv = rv;
-        inner
-            .collections
-            .entry(key.clone())
-            .or_default()
-            .insert((ns, name), stored.clone());
+        inner.put(&key, stored.clone());
         self.commit(&mut inner, EventType::Added, &key, stored.clone(), None);
         Ok(stored)
     }
@@ -616,9 +525,7 @@ impl Store {
         let mut inner = self.lock();
         let ns = if info.namespaced { ns } else { "" };
         let old = inner
-            .collections
-            .get(&key)
-            .and_then(|c| c.get(&(ns.to_string(), name.to_string())))
+            .get(&key, ns, name)
             .cloned()
             .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
         let old_v = old.value();
@@ -679,12 +586,11 @@ impl Store {
         inner.rv = rv;
         new["metadata"]["resourceVersion"] = rv.to_string().into();
         let stored = StoredObject::from_value(&new, rv);
-        let coll = inner.collections.entry(key.clone()).or_default();
         let grace_left = new["metadata"]["deletionGracePeriodSeconds"]
             .as_i64()
             .unwrap_or(0);
         if terminating && finalizers(&new).is_empty() && grace_left == 0 {
-            coll.remove(&(ns.to_string(), name.to_string()));
+            inner.take(&key, ns, name);
             self.commit(
                 &mut inner,
                 EventType::Deleted,
@@ -694,7 +600,7 @@ impl Store {
             );
             self.after_remove(&mut inner, &key, ns);
         } else {
-            coll.insert((ns.to_string(), name.to_string()), stored.clone());
+            inner.put(&key, stored.clone());
             self.commit(
                 &mut inner,
                 EventType::Modified,
@@ -833,7 +739,7 @@ mod tests {
             .unwrap()
             .value();
         assert_eq!(after_status["metadata"]["generation"], 1);
-        assert_eq!(after_status["metadata"]["uid"], created.uid.as_str());
+        assert_eq!(after_status["metadata"]["uid"], created.uid.to_string());
         assert!(after_status["metadata"]["deletionTimestamp"].is_null());
         let after_spec = s
             .update(&pods, "default", "p", |old| {

@@ -202,12 +202,12 @@ impl Checker {
                     .map(|ns| ns.into_iter().flat_map(|n| n.ips).collect())
                     .unwrap_or_default();
                 let view = PodView {
-                    uid: o.uid.clone(),
+                    uid: o.uid.to_string(),
                     phase: v["status"]["phase"].as_str().unwrap_or("").to_string(),
                     terminating: o.terminating,
                     ips,
                 };
-                (format!("{}/{}", o.namespace, o.name), view)
+                (format!("{}/{}", o.namespace(), o.name()), view)
             })
             .collect()
     }
@@ -235,7 +235,7 @@ impl Checker {
                 };
                 let s = |k: &str| a[k].as_str().unwrap_or("").to_string();
                 out.push(Alloc {
-                    pool: o.name.clone(),
+                    pool: o.name().to_string(),
                     ip: ip.to_string(),
                     podref: s("podref"),
                     pod_uid: s("podUid"),

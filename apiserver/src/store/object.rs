@@ -1,0 +1,615 @@
+//! One stored object: its JSON, and the few fields the server filters,
+//! orders and collects by — packed, so that an object costs little more
+//! than its JSON.
+//!
+//! The JSON is the object; everything else is an index over it: the uid as
+//! 128 bits, and namespace, name, apiVersion, labels, selectable fields,
+//! finalizers and owner references as strings packed into one allocation.
+
+use std::borrow::Borrow;
+use std::cmp::Ordering;
+use std::fmt;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::Value;
+
+/// A server-assigned UID: 128 bits (kept as bytes, so it packs without
+/// padding), written as a version-4-shaped UUID (`8-4-4-4-12` lowercase hex
+/// digits).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Default)]
+pub struct Uid([u8; 16]);
+
+impl Uid {
+    /// The uid with these 128 bits.
+    #[must_use]
+    pub fn from_u128(v: u128) -> Uid {
+        Uid(v.to_be_bytes())
+    }
+
+    /// Its 128 bits.
+    #[must_use]
+    pub fn as_u128(&self) -> u128 {
+        u128::from_be_bytes(self.0)
+    }
+
+    /// Parse the canonical lowercase form; `None` for anything else (such a
+    /// string never names an object of this server).
+    #[must_use]
+    pub fn parse(s: &str) -> Option<Uid> {
+        let b = s.as_bytes();
+        if b.len() != 36 {
+            return None;
+        }
+        let mut v: u128 = 0;
+        for (i, &c) in b.iter().enumerate() {
+            if matches!(i, 8 | 13 | 18 | 23) {
+                if c != b'-' {
+                    return None;
+                }
+                continue;
+            }
+            let d = match c {
+                b'0'..=b'9' => c - b'0',
+                b'a'..=b'f' => c - b'a' + 10,
+                _ => return None,
+            };
+            v = (v << 4) | u128::from(d);
+        }
+        Some(Uid::from_u128(v))
+    }
+
+    /// Whether `s` is this uid written out.
+    #[must_use]
+    pub fn is(&self, s: &str) -> bool {
+        Uid::parse(s) == Some(*self)
+    }
+}
+
+impl fmt::Display for Uid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let v = self.as_u128();
+        write!(
+            f,
+            "{:08x}-{:04x}-{:04x}-{:04x}-{:012x}",
+            (v >> 96) as u32,
+            (v >> 80) as u16,
+            (v >> 64) as u16,
+            (v >> 48) as u16,
+            (v as u64) & 0xffff_ffff_ffff
+        )
+    }
+}
+
+impl fmt::Debug for Uid {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+impl PartialEq<str> for Uid {
+    fn eq(&self, other: &str) -> bool {
+        self.is(other)
+    }
+}
+
+impl PartialEq<&str> for Uid {
+    fn eq(&self, other: &&str) -> bool {
+        self.is(other)
+    }
+}
+
+impl PartialEq<String> for Uid {
+    fn eq(&self, other: &String) -> bool {
+        self.is(other)
+    }
+}
+
+/// The uid an owner reference names: canonical ones are kept as 128 bits,
+/// anything else as written (it names no object of this server).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum RefUid<'a> {
+    /// A canonical uid.
+    Canonical(Uid),
+    /// Any other string.
+    Other(&'a str),
+}
+
+impl RefUid<'_> {
+    /// The uid, when canonical.
+    #[must_use]
+    pub fn uid(&self) -> Option<Uid> {
+        match self {
+            RefUid::Canonical(u) => Some(*u),
+            RefUid::Other(_) => None,
+        }
+    }
+}
+
+impl fmt::Display for RefUid<'_> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RefUid::Canonical(u) => fmt::Display::fmt(u, f),
+            RefUid::Other(s) => f.write_str(s),
+        }
+    }
+}
+
+/// Strings in one allocation, each a LEB128 length then its UTF-8 bytes.
+#[derive(Default, PartialEq, Eq)]
+struct Packed(Box<[u8]>);
+
+impl Packed {
+    fn new<'a>(items: impl IntoIterator<Item = &'a [u8]>) -> Packed {
+        let mut out = Vec::new();
+        for s in items {
+            let mut n = s.len();
+            loop {
+                let byte = (n & 0x7f) as u8;
+                n >>= 7;
+                if n == 0 {
+                    out.push(byte);
+                    break;
+                }
+                out.push(byte | 0x80);
+            }
+            out.extend_from_slice(s);
+        }
+        Packed(out.into_boxed_slice())
+    }
+
+    /// Every item, as bytes.
+    fn raw(&self) -> RawItems<'_> {
+        RawItems(&self.0)
+    }
+
+    /// Every item as a string (an item that is not UTF-8 reads as "").
+    fn iter(&self) -> impl Iterator<Item = &str> + '_ {
+        self.raw().map(text)
+    }
+}
+
+struct RawItems<'a>(&'a [u8]);
+
+impl<'a> Iterator for RawItems<'a> {
+    type Item = &'a [u8];
+
+    fn next(&mut self) -> Option<&'a [u8]> {
+        let (mut n, mut shift, mut i) = (0usize, 0u32, 0usize);
+        loop {
+            let byte = *self.0.get(i)?;
+            n |= usize::from(byte & 0x7f) << shift;
+            i += 1;
+            if byte & 0x80 == 0 {
+                break;
+            }
+            shift += 7;
+        }
+        let item = self.0.get(i..i + n)?;
+        self.0 = &self.0[i + n..];
+        Some(item)
+    }
+}
+
+fn text(b: &[u8]) -> &str {
+    std::str::from_utf8(b).unwrap_or_default()
+}
+
+impl fmt::Debug for Packed {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_list().entries(self.iter()).finish()
+    }
+}
+
+/// One stored object: its JSON and the fields needed to filter it without parsing.
+#[derive(Debug)]
+pub struct StoredObject {
+    /// The object as JSON.
+    pub raw: Bytes,
+    /// Its resourceVersion.
+    pub rv: u64,
+    /// `metadata.uid`.
+    pub uid: Uid,
+    /// Whether `metadata.deletionTimestamp` is set.
+    pub terminating: bool,
+    /// namespace, name, apiVersion, label pairs, field pairs, finalizers,
+    /// owner references (five items each: flags, apiVersion, kind, name,
+    /// uid — 16 bytes when the flags say canonical).
+    strings: Packed,
+    labels: u16,
+    fields: u16,
+    finalizers: u16,
+    owners: u16,
+}
+
+/// The items of an owner reference in [`StoredObject`]'s packed strings.
+const OWNER_ITEMS: usize = 5;
+
+/// One `metadata.ownerReferences` entry, borrowed from its object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnerRef<'a> {
+    /// Owner's apiVersion.
+    pub api_version: &'a str,
+    /// Owner's kind.
+    pub kind: &'a str,
+    /// Owner's name.
+    pub name: &'a str,
+    /// Owner's uid.
+    pub uid: RefUid<'a>,
+    /// `controller: true`.
+    pub controller: bool,
+    /// `blockOwnerDeletion: true`.
+    pub block_owner_deletion: bool,
+}
+
+impl StoredObject {
+    /// Parse the stored JSON.
+    #[must_use]
+    pub fn value(&self) -> Value {
+        serde_json::from_slice(&self.raw).expect("stored objects are valid JSON")
+    }
+
+    /// `metadata.namespace` (empty for cluster-scoped kinds).
+    #[must_use]
+    pub fn namespace(&self) -> &str {
+        self.strings.iter().next().unwrap_or_default()
+    }
+
+    /// `metadata.name`.
+    #[must_use]
+    pub fn name(&self) -> &str {
+        self.strings.iter().nth(1).unwrap_or_default()
+    }
+
+    /// `apiVersion` as stored (a custom resource served in several versions
+    /// is re-labelled on the way out).
+    #[must_use]
+    pub fn api_version(&self) -> &str {
+        self.strings.iter().nth(2).unwrap_or_default()
+    }
+
+    /// Items `skip..skip + n` of the packed strings.
+    fn section(&self, skip: usize, n: u16) -> impl Iterator<Item = &str> + '_ {
+        self.strings.iter().skip(skip).take(usize::from(n))
+    }
+
+    /// `metadata.labels`, in key order.
+    pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
+        pairs(self.section(3, self.labels * 2))
+    }
+
+    /// The value of label `key`.
+    #[must_use]
+    pub fn label(&self, key: &str) -> Option<&str> {
+        self.labels().find(|(k, _)| *k == key).map(|(_, v)| v)
+    }
+
+    /// `metadata.finalizers`.
+    pub fn finalizers(&self) -> impl Iterator<Item = &str> + '_ {
+        let skip = 3 + usize::from(self.labels) * 2 + usize::from(self.fields) * 2;
+        self.section(skip, self.finalizers)
+    }
+
+    /// Whether `metadata.finalizers` holds `f`.
+    #[must_use]
+    pub fn has_finalizer(&self, f: &str) -> bool {
+        self.finalizers().any(|x| x == f)
+    }
+
+    /// `metadata.ownerReferences`.
+    pub fn owners(&self) -> impl Iterator<Item = OwnerRef<'_>> + '_ {
+        let skip = 3
+            + usize::from(self.labels) * 2
+            + usize::from(self.fields) * 2
+            + usize::from(self.finalizers);
+        let mut items = self.strings.raw().skip(skip);
+        (0..self.owners).map(move |_| {
+            let mut next = || items.next().unwrap_or_default();
+            let (flags, api_version, kind, name, uid) = (next(), next(), next(), next(), next());
+            OwnerRef {
+                api_version: text(api_version),
+                kind: text(kind),
+                name: text(name),
+                uid: match <[u8; 16]>::try_from(uid) {
+                    Ok(bits) if flags.contains(&b'u') => RefUid::Canonical(Uid(bits)),
+                    _ => RefUid::Other(text(uid)),
+                },
+                controller: flags.contains(&b'c'),
+                block_owner_deletion: flags.contains(&b'b'),
+            }
+        })
+    }
+
+    /// Whether it has owner references.
+    #[must_use]
+    pub fn has_owners(&self) -> bool {
+        self.owners > 0
+    }
+
+    /// The value of a field-selector path on this object.
+    #[must_use]
+    pub fn field(&self, path: &str) -> Option<String> {
+        match path {
+            "metadata.name" => Some(self.name().to_string()),
+            "metadata.namespace" => Some(self.namespace().to_string()),
+            _ => {
+                let skip = 3 + usize::from(self.labels) * 2;
+                pairs(self.section(skip, self.fields * 2))
+                    .find(|(k, _)| *k == path)
+                    .map(|(_, v)| v.to_string())
+            }
+        }
+    }
+
+    /// Index `v` (a complete object) at resourceVersion `rv`.
+    pub(crate) fn from_value(v: &Value, rv: u64) -> Arc<StoredObject> {
+        let meta = &v["metadata"];
+        fn s(x: &Value) -> &str {
+            x.as_str().unwrap_or_default()
+        }
+        fn b(x: &Value) -> &[u8] {
+            s(x).as_bytes()
+        }
+        let mut items: Vec<&[u8]> =
+            vec![b(&meta["namespace"]), b(&meta["name"]), b(&v["apiVersion"])];
+        let mut labels = 0u16;
+        if let Some(m) = meta["labels"].as_object() {
+            for (k, val) in m {
+                items.extend([k.as_bytes(), b(val)]);
+                labels += 1;
+            }
+        }
+        let mut fields = 0u16;
+        for path in crate::filter::selectable_fields(s(&v["apiVersion"]), s(&v["kind"])) {
+            // `source` selects on the core Event's `source.component`.
+            let lookup = if *path == "source" {
+                "source.component"
+            } else {
+                path
+            };
+            items.extend([
+                path.as_bytes(),
+                b(lookup.split('.').fold(v, |cur, seg| &cur[seg])),
+            ]);
+            fields += 1;
+        }
+        let mut finalizers = 0u16;
+        for f in meta["finalizers"].as_array().into_iter().flatten() {
+            if let Some(f) = f.as_str() {
+                items.push(f.as_bytes());
+                finalizers += 1;
+            }
+        }
+        let refs = meta["ownerReferences"]
+            .as_array()
+            .map_or(&[][..], Vec::as_slice);
+        let flags: Vec<(Vec<u8>, Option<Uid>)> = refs
+            .iter()
+            .map(|r| {
+                let uid = Uid::parse(s(&r["uid"]));
+                let set = [
+                    (r["controller"] == true, b'c'),
+                    (r["blockOwnerDeletion"] == true, b'b'),
+                    (uid.is_some(), b'u'),
+                ];
+                (
+                    set.iter().filter(|(on, _)| *on).map(|(_, f)| *f).collect(),
+                    uid,
+                )
+            })
+            .collect();
+        for (r, (f, uid)) in refs.iter().zip(&flags) {
+            let uid = match uid {
+                Some(u) => &u.0[..],
+                None => b(&r["uid"]),
+            };
+            items.extend([
+                &f[..],
+                b(&r["apiVersion"]),
+                b(&r["kind"]),
+                b(&r["name"]),
+                uid,
+            ]);
+        }
+        let owners = u16::try_from(refs.len()).unwrap_or(u16::MAX);
+        debug_assert_eq!(
+            items.len(),
+            3 + 2 * usize::from(labels + fields)
+                + usize::from(finalizers)
+                + OWNER_ITEMS * usize::from(owners)
+        );
+        let mut raw = serde_json::to_vec(v).expect("JSON values serialize");
+        // The serializer's buffer grows by doubling; the stored copy lives as
+        // long as the object, so keep only what it needs.
+        raw.shrink_to_fit();
+        Arc::new(StoredObject {
+            raw: Bytes::from(raw),
+            rv,
+            uid: Uid::parse(s(&meta["uid"])).unwrap_or_default(),
+            terminating: !meta["deletionTimestamp"].is_null(),
+            strings: Packed::new(items),
+            labels,
+            fields,
+            finalizers,
+            owners,
+        })
+    }
+
+    /// (namespace, name) as bytes: the order of a collection.
+    fn ns_name(&self) -> (&[u8], &[u8]) {
+        let mut it = self.strings.raw();
+        (it.next().unwrap_or_default(), it.next().unwrap_or_default())
+    }
+}
+
+fn pairs<'a>(mut it: impl Iterator<Item = &'a str>) -> impl Iterator<Item = (&'a str, &'a str)> {
+    std::iter::from_fn(move || Some((it.next()?, it.next()?)))
+}
+
+/// Something with a (namespace, name): a collection's order and lookup key.
+pub(crate) trait Named {
+    /// (namespace, name) as bytes.
+    fn key(&self) -> (&[u8], &[u8]);
+}
+
+impl Named for (&str, &str) {
+    fn key(&self) -> (&[u8], &[u8]) {
+        (self.0.as_bytes(), self.1.as_bytes())
+    }
+}
+
+impl PartialEq for dyn Named + '_ {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for dyn Named + '_ {}
+
+impl PartialOrd for dyn Named + '_ {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for dyn Named + '_ {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+/// An object in its collection, ordered by (namespace, name) read from the
+/// object itself, so the key is not stored twice.
+#[derive(Debug, Clone)]
+pub(crate) struct Slot(pub(crate) Arc<StoredObject>);
+
+impl Named for Slot {
+    fn key(&self) -> (&[u8], &[u8]) {
+        self.0.ns_name()
+    }
+}
+
+impl<'a> Borrow<dyn Named + 'a> for Slot {
+    fn borrow(&self) -> &(dyn Named + 'a) {
+        self
+    }
+}
+
+impl PartialEq for Slot {
+    fn eq(&self, other: &Self) -> bool {
+        self.key() == other.key()
+    }
+}
+
+impl Eq for Slot {}
+
+impl PartialOrd for Slot {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl Ord for Slot {
+    fn cmp(&self, other: &Self) -> Ordering {
+        self.key().cmp(&other.key())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::BTreeSet;
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn uids_round_trip_and_only_the_canonical_form_parses() {
+        let u = Uid::from_u128(0x0123_4567_89ab_4def_8123_4567_89ab_cdef);
+        let s = u.to_string();
+        assert_eq!(s, "01234567-89ab-4def-8123-456789abcdef");
+        assert_eq!(Uid::parse(&s), Some(u));
+        assert!(u == s.as_str());
+        for bad in [
+            "01234567-89AB-4def-8123-456789abcdef",
+            "0123456789ab-4def-8123-456789abcdef",
+            "01234567-89ab-4def-8123-456789abcde",
+            "01234567_89ab-4def-8123-456789abcdef",
+            "",
+        ] {
+            assert_eq!(Uid::parse(bad), None, "{bad}");
+        }
+    }
+
+    #[test]
+    fn every_indexed_field_reads_back() {
+        let v = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p", "namespace": "ns", "uid": "01234567-89ab-4def-8123-456789abcdef",
+                "labels": {"b": "2", "a": "1"}, "finalizers": ["x", "y"],
+                "deletionTimestamp": "2020-01-01T00:00:00Z",
+                "ownerReferences": [
+                    {"apiVersion": "apps/v1", "kind": "ReplicaSet", "name": "rs", "uid": "u1", "controller": true},
+                    {"apiVersion": "v1", "kind": "Node", "name": "n\u{0}é", "uid": "00000000-0000-4000-8000-00000000002a", "blockOwnerDeletion": true}]},
+            "spec": {"nodeName": "node-1"}, "status": {"phase": "Running"}});
+        let o = StoredObject::from_value(&v, 7);
+        assert_eq!(
+            (o.namespace(), o.name(), o.api_version()),
+            ("ns", "p", "v1")
+        );
+        assert_eq!(o.rv, 7);
+        assert!(o.uid == "01234567-89ab-4def-8123-456789abcdef");
+        assert_eq!(o.labels().collect::<Vec<_>>(), [("a", "1"), ("b", "2")]);
+        assert_eq!(o.label("b"), Some("2"));
+        assert_eq!(o.label("c"), None);
+        assert_eq!(o.field("spec.nodeName").as_deref(), Some("node-1"));
+        assert_eq!(o.field("status.phase").as_deref(), Some("Running"));
+        assert_eq!(o.field("metadata.name").as_deref(), Some("p"));
+        assert_eq!(o.finalizers().collect::<Vec<_>>(), ["x", "y"]);
+        assert!(o.has_finalizer("y") && !o.has_finalizer("z") && o.terminating);
+        let owners: Vec<_> = o.owners().collect();
+        assert_eq!(owners.len(), 2);
+        assert_eq!(
+            (
+                owners[0].kind,
+                owners[0].name,
+                owners[0].uid,
+                owners[0].controller,
+                owners[0].block_owner_deletion
+            ),
+            ("ReplicaSet", "rs", RefUid::Other("u1"), true, false)
+        );
+        assert_eq!(
+            (
+                owners[1].name,
+                owners[1].controller,
+                owners[1].block_owner_deletion
+            ),
+            ("n\u{0}é", false, true)
+        );
+        assert_eq!(o.value(), v);
+    }
+
+    #[test]
+    fn long_strings_pack_with_multi_byte_lengths() {
+        let long = "x".repeat(300);
+        let p = Packed::new(["", long.as_str(), "é"].map(str::as_bytes));
+        assert_eq!(p.iter().collect::<Vec<_>>(), ["", long.as_str(), "é"]);
+    }
+
+    #[test]
+    fn slots_order_and_find_by_namespace_then_name() {
+        let obj = |ns: &str, name: &str| {
+            Slot(StoredObject::from_value(
+                &json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name, "namespace": ns}}),
+                1,
+            ))
+        };
+        let set: BTreeSet<Slot> = [obj("b", "a"), obj("a", "z"), obj("a", "b")]
+            .into_iter()
+            .collect();
+        let order: Vec<_> = set.iter().map(|s| (s.0.namespace(), s.0.name())).collect();
+        assert_eq!(order, [("a", "b"), ("a", "z"), ("b", "a")]);
+        assert!(set.contains(&("a", "z") as &dyn Named));
+        assert!(!set.contains(&("a", "y") as &dyn Named));
+    }
+}

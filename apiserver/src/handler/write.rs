@@ -233,7 +233,7 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let now = req.state.store.clock().rfc3339();
     let av = t.info.api_version();
     let stored = req.state.store.update(&t.info, ns_of(t), name, |old| {
-        let mut new = strategy::prepare_update(&t.info, t.sub, old, body);
+        let mut new = strategy::prepare_update(&t.info, t.sub, old, body.clone());
         if new["metadata"].get("managedFields").is_none()
             && let Some(mf) = old["metadata"].get("managedFields")
         {

@@ -503,33 +503,70 @@ impl Store {
         Ok(stored)
     }
 
-    /// Read-modify-write one object under the store lock. `f` gets the
-    /// current object and returns the new one (or an error that aborts the
-    /// write). The store then enforces what no client may change (uid,
-    /// creationTimestamp, deletionTimestamp), checks a resourceVersion the
-    /// new object carries (409 on mismatch), refuses new finalizers on a
-    /// terminating object (422), bumps generation when anything outside
-    /// metadata and status changed, and skips no-op writes. When the write
-    /// leaves a terminating object without finalizers, the object is removed.
+    /// Read-modify-write one object. `f` gets the current object and returns
+    /// the new one (or an error that aborts the write). The store then
+    /// enforces what no client may change (uid, creationTimestamp,
+    /// deletionTimestamp), checks a resourceVersion the new object carries
+    /// (409 on mismatch), refuses new finalizers on a terminating object
+    /// (422), bumps generation when anything outside metadata and status
+    /// changed, and skips no-op writes. When the write leaves a terminating
+    /// object without finalizers, the object is removed.
+    ///
+    /// `f` and the checks run outside the store's lock, on the version just
+    /// read; the write commits only if that version is still current, else
+    /// `f` runs again on the fresh one (after a few lost races, the whole
+    /// write holds the lock). So writes to different objects run in
+    /// parallel, and each write is decided on the state it replaces.
     pub fn update<F>(
         &self,
         info: &ResourceInfo,
         ns: &str,
         name: &str,
-        f: F,
+        mut f: F,
     ) -> Result<Arc<StoredObject>, ApiError>
     where
-        F: FnOnce(&Value) -> Result<Value, ApiError>,
+        F: FnMut(&Value) -> Result<Value, ApiError>,
     {
+        const OPTIMISTIC_TRIES: u32 = 3;
         let key = info.storage_key();
-        let mut inner = self.lock();
         let ns = if info.namespaced { ns } else { "" };
-        let old = inner
-            .get(&key, ns, name)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
-        let old_v = old.value();
-        let mut new = f(&old_v)?;
+        let not_found = || ApiError::not_found(&info.group, &info.plural, name);
+        for attempt in 0.. {
+            let mut held = (attempt >= OPTIMISTIC_TRIES).then(|| self.lock());
+            let old = match &held {
+                Some(inner) => inner.get(&key, ns, name).cloned(),
+                None => self.lock().get(&key, ns, name).cloned(),
+            }
+            .ok_or_else(not_found)?;
+            let old_v = old.value();
+            let new = f(&old_v)?;
+            let Some(new) = Self::checked_update(info, name, &old, &old_v, new)? else {
+                return Ok(old);
+            };
+            let mut inner = match held.take() {
+                Some(inner) => inner,
+                None => self.lock(),
+            };
+            if !inner
+                .get(&key, ns, name)
+                .is_some_and(|c| Arc::ptr_eq(c, &old))
+            {
+                continue;
+            }
+            return Ok(self.commit_update(&mut inner, &key, ns, old, new));
+        }
+        unreachable!("the last attempt holds the lock")
+    }
+
+    /// The checks of [`Store::update`] on `new` against `old` (parsed as
+    /// `old_v`): the object to write, or `None` for a no-op.
+    fn checked_update(
+        info: &ResourceInfo,
+        name: &str,
+        old: &StoredObject,
+        old_v: &Value,
+        mut new: Value,
+    ) -> Result<Option<Value>, ApiError> {
         if !new["metadata"].is_object() {
             return Err(ApiError::bad_request("metadata must be an object"));
         }
@@ -540,19 +577,16 @@ impl Store {
         {
             return Err(ApiError::conflict_modified(&info.group, &info.plural, name));
         }
-        let old_fin = finalizers(&old_v);
-        let terminating = !old_v["metadata"]["deletionTimestamp"].is_null();
-        if terminating {
-            let new_fin = finalizers(&new);
-            if let Some(f) = new_fin.iter().find(|f| !old_fin.contains(f)) {
-                return Err(ApiError::invalid(
-                    &info.kind,
-                    name,
-                    format!(
-                        "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{f}\"}}"
-                    ),
-                ));
-            }
+        if old.terminating
+            && let Some(f) = finalizers(&new).iter().find(|f| !old.has_finalizer(f))
+        {
+            return Err(ApiError::invalid(
+                &info.kind,
+                name,
+                format!(
+                    "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{f}\"}}"
+                ),
+            ));
         }
         {
             let m = new["metadata"].as_object_mut().expect("checked above");
@@ -575,13 +609,25 @@ impl Store {
             }
             m.insert("resourceVersion".into(), old.rv.to_string().into());
         }
-        if same_but_volatile(&new, &old_v) {
-            return Ok(old);
+        if same_but_volatile(&new, old_v) {
+            return Ok(None);
         }
         let generation = old_v["metadata"]["generation"].as_i64().unwrap_or(1);
-        if spec_differs(&new, &old_v) {
+        if spec_differs(&new, old_v) {
             new["metadata"]["generation"] = (generation + 1).into();
         }
+        Ok(Some(new))
+    }
+
+    /// Write `new` over `old` (still current) at the next resourceVersion.
+    fn commit_update(
+        &self,
+        inner: &mut Inner,
+        key: &StorageKey,
+        ns: &str,
+        old: Arc<StoredObject>,
+        mut new: Value,
+    ) -> Arc<StoredObject> {
         let rv = inner.rv + 1;
         inner.rv = rv;
         new["metadata"]["resourceVersion"] = rv.to_string().into();
@@ -589,27 +635,15 @@ impl Store {
         let grace_left = new["metadata"]["deletionGracePeriodSeconds"]
             .as_i64()
             .unwrap_or(0);
-        if terminating && finalizers(&new).is_empty() && grace_left == 0 {
-            inner.take(&key, ns, name);
-            self.commit(
-                &mut inner,
-                EventType::Deleted,
-                &key,
-                stored.clone(),
-                Some(old),
-            );
-            self.after_remove(&mut inner, &key, ns);
+        if old.terminating && finalizers(&new).is_empty() && grace_left == 0 {
+            inner.take(key, ns, stored.name());
+            self.commit(inner, EventType::Deleted, key, stored.clone(), Some(old));
+            self.after_remove(inner, key, ns);
         } else {
-            inner.put(&key, stored.clone());
-            self.commit(
-                &mut inner,
-                EventType::Modified,
-                &key,
-                stored.clone(),
-                Some(old),
-            );
+            inner.put(key, stored.clone());
+            self.commit(inner, EventType::Modified, key, stored.clone(), Some(old));
         }
-        Ok(stored)
+        stored
     }
 }
 

@@ -189,6 +189,13 @@ pub fn apply_merge_patch(target: &mut Value, body: &[u8]) -> Result<(), PatchErr
             "merge patch body must be a JSON object".to_string(),
         ));
     }
+    // Every node of the result is a node of `target` or of `patch` at the
+    // same path, so when neither is too deep the result is not either and
+    // the patch can be merged in place.
+    if check_depth(target).is_ok() && check_depth(&patch).is_ok() {
+        json_patch::merge(target, &patch);
+        return Ok(());
+    }
     let mut work = target.clone();
     json_patch::merge(&mut work, &patch);
     check_depth(&work)?;
@@ -342,6 +349,9 @@ mod tests {
         let err = apply_merge_patch(&mut t, br#"{"b": 1}"#).unwrap_err();
         assert!(matches!(err, PatchError::Invalid(_)), "{err:?}");
         assert!(t.get("b").is_none());
+        // ... unless the patch removes what is too deep.
+        apply_merge_patch(&mut t, br#"{"a": null, "b": 1}"#).unwrap();
+        assert_eq!(t, json!({"b": 1}));
     }
 
     #[test]

@@ -108,10 +108,6 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
 /// status subresource exists), a write to `/status` keeps everything but status.
 #[must_use]
 pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut new: Value) -> Value {
-    let now = old["status"]["conditions"][0]["lastTransitionTime"]
-        .as_str()
-        .unwrap_or_default()
-        .to_string();
     match sub {
         Subresource::Main => {
             if info.status_subresource {
@@ -125,7 +121,10 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
                 }
             }
             if info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions" {
-                accept_crd(&mut new, &now);
+                let now = old["status"]["conditions"][0]["lastTransitionTime"]
+                    .as_str()
+                    .unwrap_or_default();
+                accept_crd(&mut new, now);
             }
             new
         }

@@ -42,14 +42,14 @@ pub(super) fn check_identity(
     obj: &mut Value,
     url_name: Option<&str>,
 ) -> Result<(), ApiError> {
-    let want_av = t.info.api_version();
     match obj.get("apiVersion") {
-        None | Some(Value::Null) => obj["apiVersion"] = want_av.clone().into(),
-        Some(Value::String(av)) if *av == want_av => {}
+        None | Some(Value::Null) => obj["apiVersion"] = t.info.api_version().into(),
+        Some(Value::String(av)) if is_api_version(&t.info, av) => {}
         Some(av) => {
             return Err(ApiError::bad_request(format!(
-                "the API version in the data ({}) does not match the expected API version ({want_av})",
-                av.as_str().unwrap_or("<not a string>")
+                "the API version in the data ({}) does not match the expected API version ({})",
+                av.as_str().unwrap_or("<not a string>"),
+                t.info.api_version()
             )));
         }
     }
@@ -100,9 +100,10 @@ pub(super) fn check_identity(
         }
     }
     if t.info.namespaced {
-        let url_ns = t.namespace.clone().unwrap_or_default();
+        let url_ns = t.namespace.as_deref().unwrap_or_default();
         match meta.get("namespace").and_then(Value::as_str) {
-            Some(n) if !n.is_empty() && n != url_ns => {
+            Some(n) if n == url_ns => {}
+            Some(n) if !n.is_empty() => {
                 return Err(ApiError::bad_request(
                     "the namespace of the provided object does not match the namespace sent on the request",
                 ));
@@ -115,6 +116,16 @@ pub(super) fn check_identity(
         meta.remove("namespace");
     }
     Ok(())
+}
+
+/// Whether `av` is `info`'s `group/version` (`version` for the core group),
+/// without building that string.
+fn is_api_version(info: &ResourceInfo, av: &str) -> bool {
+    if info.group.is_empty() {
+        av == info.version
+    } else {
+        av.split_once('/') == Some((info.group.as_str(), info.version.as_str()))
+    }
 }
 
 pub(super) fn reject_dry_run(req: &Req<'_>) -> Result<(), ApiError> {

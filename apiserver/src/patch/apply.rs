@@ -1,4 +1,5 @@
-//! Server-side apply and `managedFields` bookkeeping (approximate).
+//! Server-side apply and the field sets of `managedFields` bookkeeping
+//! (approximate; `Update` operations are recorded in `update.rs`).
 //!
 //! Field sets are kept in the real `fieldsV1` shape: `f:<field>` for map
 //! fields, `k:{"<mergeKey>":<value>}` for items of keyed lists (with a `.`
@@ -24,7 +25,7 @@ const SERVER_METADATA: [&str; 8] = [
 /// A set of field paths in `fieldsV1` form: each key (`f:`, `k:`, `v:`, `i:`
 /// or `.`) maps to its children; an empty node is a leaf.
 #[derive(Debug, Clone, Default, PartialEq)]
-struct FieldSet(BTreeMap<String, FieldSet>);
+pub(super) struct FieldSet(pub(super) BTreeMap<String, FieldSet>);
 
 static EMPTY: FieldSet = FieldSet(BTreeMap::new());
 
@@ -49,11 +50,11 @@ impl FieldSet {
         )
     }
 
-    fn is_empty(&self) -> bool {
+    pub(super) fn is_empty(&self) -> bool {
         self.0.is_empty()
     }
 
-    fn union_with(&mut self, other: &FieldSet) {
+    pub(super) fn union_with(&mut self, other: &FieldSet) {
         for (k, c) in &other.0 {
             self.0.entry(k.clone()).or_default().union_with(c);
         }
@@ -101,7 +102,7 @@ impl FieldSet {
 
     /// Removes everything `other` contains (a leaf in `other` removes the
     /// whole subtree here).
-    fn subtract(&mut self, other: &FieldSet) {
+    pub(super) fn subtract(&mut self, other: &FieldSet) {
         for (k, oc) in &other.0 {
             let Some(c) = self.0.get_mut(k) else { continue };
             if oc.is_empty() {
@@ -136,7 +137,7 @@ impl FieldSet {
 
 /// Whether field `k` of the map at `path` is server-owned / identity metadata
 /// that no manager owns.
-fn excluded(path: &Path, k: &str) -> bool {
+pub(super) fn excluded(path: &Path, k: &str) -> bool {
     (path.is_root() && (k == "apiVersion" || k == "kind"))
         || (path.is_top_level("metadata")
             && (k == "name" || k == "namespace" || SERVER_METADATA.contains(&k)))
@@ -179,7 +180,12 @@ fn fields_of(m: &Map<String, Value>, path: &Path) -> FieldSet {
 
 /// Field set of list `field` (in the map at `parent`); with `old`, only the
 /// items that differ from / are missing in `old`.
-fn list_fields(items: &[Value], old: Option<&[Value]>, parent: &Path, field: &str) -> FieldSet {
+pub(super) fn list_fields(
+    items: &[Value],
+    old: Option<&[Value]>,
+    parent: &Path,
+    field: &str,
+) -> FieldSet {
     let item_path = parent.child(field);
     let item_path = item_path.item();
     let mut node = FieldSet::default();
@@ -216,7 +222,7 @@ fn list_fields(items: &[Value], old: Option<&[Value]>, parent: &Path, field: &st
 }
 
 /// Field set of the values in `new` that are new or differ from `old`.
-fn changed_fields(
+pub(super) fn changed_fields(
     old: Option<&Map<String, Value>>,
     new: &Map<String, Value>,
     path: &Path,
@@ -380,13 +386,13 @@ fn prune(obj: &mut Value, old: &FieldSet, new: &FieldSet, others: Option<&FieldS
 
 /// A `metadata.managedFields` entry; `set` is `None` for entries this module
 /// does not understand (kept verbatim).
-struct Entry {
+pub(super) struct Entry {
     raw: Value,
-    set: Option<FieldSet>,
+    pub(super) set: Option<FieldSet>,
 }
 
 impl Entry {
-    fn new(
+    pub(super) fn new(
         manager: &str,
         operation: &str,
         api_version: &str,
@@ -413,14 +419,14 @@ impl Entry {
         self.raw.get(f).and_then(Value::as_str).unwrap_or("")
     }
 
-    fn is(&self, manager: &str, operation: &str, subresource: Option<&str>) -> bool {
+    pub(super) fn is(&self, manager: &str, operation: &str, subresource: Option<&str>) -> bool {
         self.set.is_some()
             && self.str_field("manager") == manager
             && self.str_field("operation") == operation
             && self.str_field("subresource") == subresource.unwrap_or("")
     }
 
-    fn touch(&mut self, api_version: &str, now: &str) {
+    pub(super) fn touch(&mut self, api_version: &str, now: &str) {
         if let Value::Object(m) = &mut self.raw {
             m.insert("apiVersion".to_string(), json!(api_version));
             m.insert("time".to_string(), json!(now));
@@ -441,7 +447,7 @@ impl Entry {
     }
 }
 
-fn parse_entries(managed: Option<&Value>) -> Vec<Entry> {
+pub(super) fn parse_entries(managed: Option<&Value>) -> Vec<Entry> {
     let Some(Value::Array(list)) = managed else {
         return Vec::new();
     };
@@ -461,7 +467,7 @@ fn parse_entries(managed: Option<&Value>) -> Vec<Entry> {
 
 /// Drops stale paths and empty entries, then stores the entries in
 /// `obj.metadata.managedFields` (removing the key when none are left).
-fn write_entries(obj: &mut Value, entries: Vec<Entry>) {
+pub(super) fn write_entries(obj: &mut Value, entries: Vec<Entry>) {
     let existing = obj
         .as_object()
         .map(|m| fields_of(m, &Path::ROOT))
@@ -697,66 +703,11 @@ fn conflict_message(entries: &[Entry], conflicts: &[(usize, Vec<String>)]) -> St
     format!("Apply failed with {n} conflicts: {list}")
 }
 
-/// Records an `Update` operation by `manager` on the fields that differ
-/// between `old` and `new` (PUT/PATCH/create with `?fieldManager=` or a
-/// default manager), updating `new`'s `metadata.managedFields` in place.
-///
-/// Approximate: the changed fields (new or different values; `old == None`
-/// means every field) are added to the (manager, `Update`, subresource) entry
-/// and taken away from every other manager; paths that no longer exist are
-/// dropped from all entries, and entries left empty are removed. If `new`
-/// carries a `managedFields` list different from `old`'s, the client's list
-/// is used as the starting point (as Kubernetes allows). Unlike Kubernetes,
-/// one entry per manager is kept regardless of `apiVersion` (it is updated to
-/// `api_version`). Does nothing when `new` is not an object.
-pub fn record_update(
-    old: Option<&Value>,
-    new: &mut Value,
-    manager: &str,
-    now: &str,
-    api_version: &str,
-    subresource: Option<&str>,
-) {
-    let Value::Object(new_map) = &*new else {
-        return;
-    };
-    let old_managed = old.and_then(|o| o.pointer("/metadata/managedFields"));
-    let new_managed = new.pointer("/metadata/managedFields");
-    let mut entries = match new_managed {
-        Some(m) if Some(m) != old_managed => parse_entries(Some(m)),
-        _ => parse_entries(old_managed),
-    };
-    let changed = changed_fields(old.and_then(Value::as_object), new_map, &Path::ROOT);
-    let me = entries
-        .iter()
-        .position(|e| e.is(manager, "Update", subresource));
-    for (i, e) in entries.iter_mut().enumerate() {
-        if let (Some(set), false) = (&mut e.set, Some(i) == me) {
-            set.subtract(&changed);
-        }
-    }
-    if !changed.is_empty() {
-        let idx = match me {
-            Some(i) => i,
-            None => {
-                entries.push(Entry::new(manager, "Update", api_version, now, subresource));
-                entries.len() - 1
-            }
-        };
-        if let Some(e) = entries.get_mut(idx) {
-            e.touch(api_version, now);
-            if let Some(set) = &mut e.set {
-                set.union_with(&changed);
-            }
-        }
-    }
-    write_entries(new, entries);
-}
-
 #[cfg(test)]
 mod tests {
     //! Unit tests of the field-set machinery; end-to-end apply and
-    //! `record_update` scenarios live in `patch::apply_tests` (mod.rs).
+    //! `record_update` scenarios live in `patch::apply_tests` (mod.rs) and
+    //! `patch::update`.
     use super::*;
 
     fn set(v: Value) -> FieldSet {

@@ -23,8 +23,8 @@ mod delete;
 mod history;
 mod object;
 
-use object::{Named, Slot};
-pub use object::{OwnerRef, StoredObject, Uid};
+use object::{Named, Prepared, Slot};
+pub use object::{OwnerRef, RefUid, StoredObject, Uid};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -543,6 +543,15 @@ impl Store {
             let Some(new) = Self::checked_update(info, name, &old, &old_v, new)? else {
                 return Ok(old);
             };
+            // Indexed and serialized before taking the lock; only the
+            // resourceVersion is spliced in under it.
+            let remove = old.terminating
+                && finalizers(&new).is_empty()
+                && new["metadata"]["deletionGracePeriodSeconds"]
+                    .as_i64()
+                    .unwrap_or(0)
+                    == 0;
+            let prepared = Prepared::new(&new, old.raw.len() + 32);
             let mut inner = match held.take() {
                 Some(inner) => inner,
                 None => self.lock(),
@@ -553,7 +562,7 @@ impl Store {
             {
                 continue;
             }
-            return Ok(self.commit_update(&mut inner, &key, ns, old, new));
+            return Ok(self.commit_update(&mut inner, &key, ns, old, prepared, remove));
         }
         unreachable!("the last attempt holds the lock")
     }
@@ -619,23 +628,21 @@ impl Store {
         Ok(Some(new))
     }
 
-    /// Write `new` over `old` (still current) at the next resourceVersion.
+    /// Write `new` over `old` (still current) at the next resourceVersion,
+    /// or remove the object when the write `remove`s it.
     fn commit_update(
         &self,
         inner: &mut Inner,
         key: &StorageKey,
         ns: &str,
         old: Arc<StoredObject>,
-        mut new: Value,
+        new: Prepared,
+        remove: bool,
     ) -> Arc<StoredObject> {
         let rv = inner.rv + 1;
         inner.rv = rv;
-        new["metadata"]["resourceVersion"] = rv.to_string().into();
-        let stored = StoredObject::from_value(&new, rv);
-        let grace_left = new["metadata"]["deletionGracePeriodSeconds"]
-            .as_i64()
-            .unwrap_or(0);
-        if old.terminating && finalizers(&new).is_empty() && grace_left == 0 {
+        let stored = new.finish(rv);
+        if remove {
             inner.take(key, ns, stored.name());
             self.commit(inner, EventType::Deleted, key, stored.clone(), Some(old));
             self.after_remove(inner, key, ns);

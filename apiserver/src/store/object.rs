@@ -341,8 +341,31 @@ impl StoredObject {
         }
     }
 
-    /// Index `v` (a complete object) at resourceVersion `rv`.
+    /// Index and serialize `v` (a complete object) at resourceVersion `rv`.
     pub(crate) fn from_value(v: &Value, rv: u64) -> Arc<StoredObject> {
+        Prepared::new(v, 0).finish(rv)
+    }
+
+    /// (namespace, name) as bytes: the order of a collection.
+    fn ns_name(&self) -> (&[u8], &[u8]) {
+        let mut it = self.strings.raw();
+        (it.next().unwrap_or_default(), it.next().unwrap_or_default())
+    }
+}
+
+/// An object indexed and serialized ahead of its resourceVersion, so that
+/// the work happens outside the store's lock; [`Prepared::finish`] splices
+/// the resourceVersion in.
+pub(crate) struct Prepared {
+    json: Vec<u8>,
+    rv_at: Option<usize>,
+    object: StoredObject,
+}
+
+impl Prepared {
+    /// Index and serialize `v` (a complete object), but for its
+    /// resourceVersion; `size_hint` is the JSON size expected.
+    pub(crate) fn new(v: &Value, size_hint: usize) -> Prepared {
         let meta = &v["metadata"];
         fn s(x: &Value) -> &str {
             x.as_str().unwrap_or_default()
@@ -418,28 +441,93 @@ impl StoredObject {
                 + usize::from(finalizers)
                 + OWNER_ITEMS * usize::from(owners)
         );
-        let mut raw = serde_json::to_vec(v).expect("JSON values serialize");
-        // The serializer's buffer grows by doubling; the stored copy lives as
-        // long as the object, so keep only what it needs.
-        raw.shrink_to_fit();
-        Arc::new(StoredObject {
-            raw: Bytes::from(raw),
-            rv,
-            uid: Uid::parse(s(&meta["uid"])).unwrap_or_default(),
-            terminating: !meta["deletionTimestamp"].is_null(),
-            strings: Packed::new(items),
-            labels,
-            fields,
-            finalizers,
-            owners,
-        })
+        let (json, rv_at) = serialize_without_rv(v, size_hint);
+        Prepared {
+            json,
+            rv_at,
+            object: StoredObject {
+                raw: Bytes::new(),
+                rv: 0,
+                uid: Uid::parse(s(&meta["uid"])).unwrap_or_default(),
+                terminating: !meta["deletionTimestamp"].is_null(),
+                strings: Packed::new(items),
+                labels,
+                fields,
+                finalizers,
+                owners,
+            },
+        }
     }
 
-    /// (namespace, name) as bytes: the order of a collection.
-    fn ns_name(&self) -> (&[u8], &[u8]) {
-        let mut it = self.strings.raw();
-        (it.next().unwrap_or_default(), it.next().unwrap_or_default())
+    /// The stored object at resourceVersion `rv`.
+    pub(crate) fn finish(self, rv: u64) -> Arc<StoredObject> {
+        let Prepared {
+            json,
+            rv_at,
+            mut object,
+        } = self;
+        let digits = rv.to_string();
+        let raw = match rv_at {
+            Some(at) => {
+                // One exact-size allocation: the stored copy lives as long
+                // as the object.
+                let mut raw = Vec::with_capacity(json.len() + digits.len());
+                raw.extend_from_slice(&json[..at]);
+                raw.extend_from_slice(digits.as_bytes());
+                raw.extend_from_slice(&json[at..]);
+                raw
+            }
+            None => json,
+        };
+        object.raw = Bytes::from(raw);
+        object.rv = rv;
+        Arc::new(object)
     }
+}
+
+/// `v` as compact JSON (byte for byte what `serde_json::to_vec` writes), with
+/// `metadata.resourceVersion` written as `""`; returns where its digits go.
+fn serialize_without_rv(v: &Value, size_hint: usize) -> (Vec<u8>, Option<usize>) {
+    fn put(out: &mut Vec<u8>, v: &impl serde::Serialize) {
+        serde_json::to_writer(out, v).expect("JSON values serialize");
+    }
+    let mut out = Vec::with_capacity(size_hint.max(256));
+    let Some(top) = v.as_object() else {
+        put(&mut out, v);
+        return (out, None);
+    };
+    let mut at = None;
+    out.push(b'{');
+    for (i, (k, val)) in top.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        put(&mut out, k);
+        out.push(b':');
+        match (k.as_str(), val.as_object()) {
+            ("metadata", Some(meta)) if meta.contains_key("resourceVersion") => {
+                out.push(b'{');
+                for (j, (mk, mv)) in meta.iter().enumerate() {
+                    if j > 0 {
+                        out.push(b',');
+                    }
+                    put(&mut out, mk);
+                    out.push(b':');
+                    if mk == "resourceVersion" {
+                        out.push(b'"');
+                        at = Some(out.len());
+                        out.push(b'"');
+                    } else {
+                        put(&mut out, mv);
+                    }
+                }
+                out.push(b'}');
+            }
+            _ => put(&mut out, val),
+        }
+    }
+    out.push(b'}');
+    (out, at)
 }
 
 fn pairs<'a>(mut it: impl Iterator<Item = &'a str>) -> impl Iterator<Item = (&'a str, &'a str)> {
@@ -587,6 +675,27 @@ mod tests {
             ("n\u{0}é", false, true)
         );
         assert_eq!(o.value(), v);
+    }
+
+    #[test]
+    fn the_resource_version_is_spliced_into_the_json_serde_would_write() {
+        let mut v = json!({"apiVersion": "example.com/v1", "kind": "Thing",
+            "aaa": {"resourceVersion": "x", "metadata": {"resourceVersion": ""}},
+            "metadata": {"name": "t\"\u{1}é", "namespace": "ns", "resourceVersion": "5",
+                "annotations": {"resourceVersion": "\"resourceVersion\":\"\""}},
+            "spec": {"list": [1, 2.5, null, true], "resourceVersion": ""}});
+        let o = StoredObject::from_value(&v, 1234);
+        v["metadata"]["resourceVersion"] = "1234".into();
+        assert_eq!(&o.raw[..], &serde_json::to_vec(&v).unwrap()[..]);
+        // Without metadata.resourceVersion (or metadata) the JSON is as given.
+        for v in [
+            json!({"metadata": {"name": "a"}}),
+            json!({"kind": "X"}),
+            json!([1]),
+        ] {
+            let o = StoredObject::from_value(&v, 9);
+            assert_eq!(&o.raw[..], &serde_json::to_vec(&v).unwrap()[..]);
+        }
     }
 
     #[test]

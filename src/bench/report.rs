@@ -367,7 +367,7 @@ pub fn markdown(r: &Results) -> String {
             q.sync_throughput
         );
     }
-    s.push_str("\n**API server** (raw watch streams, every watcher receives every event):\n\n");
+    s.push_str("\n**API server** (raw watch streams, every watcher receives every event; the last rows, store writes at each object count, are the median of rounds that interleave the sizes):\n\n");
     s.push_str("| writes | watchers | objects | writes/s | watch events/s delivered | MiB/s delivered | line buffers/event | bytes built/event | cut off |\n|---|---|---|---|---|---|---|---|---|\n");
     for f in r.api.fanout.iter().chain(r.api.scaling.iter()) {
         let _ = writeln!(

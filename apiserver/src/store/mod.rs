@@ -556,13 +556,9 @@ impl Store {
                 Some(inner) => inner,
                 None => self.lock(),
             };
-            if !inner
-                .get(&key, ns, name)
-                .is_some_and(|c| Arc::ptr_eq(c, &old))
-            {
-                continue;
+            if let Some(stored) = self.commit_update(&mut inner, &key, ns, old, prepared, remove) {
+                return Ok(stored);
             }
-            return Ok(self.commit_update(&mut inner, &key, ns, old, prepared, remove));
         }
         unreachable!("the last attempt holds the lock")
     }
@@ -628,8 +624,11 @@ impl Store {
         Ok(Some(new))
     }
 
-    /// Write `new` over `old` (still current) at the next resourceVersion,
-    /// or remove the object when the write `remove`s it.
+    /// Write `new` over `old` at the next resourceVersion (or remove the
+    /// object when the write `remove`s it) if `old` is still the current
+    /// version; `None`, changing nothing, when another write came first.
+    /// One walk of the collection swaps the versions; a lost race swaps
+    /// them back.
     fn commit_update(
         &self,
         inner: &mut Inner,
@@ -638,19 +637,38 @@ impl Store {
         old: Arc<StoredObject>,
         new: Prepared,
         remove: bool,
-    ) -> Arc<StoredObject> {
+    ) -> Option<Arc<StoredObject>> {
         let rv = inner.rv + 1;
-        inner.rv = rv;
         let stored = new.finish(rv);
-        if remove {
-            inner.take(key, ns, stored.name());
-            self.commit(inner, EventType::Deleted, key, stored.clone(), Some(old));
-            self.after_remove(inner, key, ns);
+        let coll = inner.collections.get_mut(key)?;
+        let id: &dyn Named = &(ns, stored.name());
+        let displaced = if remove {
+            coll.take(id)
         } else {
-            inner.put(key, stored.clone());
-            self.commit(inner, EventType::Modified, key, stored.clone(), Some(old));
+            coll.replace(Slot(stored.clone()))
+        };
+        match displaced {
+            Some(Slot(current)) if Arc::ptr_eq(&current, &old) => {}
+            Some(current) => {
+                coll.replace(current);
+                return None;
+            }
+            None => {
+                coll.take(id);
+                return None;
+            }
         }
-        stored
+        inner.rv = rv;
+        let kind = if remove {
+            EventType::Deleted
+        } else {
+            EventType::Modified
+        };
+        self.commit(inner, kind, key, stored.clone(), Some(old));
+        if remove {
+            self.after_remove(inner, key, ns);
+        }
+        Some(stored)
     }
 }
 
@@ -737,6 +755,37 @@ mod tests {
             .unwrap();
         assert_eq!(same.rv, rv, "a no-op update does not write");
         assert_eq!(s.current_rv(), rv);
+    }
+
+    #[test]
+    fn a_write_that_loses_a_race_decides_again_on_the_fresh_version() {
+        let s = store();
+        let cms = info("configmaps");
+        s.create(&cms, cm("a")).unwrap();
+        let rv0 = s.current_rv();
+        let mut seen = Vec::new();
+        let out = s
+            .update(&cms, "default", "a", |old| {
+                seen.push(old["data"]["k"].clone());
+                if seen.len() == 1 {
+                    // Another write lands between this one's read and commit.
+                    s.update(&cms, "default", "a", |o| {
+                        let mut n = o.clone();
+                        n["data"]["k"] = "other".into();
+                        Ok(n)
+                    })
+                    .unwrap();
+                }
+                let mut n = old.clone();
+                n["data"]["n"] = format!("{}+mine", old["data"]["k"].as_str().unwrap()).into();
+                Ok(n)
+            })
+            .unwrap();
+        assert_eq!(seen, [json!("v"), json!("other")]);
+        assert_eq!(out.rv, rv0 + 2, "the lost attempt wrote nothing");
+        let v = s.get(&cms.storage_key(), "default", "a").unwrap().value();
+        assert_eq!(v["data"], json!({"k": "other", "n": "other+mine"}));
+        assert_eq!(v["metadata"]["resourceVersion"], (rv0 + 2).to_string());
     }
 
     #[test]

@@ -216,10 +216,10 @@ pub struct StoredObject {
     /// owner references (five items each: flags, apiVersion, kind, name,
     /// uid — 16 bytes when the flags say canonical).
     strings: Packed,
-    labels: u16,
-    fields: u16,
-    finalizers: u16,
-    owners: u16,
+    labels: u32,
+    fields: u8,
+    finalizers: u32,
+    owners: u32,
 }
 
 /// The items of an owner reference in [`StoredObject`]'s packed strings.
@@ -269,13 +269,13 @@ impl StoredObject {
     }
 
     /// Items `skip..skip + n` of the packed strings.
-    fn section(&self, skip: usize, n: u16) -> impl Iterator<Item = &str> + '_ {
-        self.strings.iter().skip(skip).take(usize::from(n))
+    fn section(&self, skip: usize, n: usize) -> impl Iterator<Item = &str> + '_ {
+        self.strings.iter().skip(skip).take(n)
     }
 
     /// `metadata.labels`, in key order.
     pub fn labels(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
-        pairs(self.section(3, self.labels * 2))
+        pairs(self.section(3, self.labels as usize * 2))
     }
 
     /// The value of label `key`.
@@ -286,8 +286,8 @@ impl StoredObject {
 
     /// `metadata.finalizers`.
     pub fn finalizers(&self) -> impl Iterator<Item = &str> + '_ {
-        let skip = 3 + usize::from(self.labels) * 2 + usize::from(self.fields) * 2;
-        self.section(skip, self.finalizers)
+        let skip = 3 + self.labels as usize * 2 + usize::from(self.fields) * 2;
+        self.section(skip, self.finalizers as usize)
     }
 
     /// Whether `metadata.finalizers` holds `f`.
@@ -298,10 +298,8 @@ impl StoredObject {
 
     /// `metadata.ownerReferences`.
     pub fn owners(&self) -> impl Iterator<Item = OwnerRef<'_>> + '_ {
-        let skip = 3
-            + usize::from(self.labels) * 2
-            + usize::from(self.fields) * 2
-            + usize::from(self.finalizers);
+        let skip =
+            3 + self.labels as usize * 2 + usize::from(self.fields) * 2 + self.finalizers as usize;
         let mut items = self.strings.raw().skip(skip);
         (0..self.owners).map(move |_| {
             let mut next = || items.next().unwrap_or_default();
@@ -333,8 +331,8 @@ impl StoredObject {
             "metadata.name" => Some(self.name().to_string()),
             "metadata.namespace" => Some(self.namespace().to_string()),
             _ => {
-                let skip = 3 + usize::from(self.labels) * 2;
-                pairs(self.section(skip, self.fields * 2))
+                let skip = 3 + self.labels as usize * 2;
+                pairs(self.section(skip, usize::from(self.fields) * 2))
                     .find(|(k, _)| *k == path)
                     .map(|(_, v)| v.to_string())
             }
@@ -375,14 +373,14 @@ impl Prepared {
         }
         let mut items: Vec<&[u8]> =
             vec![b(&meta["namespace"]), b(&meta["name"]), b(&v["apiVersion"])];
-        let mut labels = 0u16;
+        let mut labels = 0u32;
         if let Some(m) = meta["labels"].as_object() {
             for (k, val) in m {
                 items.extend([k.as_bytes(), b(val)]);
                 labels += 1;
             }
         }
-        let mut fields = 0u16;
+        let mut fields = 0u8;
         for path in crate::filter::selectable_fields(s(&v["apiVersion"]), s(&v["kind"])) {
             // `source` selects on the core Event's `source.component`.
             let lookup = if *path == "source" {
@@ -396,7 +394,7 @@ impl Prepared {
             ]);
             fields += 1;
         }
-        let mut finalizers = 0u16;
+        let mut finalizers = 0u32;
         for f in meta["finalizers"].as_array().into_iter().flatten() {
             if let Some(f) = f.as_str() {
                 items.push(f.as_bytes());
@@ -434,12 +432,12 @@ impl Prepared {
                 uid,
             ]);
         }
-        let owners = u16::try_from(refs.len()).unwrap_or(u16::MAX);
+        let owners = refs.len() as u32;
         debug_assert_eq!(
             items.len(),
-            3 + 2 * usize::from(labels + fields)
-                + usize::from(finalizers)
-                + OWNER_ITEMS * usize::from(owners)
+            3 + 2 * (labels as usize + usize::from(fields))
+                + finalizers as usize
+                + OWNER_ITEMS * owners as usize
         );
         let (json, rv_at) = serialize_without_rv(v, size_hint);
         Prepared {
@@ -696,6 +694,13 @@ mod tests {
             let o = StoredObject::from_value(&v, 9);
             assert_eq!(&o.raw[..], &serde_json::to_vec(&v).unwrap()[..]);
         }
+    }
+
+    #[test]
+    fn a_stored_object_stays_small() {
+        // JSON + this + the packed strings is the whole cost of an object;
+        // 88 bytes keeps it (with Arc's counts) in a 112-byte malloc chunk.
+        assert!(std::mem::size_of::<StoredObject>() <= 88);
     }
 
     #[test]

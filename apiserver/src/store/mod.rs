@@ -2,9 +2,12 @@
 //! by every write, a bounded ring of past events for watches to resume from,
 //! and a broadcast of new events.
 //!
-//! Every write runs under one lock, so writes are totally ordered and each
-//! gets the next resourceVersion. Objects are kept as their serialized JSON
-//! (shared `Bytes`), so a GET, a LIST page and every watcher's copy of an
+//! Every write commits under one lock, so writes are totally ordered and
+//! each gets the next resourceVersion; an update does its work (the
+//! caller's patch, the checks, indexing and serializing) before taking the
+//! lock, and commits only if the version it read is still current. Objects
+//! are kept as their serialized JSON (shared `Bytes`) plus a packed index
+//! ([`StoredObject`]), so a GET, a LIST page and every watcher's copy of an
 //! event reuse the same bytes: an event is serialized once, whatever the
 //! number of watchers.
 

@@ -84,7 +84,7 @@ impl Parts {
 }
 
 impl BenchConfig {
-    /// The full sizes `cargo bench` runs (about 10 minutes on 2 cores).
+    /// The full sizes `cargo bench` runs (about 6 minutes on 2 cores).
     #[must_use]
     pub fn full() -> Self {
         BenchConfig {

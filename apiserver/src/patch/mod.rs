@@ -404,12 +404,14 @@ mod apply_tests {
         format!("apiVersion: apps/v1\nkind: Deployment\nmetadata: {{name: web}}\n{tail}")
     }
 
-    fn entry<'v>(obj: &'v Value, mgr: &str) -> Option<&'v Value> {
+    /// `manager`'s managedFields entry of `obj`.
+    pub(super) fn entry<'v>(obj: &'v Value, mgr: &str) -> Option<&'v Value> {
         let list = obj["metadata"]["managedFields"].as_array()?;
         list.iter().find(|e| e["manager"] == mgr)
     }
 
-    fn fields(obj: &Value, mgr: &str) -> Value {
+    /// `manager`'s fieldsV1 in `obj` (null when it has no entry).
+    pub(super) fn fields(obj: &Value, mgr: &str) -> Value {
         entry(obj, mgr)
             .map(|e| e["fieldsV1"].clone())
             .unwrap_or_default()

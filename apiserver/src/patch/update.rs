@@ -258,20 +258,10 @@ mod tests {
     use serde_json::json;
 
     use super::*;
+    use crate::patch::apply_tests::{entry, fields};
 
     const NOW: &str = "2024-01-01T00:00:00Z";
     const LATER: &str = "2024-01-02T00:00:00Z";
-
-    fn entry<'v>(obj: &'v Value, mgr: &str) -> Option<&'v Value> {
-        let list = obj["metadata"]["managedFields"].as_array()?;
-        list.iter().find(|e| e["manager"] == mgr)
-    }
-
-    fn fields(obj: &Value, mgr: &str) -> Value {
-        entry(obj, mgr)
-            .map(|e| e["fieldsV1"].clone())
-            .unwrap_or_default()
-    }
 
     /// Records `old` -> `new` by `manager` both through `record_update` and
     /// through the general path alone, asserts that they agree and that the

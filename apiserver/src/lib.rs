@@ -11,7 +11,9 @@
 //! use kube::api::{Api, PostParams};
 //!
 //! let server = ward_apiserver::ApiServer::start_in_process().await;
-//! let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+//! // `server.client()` does the same with the `client` feature.
+//! let client = kube::Client::new(server.service(), "default");
+//! let cms: Api<ConfigMap> = Api::default_namespaced(client);
 //! let mut cm = ConfigMap::default();
 //! cm.metadata.name = Some("hello".into());
 //! cms.create(&PostParams::default(), &cm).await.unwrap();

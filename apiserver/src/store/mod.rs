@@ -518,8 +518,9 @@ impl Store {
     /// `f` and the checks run outside the store's lock, on the version just
     /// read; the write commits only if that version is still current, else
     /// `f` runs again on the fresh one (after a few lost races, the whole
-    /// write holds the lock). So writes to different objects run in
-    /// parallel, and each write is decided on the state it replaces.
+    /// write holds the lock, so `f` must not call back into the store). So
+    /// writes to different objects run in parallel, and each write is
+    /// decided on the state it replaces.
     pub fn update<F>(
         &self,
         info: &ResourceInfo,

@@ -87,24 +87,6 @@ impl fmt::Debug for Uid {
     }
 }
 
-impl PartialEq<str> for Uid {
-    fn eq(&self, other: &str) -> bool {
-        self.is(other)
-    }
-}
-
-impl PartialEq<&str> for Uid {
-    fn eq(&self, other: &&str) -> bool {
-        self.is(other)
-    }
-}
-
-impl PartialEq<String> for Uid {
-    fn eq(&self, other: &String) -> bool {
-        self.is(other)
-    }
-}
-
 /// The uid an owner reference names: canonical ones are kept as 128 bits,
 /// anything else as written (it names no object of this server).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -615,7 +597,7 @@ mod tests {
         let s = u.to_string();
         assert_eq!(s, "01234567-89ab-4def-8123-456789abcdef");
         assert_eq!(Uid::parse(&s), Some(u));
-        assert!(u == s.as_str());
+        assert!(u.is(&s));
         for bad in [
             "01234567-89AB-4def-8123-456789abcdef",
             "0123456789ab-4def-8123-456789abcdef",
@@ -643,7 +625,7 @@ mod tests {
             ("ns", "p", "v1")
         );
         assert_eq!(o.rv, 7);
-        assert!(o.uid == "01234567-89ab-4def-8123-456789abcdef");
+        assert!(o.uid.is("01234567-89ab-4def-8123-456789abcdef"));
         assert_eq!(o.labels().collect::<Vec<_>>(), [("a", "1"), ("b", "2")]);
         assert_eq!(o.label("b"), Some("2"));
         assert_eq!(o.label("c"), None);

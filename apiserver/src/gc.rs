@@ -169,6 +169,10 @@ pub struct GarbageCollector {
     queue: BinaryHeap<Reverse<(Instant, u64, Work)>>,
     queued: HashSet<Work>,
     seq: u64,
+    /// The resourceVersion of the newest event observed.
+    seen: u64,
+    /// `seen`, published whenever nothing is due: see [`GarbageCollector::caught_up`].
+    caught_up: tokio::sync::watch::Sender<u64>,
 }
 
 fn key_of(k: &StorageKey, o: &StoredObject) -> ObjKey {
@@ -192,28 +196,48 @@ impl GarbageCollector {
             queue: BinaryHeap::new(),
             queued: HashSet::new(),
             seq: 0,
+            seen: 0,
+            caught_up: tokio::sync::watch::channel(0).0,
         }
+    }
+
+    /// The resourceVersion up to which the collector has observed every
+    /// event with no collection due that it could do now (while collection
+    /// is delayed or paused, pending work does not hold it back). Waiting
+    /// for it to reach the store's current resourceVersion waits for the
+    /// collector to catch up with every write so far.
+    #[must_use]
+    pub fn caught_up(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.caught_up.subscribe()
     }
 
     /// Run until `stopped` flips to true.
     pub async fn run(mut self, mut stopped: tokio::sync::watch::Receiver<bool>) {
-        let (items, mut rx) = self.store.snapshot_all_and_subscribe();
-        self.rebuild(items);
+        let (items, rv, mut rx) = self.store.snapshot_all_and_subscribe();
+        self.rebuild(items, rv);
         let mut changed = self.faults.subscribe();
         loop {
             let paused = self.faults.gc().paused;
             let due = self.queue.peek().map(|Reverse((t, _, _))| *t);
+            if paused || due.is_none_or(|t| t > Instant::now()) {
+                let seen = self.seen;
+                self.caught_up
+                    .send_if_modified(|p| std::mem::replace(p, seen) != seen);
+            }
             tokio::select! {
                 // Biased: a fixed poll order keeps seeded runs reproducible.
                 biased;
                 _ = stopped.wait_for(|s| *s) => return,
                 ev = rx.recv() => match ev {
-                    Ok(e) => self.observe(&e.key, e.kind, &e.object, e.prev.as_deref()),
+                    Ok(e) => {
+                        self.seen = e.object.rv;
+                        self.observe(&e.key, e.kind, &e.object, e.prev.as_deref());
+                    }
                     Err(RecvError::Lagged(n)) => {
                         tracing::warn!(missed = n, "garbage collector fell behind; rebuilding its graph");
-                        let (items, fresh) = self.store.snapshot_all_and_subscribe();
+                        let (items, rv, fresh) = self.store.snapshot_all_and_subscribe();
                         rx = fresh;
-                        self.rebuild(items);
+                        self.rebuild(items, rv);
                     }
                     Err(RecvError::Closed) => return,
                 },
@@ -233,7 +257,8 @@ impl GarbageCollector {
         }
     }
 
-    fn rebuild(&mut self, items: Vec<(StorageKey, Arc<StoredObject>)>) {
+    fn rebuild(&mut self, items: Vec<(StorageKey, Arc<StoredObject>)>, rv: u64) {
+        self.seen = rv;
         self.graph = Graph::default();
         for (k, o) in &items {
             self.graph.link(k, o);
@@ -505,6 +530,43 @@ mod tests {
         assert_eq!(v["metadata"]["ownerReferences"], json!([{"uid": "b"}]));
         strip_owner_refs(&mut v, &["b".to_string()]);
         assert!(v["metadata"].get("ownerReferences").is_none());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn caught_up_waits_for_due_collections_but_not_delayed_ones() {
+        let store = Arc::new(Store::new(StoreConfig::default(), Clock::new()));
+        let registry = Arc::new(Registry::with_builtins());
+        let faults = Faults::new(0);
+        let info = registry.get("", "v1", "configmaps").unwrap();
+        let key = info.storage_key();
+        let gc = GarbageCollector::new(store.clone(), registry.clone(), faults.clone());
+        let mut seen = gc.caught_up();
+        let (stop, stopped) = tokio::sync::watch::channel(false);
+        let task = tokio::spawn(gc.run(stopped));
+        let none = DeleteSpec::default();
+        let owner = store.create(&info, cm("owner", None)).unwrap();
+        store.create(&info, cm("dep", Some(&owner))).unwrap();
+        store.delete(&info, "default", "owner", &none).unwrap();
+        let target = store.current_rv();
+        seen.wait_for(|rv| *rv >= target).await.unwrap();
+        assert!(
+            store.get(&key, "default", "dep").is_none(),
+            "the collection due at once ran before the collector caught up"
+        );
+        faults.set_gc_delay(crate::faults::Delay::fixed(Duration::from_secs(3)));
+        let owner = store.create(&info, cm("owner2", None)).unwrap();
+        store.create(&info, cm("dep2", Some(&owner))).unwrap();
+        store.delete(&info, "default", "owner2", &none).unwrap();
+        let (t0, target) = (Instant::now(), store.current_rv());
+        seen.wait_for(|rv| *rv >= target).await.unwrap();
+        assert_eq!(
+            t0.elapsed(),
+            Duration::ZERO,
+            "a delayed collection is not waited for"
+        );
+        assert!(store.get(&key, "default", "dep2").is_some());
+        stop.send(true).unwrap();
+        task.await.unwrap();
     }
 
     #[tokio::test(start_paused = true)]

@@ -110,6 +110,7 @@ pub struct ApiServer {
     addr: Option<SocketAddr>,
     next_client: Arc<AtomicU64>,
     tasks: Vec<JoinHandle<()>>,
+    gc_caught_up: tokio::sync::watch::Receiver<u64>,
 }
 
 impl ApiServer {
@@ -139,6 +140,7 @@ impl ApiServer {
             config.seed,
         ));
         let gc = GarbageCollector::new(store.clone(), registry.clone(), faults.clone());
+        let gc_caught_up = gc.caught_up();
         let pods = PodLifecycleActor::new(store, &registry, faults);
         let mut tasks = vec![
             tokio::spawn(crd_cleanup(state.clone())),
@@ -154,6 +156,7 @@ impl ApiServer {
             addr,
             next_client: Arc::new(AtomicU64::new(1)),
             tasks,
+            gc_caught_up,
         })
     }
 
@@ -162,6 +165,15 @@ impl ApiServer {
         ApiServer::start(ServerConfig::default())
             .await
             .expect("an in-process server binds nothing and cannot fail")
+    }
+
+    /// Wait until the garbage collector has observed every write made so
+    /// far and has no collection due (a delayed or paused collection is not
+    /// waited for); returns at once once the server is shut down.
+    pub async fn gc_caught_up(&self) {
+        let target = self.store().current_rv();
+        let mut seen = self.gc_caught_up.clone();
+        let _ = seen.wait_for(|rv| *rv >= target).await;
     }
 
     /// A new in-process tower Service, identified as a client of its own.

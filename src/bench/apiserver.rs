@@ -310,7 +310,7 @@ async fn write_run(
         .await
         .expect("an in-process server");
     let owners = objects::create_nodes(server.store(), 16);
-    let names = Arc::new(objects::preload(server.store(), objects_n.max(1), &owners).await);
+    let names = Arc::new(objects::preload(&server, objects_n.max(1), &owners).await);
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let from = server.store().current_rv();
     let (drains, tasks) = start_watchers(&server, watchers, from, config.sample, &stop_rx);
@@ -419,10 +419,9 @@ pub fn memory(config: &ApiConfig, log: &(dyn Fn(&str) + Sync)) -> Vec<MemoryRun>
                 .await
                 .expect("an in-process server");
             let owners = objects::create_nodes(server.store(), 16);
-            // Let the server's actors settle on an empty store.
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            server.gc_caught_up().await;
             let (h0, r0) = (sys::heap_bytes(), sys::rss_bytes());
-            let names = objects::preload(server.store(), n, &owners).await;
+            let names = objects::preload(&server, n, &owners).await;
             let (h1, r1) = (sys::heap_bytes(), sys::rss_bytes());
             let cms = objects::core("configmaps");
             let json: usize = names
@@ -442,7 +441,7 @@ pub fn memory(config: &ApiConfig, log: &(dyn Fn(&str) + Sync)) -> Vec<MemoryRun>
             );
             let bare_owners = objects::create_nodes(&store, 16);
             let h2 = sys::heap_bytes();
-            let _names = objects::preload(&store, n, &bare_owners).await;
+            let _names = objects::preload_store(&store, n, &bare_owners);
             let h3 = sys::heap_bytes();
             drop(store);
             let json = json as f64 / n as f64;

@@ -484,7 +484,7 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
                 .await
                 .expect("an in-process server");
             let owners = objects::create_nodes(server.store(), config.nodes);
-            let live = objects::preload(server.store(), n, &owners).await;
+            let live = objects::preload(&server, n, &owners).await;
             let mut churner = Churner::new(
                 server.store().clone(),
                 owners,

@@ -10,6 +10,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::Instant;
 
 use serde_json::{Value, json};
+use ward_apiserver::ApiServer;
 use ward_apiserver::resources::{ResourceInfo, builtin_resources};
 use ward_apiserver::store::Store;
 
@@ -113,29 +114,37 @@ pub fn name(i: u64) -> String {
     format!("cm-{i:06}")
 }
 
-/// Create `n` objects `cm-000000`.. (owned round-robin by `owners`, stamp
-/// 0) directly in the store; returns their names. Paced (a pause every
-/// 1000 creates, a settling pause at the end) so that the server's garbage
-/// collector, which follows every event, keeps up instead of falling
-/// behind and rebuilding its graph while the benchmark measures.
-pub async fn preload(store: &Store, n: usize, owners: &[Owner]) -> Vec<String> {
-    let cms = core("configmaps");
+/// Create object `i` (owned round-robin by `owners`, stamp 0) directly in
+/// the store; returns its name.
+fn create(store: &Store, i: u64, owners: &[Owner]) -> String {
+    let name = name(i);
+    let owner = &owners[i as usize % owners.len()];
+    store
+        .create(&core("configmaps"), configmap(&name, i, owner, 0))
+        .expect("preloading a bench object");
+    name
+}
+
+/// Create `n` objects `cm-000000`.. in `server`'s store; returns their
+/// names. Every 1000 creates, and at the end, waits for the server's
+/// garbage collector (which follows every event) to catch up, so that it
+/// never falls behind and rebuilds its graph while the benchmark measures.
+pub async fn preload(server: &ApiServer, n: usize, owners: &[Owner]) -> Vec<String> {
     let mut names = Vec::with_capacity(n);
     for i in 0..n as u64 {
-        let name = name(i);
-        let owner = &owners[i as usize % owners.len()];
-        store
-            .create(&cms, configmap(&name, i, owner, 0))
-            .expect("preloading a bench object");
-        names.push(name);
+        names.push(create(server.store(), i, owners));
         if i % 1000 == 999 {
-            tokio::time::sleep(std::time::Duration::from_millis(3)).await;
+            server.gc_caught_up().await;
         }
     }
-    // The collector checks each new dependent once; let it finish.
-    let settle = 50 + n as u64 / 100;
-    tokio::time::sleep(std::time::Duration::from_millis(settle)).await;
+    server.gc_caught_up().await;
     names
+}
+
+/// [`preload`] into a bare store (no collector to wait for).
+#[must_use]
+pub fn preload_store(store: &Store, n: usize, owners: &[Owner]) -> Vec<String> {
+    (0..n as u64).map(|i| create(store, i, owners)).collect()
 }
 
 #[cfg(test)]

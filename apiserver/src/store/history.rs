@@ -108,16 +108,18 @@ impl Store {
         state.into_iter().map(|s| s.0).collect()
     }
 
-    /// A consistent snapshot of every object of every collection, and a
-    /// receiver for every later event (what the garbage collector starts from).
-    pub fn snapshot_all_and_subscribe(&self) -> (Vec<Keyed>, broadcast::Receiver<Arc<Event>>) {
+    /// A consistent snapshot of every object of every collection, the
+    /// resourceVersion it was taken at, and a receiver for every later event
+    /// (what the garbage collector starts from).
+    #[allow(clippy::type_complexity)]
+    pub fn snapshot_all_and_subscribe(&self) -> (Vec<Keyed>, u64, broadcast::Receiver<Arc<Event>>) {
         let inner = self.lock();
         let items = inner
             .collections
             .iter()
             .flat_map(|(k, c)| c.iter().map(move |o| (k.clone(), o.0.clone())))
             .collect();
-        (items, self.events.subscribe())
+        (items, inner.rv, self.events.subscribe())
     }
 
     /// A consistent snapshot of a collection (for a watch from "now" that

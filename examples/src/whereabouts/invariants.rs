@@ -375,7 +375,7 @@ impl Checker {
     /// Check after every change of the store, and at least every second,
     /// until the task is aborted.
     pub async fn run(mut self, done: Arc<Mutex<Vec<Violation>>>) {
-        let (_, mut rx) = self.store.snapshot_all_and_subscribe();
+        let (_, _, mut rx) = self.store.snapshot_all_and_subscribe();
         let mut tick = tokio::time::interval(Duration::from_secs(1));
         loop {
             tokio::select! {

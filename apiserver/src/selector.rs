@@ -322,7 +322,7 @@ impl FieldSelector {
 
     /// Whether the object satisfies every term. `get(field)` returns the
     /// object's value for a field path (None = field absent, treated as "").
-    pub fn matches(&self, get: impl Fn(&str) -> Option<String>) -> bool {
+    pub fn matches<'a>(&self, get: impl Fn(&str) -> Option<&'a str>) -> bool {
         self.terms
             .iter()
             .all(|t| (get(&t.field).unwrap_or_default() == t.value) == t.equal)
@@ -535,8 +535,8 @@ mod tests {
         assert_eq!(fs.fields(), vec!["metadata.name", "status.phase"]);
         let obj = |name: &'static str, phase: Option<&'static str>| {
             move |f: &str| match f {
-                "metadata.name" => Some(name.to_string()),
-                "status.phase" => phase.map(String::from),
+                "metadata.name" => Some(name),
+                "status.phase" => phase,
                 _ => None,
             }
         };
@@ -544,13 +544,13 @@ mod tests {
         assert!(fs.matches(obj("foo", None)));
         assert!(!fs.matches(obj("foo", Some("Running"))));
         assert!(!fs.matches(obj("bar", Some("Pending"))));
-        let node1 = |_: &str| Some("node1".to_string());
+        let node1 = |_: &str| Some("node1");
         let fs = FieldSelector::parse("spec.nodeName==").unwrap();
         assert!(fs.matches(|_| None) && !fs.matches(node1));
         let fs = FieldSelector::parse("spec.nodeName!=").unwrap();
         assert!(!fs.matches(|_| None) && fs.matches(node1));
         let fs = FieldSelector::parse("a=!b").unwrap();
-        assert!(fs.matches(|_| Some("!b".into())));
+        assert!(fs.matches(|_| Some("!b")));
     }
 
     #[test]
@@ -569,7 +569,7 @@ mod tests {
     fn field_selector_escapes() {
         let fs = FieldSelector::parse(r"metadata.name=a\,b\=c\\d,x=y").unwrap();
         assert_eq!(fs.fields(), vec!["metadata.name", "x"]);
-        assert!(fs.matches(|f| Some(if f == "x" { "y" } else { r"a,b=c\d" }.into())));
+        assert!(fs.matches(|f| Some(if f == "x" { "y" } else { r"a,b=c\d" })));
         let err = |s| FieldSelector::parse(s).unwrap_err();
         let msg = r"invalid field selector: invalid escape sequence: \x";
         assert_eq!(err(r"a=b\x").to_string(), msg);

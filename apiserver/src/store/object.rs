@@ -308,15 +308,15 @@ impl StoredObject {
 
     /// The value of a field-selector path on this object.
     #[must_use]
-    pub fn field(&self, path: &str) -> Option<String> {
+    pub fn field(&self, path: &str) -> Option<&str> {
         match path {
-            "metadata.name" => Some(self.name().to_string()),
-            "metadata.namespace" => Some(self.namespace().to_string()),
+            "metadata.name" => Some(self.name()),
+            "metadata.namespace" => Some(self.namespace()),
             _ => {
                 let skip = 3 + self.labels as usize * 2;
                 pairs(self.section(skip, usize::from(self.fields) * 2))
                     .find(|(k, _)| *k == path)
-                    .map(|(_, v)| v.to_string())
+                    .map(|(_, v)| v)
             }
         }
     }
@@ -629,9 +629,9 @@ mod tests {
         assert_eq!(o.labels().collect::<Vec<_>>(), [("a", "1"), ("b", "2")]);
         assert_eq!(o.label("b"), Some("2"));
         assert_eq!(o.label("c"), None);
-        assert_eq!(o.field("spec.nodeName").as_deref(), Some("node-1"));
-        assert_eq!(o.field("status.phase").as_deref(), Some("Running"));
-        assert_eq!(o.field("metadata.name").as_deref(), Some("p"));
+        assert_eq!(o.field("spec.nodeName"), Some("node-1"));
+        assert_eq!(o.field("status.phase"), Some("Running"));
+        assert_eq!(o.field("metadata.name"), Some("p"));
         assert_eq!(o.finalizers().collect::<Vec<_>>(), ["x", "y"]);
         assert!(o.has_finalizer("y") && !o.has_finalizer("z") && o.terminating);
         let owners: Vec<_> = o.owners().collect();

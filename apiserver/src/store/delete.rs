@@ -248,7 +248,7 @@ impl Store {
         let empty = inner
             .collections
             .iter()
-            .filter(|(k, _)| **k != namespaces_key())
+            .filter(|(k, _)| ***k != namespaces_key())
             .all(|(_, c)| !c.iter().any(|o| o.0.namespace() == ns));
         if !empty {
             return;

@@ -117,7 +117,7 @@ impl Store {
         let items = inner
             .collections
             .iter()
-            .flat_map(|(k, c)| c.iter().map(move |o| (k.clone(), o.0.clone())))
+            .flat_map(|(k, c)| c.iter().map(move |o| ((**k).clone(), o.0.clone())))
             .collect();
         (items, inner.rv, self.events.subscribe())
     }

@@ -98,9 +98,8 @@ struct Inner {
     /// rv of the newest event no longer in `history`: a watch from an older rv is 410.
     floor: u64,
     // Ordered, so every walk over the collections is reproducible.
-    collections: BTreeMap<StorageKey, Collection>,
-    /// One shared copy of each collection key, for the events.
-    keys: BTreeMap<StorageKey, Arc<StorageKey>>,
+    /// Keyed by a shared copy of the collection key, which events carry.
+    collections: BTreeMap<Arc<StorageKey>, Collection>,
     history: VecDeque<Arc<Event>>,
     uid_counter: u64,
 }
@@ -119,7 +118,7 @@ impl Inner {
             }
             None => {
                 self.collections
-                    .insert(key.clone(), BTreeSet::from([Slot(obj)]));
+                    .insert(Arc::new(key.clone()), BTreeSet::from([Slot(obj)]));
             }
         }
     }
@@ -313,7 +312,6 @@ impl Store {
                 rv: 0,
                 floor: 0,
                 collections: BTreeMap::new(),
-                keys: BTreeMap::new(),
                 history: VecDeque::new(),
                 uid_counter: 0,
             }),
@@ -406,13 +404,10 @@ impl Store {
         object: Arc<StoredObject>,
         prev: Option<Arc<StoredObject>>,
     ) {
-        let key = match inner.keys.get(key) {
-            Some(k) => k.clone(),
-            None => {
-                let k = Arc::new(key.clone());
-                inner.keys.insert(key.clone(), k.clone());
-                k
-            }
+        let key = match inner.collections.get_key_value(key) {
+            Some((k, _)) => k.clone(),
+            // A dropped collection's last events.
+            None => Arc::new(key.clone()),
         };
         let event = Arc::new(Event {
             kind,

@@ -503,7 +503,16 @@ async fn invalid_continue_token() {
         let msg = rejected(&s, "GET", &uri, "", "", 400).await;
         assert!(msg.contains("continue"), "{msg}");
     }
-    rejected(&s, "GET", &format!("{CMS}?limit=-1"), "", "", 400).await;
+    // As in Kubernetes, a limit that is not positive lists everything; one
+    // that is not an integer is refused.
+    let r = unchanged(
+        &s,
+        "limit=-1",
+        send(&s, "GET", &format!("{CMS}?limit=-1"), "", ""),
+    )
+    .await;
+    assert_eq!(r.code, StatusCode::OK);
+    rejected(&s, "GET", &format!("{CMS}?limit=x"), "", "", 400).await;
 }
 
 #[tokio::test]
@@ -520,7 +529,11 @@ async fn invalid_watch_resource_version() {
 #[tokio::test]
 async fn huge_watch_timeout_keeps_the_watch_open() {
     let s = server().await;
+    // Past int64 it is no number (400, as Kubernetes decodes it); up to it,
+    // it is capped so that the deadline cannot overflow.
     let uri = format!("{CMS}?watch=true&timeoutSeconds={}", u64::MAX);
+    rejected(&s, "GET", &uri, "", "", 400).await;
+    let uri = format!("{CMS}?watch=true&timeoutSeconds={}", i64::MAX);
     let req = Request::builder()
         .uri(uri)
         .body(Full::new(Bytes::new()))

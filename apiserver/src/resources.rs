@@ -54,10 +54,12 @@ impl ResourceInfo {
         }
     }
 
-    /// The verbs discovery advertises.
+    /// The verbs discovery advertises, and the only ones the handler
+    /// routes (405 for the others). Namespaces, as in Kubernetes, have no
+    /// deletecollection.
     #[must_use]
     pub fn verbs(&self) -> &'static [&'static str] {
-        &[
+        const ALL: &[&str] = &[
             "create",
             "delete",
             "deletecollection",
@@ -66,7 +68,15 @@ impl ResourceInfo {
             "patch",
             "update",
             "watch",
-        ]
+        ];
+        const NO_DELETECOLLECTION: &[&str] = &[
+            "create", "delete", "get", "list", "patch", "update", "watch",
+        ];
+        if self.group.is_empty() && self.plural == "namespaces" {
+            NO_DELETECOLLECTION
+        } else {
+            ALL
+        }
     }
 }
 

@@ -1,59 +1,59 @@
 //! Deletes: one object (with DeleteOptions) or a collection.
 
-use super::read::filter_of;
-use super::write::{is_crd, reject_dry_run};
+use super::params::{self, DeleteQuery, ListOptions};
+use super::read::{encode_continue, filter_of};
+use super::write::is_crd;
 use super::*;
 
-/// DeleteOptions from the body (if any) and the query.
+/// DeleteOptions as kube-apiserver reads them: from the body when there
+/// is one, else from the query (never a mix). A dry run is refused
+/// wherever it is asked for: ward-apiserver cannot run one, and deleting
+/// for real instead would be worse than saying so.
 pub(super) fn delete_spec(req: &Req<'_>) -> Result<DeleteSpec, ApiError> {
-    let body: Value = if req.body.iter().all(u8::is_ascii_whitespace) {
-        json!({})
+    let (opts, pre) = if req.body.iter().all(u8::is_ascii_whitespace) {
+        (DeleteQuery::from_query(&req.query)?, json!({}))
     } else {
-        serde_json::from_slice(&req.body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?
+        params::refuse_dry_run(&req.query)?;
+        let body: Value = serde_json::from_slice(&req.body)
+            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
+        check_delete_options(&body)?;
+        let opts = DeleteQuery {
+            grace_period_seconds: body["gracePeriodSeconds"].as_i64(),
+            orphan_dependents: body["orphanDependents"].as_bool(),
+            propagation_policy: body["propagationPolicy"].as_str().map(String::from),
+        };
+        (opts, body["preconditions"].clone())
     };
-    check_delete_options(&body)?;
-    let pre = &body["preconditions"];
-    let orphan_dependents = match (&body["orphanDependents"], req.q("orphanDependents")) {
-        (Value::Bool(b), _) => Some(*b),
-        (_, Some(s)) => Some(s == "true"),
-        _ => None,
-    };
-    let policy = body["propagationPolicy"]
-        .as_str()
-        .map(String::from)
-        .or_else(|| req.q("propagationPolicy").map(String::from));
+    let DeleteQuery {
+        grace_period_seconds,
+        orphan_dependents,
+        propagation_policy: policy,
+    } = opts;
+    let mut errs = Vec::new();
     if policy.is_some() && orphan_dependents.is_some() {
-        return Err(ApiError::unprocessable(
-            "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Invalid value: \"\": orphanDependents and deletionPropagation cannot be both set",
+        errs.push(format!(
+            "propagationPolicy: Invalid value: {:?}: orphanDependents and deletionPropagation cannot be both set",
+            policy.as_deref().unwrap_or_default()
         ));
     }
+    if let Some(p) = policy.as_deref()
+        && !matches!(p, "Background" | "Foreground" | "Orphan")
+    {
+        errs.push(format!(
+            "propagationPolicy: Unsupported value: {p:?}: supported values: \"Foreground\", \"Background\", \"Orphan\", \"nil\""
+        ));
+    }
+    params::invalid_options("DeleteOptions", errs)?;
     let add_finalizers = match (policy.as_deref(), orphan_dependents) {
         (Some("Foreground"), _) => vec![crate::gc::FOREGROUND.to_string()],
         (Some("Orphan"), _) | (None, Some(true)) => vec![crate::gc::ORPHAN.to_string()],
         _ => Vec::new(),
     };
-    match policy.as_deref() {
-        None | Some("Background" | "Foreground" | "Orphan") => {}
-        Some(p) => {
-            return Err(ApiError::unprocessable(format!(
-                "DeleteOptions.meta.k8s.io \"\" is invalid: propagationPolicy: Unsupported value: \"{p}\": supported values: \"Foreground\", \"Background\", \"Orphan\""
-            )));
-        }
-    }
-    let grace = match (&body["gracePeriodSeconds"], req.q("gracePeriodSeconds")) {
-        (Value::Number(n), _) => n.as_i64(),
-        (_, Some(s)) => Some(
-            s.parse::<i64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid gracePeriodSeconds: {s}")))?,
-        ),
-        _ => None,
-    };
     Ok(DeleteSpec {
         uid: pre["uid"].as_str().map(String::from),
         resource_version: pre["resourceVersion"].as_str().map(String::from),
         add_finalizers,
-        grace_period_seconds: grace.map(|g| g.max(0)),
+        grace_period_seconds: grace_period_seconds.map(|g| g.max(0)),
     })
 }
 
@@ -88,7 +88,16 @@ pub(super) fn check_delete_options(body: &Value) -> Result<(), ApiError> {
             )));
         }
     }
-    if body["dryRun"].as_array().is_some_and(|a| !a.is_empty()) {
+    if let Some(values) = body["dryRun"].as_array().filter(|a| !a.is_empty()) {
+        if values.iter().any(|v| v != "All") {
+            return params::invalid_options(
+                "DeleteOptions",
+                vec![format!(
+                    "dryRun: Unsupported value: {}: supported values: \"All\"",
+                    body["dryRun"]
+                )],
+            );
+        }
         return Err(ApiError::bad_request(
             "dryRun is not supported by ward-apiserver",
         ));
@@ -97,11 +106,7 @@ pub(super) fn check_delete_options(body: &Value) -> Result<(), ApiError> {
 }
 
 pub(super) fn delete(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
-    reject_dry_run(req)?;
     let name = t.name.as_deref().unwrap_or_default();
-    if t.sub != Subresource::Main {
-        return Err(ApiError::method_not_allowed("DELETE"));
-    }
     let spec = delete_spec(req)?;
     let st = req.state;
     let res = if t.info.group.is_empty() && t.info.plural == "namespaces" {
@@ -135,26 +140,35 @@ pub fn crd_gone(state: &State, crd: &Value) {
     });
 }
 
+/// Delete every object a list with these options returns. As in
+/// kube-apiserver, the list options are decoded and validated first, then
+/// the DeleteOptions; nothing is deleted unless both are valid. With a
+/// `limit` only that one page is deleted, and the answer carries the
+/// `continue` token of the next (as the real server does); a `continue`
+/// token starts after its object. The objects are taken from the current
+/// state whatever `resourceVersion` says (a fresher view than the real
+/// server's watch cache may serve).
 pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
-    reject_dry_run(req)?;
+    let list = ListOptions::from_query(&req.query)?;
+    if list.watch {
+        return Err(ApiError::bad_request(
+            "watch is not allowed on a delete collection request",
+        ));
+    }
+    let filter = filter_of(t, &list)?;
     let spec = delete_spec(req)?;
-    let filter = filter_of(req, t)?;
     let st = req.state;
     let page = st.store.list(
         &t.info.storage_key(),
         t.namespace.as_deref(),
-        None,
-        None,
+        list.continue_after.as_ref(),
+        list.limit,
         |o| filter.matches(o),
     );
     let mut items = Vec::new();
     for o in page.items {
-        let res = if t.info.group.is_empty() && t.info.plural == "namespaces" {
-            st.store.delete_namespace(&st.registry, o.name(), &spec)
-        } else {
-            st.store.delete(&t.info, o.namespace(), o.name(), &spec)
-        };
-        match res {
+        // Namespaces have no deletecollection (the router refuses it).
+        match st.store.delete(&t.info, o.namespace(), o.name(), &spec) {
             Ok(Deleted::Removed(o)) => {
                 if is_crd(&t.info) {
                     crd_gone(st, &o.value());
@@ -168,9 +182,13 @@ pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiEr
         }
     }
     let items: Vec<Value> = items.iter().map(|o| o.value()).collect();
+    let mut meta = json!({"resourceVersion": st.store.current_rv().to_string()});
+    if let Some((ns, name)) = &page.continue_after {
+        meta["continue"] = encode_continue(ns, name).into();
+    }
     Ok(json_response(
         StatusCode::OK,
         &json!({"kind": t.info.list_kind, "apiVersion": t.info.api_version(),
-                "metadata": {"resourceVersion": st.store.current_rv().to_string()}, "items": items}),
+                "metadata": meta, "items": items}),
     ))
 }

@@ -3,12 +3,12 @@
 //! watch, create, update, patch, delete and deletecollection.
 
 mod delete;
+mod params;
 mod read;
 mod write;
 
 pub use delete::crd_gone;
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -163,11 +163,7 @@ where
     let span =
         tracing::debug_span!("request", client, method = %parts.method, path = %parts.uri.path());
     let _enter = span.enter();
-    let query: HashMap<String, String> = parts
-        .uri
-        .query()
-        .map(|q| form_urlencoded::parse(q.as_bytes()).into_owned().collect())
-        .unwrap_or_default();
+    let query = params::Query::parse(parts.uri.query());
     if let Some(e) = write_fault(&state, client, &parts.method, parts.uri.path()).await {
         return error_response(&e);
     }
@@ -257,10 +253,9 @@ async fn write_fault(
 /// The resourceVersion a client's read is served at when its view is
 /// frozen: reads that name a resourceVersion (informer lists, `rv=0`) are
 /// stale, quorum reads (none named) only when the view says so.
-fn stale_read_rv(req: &Req<'_>) -> Option<u64> {
+fn stale_read_rv(req: &Req<'_>, names_rv: bool) -> Option<u64> {
     let view = req.state.faults.view(req.client);
     let frozen = view.frozen_at?;
-    let names_rv = req.query.contains_key("resourceVersion");
     (names_rv || view.stale_quorum_reads).then_some(frozen)
 }
 
@@ -269,18 +264,11 @@ struct Req<'a> {
     client: ClientId,
     method: &'a Method,
     headers: &'a HeaderMap,
-    query: HashMap<String, String>,
+    query: params::Query,
     body: Bytes,
 }
 
 impl Req<'_> {
-    fn q(&self, k: &str) -> Option<&str> {
-        self.query
-            .get(k)
-            .map(String::as_str)
-            .filter(|s| !s.is_empty())
-    }
-
     fn header(&self, h: header::HeaderName) -> &str {
         self.headers
             .get(h)
@@ -296,9 +284,11 @@ impl Req<'_> {
         }
     }
 
-    fn field_manager(&self) -> String {
-        if let Some(m) = self.q("fieldManager") {
-            return m.to_string();
+    /// The manager a write is recorded under: `fieldManager`, else the
+    /// user agent's first segment (as the real server defaults it).
+    fn field_manager(&self, opts: &params::WriteOptions) -> String {
+        if let Some(m) = &opts.field_manager {
+            return m.clone();
         }
         let ua = self.header(header::USER_AGENT);
         let m: String = ua
@@ -355,6 +345,66 @@ fn route(req: &Req<'_>, path: &str) -> Result<Resp, ApiError> {
     }
 }
 
+/// What a request asks of a served resource, decided from its method and
+/// the shape of its path before any parameter is read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Action {
+    /// GET of one object (or its status).
+    Get,
+    /// GET of a collection: a list, or a watch when `watch` is set.
+    List,
+    /// POST to a namespace's (or a cluster-scoped kind's) collection.
+    Create,
+    /// PUT of one object (or its status).
+    Update,
+    /// PATCH of one object (or its status).
+    Patch,
+    /// DELETE of one object.
+    Delete,
+    /// DELETE of a namespace's (or a cluster-scoped kind's) collection.
+    DeleteCollection,
+}
+
+impl Action {
+    /// The discovery verb that must be served for this action (`list` also
+    /// covers `watch`).
+    fn verb(self) -> &'static str {
+        match self {
+            Action::Get => "get",
+            Action::List => "list",
+            Action::Create => "create",
+            Action::Update => "update",
+            Action::Patch => "patch",
+            Action::Delete => "delete",
+            Action::DeleteCollection => "deletecollection",
+        }
+    }
+}
+
+/// The action a method asks for on a path of this shape, or 405: the
+/// routes Kubernetes registers for a resource are
+/// - `/<plural>` of a namespaced kind (all namespaces): list and watch only;
+/// - `/namespaces/<ns>/<plural>` (or `/<plural>` of a cluster-scoped kind):
+///   list, watch, create, deletecollection;
+/// - `.../<plural>/<name>`: get, update, patch, delete;
+/// - `.../<plural>/<name>/status`: get, update, patch.
+fn action(method: &Method, t: &Target) -> Result<Action, ApiError> {
+    let all_namespaces = t.info.namespaced && t.namespace.is_none();
+    let action = match (method, t.name.is_some(), t.sub) {
+        (&Method::GET, false, _) => Some(Action::List),
+        (&Method::POST, false, _) if !all_namespaces => Some(Action::Create),
+        (&Method::DELETE, false, _) if !all_namespaces => Some(Action::DeleteCollection),
+        (&Method::GET, true, _) => Some(Action::Get),
+        (&Method::PUT, true, _) => Some(Action::Update),
+        (&Method::PATCH, true, _) => Some(Action::Patch),
+        (&Method::DELETE, true, Subresource::Main) => Some(Action::Delete),
+        _ => None,
+    };
+    action
+        .filter(|a| t.info.verbs().contains(&a.verb()))
+        .ok_or_else(|| ApiError::method_not_allowed(method.as_str()))
+}
+
 fn resource(
     req: &Req<'_>,
     path: &str,
@@ -395,21 +445,23 @@ fn resource(
         name: name.map(String::from),
         sub,
     };
-    match (req.method.clone(), t.name.is_some()) {
-        (Method::GET, true) => read::get(req, &t),
-        (Method::GET, false) => {
-            if matches!(req.q("watch"), Some("true" | "1")) {
-                read::watch(req, &t)
+    // Every option is decoded and validated before the store is touched.
+    let q = &req.query;
+    match action(req.method, &t)? {
+        Action::Get => read::get(req, &t, &params::GetOptions::from_query(q)?),
+        Action::List => {
+            let opts = params::ListOptions::from_query(q)?;
+            if opts.watch {
+                read::watch(req, &t, opts)
             } else {
-                read::list(req, &t)
+                read::list(req, &t, &opts)
             }
         }
-        (Method::POST, false) => write::create(req, &t),
-        (Method::PUT, true) => write::update(req, &t),
-        (Method::PATCH, true) => write::patch(req, &t),
-        (Method::DELETE, true) => delete::delete(req, &t),
-        (Method::DELETE, false) => delete::delete_collection(req, &t),
-        (m, _) => Err(ApiError::method_not_allowed(m.as_str())),
+        Action::Create => write::create(req, &t),
+        Action::Update => write::update(req, &t),
+        Action::Patch => write::patch(req, &t),
+        Action::Delete => delete::delete(req, &t),
+        Action::DeleteCollection => delete::delete_collection(req, &t),
     }
 }
 

@@ -1,22 +1,12 @@
 //! Reads: get, list (with stale views and pagination) and watch.
 
+use super::params::{GetOptions, ListOptions};
 use super::*;
 
-/// A `resourceVersion` query parameter must be a number when present.
-pub(super) fn check_read_rv(req: &Req<'_>) -> Result<(), ApiError> {
-    match req.q("resourceVersion") {
-        Some(rv) if rv.parse::<u64>().is_err() => Err(ApiError::bad_request(format!(
-            "invalid resource version: {rv}"
-        ))),
-        _ => Ok(()),
-    }
-}
-
-pub(super) fn get(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
-    check_read_rv(req)?;
+pub(super) fn get(req: &Req<'_>, t: &Target, opts: &GetOptions) -> Result<Resp, ApiError> {
     let name = t.name.as_deref().unwrap_or_default();
     let key = t.info.storage_key();
-    let o = match stale_read_rv(req) {
+    let o = match stale_read_rv(req, opts.resource_version.is_some()) {
         Some(at) => req
             .state
             .store
@@ -32,12 +22,12 @@ pub(super) fn get(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     Ok(render(req, t, &o, StatusCode::OK))
 }
 
-pub(super) fn filter_of(req: &Req<'_>, t: &Target) -> Result<ObjectFilter, ApiError> {
+pub(super) fn filter_of(t: &Target, opts: &ListOptions) -> Result<ObjectFilter, ApiError> {
     ObjectFilter::new(
         &t.info,
         t.namespace.clone(),
-        req.q("labelSelector"),
-        req.q("fieldSelector"),
+        opts.label_selector.as_deref(),
+        opts.field_selector.as_deref(),
     )
 }
 
@@ -69,18 +59,11 @@ pub(super) fn decode_continue(token: &str) -> Result<(String, String), ApiError>
     Ok((ns.to_string(), name.to_string()))
 }
 
-pub(super) fn list(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
-    check_read_rv(req)?;
-    let filter = filter_of(req, t)?;
-    let limit = match req.q("limit") {
-        Some(l) => Some(
-            l.parse::<usize>()
-                .map_err(|_| ApiError::bad_request(format!("invalid limit: {l}")))?,
-        ),
-        None => None,
-    };
-    let after = req.q("continue").map(decode_continue).transpose()?;
-    let page = match stale_read_rv(req) {
+pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp, ApiError> {
+    let filter = filter_of(t, opts)?;
+    let limit = opts.limit;
+    let after = opts.continue_after.as_ref();
+    let page = match stale_read_rv(req, opts.names_resource_version) {
         Some(at) => req
             .state
             .store
@@ -88,7 +71,7 @@ pub(super) fn list(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
                 at,
                 &t.info.storage_key(),
                 t.namespace.as_deref(),
-                after.as_ref(),
+                after,
                 limit,
                 |o| filter.matches(o),
             )
@@ -98,7 +81,7 @@ pub(super) fn list(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         None => req.state.store.list(
             &t.info.storage_key(),
             t.namespace.as_deref(),
-            after.as_ref(),
+            after,
             limit,
             |o| filter.matches(o),
         ),
@@ -147,40 +130,16 @@ pub(super) fn list(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     Ok(bytes_response(StatusCode::OK, Bytes::from(out)))
 }
 
-pub(super) fn parse_bool(v: Option<&str>) -> bool {
-    matches!(v, Some("true" | "1"))
-}
-
-/// Longest watch timeout honoured (about 100 years); longer ones are capped.
-const MAX_WATCH_TIMEOUT_SECS: u64 = 100 * 366 * 24 * 3600;
-
-pub(super) fn watch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
-    let filter = filter_of(req, t)?;
-    let from = match req.q("resourceVersion") {
-        None => None,
-        Some(rv) => Some(
-            rv.parse::<u64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}")))?,
-        ),
-    };
-    let timeout = match req.q("timeoutSeconds") {
-        None => None,
-        Some(s) => {
-            let secs = s
-                .parse::<u64>()
-                .map_err(|_| ApiError::bad_request(format!("invalid timeoutSeconds: {s}")))?;
-            // Capped so that now + timeout cannot overflow an Instant.
-            Some(Duration::from_secs(secs.min(MAX_WATCH_TIMEOUT_SECS)))
-        }
-    };
+pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp, ApiError> {
+    let filter = filter_of(t, &opts)?;
     let table = table::wants_table(req.header(header::ACCEPT));
     let spec = WatchSpec {
         info: t.info.clone(),
         filter,
-        from,
-        bookmarks: parse_bool(req.q("allowWatchBookmarks")),
-        send_initial_events: parse_bool(req.q("sendInitialEvents")),
-        timeout,
+        from: opts.resource_version,
+        bookmarks: opts.allow_watch_bookmarks,
+        send_initial_events: opts.send_initial_events == Some(true),
+        timeout: opts.timeout,
         bookmark_interval: req.state.config.bookmark_interval,
         render: table.then_some(table::table_of_one as fn(&ResourceInfo, &Value) -> Value),
         view: Some((req.state.faults.clone(), req.client)),

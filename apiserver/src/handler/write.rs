@@ -1,6 +1,6 @@
 //! Writes: create, update, patch (JSON, merge, strategic) and server-side apply.
 
-use super::read::parse_bool;
+use super::params::{WriteOptions, WriteVerb};
 use super::*;
 
 /// Parse a request body as a JSON (or, for `application/yaml`, YAML) object.
@@ -128,24 +128,6 @@ fn is_api_version(info: &ResourceInfo, av: &str) -> bool {
     }
 }
 
-pub(super) fn reject_dry_run(req: &Req<'_>) -> Result<(), ApiError> {
-    match req.q("dryRun") {
-        None => Ok(()),
-        Some(v) => Err(ApiError::bad_request(format!(
-            "dryRun={v} is not supported by ward-apiserver"
-        ))),
-    }
-}
-
-pub(super) fn field_validation(req: &Req<'_>) -> Result<(), ApiError> {
-    match req.q("fieldValidation") {
-        None | Some("Strict" | "Warn" | "Ignore") => Ok(()),
-        Some(v) => Err(ApiError::bad_request(format!(
-            "fieldValidation parameter unsupported: {v}, must be one of Ignore, Warn or Strict"
-        ))),
-    }
-}
-
 /// The answer to a successful update, patch or apply (a CRD's served
 /// resources follow it first).
 fn written(req: &Req<'_>, t: &Target, stored: &StoredObject) -> Resp {
@@ -174,13 +156,10 @@ pub(super) fn is_crd(info: &ResourceInfo) -> bool {
 }
 
 pub(super) fn create(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
-    reject_dry_run(req)?;
-    field_validation(req)?;
-    if t.info.namespaced && t.namespace.is_none() {
-        return Err(ApiError::no_route(&format!("POST {}", t.info.plural)));
-    }
+    let opts = WriteOptions::from_query(&req.query, WriteVerb::Create)?;
     let mut obj = parse_body(req)?;
-    let stored = create_object(req, t, &mut obj, None)?;
+    let manager = req.field_manager(&opts);
+    let stored = create_object(req, t, &mut obj, None, &manager)?;
     Ok(render(req, t, &stored, StatusCode::CREATED))
 }
 
@@ -189,6 +168,7 @@ pub(super) fn create_object(
     t: &Target,
     obj: &mut Value,
     url_name: Option<&str>,
+    manager: &str,
 ) -> Result<Arc<StoredObject>, ApiError> {
     check_identity(t, obj, url_name)?;
     let meta = &mut obj["metadata"];
@@ -210,9 +190,8 @@ pub(super) fn create_object(
     strategy::validate(&t.info, obj)?;
     let now = req.state.store.clock().rfc3339();
     strategy::prepare_create(&t.info, obj, &now);
-    let manager = req.field_manager();
     if obj["metadata"].get("managedFields").is_none() {
-        patch::record_update(None, obj, &manager, &now, &t.info.api_version(), None);
+        patch::record_update(None, obj, manager, &now, &t.info.api_version(), None);
     }
     let stored = req.state.store.create(&t.info, obj.take())?;
     if is_crd(&t.info) {
@@ -222,8 +201,7 @@ pub(super) fn create_object(
 }
 
 pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
-    reject_dry_run(req)?;
-    field_validation(req)?;
+    let opts = WriteOptions::from_query(&req.query, WriteVerb::Update)?;
     let name = t.name.as_deref().unwrap_or_default();
     let mut body = parse_body(req)?;
     check_identity(t, &mut body, Some(name))?;
@@ -240,7 +218,7 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     if t.sub == Subresource::Main {
         strategy::validate(&t.info, &body)?;
     }
-    let manager = req.field_manager();
+    let manager = req.field_manager(&opts);
     let now = req.state.store.clock().rfc3339();
     let av = t.info.api_version();
     let stored = req.state.store.update(&t.info, ns_of(t), name, |old| {
@@ -268,8 +246,6 @@ pub(super) fn patch_error(t: &Target, name: &str, e: PatchError) -> ApiError {
 }
 
 pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
-    reject_dry_run(req)?;
-    field_validation(req)?;
     let name = t.name.as_deref().unwrap_or_default().to_string();
     let ct = req.header(header::CONTENT_TYPE);
     let kind = PatchKind::from_content_type(ct).ok_or_else(|| {
@@ -283,13 +259,18 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml",
         ));
     }
+    let verb = match kind {
+        PatchKind::Apply => WriteVerb::Apply,
+        _ => WriteVerb::Patch,
+    };
+    let opts = WriteOptions::from_query(&req.query, verb)?;
     let now = req.state.store.clock().rfc3339();
     let av = t.info.api_version();
     let sub = (t.sub == Subresource::Status).then_some("status");
     if kind == PatchKind::Apply {
-        return apply(req, t, &name, &now);
+        return apply(req, t, &name, &now, &opts);
     }
-    let manager = req.field_manager();
+    let manager = req.field_manager(&opts);
     let stored = req.state.store.update(&t.info, ns_of(t), &name, |old| {
         let mut new = old.clone();
         let res = match kind {
@@ -317,15 +298,16 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     Ok(written(req, t, &stored))
 }
 
-pub(super) fn apply(req: &Req<'_>, t: &Target, name: &str, now: &str) -> Result<Resp, ApiError> {
-    let Some(manager) = req.q("fieldManager").map(String::from) else {
-        return Err(ApiError::invalid(
-            "PatchOptions.meta.k8s.io",
-            "",
-            "fieldManager: Required value: is required for apply patch",
-        ));
-    };
-    let force = parse_bool(req.q("force"));
+pub(super) fn apply(
+    req: &Req<'_>,
+    t: &Target,
+    name: &str,
+    now: &str,
+    opts: &WriteOptions,
+) -> Result<Resp, ApiError> {
+    // WriteOptions refuses an apply without a field manager.
+    let manager = req.field_manager(opts);
+    let force = opts.force;
     let av = t.info.api_version();
     let sub = (t.sub == Subresource::Status).then_some("status");
     // Update if present, create if absent; a create that loses a race with
@@ -366,7 +348,7 @@ pub(super) fn apply(req: &Req<'_>, t: &Target, name: &str, now: &str) -> Result<
                     None,
                 )
                 .map_err(|e| patch_error(t, name, e))?;
-                match create_object(req, t, &mut obj, Some(name)) {
+                match create_object(req, t, &mut obj, Some(name), &manager) {
                     Ok(stored) => return Ok(render(req, t, &stored, StatusCode::CREATED)),
                     Err(e) if e.reason == "AlreadyExists" => continue,
                     Err(e) => return Err(e),

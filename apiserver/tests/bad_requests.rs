@@ -50,7 +50,15 @@ async fn delete_on_the_all_namespaces_path_is_not_routed() {
         let msg = rejected(&s, method, ALL_CMS, MERGE, &cm_named("x"), 405).await;
         assert!(msg.contains("does not allow this method"), "{msg}");
     }
-    rejected(&s, "DELETE", "/apis/example.ward.dev/v1/widgets", "", "", 405).await;
+    rejected(
+        &s,
+        "DELETE",
+        "/apis/example.ward.dev/v1/widgets",
+        "",
+        "",
+        405,
+    )
+    .await;
     // With selectors and options it is no different.
     let uri = format!("{ALL_CMS}?labelSelector=app%3Ddemo&propagationPolicy=Background");
     rejected(&s, "DELETE", &uri, "", "", 405).await;
@@ -71,8 +79,14 @@ async fn verbs_a_path_does_not_serve_are_405() {
         ("OPTIONS", CM),
         ("TRACE", CM),
         ("FROB", CMS),
-        ("DELETE", "/apis/example.ward.dev/v1/namespaces/default/widgets/w/status"),
-        ("POST", "/apis/example.ward.dev/v1/namespaces/default/widgets/w/status"),
+        (
+            "DELETE",
+            "/apis/example.ward.dev/v1/namespaces/default/widgets/w/status",
+        ),
+        (
+            "POST",
+            "/apis/example.ward.dev/v1/namespaces/default/widgets/w/status",
+        ),
         ("POST", "/api/v1/namespaces/default"),
         // Namespaces have no deletecollection in Kubernetes.
         ("DELETE", "/api/v1/namespaces"),
@@ -112,7 +126,15 @@ async fn delete_collection_with_invalid_list_options_deletes_nothing() {
     // Options in the body are checked too, after the list options.
     let bad_body = json!({"propagationPolicy": "Sideways"});
     rejected(&s, "DELETE", CMS, JSON, &bad_body, 422).await;
-    rejected(&s, "DELETE", &format!("{CMS}?limit=x"), JSON, &json!({}), 400).await;
+    rejected(
+        &s,
+        "DELETE",
+        &format!("{CMS}?limit=x"),
+        JSON,
+        &json!({}),
+        400,
+    )
+    .await;
 }
 
 #[tokio::test]
@@ -172,7 +194,14 @@ async fn force_on_a_non_apply_patch_is_invalid() {
     // On an apply patch force is what it is for.
     let apply = json!({"apiVersion": "v1", "kind": "ConfigMap",
         "metadata": {"name": "cm"}, "data": {"k": "applied"}});
-    let r = send(&s, "PATCH", &format!("{CM}?fieldManager=t&force=true"), APPLY, &apply).await;
+    let r = send(
+        &s,
+        "PATCH",
+        &format!("{CM}?fieldManager=t&force=true"),
+        APPLY,
+        &apply,
+    )
+    .await;
     assert_eq!(r.code, StatusCode::OK, "{:?}", r.body);
 }
 
@@ -192,7 +221,10 @@ async fn field_manager_over_128_bytes_is_invalid() {
     for (method, uri, ct, body) in &cases {
         let uri = format!("{uri}?fieldManager={long}");
         let msg = rejected(&s, method, &uri, ct, body, 422).await;
-        assert!(msg.ends_with("fieldManager: Too long: may not be more than 128 bytes"), "{msg}");
+        assert!(
+            msg.ends_with("fieldManager: Too long: may not be more than 128 bytes"),
+            "{msg}"
+        );
         // Control characters are refused as well.
         let uri = format!("{CM}?fieldManager=a%07b");
         rejected(&s, "PATCH", &uri, MERGE, &json!({}), 422).await;
@@ -209,7 +241,12 @@ async fn write_options_are_checked_on_every_write() {
     let s = populated().await;
     let writes = [
         ("POST", CMS, JSON, cm_named("new")),
-        ("PUT", CM, JSON, json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}})),
+        (
+            "PUT",
+            CM,
+            JSON,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "cm"}}),
+        ),
         ("PATCH", CM, MERGE, json!({"data": {"k": "x"}})),
     ];
     for (method, uri, ct, body) in &writes {
@@ -222,7 +259,31 @@ async fn write_options_are_checked_on_every_write() {
         }
     }
     // Delete reads its options from the query only when there is no body.
-    rejected(&s, "DELETE", &format!("{CM}?gracePeriodSeconds=soon"), "", "", 400).await;
-    rejected(&s, "DELETE", &format!("{CM}?propagationPolicy=Up"), "", "", 422).await;
-    rejected(&s, "DELETE", &format!("{CM}?dryRun=All"), JSON, &json!({}), 400).await;
+    rejected(
+        &s,
+        "DELETE",
+        &format!("{CM}?gracePeriodSeconds=soon"),
+        "",
+        "",
+        400,
+    )
+    .await;
+    rejected(
+        &s,
+        "DELETE",
+        &format!("{CM}?propagationPolicy=Up"),
+        "",
+        "",
+        422,
+    )
+    .await;
+    rejected(
+        &s,
+        "DELETE",
+        &format!("{CM}?dryRun=All"),
+        JSON,
+        &json!({}),
+        400,
+    )
+    .await;
 }

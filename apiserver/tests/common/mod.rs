@@ -211,4 +211,3 @@ pub async fn server_with_widgets() -> ApiServer {
 pub fn cm_named(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "b"}})
 }
-

@@ -402,6 +402,17 @@ async fn config_maps(k: &Ctl) {
     assert_eq!(cm["metadata"]["labels"], json!({"app": "demo"}));
     assert_eq!(cm["metadata"]["namespace"], "default");
 
+    // A label selector of over 100 KB: its request target is past the 64 KiB
+    // that hyper takes, and the server accepts it as kube-apiserver does
+    // (request heads up to 1 MiB).
+    let values: Vec<String> = (0..14_000).map(|i| format!("v{i:06}")).collect();
+    let selector = format!("app in (demo,{})", values.join(","));
+    assert!(selector.len() > 100_000);
+    let out = k
+        .ok(&["get", "configmaps", "-l", &selector, "-o", "name"])
+        .await;
+    assert_eq!(out.trim(), "configmap/demo");
+
     // Default (server-side Table) printing, with a column per event.
     let mut watch = k.watch(&["configmaps", "--output-watch-events"]);
     watch.expect(&["EVENT", "NAME", "DATA", "AGE"]).await;

@@ -28,6 +28,7 @@ pub mod faults;
 pub mod filter;
 pub mod gc;
 pub mod handler;
+pub mod listener;
 pub mod openapi;
 pub mod patch;
 pub mod pods;

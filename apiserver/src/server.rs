@@ -12,7 +12,6 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::ConnectInfo;
 use bytes::Bytes;
 use http::{Request, Response};
 use tokio::sync::broadcast::error::RecvError;
@@ -22,6 +21,7 @@ use crate::clock::Clock;
 use crate::faults::Faults;
 use crate::gc::GarbageCollector;
 use crate::handler::{self, ClientId, HandlerConfig, State};
+pub use crate::listener::CLIENT_HEADER;
 use crate::pods::PodLifecycleActor;
 use crate::resources::{Registry, StorageKey};
 use crate::store::{EventType, Store, StoreConfig};
@@ -148,7 +148,11 @@ impl ApiServer {
             tokio::spawn(pods.run(stopped.clone())),
         ];
         if let Some(listener) = listener {
-            tasks.push(tokio::spawn(serve_http(listener, state.clone(), stopped)));
+            tasks.push(tokio::spawn(crate::listener::serve(
+                listener,
+                state.clone(),
+                stopped,
+            )));
         }
         Ok(ApiServer {
             state,
@@ -277,54 +281,6 @@ where
         let client = self.client;
         Box::pin(async move { Ok(handler::handle(state, client, req).await) })
     }
-}
-
-/// Header naming the client identity of an HTTP request (otherwise: one per connection).
-pub const CLIENT_HEADER: &str = "x-ward-client";
-
-async fn serve_http(
-    listener: tokio::net::TcpListener,
-    state: Arc<State>,
-    mut stopped: tokio::sync::watch::Receiver<bool>,
-) {
-    let app = axum::Router::new().fallback(
-        move |ConnectInfo(peer): ConnectInfo<SocketAddr>, mut req: Request<Body>| {
-            let state = state.clone();
-            async move {
-                let client = req
-                    .headers()
-                    .get(CLIENT_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .and_then(|v| v.parse::<u64>().ok())
-                    .unwrap_or_else(|| connection_id(peer));
-                req.extensions_mut().insert(handler::PeerAddr(peer));
-                handler::handle(state, client, req).await
-            }
-        },
-    );
-    let shutdown = async move {
-        let _ = stopped.wait_for(|s| *s).await;
-    };
-    if let Err(e) = axum::serve(
-        listener,
-        app.into_make_service_with_connect_info::<SocketAddr>(),
-    )
-    .with_graceful_shutdown(shutdown)
-    .await
-    {
-        tracing::error!(error = %e, "HTTP listener failed");
-    }
-}
-
-/// HTTP clients get ids with the top bit set, derived from the peer address.
-fn connection_id(peer: SocketAddr) -> ClientId {
-    let h = peer
-        .to_string()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    h | (1 << 63)
 }
 
 /// Stop serving a CRD's resources when it is removed by any path (a

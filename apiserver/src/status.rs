@@ -121,6 +121,20 @@ impl ApiError {
         )
     }
 
+    /// 414 RequestURITooLong: a path longer than a URI may be.
+    pub fn uri_too_long() -> Self {
+        Self::new(
+            414,
+            "RequestURITooLong",
+            "the request path is longer than 65534 bytes",
+        )
+    }
+
+    /// 431 RequestHeaderFieldsTooLarge: a request head over the limit.
+    pub fn head_too_large(message: impl Into<String>) -> Self {
+        Self::new(431, "RequestHeaderFieldsTooLarge", message)
+    }
+
     /// 415 UnsupportedMediaType.
     pub fn unsupported_media_type(message: impl Into<String>) -> Self {
         Self::new(415, "UnsupportedMediaType", message)

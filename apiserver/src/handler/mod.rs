@@ -163,7 +163,8 @@ where
     let span =
         tracing::debug_span!("request", client, method = %parts.method, path = %parts.uri.path());
     let _enter = span.enter();
-    let query = params::Query::parse(parts.uri.query());
+    let raw_query = parts.extensions.get::<RawQuery>().map(|q| q.0.as_str());
+    let query = params::Query::parse(raw_query.or(parts.uri.query()));
     if let Some(e) = write_fault(&state, client, &parts.method, parts.uri.path()).await {
         return error_response(&e);
     }
@@ -187,6 +188,11 @@ where
 /// The remote address of an HTTP request (absent in-process).
 #[derive(Debug, Clone, Copy)]
 pub struct PeerAddr(pub std::net::SocketAddr);
+
+/// The query of a request whose target was too long for a `Uri` (the
+/// listener moves it here); it replaces the URI's own query.
+#[derive(Debug, Clone)]
+pub struct RawQuery(pub String);
 
 /// `/ward/v1/faults`: GET shows the fault configuration, PUT replaces it,
 /// DELETE clears it. The body is [`crate::faults::FaultConfig`] as JSON.

@@ -287,3 +287,30 @@ async fn write_options_are_checked_on_every_write() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn paths_are_decoded_and_names_must_be_path_segments() {
+    let s = populated().await;
+    // Percent-encoded paths reach the same object.
+    let r = send(
+        &s,
+        "GET",
+        "/api/v1/namespaces/default/configmaps/c%6D2",
+        "",
+        "",
+    )
+    .await;
+    assert_eq!(r.code, StatusCode::OK);
+    for name in ["%2e", "%2E%2e", "a%25b", "%2525"] {
+        let uri = format!("{CMS}/{name}");
+        for method in ["GET", "DELETE"] {
+            let msg = rejected(&s, method, &uri, "", "", 400).await;
+            assert!(msg.starts_with("Name parameter invalid"), "{msg}");
+        }
+        let body = json!({"data": {"k": "x"}});
+        rejected(&s, "PATCH", &uri, MERGE, &body, 400).await;
+    }
+    // An encoded slash separates segments, as on the real server.
+    rejected(&s, "GET", &format!("{CMS}/cm%2Fx"), "", "", 404).await;
+    rejected(&s, "GET", "/api/v1/namespaces/%ff/configmaps", "", "", 404).await;
+}

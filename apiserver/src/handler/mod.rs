@@ -163,9 +163,14 @@ where
     let span =
         tracing::debug_span!("request", client, method = %parts.method, path = %parts.uri.path());
     let _enter = span.enter();
+    // Routed on the decoded path, as Go's server hands kube-apiserver
+    // `URL.Path` (so an encoded `/` separates segments there too).
+    let Ok(path) = percent_encoding::percent_decode_str(parts.uri.path()).decode_utf8() else {
+        return error_response(&ApiError::no_route(parts.uri.path()));
+    };
     let raw_query = parts.extensions.get::<RawQuery>().map(|q| q.0.as_str());
     let query = params::Query::parse(raw_query.or(parts.uri.query()));
-    if let Some(e) = write_fault(&state, client, &parts.method, parts.uri.path()).await {
+    if let Some(e) = write_fault(&state, client, &parts.method, &path).await {
         return error_response(&e);
     }
     let req = Req {
@@ -176,7 +181,7 @@ where
         query,
         body,
     };
-    match route(&req, parts.uri.path()) {
+    match route(&req, &path) {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(code = e.code, reason = e.reason, message = %e.message, "request failed");
@@ -451,9 +456,13 @@ fn resource(
         name: name.map(String::from),
         sub,
     };
+    let action = action(req.method, &t)?;
+    if let Some(name) = &t.name {
+        check_path_segment_name(name)?;
+    }
     // Every option is decoded and validated before the store is touched.
     let q = &req.query;
-    match action(req.method, &t)? {
+    match action {
         Action::Get => read::get(req, &t, &params::GetOptions::from_query(q)?),
         Action::List => {
             let opts = params::ListOptions::from_query(q)?;
@@ -468,6 +477,31 @@ fn resource(
         Action::Patch => write::patch(req, &t),
         Action::Delete => delete::delete(req, &t),
         Action::DeleteCollection => delete::delete_collection(req, &t),
+    }
+}
+
+/// An object name in a path must be a usable path segment (apimachinery's
+/// `IsPathSegmentName`, checked by the real server's storage keys): 400.
+fn check_path_segment_name(name: &str) -> Result<(), ApiError> {
+    let mut msgs = Vec::new();
+    match name {
+        "." => msgs.push("may not be '.'"),
+        ".." => msgs.push("may not be '..'"),
+        _ => {}
+    }
+    if name.contains('/') {
+        msgs.push("may not contain '/'");
+    }
+    if name.contains('%') {
+        msgs.push("may not contain '%'");
+    }
+    if msgs.is_empty() {
+        Ok(())
+    } else {
+        Err(ApiError::bad_request(format!(
+            "Name parameter invalid: {name:?}: {}",
+            msgs.join(";")
+        )))
     }
 }
 

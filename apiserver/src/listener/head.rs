@@ -141,23 +141,13 @@ impl Framer {
                     }
                 }
                 State::Fixed(left) => {
-                    let n = input
-                        .len()
-                        .min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    out.extend_from_slice(&input[..n]);
-                    input = &input[n..];
-                    *left -= n as u64;
+                    input = pass(left, input, out);
                     if *left == 0 {
                         self.state = State::Head;
                     }
                 }
                 State::Chunked(Chunk::Data(left)) => {
-                    let n = input
-                        .len()
-                        .min(usize::try_from(*left).unwrap_or(usize::MAX));
-                    out.extend_from_slice(&input[..n]);
-                    input = &input[n..];
-                    *left -= n as u64;
+                    input = pass(left, input, out);
                     if *left == 0 {
                         self.state = State::Chunked(Chunk::DataEnd);
                     }
@@ -252,6 +242,16 @@ impl Framer {
         }
         body
     }
+}
+
+/// Pass on up to `left` bytes of `input` (counting them off); the rest of `input`.
+fn pass<'a>(left: &mut u64, input: &'a [u8], out: &mut Vec<u8>) -> &'a [u8] {
+    let n = input
+        .len()
+        .min(usize::try_from(*left).unwrap_or(usize::MAX));
+    out.extend_from_slice(&input[..n]);
+    *left -= n as u64;
+    &input[n..]
 }
 
 /// Where a head ends (just past its empty line), searching from `from`.

@@ -32,8 +32,8 @@ fn main() {
     }
     let log = |line: &str| eprintln!("[{:>6.1}s] {line}", started.elapsed().as_secs_f64());
     let results = bench::run_all(&config, false, &log);
-    println!("{}", bench::report::markdown(&results));
-    println!(
+    ward_base::outln!("{}", bench::report::markdown(&results));
+    ward_base::outln!(
         "Results: {}/results.json (+ churn, apiserver, scaling, campaign .json and .svg; results.md)",
         config.out_dir.display()
     );

@@ -255,40 +255,9 @@ pub struct FaultConfig {
     pub pods: PodLifecycle,
 }
 
-/// A deterministic random generator (SplitMix64).
-#[derive(Debug, Clone)]
-pub struct Rng(u64);
-
-impl Rng {
-    /// Seeded.
-    #[must_use]
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    /// The next 64 random bits.
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in `0..=max`.
-    pub fn up_to(&mut self, max: u64) -> u64 {
-        if max == 0 {
-            0
-        } else {
-            self.next_u64() % (max + 1)
-        }
-    }
-
-    /// Uniform in `[0, 1)`.
-    pub fn unit(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-}
+/// The seeded generator of every random choice the server makes (Ward's
+/// one SplitMix64, from `ward-base`).
+pub use ward_base::Rng;
 
 #[derive(Debug)]
 struct Inner {

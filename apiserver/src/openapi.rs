@@ -38,9 +38,7 @@ fn doc_hash(registry: &Registry, group: &str, version: &str) -> u64 {
     let doc = document(registry, group, version)
         .map(|d| d.to_string())
         .unwrap_or_default();
-    doc.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-    })
+    ward_base::fnv1a(doc.as_bytes())
 }
 
 fn schema_name(r: &ResourceInfo) -> String {

@@ -51,6 +51,7 @@ pub enum ServerError {
 /// 3 MiB body limit, 10 000 events of watch history.
 #[derive(Debug, Clone, Default)]
 pub struct ServerConfig {
+    clock: Option<Clock>,
     listen: Option<SocketAddr>,
     seed: u64,
     handler: HandlerConfig,
@@ -62,6 +63,17 @@ impl ServerConfig {
     #[must_use]
     pub fn listen(mut self, addr: SocketAddr) -> Self {
         self.listen = Some(addr);
+        self
+    }
+
+    /// The clock the server stamps objects with (creation and deletion
+    /// timestamps, managedFields, lease-like ages); by default one anchored
+    /// when the server starts. Hand the same [`Clock`] to the controllers
+    /// under test so that they and the server agree on "now", also under a
+    /// paused tokio clock.
+    #[must_use]
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = Some(clock);
         self
     }
 
@@ -117,7 +129,8 @@ impl ApiServer {
     /// Start a server. Must be called inside a tokio runtime.
     pub async fn start(config: ServerConfig) -> Result<ApiServer, ServerError> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let store = Arc::new(Store::new(config.store.clone(), Clock::new()));
+        let clock = config.clock.unwrap_or_default();
+        let store = Arc::new(Store::new(config.store.clone(), clock));
         let registry = Arc::new(Registry::with_builtins());
         let listener = match config.listen {
             Some(addr) => Some(
@@ -321,5 +334,22 @@ async fn crd_cleanup(state: Arc<State>) {
             }
             Err(RecvError::Closed) => return,
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test(start_paused = true)]
+    async fn the_server_stamps_with_the_clock_it_is_given() {
+        let clock = Clock::new();
+        tokio::time::advance(Duration::from_secs(3600)).await;
+        let config = ServerConfig::default().clock(clock);
+        let s = ApiServer::start(config).await.unwrap();
+        assert_eq!(s.store().clock().now(), clock.now());
+        // A clock anchored now would be an hour behind the one handed over.
+        let fresh = Clock::new().now();
+        assert!(clock.now().duration_since(fresh).as_secs() >= 3599);
     }
 }

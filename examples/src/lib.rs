@@ -5,5 +5,4 @@
 #![warn(missing_docs)]
 
 pub mod demo;
-pub mod rng;
 pub mod whereabouts;

@@ -156,3 +156,36 @@ fn the_binary_prints_the_duplicate_and_exits_1_and_0_when_guarded() {
         "{yaml}"
     );
 }
+
+#[test]
+fn the_binaries_end_quietly_on_a_closed_pipe() {
+    use std::process::Stdio;
+    let seed = NAIVE_SEED.to_string();
+    let runs: [(&str, &[&str], i32); 2] = [
+        (
+            env!("CARGO_BIN_EXE_whereabouts"),
+            &["scenario", "S1", "--mode", "naive", "--seed", &seed],
+            1,
+        ),
+        (
+            env!("CARGO_BIN_EXE_ward-demo"),
+            &["--seeds", "2", "--threads", "1"],
+            0,
+        ),
+    ];
+    for (bin, args, code) in runs {
+        // `bin args | true`: the reader is gone before the first line, so
+        // every write meets a closed pipe.
+        let mut child = Command::new(bin)
+            .args(args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(!stderr.contains("panicked"), "{bin}: {stderr}");
+        assert_eq!(out.status.code(), Some(code), "{bin}: {stderr}");
+    }
+}

@@ -11,7 +11,6 @@ use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use futures::Stream;
 use futures::channel::mpsc;
@@ -44,32 +43,10 @@ pub enum Error<E: std::error::Error + 'static> {
 }
 
 /// Per-object exponential backoff on errors: `base`, `2 base`, `4 base`, …
-/// up to `max`; an object's count resets when it reconciles successfully.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct ErrorBackoff {
-    /// The first delay.
-    pub base: Duration,
-    /// The largest delay.
-    pub max: Duration,
-}
-
-impl Default for ErrorBackoff {
-    fn default() -> Self {
-        ErrorBackoff {
-            base: Duration::from_millis(500),
-            max: Duration::from_secs(300),
-        }
-    }
-}
-
-impl ErrorBackoff {
-    /// The delay after the `n`th consecutive error (n >= 1).
-    #[must_use]
-    pub fn delay(&self, n: u32) -> Duration {
-        let factor = 1u32.checked_shl(n.saturating_sub(1)).unwrap_or(u32::MAX);
-        self.base.saturating_mul(factor).min(self.max)
-    }
-}
+/// up to `max` (default 500 ms to 5 min); an object's count resets when it
+/// reconciles successfully. Ward's one backoff arithmetic
+/// ([`ward_base::Backoff`]), shared with the guards' retries.
+pub type ErrorBackoff = ward_base::Backoff;
 
 struct Shared<K: Resource<DynamicType = ()> + Clone + Send + Sync + 'static> {
     guards: Vec<Arc<dyn Guard<K>>>,

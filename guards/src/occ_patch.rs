@@ -60,6 +60,7 @@ use kube::api::{Api, DeleteParams, GetParams, Patch, PatchParams, Preconditions}
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
+use ward_base::{Backoff, Rng};
 
 /// The message a real kube-apiserver gives for ANY failed JSON patch
 /// (a failed `test`, or a `remove` of a missing path): 422 Invalid with no
@@ -337,39 +338,10 @@ fn names_failed_test(msg: &str, path: &str) -> bool {
     })
 }
 
-/// SplitMix64: a small seeded generator for backoff jitter.
-#[derive(Debug, Clone)]
-struct Jitter(u64);
-
-impl Jitter {
-    fn new(seed: Option<u64>) -> Self {
-        Jitter(seed.unwrap_or_else(|| RandomState::new().hash_one("ward-occ-jitter")))
-    }
-
-    fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    }
-
-    /// The wait after the `retry`-th conflict (1-based): uniform in
-    /// `[d/2, d]` for `d = min(cap, base * 2^(retry-1))`.
-    fn delay(&mut self, retry: u32, base: Duration, cap: Duration) -> Duration {
-        let factor = 1u32
-            .checked_shl(retry.saturating_sub(1))
-            .unwrap_or(u32::MAX);
-        let d = base.saturating_mul(factor).min(cap);
-        let half = d / 2;
-        let span = u64::try_from((d - half).as_nanos()).unwrap_or(u64::MAX);
-        let extra = if span == 0 {
-            0
-        } else {
-            self.next_u64() % span.saturating_add(1)
-        };
-        half + Duration::from_nanos(extra)
-    }
+/// The jitter generator of one write: seeded when the caller set a seed,
+/// else from the process's random state.
+fn jitter(seed: Option<u64>) -> Rng {
+    Rng::new(seed.unwrap_or_else(|| RandomState::new().hash_one("ward-occ-jitter")))
 }
 
 /// Optimistic-concurrency writes to the objects of one [`Api`].
@@ -377,8 +349,7 @@ pub struct OccPatch<K> {
     api: Api<K>,
     client: Client,
     max_attempts: u32,
-    base_delay: Duration,
-    max_delay: Duration,
+    backoff: Backoff,
     seed: Option<u64>,
     expect_uid: Option<String>,
     pins: Pins,
@@ -391,7 +362,7 @@ impl<K: Resource> Debug for OccPatch<K> {
         f.debug_struct("OccPatch")
             .field("url", &self.api.resource_url())
             .field("max_attempts", &self.max_attempts)
-            .field("base_delay", &self.base_delay)
+            .field("backoff", &self.backoff)
             .field("expect_uid", &self.expect_uid)
             .field("pins", &self.pins)
             .finish_non_exhaustive()
@@ -411,8 +382,10 @@ where
             api,
             client,
             max_attempts: 5,
-            base_delay: Duration::from_millis(50),
-            max_delay: Duration::from_secs(2),
+            backoff: Backoff {
+                base: Duration::from_millis(50),
+                max: Duration::from_secs(2),
+            },
             seed: None,
             expect_uid: None,
             pins: Pins::default(),
@@ -432,14 +405,14 @@ where
     /// one, and each wait is drawn uniformly from its upper half.
     #[must_use]
     pub fn backoff(mut self, base: Duration) -> Self {
-        self.base_delay = base;
+        self.backoff.base = base;
         self
     }
 
     /// The longest wait between attempts.
     #[must_use]
     pub fn max_backoff(mut self, cap: Duration) -> Self {
-        self.max_delay = cap;
+        self.backoff.max = cap;
         self
     }
 
@@ -495,7 +468,7 @@ where
     where
         D: FnMut(&K) -> Decision,
     {
-        let mut jitter = Jitter::new(self.seed);
+        let mut jitter = jitter(self.seed);
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -537,7 +510,7 @@ where
     where
         D: FnMut(&K) -> DeleteDecision,
     {
-        let mut jitter = Jitter::new(self.seed);
+        let mut jitter = jitter(self.seed);
         let mut attempt = 0;
         loop {
             attempt += 1;
@@ -585,14 +558,14 @@ where
         name: &str,
         attempt: u32,
         err: &kube::Error,
-        jitter: &mut Jitter,
+        jitter: &mut Rng,
     ) -> Result<(), OccError> {
         metrics::counter!("ward_occ_conflicts_total", "verb" => verb).increment(1);
         tracing::debug!(verb, name, attempt, error = %err, "conflict: re-reading to decide again");
         if attempt >= self.max_attempts {
             return Err(OccError::Conflict { attempts: attempt });
         }
-        tokio::time::sleep(jitter.delay(attempt, self.base_delay, self.max_delay)).await;
+        tokio::time::sleep(self.backoff.jittered(attempt, jitter)).await;
         Ok(())
     }
 
@@ -775,8 +748,9 @@ mod tests {
 
     #[test]
     fn backoff_bounds_and_determinism() {
+        let b = |base, max| Backoff { base, max };
         let (base, cap) = (Duration::from_millis(100), Duration::from_secs(1));
-        let mut j = Jitter::new(Some(7));
+        let mut j = jitter(Some(7));
         for _ in 0..200 {
             for (retry, hi) in [
                 (1, 100),
@@ -786,16 +760,21 @@ mod tests {
                 (5, 1000),
                 (40, 1000),
             ] {
-                let (d, hi) = (j.delay(retry, base, cap), Duration::from_millis(hi));
+                let (d, hi) = (
+                    b(base, cap).jittered(retry, &mut j),
+                    Duration::from_millis(hi),
+                );
                 assert!(d >= hi / 2 && d <= hi, "retry {retry}: {d:?}");
             }
         }
-        assert_eq!(j.delay(1, Duration::ZERO, cap), Duration::ZERO);
-        let d = j.delay(u32::MAX, Duration::MAX, cap);
+        assert_eq!(b(Duration::ZERO, cap).jittered(1, &mut j), Duration::ZERO);
+        let d = b(Duration::MAX, cap).jittered(u32::MAX, &mut j);
         assert!(d >= cap / 2 && d <= cap, "saturates at the cap: {d:?}");
         let run = |seed| {
-            let mut j = Jitter::new(Some(seed));
-            (1..=6).map(|r| j.delay(r, base, cap)).collect::<Vec<_>>()
+            let mut j = jitter(Some(seed));
+            (1..=6)
+                .map(|r| b(base, cap).jittered(r, &mut j))
+                .collect::<Vec<_>>()
         };
         assert_eq!(run(1), run(1));
         assert_ne!(run(1), run(2));

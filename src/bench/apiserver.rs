@@ -26,7 +26,7 @@ use ward_apiserver::filter::ObjectFilter;
 use ward_apiserver::store::Store;
 use ward_apiserver::watch::{self, WatchSpec};
 use ward_apiserver::{ApiServer, ServerConfig};
-use ward_examples::rng::Rng;
+use ward_base::Rng;
 
 use super::objects::{self, NAMESPACE};
 use super::{ratio, sys};
@@ -236,7 +236,7 @@ fn start_writers(
             let cms = objects::core("configmaps");
             let (written, stop, names, drains) =
                 (written.clone(), stop.clone(), names.clone(), drains.clone());
-            let mut rng = Rng::new(config.seed, "store-writer");
+            let mut rng = Rng::stream(config.seed, "store-writer");
             tasks.push(tokio::spawn(async move {
                 let mut stamp = 0u64;
                 while !stop.load(Ordering::Relaxed) {
@@ -262,7 +262,7 @@ fn start_writers(
                 let mut svc = server.service();
                 let (written, stop, names, drains) =
                     (written.clone(), stop.clone(), names.clone(), drains.clone());
-                let mut rng = Rng::new(config.seed ^ w, "service-writer");
+                let mut rng = Rng::stream(config.seed ^ w, "service-writer");
                 tasks.push(tokio::spawn(async move {
                     let mut stamp = w << 40;
                     while !stop.load(Ordering::Relaxed) {

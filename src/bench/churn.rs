@@ -33,7 +33,7 @@ use ward::GuardedController;
 use ward_apiserver::resources::ResourceInfo;
 use ward_apiserver::store::{DeleteSpec, Store};
 use ward_apiserver::{ApiServer, ServerConfig};
-use ward_examples::rng::Rng;
+use ward_base::Rng;
 use ward_guards::owner_uid::OwnerUid;
 
 use super::objects::{self, NAMESPACE, Owner, now_micros};
@@ -258,7 +258,7 @@ impl Churner {
             owners,
             next: live.len() as u64,
             live,
-            rng: Rng::new(seed, "churn"),
+            rng: Rng::stream(seed, "churn"),
         }
     }
 

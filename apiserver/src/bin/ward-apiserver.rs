@@ -118,14 +118,14 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    println!("ward-apiserver listening on http://{addr}");
+    ward_base::outln!("ward-apiserver listening on http://{addr}");
     if let Some(path) = &args.kubeconfig {
-        println!("kubeconfig written to {}", path.display());
+        ward_base::outln!("kubeconfig written to {}", path.display());
     }
     if tokio::signal::ctrl_c().await.is_err() {
         eprintln!("ward-apiserver: cannot wait for Ctrl-C");
     }
-    println!("ward-apiserver stopping");
+    ward_base::outln!("ward-apiserver stopping");
     server.shutdown().await;
     ExitCode::SUCCESS
 }

@@ -125,11 +125,5 @@ fn head_error(code: u16) -> ApiError {
 
 /// HTTP clients get ids with the top bit set, derived from the peer address.
 fn connection_id(peer: SocketAddr) -> ClientId {
-    let h = peer
-        .to_string()
-        .bytes()
-        .fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-        });
-    h | (1 << 63)
+    ward_base::fnv1a(peer.to_string().as_bytes()) | (1 << 63)
 }

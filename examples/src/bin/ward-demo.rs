@@ -51,8 +51,8 @@ fn main() -> ExitCode {
         &|| bar.inc(1),
     );
     bar.finish_and_clear();
-    println!("{}", demo::table(&rows));
-    println!(
+    ward_base::outln!("{}", demo::table(&rows));
+    ward_base::outln!(
         "{total} runs in {:.1} s (seeds {}..{}, simulated time; `whereabouts scenario S1 --mode naive --seed N` replays one)",
         started.elapsed().as_secs_f64(),
         args.first_seed,

@@ -92,7 +92,7 @@ fn main() -> ExitCode {
         } => run_scenario(scenario, mode, seed),
         Command::Crds => match serde_saphyr::to_string(&IPPool::crd()) {
             Ok(yaml) => {
-                print!("{yaml}");
+                ward_base::out!("{yaml}");
                 ExitCode::SUCCESS
             }
             Err(e) => {
@@ -132,7 +132,7 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    println!(
+    ward_base::outln!(
         "scenario {s}, mode {mode}, seed {seed} (reconciler every {INTERVAL:?}, grace {GRACE:?})"
     );
     for inv in [Invariant::I1, Invariant::I2, Invariant::I3, Invariant::I4] {
@@ -142,8 +142,8 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
             .filter(|v| v.invariant == inv)
             .collect();
         match broken.first() {
-            None => println!("  {inv}: holds"),
-            Some(v) => println!(
+            None => ward_base::outln!("  {inv}: holds"),
+            Some(v) => ward_base::outln!(
                 "  {inv}: VIOLATED at {:?}: {} ({} time(s))",
                 v.at,
                 v.detail,
@@ -152,7 +152,7 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
         }
     }
     let Some(first) = report.violations.first() else {
-        println!("all invariants hold");
+        ward_base::outln!("all invariants hold");
         return ExitCode::SUCCESS;
     };
     // The history up to the first duplicate IP if there is one, else the first violation.
@@ -162,9 +162,9 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
         .find(|v| v.invariant == Invariant::I1)
         .unwrap_or(first)
         .at;
-    println!("\nevents up to {until:?}:");
+    ward_base::outln!("\nevents up to {until:?}:");
     for (at, what) in report.journal.iter().filter(|(at, _)| *at <= until) {
-        println!("  {:>9.3}s  {what}", at.as_secs_f64());
+        ward_base::outln!("  {:>9.3}s  {what}", at.as_secs_f64());
     }
     ExitCode::from(1)
 }
@@ -183,7 +183,7 @@ async fn run_live(
                 return ExitCode::from(2);
             }
         };
-        println!(
+        ward_base::outln!(
             "whereabouts reconciler ({}) against the configured cluster",
             config.mode
         );
@@ -215,7 +215,7 @@ async fn run_live(
         eprintln!("whereabouts: cannot write {}: {e}", kubeconfig.display());
         return ExitCode::from(2);
     }
-    println!(
+    ward_base::outln!(
         "embedded ward-apiserver on http://{} (kubeconfig {}); reconciler ({}) and node agents for node-a, node-b running; create pods with spec.nodeName node-a|node-b",
         server.addr().map(|a| a.to_string()).unwrap_or_default(),
         kubeconfig.display(),

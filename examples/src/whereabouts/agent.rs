@@ -21,7 +21,7 @@ use kube::{Client, ResourceExt};
 use serde_json::json;
 
 use super::model::{IPAllocation, IPPool, NETWORK_STATUS, NetworkStatus, Range};
-use crate::rng::Rng;
+use ward_base::Rng;
 
 /// Errors of CNI ADD/DEL.
 #[derive(Debug, thiserror::Error)]
@@ -69,7 +69,7 @@ pub struct AgentConfig {
 /// The container id CNI ADD uses for a pod's network (stable per pod uid).
 #[must_use]
 pub fn container_id(pod_uid: &str, network: &str) -> String {
-    let mut rng = Rng::new(0, &format!("{pod_uid}/{network}"));
+    let mut rng = Rng::stream(0, &format!("{pod_uid}/{network}"));
     format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64())
 }
 
@@ -172,7 +172,7 @@ pub async fn run(client: Client, config: AgentConfig) {
     let pods: Api<Pod> = Api::all(client.clone());
     let wc = watcher::Config::default().fields(&format!("spec.nodeName={}", config.node));
     let mut events = watcher(pods, wc).boxed();
-    let mut rng = Rng::new(config.seed, &format!("agent/{}", config.node));
+    let mut rng = Rng::stream(config.seed, &format!("agent/{}", config.node));
     let mut added: HashSet<String> = HashSet::new();
     let mut deleted: HashSet<String> = HashSet::new();
     let clock = ward::clock::Clock::new();

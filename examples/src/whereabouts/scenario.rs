@@ -28,7 +28,7 @@ use super::agent::{self, AgentConfig, Network};
 use super::invariants::{Checker, Journal, Violation};
 use super::model::{IPPool, IPPoolSpec, Range};
 use super::reconciler::{self, Mode, ReconcilerConfig};
-use crate::rng::Rng;
+use ward_base::Rng;
 
 /// Which scenario.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -191,7 +191,7 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
     };
     let agent_a = tokio::spawn(agent::run(server.client(), agent_config("node-a")));
     let mut agent_b = tokio::spawn(agent::run(server.client(), agent_config("node-b")));
-    let mut rng = Rng::new(seed, "scenario");
+    let mut rng = Rng::stream(seed, "scenario");
     let rc = ReconcilerConfig {
         mode,
         interval: INTERVAL,

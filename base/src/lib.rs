@@ -1,0 +1,45 @@
+//! The pieces every Ward crate shares, kept in one place so that the API
+//! server, the framework, the guards and the examples agree on them:
+//!
+//! - [`Clock`]: wall time that follows tokio's clock, so a test on a paused
+//!   clock sees timestamps advance exactly as its simulated time does;
+//!   hand one clock to the server and the controllers and they agree.
+//! - [`Rng`]: a seeded SplitMix64, the source of every random choice of a
+//!   simulation (and of backoff jitter), so a seed replays a run exactly.
+//! - [`fnv1a`]: a stable 64-bit hash (stream names, client ids, ETags).
+//! - [`Backoff`]: exponential backoff, plain or with seeded jitter.
+//! - [`outln!`]: stdout for binaries that ends quietly when the reader goes
+//!   away (`ward-demo | head`).
+//!
+//! Its own crate because the framework must not depend on the API server
+//! (nor the server on the framework), yet both need the same clock and
+//! generator.
+
+#![warn(missing_docs)]
+
+pub mod backoff;
+pub mod clock;
+pub mod out;
+pub mod rng;
+
+pub use backoff::Backoff;
+pub use clock::Clock;
+pub use rng::Rng;
+
+/// FNV-1a, 64 bits: a stable, non-cryptographic hash of `bytes`.
+#[must_use]
+pub fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
+        (h ^ u64::from(*b)).wrapping_mul(0x0100_0000_01b3)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn fnv1a_matches_the_reference_vectors() {
+        assert_eq!(super::fnv1a(b""), 0xcbf2_9ce4_8422_2325);
+        assert_eq!(super::fnv1a(b"a"), 0xaf63_dc4c_8601_ec8c);
+        assert_eq!(super::fnv1a(b"foobar"), 0x8594_4171_f739_67e8);
+    }
+}

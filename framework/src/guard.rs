@@ -19,9 +19,17 @@ pub enum GuardError {
     /// An API call failed.
     #[error("API call failed: {0}")]
     Kube(#[from] kube::Error),
-    /// The object cannot be judged (e.g. it has no name or uid).
-    #[error("{0}")]
-    Invalid(String),
+    /// The object cannot be judged (e.g. it has no name or uid); the
+    /// guard's own error is the source.
+    #[error("the object cannot be judged: {0}")]
+    Invalid(#[source] Box<dyn std::error::Error + Send + Sync + 'static>),
+}
+
+impl GuardError {
+    /// [`GuardError::Invalid`] with `cause` as its source.
+    pub fn invalid(cause: impl std::error::Error + Send + Sync + 'static) -> Self {
+        GuardError::Invalid(Box::new(cause))
+    }
 }
 
 /// What a guard decided.

@@ -195,7 +195,7 @@ where
         let ns = owner.namespace().unwrap_or_default();
         let owner_name = owner.name_any();
         let mut owner_uid = owner.uid().ok_or_else(|| {
-            GuardError::Invalid(AwaitDeletionError::NoOwnerUid(owner_name.clone()).to_string())
+            GuardError::invalid(AwaitDeletionError::NoOwnerUid(owner_name.clone()))
         })?;
         if self.fresh_owner {
             let owners: Api<K> = Api::namespaced(ctx.client().clone(), &ns);
@@ -215,8 +215,8 @@ where
         let child_name = (self.child_name)(owner);
         let children: Api<Child> = Api::namespaced(ctx.client().clone(), &ns);
         let child = children.get_opt(&child_name).await?;
-        let state = judge(child.as_ref(), &owner_uid, self.allow_orphans)
-            .map_err(|e| GuardError::Invalid(e.to_string()))?;
+        let state =
+            judge(child.as_ref(), &owner_uid, self.allow_orphans).map_err(GuardError::invalid)?;
         let (uid, reason) = match state {
             ChildState::Absent | ChildState::Owned | ChildState::Adoptable => {
                 return Ok(Verdict::proceed());

@@ -85,9 +85,9 @@ pub enum OccError {
         /// The uid found.
         found: String,
     },
-    /// `decide` aborted.
+    /// `decide` aborted, for this reason.
     #[error("decision aborted: {0}")]
-    Aborted(String),
+    Aborted(#[source] BoxError),
     /// A change cannot be made to the fresh object (bad path, nothing to
     /// remove or replace, no resourceVersion or uid to test).
     #[error("invalid change: {0}")]
@@ -157,26 +157,30 @@ pub fn json_pointer<'a>(tokens: impl IntoIterator<Item = &'a str>) -> String {
         .collect()
 }
 
+/// The reason `decide` gives up: any error (a `&str` or `String` converts
+/// with `.into()`), kept as the [`OccError::Aborted`] source.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync + 'static>;
+
 /// What `decide` says about the fresh object, for [`OccPatch::update`].
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug)]
 pub enum Decision {
     /// Make these changes (tested against the object `decide` saw).
     Patch(Vec<Change>),
     /// Nothing to do.
     Nothing,
     /// Give up, with a reason.
-    Abort(String),
+    Abort(BoxError),
 }
 
 /// What `decide` says about the fresh object, for [`OccPatch::delete`].
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug)]
 pub enum DeleteDecision {
     /// Delete it (exactly this uid and resourceVersion).
     Delete,
     /// Keep it.
     Keep,
     /// Give up, with a reason.
-    Abort(String),
+    Abort(BoxError),
 }
 
 /// How a write ended.

@@ -184,6 +184,14 @@ impl ApiServer {
             .expect("an in-process server binds nothing and cannot fail")
     }
 
+    /// Start an in-process server whose random choices come from `seed`
+    /// (default settings otherwise).
+    pub async fn start_seeded(seed: u64) -> ApiServer {
+        ApiServer::start(ServerConfig::default().seed(seed))
+            .await
+            .expect("an in-process server binds nothing and cannot fail")
+    }
+
     /// Wait until the garbage collector has observed every write made so
     /// far and has no collection due (a delayed or paused collection is not
     /// waited for); returns at once once the server is shut down.
@@ -208,6 +216,16 @@ impl ApiServer {
     #[must_use]
     pub fn client(&self) -> kube::Client {
         kube::Client::new(self.service(), "default")
+    }
+
+    /// A kube Client like [`ApiServer::client`], with the client identity
+    /// its requests carry (per-client fault views key on it). (Feature `client`.)
+    #[cfg(feature = "client")]
+    #[must_use]
+    pub fn client_and_id(&self) -> (kube::Client, ClientId) {
+        let svc = self.service();
+        let id = svc.client_id();
+        (kube::Client::new(svc, "default"), id)
     }
 
     /// The HTTP address actually bound, when listening.

@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use ward::GuardedController;
 use ward::clock::Clock;
 use ward::leader::{LeaderElection, LeaderError, Lost, LostReason, Outcome};
-use ward_apiserver::{ApiServer, Delay, ServerConfig, WriteAction, WriteFault};
+use ward_apiserver::{ApiServer, Delay, WriteAction, WriteFault};
 
 const WAIT: Duration = Duration::from_secs(600);
 const LEASE: Duration = Duration::from_secs(15);
@@ -61,12 +61,6 @@ fn prometheus() -> &'static PrometheusHandle {
             .install_recorder()
             .expect("this test binary installs the only recorder")
     })
-}
-
-async fn server(seed: u64) -> ApiServer {
-    ApiServer::start(ServerConfig::default().seed(seed))
-        .await
-        .unwrap()
 }
 
 /// A candidate running [`LeaderElection::run`] in a task of its own.
@@ -164,7 +158,7 @@ fn assert_metric(line: &str) {
 #[tokio::test(start_paused = true)]
 async fn exactly_one_of_two_candidates_leads() {
     prometheus();
-    let server = server(1).await;
+    let server = ApiServer::start_seeded(1).await;
     let clock = Clock::new();
     let log: Log = Arc::default();
     let leading = Arc::new(AtomicUsize::new(0));
@@ -218,7 +212,7 @@ async fn exactly_one_of_two_candidates_leads() {
 #[tokio::test(start_paused = true)]
 async fn the_leader_releases_on_shutdown_and_the_other_takes_over_at_once() {
     prometheus();
-    let server = server(2).await;
+    let server = ApiServer::start_seeded(2).await;
     let clock = Clock::new();
     let log: Log = Arc::default();
     let a = Candidate::logging(&server, clock, "release", "a", &log);
@@ -252,7 +246,7 @@ async fn the_leader_releases_on_shutdown_and_the_other_takes_over_at_once() {
 #[tokio::test(start_paused = true)]
 async fn a_stalled_leader_loses_its_lease_and_never_renews_over_the_new_holder() {
     prometheus();
-    let server = server(3).await;
+    let server = ApiServer::start_seeded(3).await;
     let clock = Clock::new();
     let log: Log = Arc::default();
     let a = Candidate::logging(&server, clock, "stalled", "a", &log);
@@ -300,7 +294,7 @@ async fn a_stalled_leader_loses_its_lease_and_never_renews_over_the_new_holder()
 #[tokio::test(start_paused = true)]
 async fn a_takeover_is_noticed_and_a_spurious_conflict_is_not_a_loss() {
     prometheus();
-    let server = server(4).await;
+    let server = ApiServer::start_seeded(4).await;
     let clock = Clock::new();
     let log: Log = Arc::default();
     let a = Candidate::logging(&server, clock, "intruded", "a", &log);
@@ -338,7 +332,7 @@ async fn a_takeover_is_noticed_and_a_spurious_conflict_is_not_a_loss() {
 
 #[tokio::test(start_paused = true)]
 async fn bad_timing_is_refused() {
-    let server = server(5).await;
+    let server = ApiServer::start_seeded(5).await;
     let err = LeaderElection::new(server.client(), "default", "bad", "a")
         .renew_every(LEASE)
         .run(|_| async {}, std::future::pending::<()>())
@@ -374,7 +368,7 @@ fn cm(name: &str) -> ConfigMap {
 #[tokio::test(start_paused = true)]
 async fn a_controller_gated_by_leadership_stops_reconciling_when_the_lease_is_lost() {
     prometheus();
-    let server = server(6).await;
+    let server = ApiServer::start_seeded(6).await;
     let clock = Clock::new();
     let log: Log = Arc::default();
     let cms = Api::<ConfigMap>::namespaced(server.client(), "default");

@@ -12,7 +12,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use ward::clock::Clock;
-use ward_apiserver::{ApiServer, ServerConfig};
+use ward_apiserver::ApiServer;
 use ward_guards::liveness::{
     Liveness, LivenessPolicy, NETWORK_STATUS_ANNOTATION, Phase, Reason, Record, is_alive,
     list_pod_index, snapshot,
@@ -20,12 +20,6 @@ use ward_guards::liveness::{
 
 const IP: &str = "10.128.40.47";
 const WAIT: Duration = Duration::from_secs(60);
-
-async fn server(seed: u64) -> ApiServer {
-    ApiServer::start(ServerConfig::default().seed(seed))
-        .await
-        .unwrap()
-}
 
 fn pod(name: &str) -> Pod {
     serde_json::from_value(json!({
@@ -73,7 +67,7 @@ fn policy() -> LivenessPolicy {
 
 #[tokio::test(start_paused = true)]
 async fn a_pending_pod_keeps_its_ip_until_the_annotation_lands() {
-    let server = server(1).await;
+    let server = ApiServer::start_seeded(1).await;
     let client = server.client();
     let clock = Clock::new();
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
@@ -128,7 +122,7 @@ async fn a_pending_pod_keeps_its_ip_until_the_annotation_lands() {
 
 #[tokio::test(start_paused = true)]
 async fn a_pod_stuck_pending_releases_its_ip_after_the_grace_bound() {
-    let server = server(2).await;
+    let server = ApiServer::start_seeded(2).await;
     let client = server.client();
     let clock = Clock::new();
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
@@ -176,7 +170,7 @@ async fn a_pod_stuck_pending_releases_its_ip_after_the_grace_bound() {
 
 #[tokio::test(start_paused = true)]
 async fn a_pod_recreated_under_the_same_name_does_not_own_the_old_record() {
-    let server = server(3).await;
+    let server = ApiServer::start_seeded(3).await;
     let client = server.client();
     let clock = Clock::new();
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
@@ -247,7 +241,7 @@ async fn read_pool(api: &Api<ConfigMap>) -> Result<Vec<Record>, kube::Error> {
 
 #[tokio::test(start_paused = true)]
 async fn records_are_read_before_pods() {
-    let server = server(4).await;
+    let server = ApiServer::start_seeded(4).await;
     let client = server.client();
     let clock = Clock::new();
     let pods: Api<Pod> = Api::default_namespaced(client.clone());

@@ -13,32 +13,19 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
-use ward_apiserver::{ApiServer, Delay, ServerConfig, Verb, WriteAction, WriteFault};
+use ward_apiserver::{ApiServer, Delay, Verb, WriteAction, WriteFault};
 use ward_guards::occ_patch::{
     Change, Decision, DeleteDecision, OccError, OccPatch, Outcome, json_pointer,
 };
 
 const WAIT: Duration = Duration::from_secs(60);
 const HOLD: Duration = Duration::from_secs(10);
-
-async fn server(seed: u64) -> ApiServer {
-    ApiServer::start(ServerConfig::default().seed(seed))
-        .await
-        .unwrap()
-}
-
-/// A kube Client with its own client identity on `server`.
-fn client(server: &ApiServer) -> (Client, u64) {
-    let svc = server.service();
-    let id = svc.client_id();
-    (Client::new(svc, "default"), id)
-}
 
 async fn create(api: &Api<ConfigMap>, name: &str, data: &[(&str, &str)]) -> ConfigMap {
     let mut cm = ConfigMap::default();
@@ -87,9 +74,9 @@ async fn reallocate_47(api: &Api<ConfigMap>, pool: &str) {
 
 #[tokio::test(start_paused = true)]
 async fn a_stale_removal_is_re_decided_not_replayed() {
-    let server = server(1).await;
-    let (reconciler, rid) = client(&server);
-    let (cni, _) = client(&server);
+    let server = ApiServer::start_seeded(1).await;
+    let (reconciler, rid) = server.client_and_id();
+    let (cni, _) = server.client_and_id();
     let pools: Api<ConfigMap> = Api::default_namespaced(reconciler);
     let other: Api<ConfigMap> = Api::default_namespaced(cni);
 
@@ -185,9 +172,9 @@ async fn a_stale_removal_is_re_decided_not_replayed() {
 
 #[tokio::test(start_paused = true)]
 async fn without_the_rv_pin_only_the_entry_itself_conflicts() {
-    let server = server(2).await;
-    let (c, id) = client(&server);
-    let (cni, _) = client(&server);
+    let server = ApiServer::start_seeded(2).await;
+    let (c, id) = server.client_and_id();
+    let (cni, _) = server.client_and_id();
     let pools: Api<ConfigMap> = Api::default_namespaced(c);
     let other: Api<ConfigMap> = Api::default_namespaced(cni);
     create(&pools, "pool", &[("47", "default/web-2")]).await;
@@ -228,8 +215,8 @@ async fn without_the_rv_pin_only_the_entry_itself_conflicts() {
 
 #[tokio::test(start_paused = true)]
 async fn injected_conflicts_are_retried_with_a_fresh_decision() {
-    let server = server(3).await;
-    let (c, _) = client(&server);
+    let server = ApiServer::start_seeded(3).await;
+    let (c, _) = server.client_and_id();
     let api: Api<ConfigMap> = Api::default_namespaced(c);
     create(&api, "lease", &[("holder", "a")]).await;
     let take = |calls: &AtomicU32, cm: &ConfigMap| {
@@ -320,9 +307,9 @@ async fn injected_conflicts_are_retried_with_a_fresh_decision() {
 
 #[tokio::test(start_paused = true)]
 async fn a_delete_never_hits_a_same_named_successor() {
-    let server = server(4).await;
-    let (c, id) = client(&server);
-    let (o, _) = client(&server);
+    let server = ApiServer::start_seeded(4).await;
+    let (c, id) = server.client_and_id();
+    let (o, _) = server.client_and_id();
     let api: Api<ConfigMap> = Api::default_namespaced(c);
     let other: Api<ConfigMap> = Api::default_namespaced(o);
 
@@ -404,8 +391,8 @@ async fn a_delete_never_hits_a_same_named_successor() {
 
 #[tokio::test(start_paused = true)]
 async fn delete_outcomes() {
-    let server = server(5).await;
-    let (c, _) = client(&server);
+    let server = ApiServer::start_seeded(5).await;
+    let (c, _) = server.client_and_id();
     let api: Api<ConfigMap> = Api::default_namespaced(c);
     let delete = |_: &ConfigMap| DeleteDecision::Delete;
 

@@ -9,30 +9,15 @@ use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::api::apps::v1::StatefulSet;
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::OwnerReference;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
-use ward_apiserver::{
-    ApiServer, ClientView, Delay, PodLifecycle, ServerConfig, Verb, WriteAction, WriteFault,
-};
+use ward_apiserver::{ApiServer, ClientView, Delay, PodLifecycle, Verb, WriteAction, WriteFault};
 
 const WAIT: Duration = Duration::from_secs(300);
-
-async fn server(seed: u64) -> ApiServer {
-    ApiServer::start(ServerConfig::default().seed(seed))
-        .await
-        .unwrap()
-}
-
-/// A kube Client with its own client identity on `server`.
-fn client(server: &ApiServer) -> (Client, u64) {
-    let svc = server.service();
-    let id = svc.client_id();
-    (Client::new(svc, "default"), id)
-}
 
 fn cm(name: &str, owner: Option<&ConfigMap>) -> ConfigMap {
     let mut c = ConfigMap::default();
@@ -79,8 +64,8 @@ async fn next_change<K>(
 
 #[tokio::test(start_paused = true)]
 async fn gc_delay_and_pause_hold_dependents_exactly_that_long() {
-    let server = server(1).await;
-    let (c, _) = client(&server);
+    let server = ApiServer::start_seeded(1).await;
+    let (c, _) = server.client_and_id();
     let api: Api<ConfigMap> = Api::default_namespaced(c);
     let owner = api
         .create(&PostParams::default(), &cm("owner", None))
@@ -122,9 +107,9 @@ async fn gc_delay_and_pause_hold_dependents_exactly_that_long() {
 
 #[tokio::test(start_paused = true)]
 async fn a_delayed_client_sees_events_late_and_others_on_time() {
-    let server = server(2).await;
-    let (fast, _) = client(&server);
-    let (slow, slow_id) = client(&server);
+    let server = ApiServer::start_seeded(2).await;
+    let (fast, _) = server.client_and_id();
+    let (slow, slow_id) = server.client_and_id();
     server.faults().set_view(
         slow_id,
         ClientView {
@@ -172,9 +157,9 @@ async fn a_delayed_client_sees_events_late_and_others_on_time() {
 
 #[tokio::test(start_paused = true)]
 async fn a_frozen_client_lists_and_watches_the_past_but_quorum_reads_stay_fresh() {
-    let server = server(3).await;
-    let (writer, _) = client(&server);
-    let (frozen, frozen_id) = client(&server);
+    let server = ApiServer::start_seeded(3).await;
+    let (writer, _) = server.client_and_id();
+    let (frozen, frozen_id) = server.client_and_id();
     let w: Api<ConfigMap> = Api::default_namespaced(writer);
     let f: Api<ConfigMap> = Api::default_namespaced(frozen);
     w.create(&PostParams::default(), &cm("a", None))
@@ -248,9 +233,9 @@ async fn a_frozen_client_lists_and_watches_the_past_but_quorum_reads_stay_fresh(
 
 #[tokio::test(start_paused = true)]
 async fn a_coalescing_client_never_sees_intermediate_states() {
-    let server = server(4).await;
-    let (writer, _) = client(&server);
-    let (reader, reader_id) = client(&server);
+    let server = ApiServer::start_seeded(4).await;
+    let (writer, _) = server.client_and_id();
+    let (reader, reader_id) = server.client_and_id();
     server.faults().set_view(
         reader_id,
         ClientView {
@@ -310,9 +295,9 @@ async fn a_coalescing_client_never_sees_intermediate_states() {
 
 #[tokio::test(start_paused = true)]
 async fn write_faults_answer_conflict_500_and_latency() {
-    let server = server(5).await;
-    let (c, id) = client(&server);
-    let (other, _) = client(&server);
+    let server = ApiServer::start_seeded(5).await;
+    let (c, id) = server.client_and_id();
+    let (other, _) = server.client_and_id();
     let api: Api<ConfigMap> = Api::default_namespaced(c);
     let api_other: Api<ConfigMap> = Api::default_namespaced(other);
     api.create(&PostParams::default(), &cm("a", None))
@@ -402,8 +387,8 @@ async fn write_faults_answer_conflict_500_and_latency() {
 #[tokio::test(start_paused = true)]
 async fn a_fraction_of_writes_fail_the_same_way_for_the_same_seed() {
     async fn run(seed: u64) -> Vec<bool> {
-        let server = server(seed).await;
-        let (c, _) = client(&server);
+        let server = ApiServer::start_seeded(seed).await;
+        let (c, _) = server.client_and_id();
         let api: Api<ConfigMap> = Api::default_namespaced(c);
         server
             .faults()
@@ -433,8 +418,8 @@ async fn a_fraction_of_writes_fail_the_same_way_for_the_same_seed() {
 
 #[tokio::test(start_paused = true)]
 async fn pods_move_through_the_kwok_stages() {
-    let server = server(6).await;
-    let (c, _) = client(&server);
+    let server = ApiServer::start_seeded(6).await;
+    let (c, _) = server.client_and_id();
     server.faults().set_pod_lifecycle(PodLifecycle {
         enabled: true,
         schedule: Delay::fixed(Duration::from_secs(1)),
@@ -474,8 +459,8 @@ async fn pods_move_through_the_kwok_stages() {
 /// under the same name; the old dependent is still visible, pointing at the
 /// old owner's UID. Returns what was observed.
 async fn window_a(seed: u64) -> Vec<String> {
-    let server = server(seed).await;
-    let (c, _) = client(&server);
+    let server = ApiServer::start_seeded(seed).await;
+    let (c, _) = server.client_and_id();
     let api: Api<ConfigMap> = Api::default_namespaced(c);
     let old = api
         .create(&PostParams::default(), &cm("lws", None))
@@ -518,8 +503,8 @@ async fn window_a(seed: u64) -> Vec<String> {
 /// Race window (b): a StatefulSet-like dependent lingers terminating behind
 /// a finalizer while its owner is recreated.
 async fn window_b(seed: u64) -> Vec<String> {
-    let server = server(seed).await;
-    let (c, _) = client(&server);
+    let server = ApiServer::start_seeded(seed).await;
+    let (c, _) = server.client_and_id();
     let owners: Api<ConfigMap> = Api::default_namespaced(c.clone());
     let sets: Api<StatefulSet> = Api::default_namespaced(c);
     server.faults().set_gc_delay(Delay::jittered(
@@ -584,9 +569,9 @@ async fn window_b(seed: u64) -> Vec<String> {
 /// Race window (c): a watcher behind by a delay still sees the pod Pending
 /// after a quorum GET already shows it Running.
 async fn window_c(seed: u64) -> Vec<String> {
-    let server = server(seed).await;
-    let (writer, _) = client(&server);
-    let (lagging, lagging_id) = client(&server);
+    let server = ApiServer::start_seeded(seed).await;
+    let (writer, _) = server.client_and_id();
+    let (lagging, lagging_id) = server.client_and_id();
     server.faults().set_view(
         lagging_id,
         ClientView {
@@ -689,7 +674,7 @@ async fn admin(
 
 #[tokio::test(start_paused = true)]
 async fn the_admin_endpoint_shows_sets_and_clears_faults_for_loopback_only() {
-    let server = server(7).await;
+    let server = ApiServer::start_seeded(7).await;
     let (code, body) = admin(&server, "GET", "", None).await;
     assert_eq!(code, 200);
     assert_eq!(body["gc"]["paused"], false);

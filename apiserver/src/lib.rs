@@ -23,6 +23,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod crd;
 pub mod discovery;
 pub mod faults;
 pub mod filter;

@@ -14,7 +14,6 @@ use std::time::Duration;
 use axum::body::Body;
 use bytes::Bytes;
 use http::{Request, Response};
-use tokio::sync::broadcast::error::RecvError;
 use tokio::task::JoinHandle;
 
 use crate::clock::Clock;
@@ -23,8 +22,8 @@ use crate::gc::GarbageCollector;
 use crate::handler::{self, ClientId, HandlerConfig, State};
 pub use crate::listener::CLIENT_HEADER;
 use crate::pods::PodLifecycleActor;
-use crate::resources::{Registry, StorageKey};
-use crate::store::{EventType, Store, StoreConfig};
+use crate::resources::Registry;
+use crate::store::{Store, StoreConfig};
 
 /// Errors starting or running a server.
 #[derive(Debug, thiserror::Error)]
@@ -156,7 +155,11 @@ impl ApiServer {
         let gc_caught_up = gc.caught_up();
         let pods = PodLifecycleActor::new(store, &registry, faults);
         let mut tasks = vec![
-            tokio::spawn(crd_cleanup(state.clone())),
+            tokio::spawn(crate::crd::watch_deletions(
+                state.registry.clone(),
+                state.store.clone(),
+                stopped.clone(),
+            )),
             tokio::spawn(gc.run(stopped.clone())),
             tokio::spawn(pods.run(stopped.clone())),
         ];
@@ -311,47 +314,6 @@ where
         let state = self.state.clone();
         let client = self.client;
         Box::pin(async move { Ok(handler::handle(state, client, req).await) })
-    }
-}
-
-/// Stop serving a CRD's resources when it is removed by any path (a
-/// finalizer removed later, a namespace-less cascade), not only by a
-/// direct DELETE.
-async fn crd_cleanup(state: Arc<State>) {
-    let key = StorageKey {
-        group: "apiextensions.k8s.io".into(),
-        plural: "customresourcedefinitions".into(),
-    };
-    let (_, _, mut rx) = state.store.snapshot_and_subscribe(&key);
-    let mut stopped = state.shutdown.clone();
-    loop {
-        let ev = tokio::select! {
-            // Biased: a fixed poll order keeps seeded runs reproducible.
-            biased;
-            _ = stopped.wait_for(|s| *s) => return,
-            ev = rx.recv() => ev,
-        };
-        match ev {
-            Ok(e) if *e.key == key && e.kind == EventType::Deleted => {
-                if state.store.get(&key, "", e.object.name()).is_none() {
-                    handler::crd_gone(&state, &e.object.value());
-                }
-            }
-            Ok(_) => {}
-            Err(RecvError::Lagged(_)) => {
-                // Missed events: drop every custom resource whose CRD is gone.
-                for info in state.registry.all().iter().filter(|i| !i.builtin) {
-                    let name = format!("{}.{}", info.plural, info.group);
-                    if state.store.get(&key, "", &name).is_none() {
-                        state
-                            .registry
-                            .remove_group_resource(&info.group, &info.plural);
-                        state.store.drop_collection(&info.storage_key());
-                    }
-                }
-            }
-            Err(RecvError::Closed) => return,
-        }
     }
 }
 

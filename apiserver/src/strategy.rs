@@ -67,8 +67,8 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
             ));
         }
     }
-    if info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions" {
-        crd_resources(obj).map(|_| ())?;
+    if crate::crd::is_crd(info) {
+        crate::crd::resources(obj).map(|_| ())?;
     }
     Ok(())
 }
@@ -95,8 +95,8 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
             l.insert("kubernetes.io/metadata.name".into(), name);
         }
     }
-    if info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions" {
-        accept_crd(obj, now);
+    if crate::crd::is_crd(info) {
+        crate::crd::accept(obj, now);
     }
     if let Some(m) = obj["metadata"].as_object_mut() {
         m.remove("selfLink");
@@ -120,11 +120,11 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
                     }
                 }
             }
-            if info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions" {
+            if crate::crd::is_crd(info) {
                 let now = old["status"]["conditions"][0]["lastTransitionTime"]
                     .as_str()
                     .unwrap_or_default();
-                accept_crd(&mut new, now);
+                crate::crd::accept(&mut new, now);
             }
             new
         }
@@ -146,128 +146,4 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
             out
         }
     }
-}
-
-/// The resources a CRD object defines (one per served version), or 422.
-pub fn crd_resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
-    let name = crd["metadata"]["name"].as_str().unwrap_or_default();
-    let spec = &crd["spec"];
-    let invalid = |m: String| ApiError::invalid("CustomResourceDefinition", name, m);
-    let group = spec["group"].as_str().unwrap_or_default();
-    let names = &spec["names"];
-    let plural = names["plural"].as_str().unwrap_or_default();
-    let kind = names["kind"].as_str().unwrap_or_default();
-    if group.is_empty() || !group.contains('.') {
-        return Err(invalid(format!(
-            "spec.group: Invalid value: \"{group}\": should be a domain with at least one dot"
-        )));
-    }
-    if plural.is_empty() || kind.is_empty() {
-        return Err(invalid(
-            "spec.names.plural and spec.names.kind: Required value".into(),
-        ));
-    }
-    if name != format!("{plural}.{group}") {
-        return Err(invalid(format!(
-            "metadata.name: Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
-        )));
-    }
-    let namespaced = match spec["scope"].as_str() {
-        Some("Namespaced") => true,
-        Some("Cluster") => false,
-        other => {
-            return Err(invalid(format!(
-                "spec.scope: Unsupported value: {}: supported values: \"Cluster\", \"Namespaced\"",
-                other
-                    .map(|s| format!("\"{s}\""))
-                    .unwrap_or_else(|| "\"\"".into())
-            )));
-        }
-    };
-    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
-    if versions.is_empty() {
-        return Err(invalid(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version"
-                .into(),
-        ));
-    }
-    if versions.iter().filter(|v| v["storage"] == true).count() != 1 {
-        return Err(invalid(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version"
-                .into(),
-        ));
-    }
-    let strs = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut out = Vec::new();
-    for v in &versions {
-        let Some(vname) = v["name"].as_str().filter(|s| !s.is_empty()) else {
-            return Err(invalid("spec.versions[].name: Required value".into()));
-        };
-        if v["served"] != true {
-            continue;
-        }
-        out.push(ResourceInfo {
-            group: group.into(),
-            version: vname.into(),
-            plural: plural.into(),
-            singular: names["singular"]
-                .as_str()
-                .map(String::from)
-                .unwrap_or_else(|| kind.to_lowercase()),
-            kind: kind.into(),
-            list_kind: names["listKind"]
-                .as_str()
-                .map(String::from)
-                .unwrap_or_else(|| format!("{kind}List")),
-            namespaced,
-            short_names: strs(&names["shortNames"]),
-            categories: strs(&names["categories"]),
-            status_subresource: v["subresources"]["status"].is_object(),
-            builtin: false,
-            has_spec: true,
-        });
-    }
-    Ok(out)
-}
-
-fn accept_crd(crd: &mut Value, now: &str) {
-    let names = crd["spec"]["names"].clone();
-    let mut accepted = names.clone();
-    if accepted["singular"].is_null() {
-        accepted["singular"] = names["kind"]
-            .as_str()
-            .unwrap_or_default()
-            .to_lowercase()
-            .into();
-    }
-    if accepted["listKind"].is_null() {
-        accepted["listKind"] = format!("{}List", names["kind"].as_str().unwrap_or_default()).into();
-    }
-    let stored: Vec<Value> = crd["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|v| v["storage"] == true)
-        .map(|v| v["name"].clone())
-        .collect();
-    let cond = |t: &str, reason: &str, msg: &str| {
-        json!({"type": t, "status": "True", "reason": reason, "message": msg,
-               "lastTransitionTime": now})
-    };
-    crd["status"] = json!({
-        "acceptedNames": accepted,
-        "storedVersions": stored,
-        "conditions": [
-            cond("NamesAccepted", "NoConflicts", "no conflicts found"),
-            cond("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-        ],
-    });
 }

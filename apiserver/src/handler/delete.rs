@@ -2,7 +2,6 @@
 
 use super::params::{self, DeleteQuery, ListOptions};
 use super::read::{encode_continue, filter_of};
-use super::write::is_crd;
 use super::*;
 
 /// DeleteOptions as kube-apiserver reads them: from the body when there
@@ -115,29 +114,10 @@ pub(super) fn delete(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         st.store.delete(&t.info, ns_of(t), name, &spec)?
     };
     let obj = match res {
-        Deleted::Removed(o) => {
-            if is_crd(&t.info) {
-                crd_gone(st, &o.value());
-            }
-            o
-        }
-        Deleted::Terminating(o) => o,
+        Deleted::Removed(o) | Deleted::Terminating(o) => o,
     };
+    committed(req, t, &obj);
     Ok(render(req, t, &obj, StatusCode::OK))
-}
-
-/// A CRD is gone: stop serving its resources and drop their objects.
-pub fn crd_gone(state: &State, crd: &Value) {
-    let group = crd["spec"]["group"].as_str().unwrap_or_default();
-    let plural = crd["spec"]["names"]["plural"].as_str().unwrap_or_default();
-    if group.is_empty() || plural.is_empty() {
-        return;
-    }
-    state.registry.remove_group_resource(group, plural);
-    state.store.drop_collection(&crate::resources::StorageKey {
-        group: group.into(),
-        plural: plural.into(),
-    });
 }
 
 /// Delete every object a list with these options returns. As in
@@ -169,13 +149,10 @@ pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiEr
     for o in page.items {
         // Namespaces have no deletecollection (the router refuses it).
         match st.store.delete(&t.info, o.namespace(), o.name(), &spec) {
-            Ok(Deleted::Removed(o)) => {
-                if is_crd(&t.info) {
-                    crd_gone(st, &o.value());
-                }
+            Ok(Deleted::Removed(o) | Deleted::Terminating(o)) => {
+                committed(req, t, &o);
                 items.push(o);
             }
-            Ok(Deleted::Terminating(o)) => items.push(o),
             // Deleted concurrently: nothing to do.
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),

@@ -7,8 +7,6 @@ mod params;
 mod read;
 mod write;
 
-pub use delete::crd_gone;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -502,6 +500,13 @@ fn check_path_segment_name(name: &str) -> Result<(), ApiError> {
             "Name parameter invalid: {name:?}: {}",
             msgs.join(";")
         )))
+    }
+}
+
+/// After every committed write: a CRD's served resources follow the store.
+fn committed(req: &Req<'_>, t: &Target, obj: &StoredObject) {
+    if crate::crd::is_crd(&t.info) {
+        crate::crd::settle(&req.state.registry, &req.state.store, &obj.value());
     }
 }
 

@@ -128,31 +128,10 @@ fn is_api_version(info: &ResourceInfo, av: &str) -> bool {
     }
 }
 
-/// The answer to a successful update, patch or apply (a CRD's served
-/// resources follow it first).
+/// The answer to a successful update, patch or apply.
 fn written(req: &Req<'_>, t: &Target, stored: &StoredObject) -> Resp {
-    if is_crd(&t.info) {
-        sync_crd(req.state, &stored.value());
-    }
+    committed(req, t, stored);
     render(req, t, stored, StatusCode::OK)
-}
-
-/// Serve a CRD's resources, or stop serving them when it is gone.
-pub(super) fn sync_crd(state: &State, crd: &Value) {
-    if let Ok(infos) = strategy::crd_resources(crd) {
-        if let Some(first) = infos.first() {
-            state
-                .registry
-                .remove_group_resource(&first.group, &first.plural);
-        }
-        for i in infos {
-            state.registry.insert(i);
-        }
-    }
-}
-
-pub(super) fn is_crd(info: &ResourceInfo) -> bool {
-    info.group == "apiextensions.k8s.io" && info.plural == "customresourcedefinitions"
 }
 
 pub(super) fn create(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
@@ -194,9 +173,7 @@ pub(super) fn create_object(
         patch::record_update(None, obj, manager, &now, &t.info.api_version(), None);
     }
     let stored = req.state.store.create(&t.info, obj.take())?;
-    if is_crd(&t.info) {
-        sync_crd(req.state, &stored.value());
-    }
+    committed(req, t, &stored);
     Ok(stored)
 }
 

@@ -25,7 +25,10 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::handler::ClientId;
+/// Identifies the client a request came from: one per in-process service
+/// handle or HTTP connection (or the `X-Ward-Client` header). A client's
+/// view of the server (delay, freeze, coalescing) hangs off this.
+pub type ClientId = u64;
 
 /// Errors from fault configuration.
 #[derive(Debug, thiserror::Error, PartialEq)]

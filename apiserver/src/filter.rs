@@ -5,41 +5,6 @@ use crate::selector::{FieldSelector, LabelSelector};
 use crate::status::ApiError;
 use crate::store::StoredObject;
 
-/// Field-selector paths a kind supports besides `metadata.name` and
-/// `metadata.namespace` (what the real server indexes for these kinds).
-#[must_use]
-pub fn selectable_fields(api_version: &str, kind: &str) -> &'static [&'static str] {
-    match (api_version, kind) {
-        ("v1", "Pod") => &["spec.nodeName", "status.phase"],
-        ("v1", "Event") => &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-        ("events.k8s.io/v1", "Event") => &[
-            "regarding.kind",
-            "regarding.namespace",
-            "regarding.name",
-            "regarding.uid",
-            "regarding.apiVersion",
-            "regarding.resourceVersion",
-            "regarding.fieldPath",
-            "reason",
-            "reportingController",
-            "type",
-        ],
-        _ => &[],
-    }
-}
-
 /// A list/watch filter.
 #[derive(Debug, Clone, Default)]
 pub struct ObjectFilter {
@@ -64,7 +29,7 @@ impl ObjectFilter {
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
         let fields = FieldSelector::parse(field_selector.unwrap_or(""))
             .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
-        let extra = selectable_fields(&info.api_version(), &info.kind);
+        let extra = crate::resources::selectable_fields(&info.api_version(), &info.kind);
         for f in fields.fields() {
             let ok = matches!(f, "metadata.name" | "metadata.namespace") || extra.contains(&f);
             if !ok {

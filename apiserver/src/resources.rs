@@ -80,6 +80,41 @@ impl ResourceInfo {
     }
 }
 
+/// Field-selector paths a kind supports besides `metadata.name` and
+/// `metadata.namespace` (what the real server indexes for these kinds).
+#[must_use]
+pub fn selectable_fields(api_version: &str, kind: &str) -> &'static [&'static str] {
+    match (api_version, kind) {
+        ("v1", "Pod") => &["spec.nodeName", "status.phase"],
+        ("v1", "Event") => &[
+            "involvedObject.kind",
+            "involvedObject.namespace",
+            "involvedObject.name",
+            "involvedObject.uid",
+            "involvedObject.apiVersion",
+            "involvedObject.resourceVersion",
+            "involvedObject.fieldPath",
+            "reason",
+            "reportingComponent",
+            "source",
+            "type",
+        ],
+        ("events.k8s.io/v1", "Event") => &[
+            "regarding.kind",
+            "regarding.namespace",
+            "regarding.name",
+            "regarding.uid",
+            "regarding.apiVersion",
+            "regarding.resourceVersion",
+            "regarding.fieldPath",
+            "reason",
+            "reportingController",
+            "type",
+        ],
+        _ => &[],
+    }
+}
+
 /// Identifies one stored collection: the group and plural, whatever the version.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct StorageKey {

@@ -17,9 +17,8 @@ use std::collections::VecDeque;
 use tokio::sync::{broadcast, mpsc};
 use tokio::time::Instant;
 
-use crate::faults::{ClientView, Faults};
+use crate::faults::{ClientId, ClientView, Faults};
 use crate::filter::ObjectFilter;
-use crate::handler::ClientId;
 use crate::resources::{ResourceInfo, StorageKey};
 use crate::store::{Event, EventType, Store, StoredObject};
 

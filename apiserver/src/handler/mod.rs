@@ -26,10 +26,7 @@ use crate::strategy::{self, Subresource};
 use crate::watch::{self, WatchSpec};
 use crate::{discovery, openapi, table};
 
-/// Identifies the client a request came from: one per in-process service
-/// handle or HTTP connection (or the `X-Ward-Client` header). Per-client
-/// fault views hang off this.
-pub type ClientId = u64;
+pub use crate::faults::ClientId;
 
 /// Handler settings.
 #[derive(Debug, Clone)]

@@ -416,7 +416,7 @@ impl<IO: AsyncWrite + Unpin> AsyncWrite for FramedIo<IO> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::faults::Rng;
+    use ward_base::Rng;
 
     /// Frame `input` fed in pieces cut at the given sizes (cycled).
     fn frame(input: &[u8], cuts: &[usize]) -> Vec<u8> {

@@ -363,7 +363,7 @@ impl Prepared {
             }
         }
         let mut fields = 0u8;
-        for path in crate::filter::selectable_fields(s(&v["apiVersion"]), s(&v["kind"])) {
+        for path in crate::resources::selectable_fields(s(&v["apiVersion"]), s(&v["kind"])) {
             // `source` selects on the core Event's `source.component`.
             let lookup = if *path == "source" {
                 "source.component"

@@ -2,7 +2,12 @@
 
 use super::params::{self, DeleteQuery, ListOptions};
 use super::read::{encode_continue, filter_of};
-use super::*;
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::{Req, Resp, Target, committed, json_response, ns_of, render};
+use crate::status::ApiError;
+use crate::store::{DeleteSpec, Deleted};
 
 /// DeleteOptions as kube-apiserver reads them: from the body when there
 /// is one, else from the query (never a mix). A dry run is refused

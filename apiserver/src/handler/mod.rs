@@ -12,19 +12,15 @@ use std::time::Duration;
 
 use axum::body::Body;
 use bytes::Bytes;
-use futures::StreamExt;
 use http::{HeaderMap, Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
-use serde_json::{Value, json};
+use serde_json::Value;
 
-use crate::filter::ObjectFilter;
-use crate::patch::{self, PatchError, PatchKind};
 use crate::resources::{Registry, ResourceInfo};
 use crate::status::ApiError;
-use crate::store::{DeleteSpec, Deleted, Store, StoredObject};
-use crate::strategy::{self, Subresource};
-use crate::watch::{self, WatchSpec};
-use crate::{discovery, openapi, table};
+use crate::store::{Store, StoredObject};
+use crate::strategy::Subresource;
+use crate::{discovery, openapi, table, watch};
 
 pub use crate::faults::ClientId;
 

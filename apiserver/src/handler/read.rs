@@ -1,7 +1,18 @@
 //! Reads: get, list (with stale views and pagination) and watch.
 
 use super::params::{GetOptions, ListOptions};
-use super::*;
+use axum::body::Body;
+use bytes::Bytes;
+use futures::StreamExt;
+use http::{Response, StatusCode, header};
+use serde_json::{Value, json};
+
+use super::{Req, Resp, Target, bytes_response, json_response, ns_of, render, stale_read_rv};
+use crate::filter::ObjectFilter;
+use crate::resources::ResourceInfo;
+use crate::status::ApiError;
+use crate::table;
+use crate::watch::{self, WatchSpec};
 
 pub(super) fn get(req: &Req<'_>, t: &Target, opts: &GetOptions) -> Result<Resp, ApiError> {
     let name = t.name.as_deref().unwrap_or_default();

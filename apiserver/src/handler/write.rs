@@ -1,7 +1,17 @@
 //! Writes: create, update, patch (JSON, merge, strategic) and server-side apply.
 
 use super::params::{WriteOptions, WriteVerb};
-use super::*;
+use std::sync::Arc;
+
+use http::{StatusCode, header};
+use serde_json::{Value, json};
+
+use super::{Req, Resp, Target, committed, ns_of, render};
+use crate::patch::{self, PatchError, PatchKind};
+use crate::resources::ResourceInfo;
+use crate::status::ApiError;
+use crate::store::StoredObject;
+use crate::strategy::{self, Subresource};
 
 /// Parse a request body as a JSON (or, for `application/yaml`, YAML) object.
 pub(super) fn parse_body(req: &Req<'_>) -> Result<Value, ApiError> {

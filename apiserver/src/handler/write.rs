@@ -294,25 +294,21 @@ pub(super) fn apply(
 ) -> Result<Resp, ApiError> {
     // WriteOptions refuses an apply without a field manager.
     let manager = req.field_manager(opts);
-    let force = opts.force;
     let av = t.info.api_version();
-    let sub = (t.sub == Subresource::Status).then_some("status");
+    let apply_opts = patch::ApplyOptions {
+        manager: &manager,
+        force: opts.force,
+        now,
+        api_version: &av,
+        kind: &t.info.kind,
+        subresource: (t.sub == Subresource::Status).then_some("status"),
+    };
     // Update if present, create if absent; a create that loses a race with
     // another create retries as an update.
     for _ in 0..3 {
         let res = req.state.store.update(&t.info, ns_of(t), name, |old| {
-            let merged = patch::server_side_apply(
-                Some(old),
-                &req.body,
-                &manager,
-                force,
-                now,
-                &av,
-                &t.info.kind,
-                sub,
-            )
-            .map_err(|e| patch_error(t, name, e))?;
-            let mut merged = merged;
+            let mut merged = patch::server_side_apply(Some(old), &req.body, &apply_opts)
+                .map_err(|e| patch_error(t, name, e))?;
             check_identity(t, &mut merged, Some(name))?;
             if t.sub == Subresource::Main {
                 strategy::validate(&t.info, &merged)?;
@@ -324,17 +320,12 @@ pub(super) fn apply(
                 return Ok(written(req, t, &stored));
             }
             Err(e) if e.code == 404 && e.reason == "NotFound" && t.sub == Subresource::Main => {
-                let mut obj = patch::server_side_apply(
-                    None,
-                    &req.body,
-                    &manager,
-                    force,
-                    now,
-                    &av,
-                    &t.info.kind,
-                    None,
-                )
-                .map_err(|e| patch_error(t, name, e))?;
+                let create = patch::ApplyOptions {
+                    subresource: None,
+                    ..apply_opts
+                };
+                let mut obj = patch::server_side_apply(None, &req.body, &create)
+                    .map_err(|e| patch_error(t, name, e))?;
                 match create_object(req, t, &mut obj, Some(name), &manager) {
                     Ok(stored) => return Ok(render(req, t, &stored, StatusCode::CREATED)),
                     Err(e) if e.reason == "AlreadyExists" => continue,

@@ -561,6 +561,23 @@ fn check_applied(applied: Value, kind: &str) -> Result<Map<String, Value>, Patch
     Ok(body)
 }
 
+/// Who applies, and to what: the options of one server-side apply.
+#[derive(Debug, Clone, Copy)]
+pub struct ApplyOptions<'a> {
+    /// The field manager (`fieldManager`).
+    pub manager: &'a str,
+    /// Take over fields other managers own instead of conflicting (`force`).
+    pub force: bool,
+    /// The time recorded in managedFields.
+    pub now: &'a str,
+    /// The apiVersion the apply is made at.
+    pub api_version: &'a str,
+    /// The kind the URL names (the body must match it).
+    pub kind: &'a str,
+    /// `Some("status")` for an apply to the status subresource.
+    pub subresource: Option<&'a str>,
+}
+
 /// Server-side apply of `applied_body` (YAML, or JSON which is YAML) by
 /// field manager `manager`, returning the new object with
 /// `metadata.managedFields` updated.
@@ -601,17 +618,19 @@ fn check_applied(applied: Value, kind: &str) -> Result<Map<String, Value>, Patch
 /// - YAML bodies are parsed on a short-lived helper thread with a 16 MiB
 ///   stack (the parser is stack-hungry in debug builds); objects nested
 ///   deeper than 150 levels are refused as [`PatchError::Invalid`].
-#[allow(clippy::too_many_arguments)]
 pub fn server_side_apply(
     live: Option<&Value>,
     applied_body: &[u8],
-    manager: &str,
-    force: bool,
-    now: &str,
-    api_version: &str,
-    kind: &str,
-    subresource: Option<&str>,
+    opts: &ApplyOptions<'_>,
 ) -> Result<Value, PatchError> {
+    let ApplyOptions {
+        manager,
+        force,
+        now,
+        api_version,
+        kind,
+        subresource,
+    } = *opts;
     let body = check_applied(parse_applied(applied_body)?, kind)?;
     let status_only = subresource == Some("status");
     let effective: Map<String, Value> = if status_only {

@@ -7,12 +7,13 @@
 //! variants map one-to-one onto the HTTP status the API server answers with.
 
 mod apply;
+mod managed_fields;
+mod path;
 mod strategic;
-mod update;
 
-pub use apply::server_side_apply;
+pub use apply::{ApplyOptions, server_side_apply};
+pub use managed_fields::record_update;
 pub use strategic::apply_strategic_merge_patch;
-pub use update::record_update;
 
 use serde_json::Value;
 
@@ -387,16 +388,15 @@ mod apply_tests {
     const LATER: &str = "2024-01-02T00:00:00Z";
 
     fn ssa(live: Option<&Value>, body: &str, mgr: &str, force: bool) -> Result<Value, PatchError> {
-        server_side_apply(
-            live,
-            body.as_bytes(),
-            mgr,
+        let opts = ApplyOptions {
+            manager: mgr,
             force,
-            NOW,
-            "apps/v1",
-            "Deployment",
-            None,
-        )
+            now: NOW,
+            api_version: "apps/v1",
+            kind: "Deployment",
+            subresource: None,
+        };
+        server_side_apply(live, body.as_bytes(), &opts)
     }
 
     /// A Deployment named `web` with the given YAML `spec:` block (or other tail).
@@ -470,16 +470,15 @@ spec:
         // JSON is YAML too.
         let body =
             r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":"v"}}"#;
-        let cm = server_side_apply(
-            None,
-            body.as_bytes(),
-            "m",
-            false,
-            NOW,
-            "v1",
-            "ConfigMap",
-            None,
-        );
+        let opts = ApplyOptions {
+            manager: "m",
+            force: false,
+            now: NOW,
+            api_version: "v1",
+            kind: "ConfigMap",
+            subresource: None,
+        };
+        let cm = server_side_apply(None, body.as_bytes(), &opts);
         assert_eq!(fields(&cm.unwrap(), "m"), json!({"f:data": {"f:k": {}}}));
     }
 
@@ -604,16 +603,15 @@ spec:
         let body =
             deploy("spec: {replicas: 100}\nstatus: {conditions: [{type: Ready, status: 'True'}]}");
         let sub = Some("status");
-        let res = server_side_apply(
-            Some(&live),
-            body.as_bytes(),
-            "c",
-            false,
-            LATER,
-            "apps/v1",
-            "Deployment",
-            sub,
-        );
+        let opts = ApplyOptions {
+            manager: "c",
+            force: false,
+            now: LATER,
+            api_version: "apps/v1",
+            kind: "Deployment",
+            subresource: sub,
+        };
+        let res = server_side_apply(Some(&live), body.as_bytes(), &opts);
         let obj = res.unwrap();
         assert_eq!(obj["spec"]["replicas"], 2, "spec untouched through /status");
         assert_eq!(
@@ -636,7 +634,15 @@ spec:
         let cm =
             |tail: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{tail}}}\n");
         let apply = |live: Option<&Value>, body: &str| {
-            server_side_apply(live, body.as_bytes(), "m", false, NOW, "v1", "", None).unwrap()
+            let opts = ApplyOptions {
+                manager: "m",
+                force: false,
+                now: NOW,
+                api_version: "v1",
+                kind: "",
+                subresource: None,
+            };
+            server_side_apply(live, body.as_bytes(), &opts).unwrap()
         };
         let obj = apply(None, &cm(", finalizers: [a, b]"));
         let want = json!({"f:metadata": {"f:finalizers": {"v:\"a\"": {}, "v:\"b\"": {}}}});
@@ -761,7 +767,15 @@ spec:
             live["metadata"] = json!({"name": "n"});
             let body = br#"{"apiVersion":"v1","kind":"X","metadata":{"name":"n"},
                 "containers":[{"name":"n","x":1}]}"#;
-            let out = server_side_apply(Some(&live), body, "m", true, NOW, "v1", "X", None);
+            let opts = ApplyOptions {
+                manager: "m",
+                force: true,
+                now: NOW,
+                api_version: "v1",
+                kind: "X",
+                subresource: None,
+            };
+            let out = server_side_apply(Some(&live), body, &opts);
             let mut patched = live.clone();
             apply_strategic_merge_patch(&mut patched, body, "X").unwrap();
             let mut changed = live.clone();

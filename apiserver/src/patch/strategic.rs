@@ -9,6 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::PatchError;
+pub(crate) use super::path::Path;
 
 /// Deepest nesting (maps and list items) walked before giving up. The JSON
 /// and YAML parsers stop at 128 / 64 levels and JSON / merge patches may not
@@ -41,55 +42,6 @@ pub(crate) enum ListStrategy {
     Set,
 }
 
-/// Field-name path from the object root, without list indices (items of a
-/// list share the list's path). Allocation-free: each level borrows its parent.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Path<'a> {
-    name: &'a str,
-    parent: Option<&'a Path<'a>>,
-    depth: usize,
-}
-
-impl<'a> Path<'a> {
-    /// The object root.
-    pub(crate) const ROOT: Path<'static> = Path {
-        name: "",
-        parent: None,
-        depth: 0,
-    };
-
-    /// The path of field `name` below `self`.
-    pub(crate) fn child(&'a self, name: &'a str) -> Path<'a> {
-        Path {
-            name,
-            parent: Some(self),
-            depth: self.depth + 1,
-        }
-    }
-
-    /// The same path one nesting level deeper (entering a list item).
-    pub(crate) fn item(&self) -> Path<'a> {
-        Path {
-            depth: self.depth + 1,
-            ..*self
-        }
-    }
-
-    pub(crate) fn too_deep(&self) -> bool {
-        self.depth > MAX_DEPTH
-    }
-
-    /// Whether this is the object root.
-    pub(crate) fn is_root(&self) -> bool {
-        self.parent.is_none()
-    }
-
-    /// Whether this is field `name` directly below the root (e.g. `.spec`).
-    pub(crate) fn is_top_level(&self, name: &str) -> bool {
-        self.name == name && self.parent.is_some_and(|p| p.parent.is_none())
-    }
-}
-
 /// `$ref` / `$schema` are real field names of CRD JSON schemas, not directives.
 pub(crate) fn is_schema_key(k: &str) -> bool {
     k == "$ref" || k == "$schema"
@@ -115,7 +67,7 @@ fn table_strategy(parent: &Path, field: &str, items: &[Value]) -> ListStrategy {
         "finalizers" => ListStrategy::Set,
         "ports" => {
             if matches!(
-                parent.name,
+                parent.name(),
                 "containers" | "initContainers" | "ephemeralContainers"
             ) {
                 ListStrategy::Keyed("containerPort")
@@ -250,7 +202,7 @@ fn merge_map(
     if let (Mode::Apply, Some(k)) = (mode, patch.keys().find(|k| is_directive(k))) {
         return Err(PatchError::Invalid(format!(
             "{k:?} at {} is a patch directive, not allowed in an applied configuration",
-            display_path(path)
+            path.display()
         )));
     }
     if let Some(d) = patch.get(DIRECTIVE) {
@@ -271,7 +223,7 @@ fn merge_map(
             _ => {
                 return Err(PatchError::Invalid(format!(
                     "unknown patch type: {d} in map at {}",
-                    display_path(path)
+                    path.display()
                 )));
             }
         }
@@ -290,7 +242,7 @@ fn merge_map(
             if !k.starts_with('$') && !v.is_null() && !keep.contains(&k.as_str()) {
                 return Err(PatchError::Invalid(format!(
                     "field {k:?} is not present in $retainKeys list at {}",
-                    display_path(path)
+                    path.display()
                 )));
             }
         }
@@ -324,7 +276,7 @@ fn merge_map(
             }
             return Err(PatchError::Invalid(format!(
                 "unknown patch directive {k:?} at {}",
-                display_path(path)
+                path.display()
             )));
         }
         let child = path.child(k);
@@ -538,23 +490,6 @@ fn apply_order(
         list[slot] = item;
     }
     Ok(())
-}
-
-fn display_path(path: &Path) -> String {
-    let mut names = Vec::new();
-    let mut p = Some(path);
-    while let Some(cur) = p {
-        if cur.parent.is_some() {
-            names.push(cur.name);
-        }
-        p = cur.parent;
-    }
-    names.reverse();
-    if names.is_empty() {
-        ".".to_string()
-    } else {
-        format!(".{}", names.join("."))
-    }
 }
 
 #[cfg(test)]

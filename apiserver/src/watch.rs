@@ -66,22 +66,9 @@ pub fn expired_line(message: &str) -> Bytes {
     encode_line("ERROR", status.to_string().as_bytes())
 }
 
-/// An object's JSON as served at `info`'s version: the stored bytes
-/// themselves unless the object is stored under another version.
-#[must_use]
-pub fn object_bytes(info: &ResourceInfo, o: &StoredObject) -> Bytes {
-    let want = info.api_version();
-    if o.api_version() == want {
-        return o.raw.clone();
-    }
-    let mut v = o.value();
-    v["apiVersion"] = want.into();
-    Bytes::from(v.to_string())
-}
-
 fn rendered(spec: &WatchSpec, o: &StoredObject) -> Bytes {
     match spec.render {
-        None => object_bytes(&spec.info, o),
+        None => o.bytes_at(&spec.info.api_version()),
         Some(r) => {
             let mut v = o.value();
             v["apiVersion"] = spec.info.api_version().into();

@@ -20,7 +20,7 @@ use crate::resources::{Registry, ResourceInfo};
 use crate::status::ApiError;
 use crate::store::{Store, StoredObject};
 use crate::strategy::Subresource;
-use crate::{discovery, openapi, table, watch};
+use crate::{discovery, openapi, table};
 
 pub use crate::faults::ClientId;
 
@@ -513,5 +513,5 @@ fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCode) -> Resp
         v["apiVersion"] = t.info.api_version().into();
         return json_response(code, &table::table_of_one(&t.info, &v));
     }
-    bytes_response(code, watch::object_bytes(&t.info, o))
+    bytes_response(code, o.bytes_at(&t.info.api_version()))
 }

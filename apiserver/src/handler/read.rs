@@ -120,13 +120,14 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
     if let Some(c) = cont {
         meta["continue"] = c.into();
     }
+    let api_version = t.info.api_version();
     let mut out =
         Vec::with_capacity(128 + page.items.iter().map(|o| o.raw.len() + 1).sum::<usize>());
     out.extend_from_slice(
         format!(
             "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
             Value::from(t.info.list_kind.as_str()),
-            Value::from(t.info.api_version()),
+            Value::from(api_version.as_str()),
             meta
         )
         .as_bytes(),
@@ -135,7 +136,7 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
         if i > 0 {
             out.push(b',');
         }
-        out.extend_from_slice(&watch::object_bytes(&t.info, o));
+        out.extend_from_slice(&o.bytes_at(&api_version));
     }
     out.extend_from_slice(b"]}");
     Ok(bytes_response(StatusCode::OK, Bytes::from(out)))

@@ -225,6 +225,19 @@ pub struct OwnerRef<'a> {
 }
 
 impl StoredObject {
+    /// The object's JSON as served at `api_version` (a response body, a
+    /// watch event's object): the stored bytes themselves unless the object
+    /// is stored under another version of its group.
+    #[must_use]
+    pub fn bytes_at(&self, api_version: &str) -> Bytes {
+        if self.api_version() == api_version {
+            return self.raw.clone();
+        }
+        let mut v = self.value();
+        v["apiVersion"] = api_version.into();
+        Bytes::from(v.to_string())
+    }
+
     /// Parse the stored JSON.
     #[must_use]
     pub fn value(&self) -> Value {

@@ -50,16 +50,20 @@
 //! covers it — the decision saw the key absent at exactly that rv. With
 //! [`OccPatch::test_resource_version`] off, the parent's whole current
 //! value is tested instead (coarse but sound).
+mod change;
+mod classify;
+
+pub use change::{Change, Op, Pins, build_patch, json_pointer, tested_paths, tests_hold};
+pub use classify::{ErrorClass, classify};
 
 use std::fmt::{self, Debug};
 use std::hash::{BuildHasher, RandomState};
 use std::time::Duration;
 
-use json_patch::PatchOperation;
 use kube::api::{Api, DeleteParams, GetParams, Patch, PatchParams, Preconditions};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
-use serde_json::{Value, json};
+use serde_json::Value;
 use ward_base::{Backoff, Rng};
 
 /// The message a real kube-apiserver gives for ANY failed JSON patch
@@ -98,63 +102,6 @@ pub enum OccError {
     /// Another API error.
     #[error("API call failed: {0}")]
     Kube(#[from] kube::Error),
-}
-
-/// A change's operation.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Op {
-    /// Add (a map key, or an array element; replaces an existing key).
-    Add,
-    /// Replace an existing value.
-    Replace,
-    /// Remove an existing value.
-    Remove,
-}
-
-/// One change: an operation at a JSON pointer, with the new value.
-#[derive(Debug, Clone, PartialEq)]
-pub struct Change {
-    /// The operation.
-    pub op: Op,
-    /// Where (a JSON pointer, e.g. `/data/47`; see [`json_pointer`]).
-    pub path: String,
-    /// The new value (ignored for [`Op::Remove`]).
-    pub value: Value,
-}
-
-impl Change {
-    fn new(op: Op, path: impl Into<String>, value: Value) -> Self {
-        let path = path.into();
-        Change { op, path, value }
-    }
-
-    /// Add `value` at `path`.
-    #[must_use]
-    pub fn add(path: impl Into<String>, value: Value) -> Self {
-        Change::new(Op::Add, path, value)
-    }
-
-    /// Replace the value at `path` with `value`.
-    #[must_use]
-    pub fn replace(path: impl Into<String>, value: Value) -> Self {
-        Change::new(Op::Replace, path, value)
-    }
-
-    /// Remove the value at `path`.
-    #[must_use]
-    pub fn remove(path: impl Into<String>) -> Self {
-        Change::new(Op::Remove, path, Value::Null)
-    }
-}
-
-/// A JSON pointer from unescaped tokens: `["metadata", "annotations",
-/// "a/b"]` gives `/metadata/annotations/a~1b`.
-#[must_use]
-pub fn json_pointer<'a>(tokens: impl IntoIterator<Item = &'a str>) -> String {
-    tokens
-        .into_iter()
-        .map(|t| format!("/{}", t.replace('~', "~0").replace('/', "~1")))
-        .collect()
 }
 
 /// The reason `decide` gives up: any error (a `&str` or `String` converts
@@ -196,150 +143,6 @@ pub enum Outcome<K> {
     Terminating(K),
     /// No object of that name (before the write, or it went meanwhile).
     Gone,
-}
-
-/// What the patch tests besides the changed values.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Pins {
-    /// Test `/metadata/resourceVersion`: any concurrent write conflicts.
-    pub resource_version: bool,
-    /// Test `/metadata/uid`: a same-named successor conflicts.
-    pub uid: bool,
-}
-
-impl Default for Pins {
-    fn default() -> Self {
-        Pins {
-            resource_version: true,
-            uid: true,
-        }
-    }
-}
-
-/// Build the JSON patch for `changes` to `current` (the object as the
-/// server returned it): `test` ops first — resourceVersion and uid per
-/// `pins`, then the current value at each changed path (for an add to an
-/// absent path: nothing, or the parent's value when the rv is not pinned)
-/// — then the changes.
-pub fn build_patch(
-    current: &Value,
-    changes: &[Change],
-    pins: Pins,
-) -> Result<json_patch::Patch, OccError> {
-    let mut tests: Vec<Value> = Vec::new();
-    let mut test = |path: &str, value: &Value| {
-        if !tests.iter().any(|t| t["path"] == path) {
-            tests.push(json!({"op": "test", "path": path, "value": value}));
-        }
-    };
-    let meta = [
-        (pins.resource_version, "/metadata/resourceVersion"),
-        (pins.uid, "/metadata/uid"),
-    ];
-    for (on, path) in meta {
-        match current.pointer(path) {
-            _ if !on => {}
-            Some(v @ Value::String(s)) if !s.is_empty() => test(path, v),
-            _ => return Err(OccError::Invalid(format!("the object has no {path}"))),
-        }
-    }
-    let mut ops = Vec::new();
-    for Change { op, path, value } in changes {
-        let Some((parent, _)) = path.rsplit_once('/') else {
-            return Err(OccError::Invalid(format!(
-                "{path:?}: not a path into the object"
-            )));
-        };
-        match (current.pointer(path), op, current.pointer(parent)) {
-            (Some(v), _, _) => test(path, v),
-            (None, Op::Add, Some(_)) if pins.resource_version => {}
-            (None, Op::Add, Some(pv)) => test(parent, pv),
-            (None, op, _) => {
-                let m = format!("{op:?} {path}: no such path in the fresh object");
-                return Err(OccError::Invalid(m));
-            }
-        }
-        ops.push(match op {
-            Op::Add => json!({"op": "add", "path": path, "value": value}),
-            Op::Replace => json!({"op": "replace", "path": path, "value": value}),
-            Op::Remove => json!({"op": "remove", "path": path}),
-        });
-    }
-    tests.extend(ops);
-    serde_json::from_value(Value::Array(tests)).map_err(|e| OccError::Invalid(e.to_string()))
-}
-
-/// The paths a patch tests.
-#[must_use]
-pub fn tested_paths(patch: &json_patch::Patch) -> Vec<String> {
-    patch
-        .0
-        .iter()
-        .filter_map(|op| match op {
-            PatchOperation::Test(t) => Some(t.path.as_str().to_string()),
-            _ => None,
-        })
-        .collect()
-}
-
-/// Whether every `test` of `patch` holds on `obj` (what the server would say).
-#[must_use]
-pub fn tests_hold(patch: &json_patch::Patch, obj: &Value) -> bool {
-    patch.0.iter().all(|op| match op {
-        PatchOperation::Test(t) => obj.pointer(t.path.as_str()) == Some(&t.value),
-        _ => true,
-    })
-}
-
-/// What a failed write means to the retry loop.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ErrorClass {
-    /// 409, or a 422 naming one of our tested paths: re-read and re-decide.
-    Conflict,
-    /// 422 with kube-apiserver's detail-less patch message: a conflict only
-    /// if a re-read shows one of our tests failing.
-    MaybeConflict,
-    /// 404: the object is gone.
-    NotFound,
-    /// Anything else (validation, auth, server errors): not retried here.
-    Other,
-}
-
-/// Classify `err` from a write whose patch tested `tested` paths.
-///
-/// ward-apiserver (and the Go json-patch library) name the failed test:
-/// `testing value /metadata/resourceVersion failed: test failed`, or `test
-/// operation does not apply: is missing path: /x`. A real kube-apiserver
-/// drops that detail and answers [`GENERIC_INVALID_PATCH`].
-#[must_use]
-pub fn classify(err: &kube::Error, tested: &[String]) -> ErrorClass {
-    let kube::Error::Api(status) = err else {
-        return ErrorClass::Other;
-    };
-    match status.code {
-        409 => ErrorClass::Conflict,
-        404 => ErrorClass::NotFound,
-        422 if tested.iter().any(|p| names_failed_test(&status.message, p)) => ErrorClass::Conflict,
-        422 if status.message.trim() == GENERIC_INVALID_PATCH => ErrorClass::MaybeConflict,
-        _ => ErrorClass::Other,
-    }
-}
-
-fn names_failed_test(msg: &str, path: &str) -> bool {
-    // Old kube-apiservers (json-patch v1) capitalise "Testing".
-    if ["testing", "Testing"]
-        .iter()
-        .any(|t| msg.contains(&format!("{t} value {path} failed")))
-    {
-        return true;
-    }
-    let needle = format!("is missing path: {path}");
-    msg.match_indices(&needle).any(|(i, _)| {
-        msg[i + needle.len()..]
-            .chars()
-            .next()
-            .is_none_or(|c| matches!(c, ':' | ' ' | '"' | ',' | '\n'))
-    })
 }
 
 /// The jitter generator of one write: seeded when the caller set a seed,
@@ -619,136 +422,6 @@ where
 #[cfg(test)]
 mod tests {
     use super::*;
-    use kube::core::Status;
-
-    fn pool() -> Value {
-        json!({
-            "metadata": {"name": "pool", "uid": "p1", "resourceVersion": "41"},
-            "data": {"47": "default/web-2", "a/b": "x"}
-        })
-    }
-
-    fn ops(p: &json_patch::Patch) -> Value {
-        serde_json::to_value(p).unwrap()
-    }
-
-    #[test]
-    fn tests_come_first_with_exact_values() {
-        let p = build_patch(
-            &pool(),
-            &[
-                Change::remove("/data/47"),
-                Change::replace(json_pointer(["data", "a/b"]), json!("y")),
-                Change::add("/data/48", json!("default/web-3")),
-            ],
-            Pins::default(),
-        )
-        .unwrap();
-        assert_eq!(
-            ops(&p),
-            json!([
-                {"op": "test", "path": "/metadata/resourceVersion", "value": "41"},
-                {"op": "test", "path": "/metadata/uid", "value": "p1"},
-                {"op": "test", "path": "/data/47", "value": "default/web-2"},
-                {"op": "test", "path": "/data/a~1b", "value": "x"},
-                {"op": "remove", "path": "/data/47"},
-                {"op": "replace", "path": "/data/a~1b", "value": "y"},
-                {"op": "add", "path": "/data/48", "value": "default/web-3"},
-            ])
-        );
-        let mut applied = pool();
-        json_patch::patch(&mut applied, &p.0).unwrap();
-        assert_eq!(applied["data"], json!({"a/b": "y", "48": "default/web-3"}));
-        assert!(tests_hold(&p, &pool()));
-    }
-
-    #[test]
-    fn pins_are_optional() {
-        let paths = |ch: Change, resource_version, uid| {
-            let pins = Pins {
-                resource_version,
-                uid,
-            };
-            tested_paths(&build_patch(&pool(), &[ch], pins).unwrap())
-        };
-        let rm = || Change::remove("/data/47");
-        assert_eq!(
-            paths(rm(), true, false),
-            ["/metadata/resourceVersion", "/data/47"]
-        );
-        assert_eq!(paths(rm(), false, false), ["/data/47"]);
-        // Without the rv pin, an add to an absent key tests its parent...
-        let add = |k| Change::add(format!("/data/{k}"), json!("z"));
-        assert_eq!(paths(add("48"), false, true), ["/metadata/uid", "/data"]);
-        assert_eq!(
-            paths(add("48"), true, true),
-            ["/metadata/resourceVersion", "/metadata/uid"]
-        );
-        // ...and an add over an existing key tests the old value.
-        assert_eq!(paths(add("47"), false, false), ["/data/47"]);
-    }
-
-    #[test]
-    fn impossible_changes_are_refused() {
-        let bad = |ch: Change, pins| {
-            matches!(build_patch(&pool(), &[ch], pins), Err(OccError::Invalid(_)))
-        };
-        let d = Pins::default();
-        assert!(bad(Change::remove("/data/46"), d));
-        assert!(bad(Change::replace("/data/46", json!(1)), d));
-        assert!(bad(Change::add("/spec/allocations/1", json!(1)), d));
-        assert!(bad(Change::add("data/48", json!(1)), d));
-        assert!(bad(Change::replace("", json!({})), d));
-        let mut no_rv = pool();
-        no_rv["metadata"]["resourceVersion"] = json!("");
-        let res = build_patch(&no_rv, &[Change::remove("/data/47")], d);
-        assert!(matches!(res, Err(OccError::Invalid(_))));
-    }
-
-    #[test]
-    fn a_changed_object_fails_the_tests() {
-        let p = build_patch(&pool(), &[Change::remove("/data/47")], Pins::default()).unwrap();
-        let mut moved = pool();
-        moved["data"]["47"] = json!("default/web-9");
-        moved["metadata"]["resourceVersion"] = json!("42");
-        assert!(!tests_hold(&p, &moved));
-        let mut target = moved.clone();
-        assert!(json_patch::patch(&mut target, &p.0).is_err());
-        assert_eq!(target, moved);
-    }
-
-    #[test]
-    fn conflict_classification() {
-        use ErrorClass::*;
-        let tested = ["/metadata/resourceVersion", "/data/47"].map(String::from);
-        let modified = "Operation cannot be fulfilled on configmaps \"pool\": the object has been modified; please apply your changes to the latest version and try again";
-        #[rustfmt::skip]
-        let rows = [
-            (409, modified, Conflict),
-            (409, "Precondition failed: UID in precondition: a, UID in object meta: b", Conflict),
-            // ward-apiserver's text, and the Go json-patch library's.
-            (422, "ConfigMap \"pool\" is invalid: testing value /metadata/resourceVersion failed: test failed", Conflict),
-            (422, "testing value /data/47 failed: test failed", Conflict),
-            (500, "Testing value /metadata/resourceVersion failed", Other),
-            (422, "Testing value /metadata/resourceVersion failed", Conflict),
-            (422, "test operation does not apply: is missing path: /data/47: missing value", Conflict),
-            // Not one of our tests: a prefix of a tested path, another path.
-            (422, "test operation does not apply: is missing path: /data/4: missing value", Other),
-            (422, "testing value /data/48 failed: test failed", Other),
-            // Other 422s: a failed remove, validation.
-            (422, "ConfigMap \"pool\" is invalid: unable to remove nonexistent key: /data/46: missing value", Other),
-            (422, "ConfigMap \"pool\" is invalid: data[a b]: Invalid value: \"a b\": a valid config key must consist of alphanumeric characters", Other),
-            // kube-apiserver's detail-less answer needs a re-read.
-            (422, GENERIC_INVALID_PATCH, MaybeConflict),
-            (404, "configmaps \"pool\" not found", NotFound),
-            (500, "testing value /data/47 failed", Other),
-            (429, "slow down", Other),
-        ];
-        for (code, msg, want) in rows {
-            let err = kube::Error::Api(Status::failure(msg, "").with_code(code).boxed());
-            assert_eq!(classify(&err, &tested), want, "{code} {msg}");
-        }
-    }
 
     #[test]
     fn backoff_bounds_and_determinism() {
@@ -782,19 +455,5 @@ mod tests {
         };
         assert_eq!(run(1), run(1));
         assert_ne!(run(1), run(2));
-    }
-
-    #[test]
-    fn pointers_escape() {
-        let annotation = [
-            "metadata",
-            "annotations",
-            "k8s.v1.cni.cncf.io/network-status",
-        ];
-        let want = "/metadata/annotations/k8s.v1.cni.cncf.io~1network-status";
-        assert_eq!(json_pointer(annotation), want);
-        assert_eq!(json_pointer(["data", "47"]), "/data/47");
-        assert_eq!(json_pointer(["a~b"]), "/a~0b");
-        assert_eq!(json_pointer([]), "");
     }
 }

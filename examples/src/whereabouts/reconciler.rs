@@ -16,7 +16,7 @@
 //!   committed by an optimistic-concurrency patch that tests the exact
 //!   entry and re-decides on conflict ([`ward_guards::occ_patch`]).
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 use std::time::Duration;
@@ -129,17 +129,6 @@ fn entries(pools: &[IPPool]) -> Vec<Entry> {
     out
 }
 
-fn pod_index(pods: Vec<Pod>) -> HashMap<String, Pod> {
-    pods.into_iter()
-        .map(|p| {
-            (
-                format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any()),
-                p,
-            )
-        })
-        .collect()
-}
-
 /// Remove `dead` entries of each pool with `[test rv, remove ...]` (the
 /// naive and upstream commit), the rv being the one listed.
 async fn remove_listed(
@@ -189,131 +178,163 @@ async fn remove_listed(
     Ok(())
 }
 
-/// One run of the reconciler.
+/// What one run sees: the pools (the records) and the pods.
+type View = liveness::Snapshot<Vec<IPPool>>;
+
+/// The pod an allocation names (`namespace/name`), if the read found it.
+fn pod_of<'v>(view: &'v View, podref: &str) -> Option<&'v Pod> {
+    let (ns, name) = podref.split_once('/')?;
+    view.pods.get(&(ns.to_string(), name.to_string()))
+}
+
+/// One run of the reconciler: read, judge each allocation, commit the
+/// removals. The three modes differ only inside each stage.
 pub async fn reconcile_once(
     client: &Client,
     config: &ReconcilerConfig,
     clock: &ward::clock::Clock,
     journal: &Journal,
 ) -> Result<(), ReconcileError> {
+    let run = Run {
+        client,
+        config,
+        clock,
+        journal,
+    };
+    let view = read(&run).await?;
+    let now = clock.now();
+    let mut dead = Vec::new();
+    for e in entries(&view.records) {
+        if is_dead(&run, &view, now, &e).await? {
+            dead.push(e);
+        }
+    }
+    commit(&run, &view.records, dead).await
+}
+
+/// What every stage of one run uses.
+struct Run<'a> {
+    client: &'a Client,
+    config: &'a ReconcilerConfig,
+    clock: &'a ward::clock::Clock,
+    journal: &'a Journal,
+}
+
+/// Read. Naive lists the pods first (the order that loses); upstream lists
+/// the pools first; guarded takes a [`liveness::snapshot`]: pools, then
+/// every page of pods.
+async fn read(run: &Run<'_>) -> Result<View, ReconcileError> {
+    let Run { client, config, .. } = *run;
     let pools_api: Api<IPPool> = Api::namespaced(client.clone(), &config.namespace);
     let pods_api: Api<Pod> = Api::all(client.clone());
-    match config.mode {
+    let all = ListParams::default();
+    Ok(match config.mode {
         Mode::Naive => {
-            // Pods first, then pools: the order that loses.
-            let pods = pod_index(pods_api.list(&ListParams::default()).await?.items);
-            let pools = pools_api.list(&ListParams::default()).await?.items;
-            let dead: Vec<Entry> = entries(&pools)
-                .into_iter()
-                .filter(|e| {
-                    !pods.get(&e.alloc.podref).is_some_and(|p| {
-                        annotated_ips(p.metadata.annotations.as_ref()).contains(&e.ip)
-                    })
-                })
-                .collect();
-            remove_listed(&pools_api, &pools, &dead, journal, config.mode).await?;
+            let pods = liveness::index_pods(pods_api.list(&all).await?.items);
+            let records = pools_api.list(&all).await?.items;
+            View { records, pods }
         }
         Mode::Upstream => {
-            let pools = pools_api.list(&ListParams::default()).await?.items;
-            let pods = pod_index(pods_api.list(&ListParams::default()).await?.items);
-            let mut dead = Vec::new();
-            for e in entries(&pools) {
-                let Some(pod) = pods.get(&e.alloc.podref) else {
-                    dead.push(e);
-                    continue;
-                };
-                if annotated_ips(pod.metadata.annotations.as_ref()).contains(&e.ip) {
-                    continue;
-                }
-                let pending =
-                    pod.status.as_ref().and_then(|s| s.phase.as_deref()) == Some("Pending");
-                let mut alive = false;
-                if pending {
-                    // Re-read a Pending pod 3 times, 250 ms apart.
-                    let (ns, name) = e
-                        .alloc
-                        .podref
-                        .split_once('/')
-                        .unwrap_or(("default", &e.alloc.podref));
-                    let api: Api<Pod> = Api::namespaced(client.clone(), ns);
-                    for _ in 0..3 {
-                        tokio::time::sleep(Duration::from_millis(250)).await;
-                        if let Some(p) = api.get_opt(name).await?
-                            && annotated_ips(p.metadata.annotations.as_ref()).contains(&e.ip)
-                        {
-                            alive = true;
-                            break;
-                        }
-                    }
-                }
-                if !alive {
-                    dead.push(e);
+            let records = pools_api.list(&all).await?.items;
+            let pods = liveness::index_pods(pods_api.list(&all).await?.items);
+            View { records, pods }
+        }
+        Mode::Guarded => {
+            liveness::snapshot(
+                || async { pools_api.list(&all).await.map(|l| l.items) },
+                || liveness::list_pod_index(&pods_api),
+            )
+            .await?
+        }
+    })
+}
+
+/// Judge one allocation. Naive: alive only if its pod shows the IP.
+/// Upstream: also a Pending pod that shows it within 3 re-reads 250 ms
+/// apart. Guarded: phase-aware liveness with the grace bound and the pod
+/// uid, judged on the view at `now` (the time of the read), a dead verdict
+/// confirmed by a fresh read of the pod.
+async fn is_dead(
+    run: &Run<'_>,
+    view: &View,
+    now: jiff::Timestamp,
+    e: &Entry,
+) -> Result<bool, ReconcileError> {
+    let Run {
+        client,
+        config,
+        clock,
+        journal,
+    } = *run;
+    let shows_ip = |p: &Pod| annotated_ips(p.metadata.annotations.as_ref()).contains(&e.ip);
+    match config.mode {
+        Mode::Naive => Ok(!pod_of(view, &e.alloc.podref).is_some_and(shows_ip)),
+        Mode::Upstream => {
+            let Some(pod) = pod_of(view, &e.alloc.podref) else {
+                return Ok(true);
+            };
+            if shows_ip(pod) {
+                return Ok(false);
+            }
+            if pod.status.as_ref().and_then(|s| s.phase.as_deref()) != Some("Pending") {
+                return Ok(true);
+            }
+            let (ns, name) = e
+                .alloc
+                .podref
+                .split_once('/')
+                .unwrap_or(("default", &e.alloc.podref));
+            let api: Api<Pod> = Api::namespaced(client.clone(), ns);
+            for _ in 0..3 {
+                tokio::time::sleep(Duration::from_millis(250)).await;
+                if api.get_opt(name).await?.as_ref().is_some_and(shows_ip) {
+                    return Ok(false);
                 }
             }
-            remove_listed(&pools_api, &pools, &dead, journal, config.mode).await?;
+            Ok(true)
         }
-        Mode::Guarded => guarded(client, config, clock, journal).await?,
+        Mode::Guarded => {
+            let policy = LivenessPolicy::new().grace(config.grace);
+            let Some(record) = record_of(e) else {
+                return Ok(false);
+            };
+            if view.decide(&policy, &record, now).is_alive() {
+                return Ok(false);
+            }
+            let fresh = liveness::is_alive(client, &record, &policy, clock.now()).await?;
+            if fresh.is_dead() {
+                journal.log(format!(
+                    "reconciler (guarded): {} of {} is dead: {:?}",
+                    e.ip,
+                    e.alloc.podref,
+                    fresh.reason()
+                ));
+            }
+            Ok(fresh.is_dead())
+        }
     }
-    Ok(())
 }
 
-fn record_of(e: &Entry) -> Option<Record> {
-    let mut r = Record::from_pod_ref(&e.alloc.podref, &e.ip).ok()?;
-    if let Some(uid) = &e.alloc.pod_uid {
-        r = r.pod_uid(uid.clone());
-    }
-    if let Some(t) = e.alloc.allocated_at.as_deref().and_then(|t| t.parse().ok()) {
-        r = r.allocated_at(t);
-    }
-    Some(r)
-}
-
-async fn guarded(
-    client: &Client,
-    config: &ReconcilerConfig,
-    clock: &ward::clock::Clock,
-    journal: &Journal,
-) -> Result<(), ReconcileError> {
+/// Commit the removals. Naive and upstream: per pool, `[test rv, remove
+/// ...]` with the rv listed (a pool that moved on is skipped until the next
+/// run). Guarded: per pool, an optimistic-concurrency patch that removes
+/// exactly the judged entries, re-decided on the fresh pool on conflict.
+async fn commit(run: &Run<'_>, pools: &[IPPool], dead: Vec<Entry>) -> Result<(), ReconcileError> {
+    let Run {
+        client,
+        config,
+        journal,
+        ..
+    } = *run;
     let pools_api: Api<IPPool> = Api::namespaced(client.clone(), &config.namespace);
-    let pods_api: Api<Pod> = Api::all(client.clone());
-    let policy = LivenessPolicy::new().grace(config.grace);
-    // Records (pools) first, then pods.
-    let snap = liveness::snapshot(
-        || async {
-            pools_api
-                .list(&ListParams::default())
-                .await
-                .map(|l| l.items)
-        },
-        || liveness::list_pod_index(&pods_api),
-    )
-    .await?;
-    let now = clock.now();
-    // Candidates by the snapshot, each confirmed by a fresh read of its pod.
-    let mut dead: BTreeMap<String, Vec<(String, IPAllocation)>> = BTreeMap::new();
-    for e in entries(&snap.records) {
-        let Some(record) = record_of(&e) else {
-            continue;
-        };
-        if snap.decide(&policy, &record, now).is_alive() {
-            continue;
-        }
-        let fresh = liveness::is_alive(client, &record, &policy, clock.now()).await?;
-        if fresh.is_dead() {
-            journal.log(format!(
-                "reconciler (guarded): {} of {} is dead: {:?}",
-                e.ip,
-                e.alloc.podref,
-                fresh.reason()
-            ));
-            dead.entry(e.pool.clone())
-                .or_default()
-                .push((e.offset.clone(), e.alloc.clone()));
-        }
+    if config.mode != Mode::Guarded {
+        return Ok(remove_listed(&pools_api, pools, &dead, journal, config.mode).await?);
     }
-    for (pool, victims) in dead {
-        // Remove exactly these entries: on conflict the decision is re-made
-        // on the fresh pool, and an entry that changed is left alone.
+    let mut by_pool: BTreeMap<String, Vec<(String, IPAllocation)>> = BTreeMap::new();
+    for e in dead {
+        by_pool.entry(e.pool).or_default().push((e.offset, e.alloc));
+    }
+    for (pool, victims) in by_pool {
         let occ = OccPatch::new(pools_api.clone()).test_resource_version(false);
         let outcome = occ
             .update(&pool, |fresh: &IPPool| {
@@ -341,6 +362,17 @@ async fn guarded(
         }
     }
     Ok(())
+}
+
+fn record_of(e: &Entry) -> Option<Record> {
+    let mut r = Record::from_pod_ref(&e.alloc.podref, &e.ip).ok()?;
+    if let Some(uid) = &e.alloc.pod_uid {
+        r = r.pod_uid(uid.clone());
+    }
+    if let Some(t) = e.alloc.allocated_at.as_deref().and_then(|t| t.parse().ok()) {
+        r = r.allocated_at(t);
+    }
+    Some(r)
 }
 
 /// Run the reconciler every `interval` until aborted.

@@ -374,11 +374,12 @@ impl DeleteQuery {
     /// Decode the query's delete options (400), and refuse a dry run
     /// wherever it is asked for.
     pub(super) fn from_query(q: &Query) -> Result<Self, ApiError> {
-        let errs = dry_run_errors(q);
-        invalid_options("DeleteOptions", errs)?;
+        // Decoding (400) comes before validation (422), as in kube-apiserver.
+        let grace_period_seconds = q.int("gracePeriodSeconds")?;
+        invalid_options("DeleteOptions", dry_run_errors(q))?;
         refuse_dry_run(q)?;
         Ok(DeleteQuery {
-            grace_period_seconds: q.int("gracePeriodSeconds")?,
+            grace_period_seconds,
             orphan_dependents: q.flag("orphanDependents"),
             propagation_policy: q.string("propagationPolicy").map(String::from),
         })

@@ -227,20 +227,8 @@ async fn write_fault(
         Method::DELETE => Verb::Delete,
         _ => return None,
     };
-    let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-    let rest = match segs.as_slice() {
-        ["api", _, rest @ ..] | ["apis", _, _, rest @ ..] => rest,
-        _ => return None,
-    };
-    let plural = match rest {
-        ["namespaces", _, p, ..] => *p,
-        [p, ..] => *p,
-        [] => return None,
-    };
-    let name = match rest {
-        ["namespaces", _, _, n, ..] | [_, n, ..] => *n,
-        _ => "",
-    };
+    let p = ResourcePath::parse(path)?;
+    let (plural, name) = (p.plural, p.name.unwrap_or_default());
     match state.faults.write_fault(verb, plural, client)? {
         WriteAction::Conflict => Some(ApiError::conflict_modified("", plural, name)),
         WriteAction::TooManyRequests => Some(ApiError::too_many_requests()),
@@ -249,6 +237,50 @@ async fn write_fault(
             tokio::time::sleep(state.faults.draw(d)).await;
             None
         }
+    }
+}
+
+/// The parts of a resource path (`/api/{v}/...` or `/apis/{g}/{v}/...`),
+/// before any lookup: what routing and write faults both read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct ResourcePath<'a> {
+    group: &'a str,
+    version: &'a str,
+    namespace: Option<&'a str>,
+    plural: &'a str,
+    name: Option<&'a str>,
+    sub: Option<&'a str>,
+}
+
+impl<'a> ResourcePath<'a> {
+    /// Split a decoded path; None when it is not a resource path.
+    fn parse(path: &'a str) -> Option<Self> {
+        let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let (group, version, rest) = match segs.as_slice() {
+            ["api", v, rest @ ..] => ("", *v, rest),
+            ["apis", g, v, rest @ ..] => (*g, *v, rest),
+            _ => return None,
+        };
+        let (namespace, rest) = match rest {
+            // A namespace's own subresources.
+            ["namespaces", _, "status" | "finalize"] => (None, rest),
+            ["namespaces", ns, tail @ ..] if !tail.is_empty() => (Some(*ns), tail),
+            _ => (None, rest),
+        };
+        let (plural, name, sub) = match rest {
+            [p] => (*p, None, None),
+            [p, n] => (*p, Some(*n), None),
+            [p, n, s] => (*p, Some(*n), Some(*s)),
+            _ => return None,
+        };
+        Some(ResourcePath {
+            group,
+            version,
+            namespace,
+            plural,
+            name,
+            sub,
+        })
     }
 }
 
@@ -341,8 +373,10 @@ fn route(req: &Req<'_>, path: &str) -> Result<Resp, ApiError> {
         ["openapi", "v3", "api", v] => found(openapi::document(reg, "", v)),
         ["openapi", "v3", "apis", g, v] => found(openapi::document(reg, g, v)),
         ["ward", "v1", "faults"] => faults_admin(req),
-        ["api", v, rest @ ..] => resource(req, path, "", v, rest),
-        ["apis", g, v, rest @ ..] => resource(req, path, g, v, rest),
+        ["api", ..] | ["apis", _, _, ..] => {
+            let p = ResourcePath::parse(path).ok_or_else(|| ApiError::no_route(path))?;
+            resource(req, path, p)
+        }
         _ => Err(ApiError::no_route(path)),
     }
 }
@@ -407,24 +441,15 @@ fn action(method: &Method, t: &Target) -> Result<Action, ApiError> {
         .ok_or_else(|| ApiError::method_not_allowed(method.as_str()))
 }
 
-fn resource(
-    req: &Req<'_>,
-    path: &str,
-    group: &str,
-    version: &str,
-    rest: &[&str],
-) -> Result<Resp, ApiError> {
-    let (namespace, rest) = match rest {
-        ["namespaces", _, "status" | "finalize"] => (None, rest),
-        ["namespaces", ns, tail @ ..] if !tail.is_empty() => (Some(ns.to_string()), tail),
-        _ => (None, rest),
-    };
-    let (plural, name, sub) = match rest {
-        [p] => (*p, None, None),
-        [p, n] => (*p, Some(*n), None),
-        [p, n, s] => (*p, Some(*n), Some(*s)),
-        _ => return Err(ApiError::no_route(path)),
-    };
+fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiError> {
+    let ResourcePath {
+        group,
+        version,
+        namespace,
+        plural,
+        name,
+        sub,
+    } = p;
     let info = req
         .state
         .registry
@@ -443,7 +468,7 @@ fn resource(
     }
     let t = Target {
         info,
-        namespace,
+        namespace: namespace.map(String::from),
         name: name.map(String::from),
         sub,
     };
@@ -514,4 +539,58 @@ fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCode) -> Resp
         return json_response(code, &table::table_of_one(&t.info, &v));
     }
     bytes_response(code, o.bytes_at(&t.info.api_version()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resource_paths_split_one_way_for_routing_and_faults() {
+        let rp = |group, version, namespace, plural, name, sub| ResourcePath {
+            group,
+            version,
+            namespace,
+            plural,
+            name,
+            sub,
+        };
+        let cases = [
+            ("/api/v1/pods", Some(rp("", "v1", None, "pods", None, None))),
+            (
+                "/api/v1/namespaces/d/configmaps",
+                Some(rp("", "v1", Some("d"), "configmaps", None, None)),
+            ),
+            (
+                "/api/v1/namespaces/d/configmaps/c",
+                Some(rp("", "v1", Some("d"), "configmaps", Some("c"), None)),
+            ),
+            (
+                "/apis/apps/v1/namespaces/d/statefulsets/s/status",
+                Some(rp(
+                    "apps",
+                    "v1",
+                    Some("d"),
+                    "statefulsets",
+                    Some("s"),
+                    Some("status"),
+                )),
+            ),
+            // A namespace itself, and its own subresources.
+            (
+                "/api/v1/namespaces/d",
+                Some(rp("", "v1", None, "namespaces", Some("d"), None)),
+            ),
+            (
+                "/api/v1/namespaces/d/status",
+                Some(rp("", "v1", None, "namespaces", Some("d"), Some("status"))),
+            ),
+            ("/api/v1/namespaces/d/configmaps/c/status/x", None),
+            ("/version", None),
+            ("/apis/apps", None),
+        ];
+        for (path, want) in cases {
+            assert_eq!(ResourcePath::parse(path), want, "{path}");
+        }
+    }
 }

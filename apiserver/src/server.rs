@@ -180,11 +180,9 @@ impl ApiServer {
         })
     }
 
-    /// Start an in-process server with default settings.
+    /// Start an in-process server with default settings (seed 0).
     pub async fn start_in_process() -> ApiServer {
-        ApiServer::start(ServerConfig::default())
-            .await
-            .expect("an in-process server binds nothing and cannot fail")
+        ApiServer::start_seeded(0).await
     }
 
     /// Start an in-process server whose random choices come from `seed`
@@ -218,7 +216,7 @@ impl ApiServer {
     #[cfg(feature = "client")]
     #[must_use]
     pub fn client(&self) -> kube::Client {
-        kube::Client::new(self.service(), "default")
+        self.client_and_id().0
     }
 
     /// A kube Client like [`ApiServer::client`], with the client identity

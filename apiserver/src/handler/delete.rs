@@ -1,6 +1,6 @@
 //! Deletes: one object (with DeleteOptions) or a collection.
 
-use super::params::{self, DeleteQuery, ListOptions};
+use super::params::{self, DeleteOptions, ListOptions};
 use super::read::{encode_continue, filter_of};
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -15,20 +15,20 @@ use crate::store::{DeleteSpec, Deleted};
 /// for real instead would be worse than saying so.
 pub(super) fn delete_spec(req: &Req<'_>) -> Result<DeleteSpec, ApiError> {
     let (opts, pre) = if req.body.iter().all(u8::is_ascii_whitespace) {
-        (DeleteQuery::from_query(&req.query)?, json!({}))
+        (DeleteOptions::from_query(&req.query)?, json!({}))
     } else {
-        params::refuse_dry_run(&req.query)?;
+        params::refuse_dry_run(&req.query.dry_run())?;
         let body: Value = serde_json::from_slice(&req.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
         check_delete_options(&body)?;
-        let opts = DeleteQuery {
+        let opts = DeleteOptions {
             grace_period_seconds: body["gracePeriodSeconds"].as_i64(),
             orphan_dependents: body["orphanDependents"].as_bool(),
             propagation_policy: body["propagationPolicy"].as_str().map(String::from),
         };
         (opts, body["preconditions"].clone())
     };
-    let DeleteQuery {
+    let DeleteOptions {
         grace_period_seconds,
         orphan_dependents,
         propagation_policy: policy,
@@ -92,21 +92,15 @@ pub(super) fn check_delete_options(body: &Value) -> Result<(), ApiError> {
             )));
         }
     }
-    if let Some(values) = body["dryRun"].as_array().filter(|a| !a.is_empty()) {
-        if values.iter().any(|v| v != "All") {
-            return params::invalid_options(
-                "DeleteOptions",
-                vec![format!(
-                    "dryRun: Unsupported value: {}: supported values: \"All\"",
-                    body["dryRun"]
-                )],
-            );
-        }
-        return Err(ApiError::bad_request(
-            "dryRun is not supported by ward-apiserver",
-        ));
-    }
-    Ok(())
+    // The types are checked above: `dryRun` is a list of strings.
+    let dry_run: Vec<&str> = body["dryRun"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    params::invalid_options("DeleteOptions", params::dry_run_errors(&dry_run))?;
+    params::refuse_dry_run(&dry_run)
 }
 
 pub(super) fn delete(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {

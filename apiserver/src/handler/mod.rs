@@ -161,7 +161,9 @@ where
     };
     let raw_query = parts.extensions.get::<RawQuery>().map(|q| q.0.as_str());
     let query = params::Query::parse(raw_query.or(parts.uri.query()));
-    if let Some(e) = write_fault(&state, client, &parts.method, &path).await {
+    // Split once: write faults and routing read the same parts.
+    let resource_path = ResourcePath::parse(&path);
+    if let Some(e) = write_fault(&state, client, &parts.method, resource_path).await {
         return error_response(&e);
     }
     let req = Req {
@@ -172,7 +174,7 @@ where
         query,
         body,
     };
-    match route(&req, &path) {
+    match route(&req, &path, resource_path) {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(code = e.code, reason = e.reason, message = %e.message, "request failed");
@@ -217,7 +219,7 @@ async fn write_fault(
     state: &State,
     client: ClientId,
     method: &Method,
-    path: &str,
+    path: Option<ResourcePath<'_>>,
 ) -> Option<ApiError> {
     use crate::faults::{Verb, WriteAction};
     let verb = match *method {
@@ -227,7 +229,7 @@ async fn write_fault(
         Method::DELETE => Verb::Delete,
         _ => return None,
     };
-    let p = ResourcePath::parse(path)?;
+    let p = path?;
     let (plural, name) = (p.plural, p.name.unwrap_or_default());
     match state.faults.write_fault(verb, plural, client)? {
         WriteAction::Conflict => Some(ApiError::conflict_modified("", plural, name)),
@@ -344,7 +346,11 @@ struct Target {
     sub: Subresource,
 }
 
-fn route(req: &Req<'_>, path: &str) -> Result<Resp, ApiError> {
+fn route(
+    req: &Req<'_>,
+    path: &str,
+    resource_path: Option<ResourcePath<'_>>,
+) -> Result<Resp, ApiError> {
     let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
     let st = req.state;
     let reg = &st.registry;
@@ -374,7 +380,7 @@ fn route(req: &Req<'_>, path: &str) -> Result<Resp, ApiError> {
         ["openapi", "v3", "apis", g, v] => found(openapi::document(reg, g, v)),
         ["ward", "v1", "faults"] => faults_admin(req),
         ["api", ..] | ["apis", _, _, ..] => {
-            let p = ResourcePath::parse(path).ok_or_else(|| ApiError::no_route(path))?;
+            let p = resource_path.ok_or_else(|| ApiError::no_route(path))?;
             resource(req, path, p)
         }
         _ => Err(ApiError::no_route(path)),
@@ -443,22 +449,17 @@ fn action(method: &Method, t: &Target) -> Result<Action, ApiError> {
 
 fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiError> {
     let ResourcePath {
-        group,
-        version,
-        namespace,
-        plural,
-        name,
-        sub,
+        namespace, name, ..
     } = p;
     let info = req
         .state
         .registry
-        .get(group, version, plural)
+        .get(p.group, p.version, p.plural)
         .ok_or_else(|| ApiError::no_route(path))?;
     if namespace.is_some() && !info.namespaced {
         return Err(ApiError::no_route(path));
     }
-    let sub = match sub {
+    let sub = match p.sub {
         None => Subresource::Main,
         Some("status") if info.status_subresource => Subresource::Status,
         Some(_) => return Err(ApiError::no_route(path)),

@@ -48,12 +48,13 @@ impl Query {
             .map(|(_, v)| v.as_str())
     }
 
-    /// Every value of `key`, in order.
-    fn all<'a>(&'a self, key: &'a str) -> impl Iterator<Item = &'a str> + 'a {
+    /// Every `dryRun` value, in order (a list parameter).
+    pub(super) fn dry_run(&self) -> Vec<&str> {
         self.pairs
             .iter()
-            .filter(move |(k, _)| k == key)
+            .filter(|(k, _)| k == "dryRun")
             .map(|(_, v)| v.as_str())
+            .collect()
     }
 
     /// A string parameter: absent and empty both mean unset.
@@ -130,10 +131,8 @@ pub(super) struct ListOptions {
     pub watch: bool,
     /// `allowWatchBookmarks`.
     pub allow_watch_bookmarks: bool,
-    /// `resourceVersion`, parsed (None: absent or empty).
+    /// `resourceVersion`, parsed (None: absent or empty; `0` is named).
     pub resource_version: Option<u64>,
-    /// Whether a `resourceVersion` was named at all (`0` included).
-    pub names_resource_version: bool,
     /// `resourceVersionMatch`.
     pub resource_version_match: Option<RvMatch>,
     /// `timeoutSeconds`: None when absent or 0 (no timeout, as the real
@@ -166,7 +165,6 @@ impl ListOptions {
             watch: q.flag("watch").unwrap_or(false),
             allow_watch_bookmarks: q.flag("allowWatchBookmarks").unwrap_or(false),
             send_initial_events: q.flag("sendInitialEvents"),
-            names_resource_version: raw_rv.is_some(),
             limit: limit
                 .filter(|l| *l > 0)
                 .map(|l| usize::try_from(l).unwrap_or(usize::MAX)),
@@ -191,9 +189,8 @@ impl ListOptions {
                     "specifying resource version is not allowed when using continue",
                 ));
             }
-        } else {
-            o.resource_version = resource_version(raw_rv)?;
         }
+        o.resource_version = resource_version(raw_rv)?;
         Ok(o)
     }
 }
@@ -295,7 +292,7 @@ impl WriteOptions {
         if let Some(m) = manager {
             errs.extend(field_manager_errors(m));
         }
-        errs.extend(dry_run_errors(q));
+        errs.extend(dry_run_errors(&q.dry_run()));
         match q.first("fieldValidation") {
             None | Some("" | "Ignore" | "Warn" | "Strict") => {}
             Some(v) => errs.push(format!(
@@ -308,7 +305,7 @@ impl WriteOptions {
             WriteVerb::Patch | WriteVerb::Apply => "PatchOptions",
         };
         invalid_options(kind, errs)?;
-        refuse_dry_run(q)?;
+        refuse_dry_run(&q.dry_run())?;
         Ok(WriteOptions {
             field_manager: manager.map(String::from),
             force: force.unwrap_or(false),
@@ -334,9 +331,9 @@ pub(super) fn field_manager_errors(m: &str) -> Vec<String> {
     errs
 }
 
-/// `dryRun` may only hold `All` (422 otherwise).
-fn dry_run_errors(q: &Query) -> Vec<String> {
-    let values: Vec<&str> = q.all("dryRun").collect();
+/// `dryRun` (from the query or a DeleteOptions body) may only hold `All`
+/// (422 otherwise).
+pub(super) fn dry_run_errors(values: &[&str]) -> Vec<String> {
     if values.iter().all(|v| *v == "All") {
         Vec::new()
     } else {
@@ -348,8 +345,8 @@ fn dry_run_errors(q: &Query) -> Vec<String> {
 
 /// A valid dry run is still refused: ward-apiserver cannot run one yet, and
 /// doing the write for real instead would be worse than saying so.
-pub(super) fn refuse_dry_run(q: &Query) -> Result<(), ApiError> {
-    match q.first("dryRun") {
+pub(super) fn refuse_dry_run(values: &[&str]) -> Result<(), ApiError> {
+    match values.first() {
         None => Ok(()),
         Some(v) => Err(ApiError::bad_request(format!(
             "dryRun={v} is not supported by ward-apiserver"
@@ -357,11 +354,11 @@ pub(super) fn refuse_dry_run(q: &Query) -> Result<(), ApiError> {
     }
 }
 
-/// The query part of `metav1.DeleteOptions`, used only when the request
-/// has no body (as kube-apiserver does: a body's options replace the
-/// query's entirely).
+/// The options of `metav1.DeleteOptions` that the handler reads, from the
+/// body when there is one, else from the query (as kube-apiserver does: a
+/// body's options replace the query's entirely).
 #[derive(Debug, Default)]
-pub(super) struct DeleteQuery {
+pub(super) struct DeleteOptions {
     /// `gracePeriodSeconds`.
     pub grace_period_seconds: Option<i64>,
     /// `orphanDependents`.
@@ -370,15 +367,16 @@ pub(super) struct DeleteQuery {
     pub propagation_policy: Option<String>,
 }
 
-impl DeleteQuery {
+impl DeleteOptions {
     /// Decode the query's delete options (400), and refuse a dry run
     /// wherever it is asked for.
     pub(super) fn from_query(q: &Query) -> Result<Self, ApiError> {
         // Decoding (400) comes before validation (422), as in kube-apiserver.
         let grace_period_seconds = q.int("gracePeriodSeconds")?;
-        invalid_options("DeleteOptions", dry_run_errors(q))?;
-        refuse_dry_run(q)?;
-        Ok(DeleteQuery {
+        let dry_run = q.dry_run();
+        invalid_options("DeleteOptions", dry_run_errors(&dry_run))?;
+        refuse_dry_run(&dry_run)?;
+        Ok(DeleteOptions {
             grace_period_seconds,
             orphan_dependents: q.flag("orphanDependents"),
             propagation_policy: q.string("propagationPolicy").map(String::from),

@@ -74,7 +74,7 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
     let filter = filter_of(t, opts)?;
     let limit = opts.limit;
     let after = opts.continue_after.as_ref();
-    let page = match stale_read_rv(req, opts.names_resource_version) {
+    let page = match stale_read_rv(req, opts.resource_version.is_some()) {
         Some(at) => req
             .state
             .store

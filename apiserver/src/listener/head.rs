@@ -211,7 +211,8 @@ impl Framer {
     /// Pass on (or rewrite, or stand in for) one complete head; the state
     /// for what follows it.
     fn head(&self, head: &[u8], out: &mut Vec<u8>) -> State {
-        let mut headers = vec![httparse::EMPTY_HEADER; MAX_HEADERS];
+        // On the stack: no allocation per request head.
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
         let mut req = httparse::Request::new(&mut headers);
         match req.parse(head) {
             Ok(httparse::Status::Complete(_)) => {}

@@ -534,7 +534,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn caught_up_waits_for_due_collections_but_not_delayed_ones() {
-        let store = Arc::new(Store::new(StoreConfig::default(), Clock::new()));
+        let store = Arc::new(Store::new(
+            StoreConfig::default(),
+            Clock::new(),
+            Arc::new(crate::strategy::KindRules),
+        ));
         let registry = Arc::new(Registry::with_builtins());
         let faults = Faults::new(0);
         let info = registry.get("", "v1", "configmaps").unwrap();
@@ -571,7 +575,11 @@ mod tests {
 
     #[tokio::test(start_paused = true)]
     async fn collects_by_uid_after_the_delay() {
-        let store = Arc::new(Store::new(StoreConfig::default(), Clock::new()));
+        let store = Arc::new(Store::new(
+            StoreConfig::default(),
+            Clock::new(),
+            Arc::new(crate::strategy::KindRules),
+        ));
         let registry = Arc::new(Registry::with_builtins());
         let faults = Faults::new(0);
         faults.set_gc_delay(crate::faults::Delay::fixed(Duration::from_secs(3)));

@@ -129,7 +129,11 @@ impl ApiServer {
     pub async fn start(config: ServerConfig) -> Result<ApiServer, ServerError> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let clock = config.clock.unwrap_or_default();
-        let store = Arc::new(Store::new(config.store.clone(), clock));
+        let store = Arc::new(Store::new(
+            config.store.clone(),
+            clock,
+            Arc::new(crate::strategy::KindRules),
+        ));
         let registry = Arc::new(Registry::with_builtins());
         let listener = match config.listen {
             Some(addr) => Some(

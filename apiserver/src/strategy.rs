@@ -1,12 +1,14 @@
-//! Per-kind rules applied on create and update: status isolation, defaults
-//! (pods start Pending, namespaces Active), name and label validation, and
+//! Per-kind rules: on create and update, status isolation, defaults (pods
+//! start Pending, namespaces Active), name and label validation, and
 //! CustomResourceDefinition acceptance (conditions Established and
-//! NamesAccepted, the resources it serves).
+//! NamesAccepted, the resources it serves); on delete ([`KindRules`]), pods'
+//! grace period and namespaces' finalizer and phase.
 
 use serde_json::{Value, json};
 
-use crate::resources::ResourceInfo;
+use crate::resources::{ResourceInfo, StorageKey};
 use crate::status::ApiError;
+use crate::store::Rules;
 use crate::validation;
 
 /// Which part of an object a write targets.
@@ -145,5 +147,68 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
             }
             out
         }
+    }
+}
+
+/// The per-kind rules of a delete, which the store asks for
+/// ([`crate::store::Rules`]): pods' grace period, and namespaces'
+/// `kubernetes` finalizer and Terminating phase.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KindRules;
+
+/// The finalizer that holds a namespace until its objects are gone.
+const NAMESPACE_FINALIZER: &str = "kubernetes";
+
+fn is_core(key: &StorageKey, plural: &str) -> bool {
+    key.group.is_empty() && key.plural == plural
+}
+
+impl Rules for KindRules {
+    /// Only pods that are scheduled and not finished have a grace period:
+    /// the request's, else the pod's `terminationGracePeriodSeconds`, else
+    /// 30 s; everything else has none.
+    fn grace(&self, key: &StorageKey, obj: &Value, requested: Option<i64>) -> i64 {
+        if !is_core(key, "pods") {
+            return 0;
+        }
+        let scheduled = obj["spec"]["nodeName"]
+            .as_str()
+            .is_some_and(|n| !n.is_empty());
+        let finished = matches!(
+            obj["status"]["phase"].as_str(),
+            Some("Succeeded" | "Failed")
+        );
+        if !scheduled || finished {
+            return 0;
+        }
+        requested
+            .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
+            .unwrap_or(30)
+            .max(0)
+    }
+
+    fn delete_finalizers(&self, key: &StorageKey) -> &'static [&'static str] {
+        if is_core(key, "namespaces") {
+            &[NAMESPACE_FINALIZER]
+        } else {
+            &[]
+        }
+    }
+
+    fn mark_terminating(&self, key: &StorageKey, obj: &mut Value) {
+        if is_core(key, "namespaces") {
+            obj["status"]["phase"] = "Terminating".into();
+        }
+    }
+
+    fn namespace_emptied(&self, ns: &mut Value) {
+        let kept: Vec<Value> = ns["metadata"]["finalizers"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter(|f| f.as_str() != Some(NAMESPACE_FINALIZER))
+            .cloned()
+            .collect();
+        ns["metadata"]["finalizers"] = kept.into();
     }
 }

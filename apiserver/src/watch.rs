@@ -414,7 +414,11 @@ mod tests {
         tokio::sync::watch::Sender<bool>,
         tokio::sync::watch::Receiver<bool>,
     ) {
-        let store = Arc::new(Store::new(StoreConfig::default(), Clock::new()));
+        let store = Arc::new(Store::new(
+            StoreConfig::default(),
+            Clock::new(),
+            Arc::new(crate::strategy::KindRules),
+        ));
         let (tx, rx) = tokio::sync::watch::channel(false);
         (store, tx, rx)
     }
@@ -522,6 +526,7 @@ mod tests {
                 watch_buffer: 16,
             },
             Clock::new(),
+            Arc::new(crate::strategy::KindRules),
         ));
         let (_stop, stopped) = tokio::sync::watch::channel(false);
         let info = cms();
@@ -546,6 +551,7 @@ mod tests {
                 watch_buffer: 16,
             },
             Clock::new(),
+            Arc::new(crate::strategy::KindRules),
         ));
         let (_stop, stopped) = tokio::sync::watch::channel(false);
         let info = cms();
@@ -566,7 +572,11 @@ mod tests {
 
     #[test]
     fn one_line_per_event_is_shared() {
-        let store = Store::new(StoreConfig::default(), Clock::new());
+        let store = Store::new(
+            StoreConfig::default(),
+            Clock::new(),
+            Arc::new(crate::strategy::KindRules),
+        );
         let info = cms();
         let (_, mut live) = store
             .watch_from(&info.storage_key(), store.current_rv())

@@ -438,6 +438,7 @@ pub fn memory(config: &ApiConfig, log: &(dyn Fn(&str) + Sync)) -> Vec<MemoryRun>
             let store = ward_apiserver::store::Store::new(
                 ward_apiserver::store::StoreConfig::default(),
                 ward_apiserver::clock::Clock::new(),
+                std::sync::Arc::new(ward_apiserver::strategy::KindRules),
             );
             let bare_owners = objects::create_nodes(&store, 16);
             let h2 = sys::heap_bytes();

@@ -106,13 +106,7 @@ pub(super) fn check_delete_options(body: &Value) -> Result<(), ApiError> {
 pub(super) fn delete(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let name = t.name.as_deref().unwrap_or_default();
     let spec = delete_spec(req)?;
-    let st = req.state;
-    let res = if t.info.group.is_empty() && t.info.plural == "namespaces" {
-        st.store.delete_namespace(&st.registry, name, &spec)?
-    } else {
-        st.store.delete(&t.info, ns_of(t), name, &spec)?
-    };
-    let obj = match res {
+    let obj = match req.state.store.delete(&t.info, ns_of(t), name, &spec)? {
         Deleted::Removed(o) | Deleted::Terminating(o) => o,
     };
     committed(req, t, &obj);

@@ -1,37 +1,18 @@
-//! Deletion: preconditions, finalizers, grace periods, namespaces, and
-//! whole collections (a CRD removed).
-
-use std::collections::BTreeMap;
-use std::sync::Arc;
+//! Deletion: preconditions, finalizers, grace periods, namespaces emptied
+//! of their objects, and whole collections (a CRD removed). Every change
+//! goes through [`Store::write`]; the per-kind rules come from [`Rules`].
 
 use serde_json::Value;
 
+use super::write::{Change, Written, finalizers};
 use super::*;
-
-/// The grace period a delete gives: only pods that are scheduled and not
-/// finished have one (the request's, else the pod's
-/// `terminationGracePeriodSeconds`, else 30 s); everything else is 0.
-fn effective_grace(key: &StorageKey, v: &Value, requested: Option<i64>) -> i64 {
-    if !(key.group.is_empty() && key.plural == "pods") {
-        return 0;
-    }
-    let scheduled = v["spec"]["nodeName"]
-        .as_str()
-        .is_some_and(|n| !n.is_empty());
-    let finished = matches!(v["status"]["phase"].as_str(), Some("Succeeded" | "Failed"));
-    if !scheduled || finished {
-        return 0;
-    }
-    requested
-        .or_else(|| v["spec"]["terminationGracePeriodSeconds"].as_i64())
-        .unwrap_or(30)
-        .max(0)
-}
 
 impl Store {
     /// Delete one object: check preconditions; an object with finalizers (its
-    /// own, or ones the propagation policy adds) is marked terminating and
-    /// stays; any other is removed and a DELETED event is emitted.
+    /// own, ones the propagation policy adds, or its kind's) or a grace
+    /// period is marked terminating and stays; any other is removed and a
+    /// DELETED event is emitted. Deleting a namespace deletes everything in
+    /// it; the namespace goes once it is empty.
     pub fn delete(
         &self,
         info: &ResourceInfo,
@@ -40,87 +21,77 @@ impl Store {
         spec: &DeleteSpec,
     ) -> Result<Deleted, ApiError> {
         let key = info.storage_key();
-        let mut inner = self.lock();
         let ns = if info.namespaced { ns } else { "" };
-        self.delete_locked(&mut inner, info, &key, ns, name, spec)
+        let deleted = self.delete_at(&key, ns, name, spec)?;
+        if key == namespaces_key() {
+            return Ok(self.empty_namespace(name, deleted));
+        }
+        Ok(deleted)
     }
 
-    fn delete_locked(
+    fn delete_at(
         &self,
-        inner: &mut Inner,
-        info: &ResourceInfo,
         key: &StorageKey,
         ns: &str,
         name: &str,
         spec: &DeleteSpec,
     ) -> Result<Deleted, ApiError> {
-        let old = inner
-            .get(key, ns, name)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
-        if let Some(uid) = &spec.uid
-            && !old.uid.is(uid)
-        {
-            return Err(ApiError::conflict(format!(
-                "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                old.uid
-            ))
-            .with_details(&info.group, &info.plural, name));
-        }
-        if let Some(rv) = &spec.resource_version
-            && *rv != old.rv.to_string()
-        {
-            return Err(ApiError::conflict(format!(
-                "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                old.rv
-            ))
-            .with_details(&info.group, &info.plural, name));
-        }
-        let v = old.value();
-        let mut fin: Vec<String> = old.finalizers().map(String::from).collect();
-        let grace = effective_grace(key, &v, spec.grace_period_seconds);
-        if old.terminating {
-            // A later delete may shorten a pod's grace period, never lengthen it.
-            let current = v["metadata"]["deletionGracePeriodSeconds"]
-                .as_i64()
-                .unwrap_or(0);
-            if grace >= current {
-                return Ok(Deleted::Terminating(old));
+        let written = self.write(key, ns, name, |old| {
+            let old = old.ok_or_else(|| ApiError::not_found(&key.group, &key.plural, name))?;
+            if let Some(uid) = &spec.uid
+                && !old.uid.is(uid)
+            {
+                return Err(ApiError::conflict(format!(
+                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
+                    old.uid
+                ))
+                .with_details(&key.group, &key.plural, name));
             }
-            return Ok(self.mark_or_remove(inner, key, ns, name, old, v, fin, grace));
-        }
-        for f in &spec.add_finalizers {
-            if !fin.contains(f) {
-                fin.push(f.clone());
+            if let Some(rv) = &spec.resource_version
+                && *rv != old.rv.to_string()
+            {
+                return Err(ApiError::conflict(format!(
+                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
+                    old.rv
+                ))
+                .with_details(&key.group, &key.plural, name));
             }
-        }
-        Ok(self.mark_or_remove(inner, key, ns, name, old, v, fin, grace))
+            let v = old.value();
+            let mut fin: Vec<String> = old.finalizers().map(String::from).collect();
+            let grace = self.rules.grace(key, &v, spec.grace_period_seconds);
+            if old.terminating {
+                // A later delete may shorten a grace period, never lengthen it.
+                let current = v["metadata"]["deletionGracePeriodSeconds"]
+                    .as_i64()
+                    .unwrap_or(0);
+                if grace >= current {
+                    return Ok(Change::Keep(old.clone()));
+                }
+            } else {
+                let add = spec.add_finalizers.iter().map(String::as_str);
+                for f in add.chain(self.rules.delete_finalizers(key).iter().copied()) {
+                    if !fin.iter().any(|x| x == f) {
+                        fin.push(f.to_string());
+                    }
+                }
+            }
+            Ok(self.mark_or_remove(key, v, fin, grace))
+        })?;
+        Ok(deleted(written))
     }
 
     /// Remove the object when nothing holds it (no finalizers, no grace
     /// period left), else mark it terminating: deletionTimestamp = now +
-    /// grace, deletionGracePeriodSeconds = grace.
-    #[allow(clippy::too_many_arguments)]
+    /// grace, deletionGracePeriodSeconds = grace, finalizers `fin`.
     fn mark_or_remove(
         &self,
-        inner: &mut Inner,
         key: &StorageKey,
-        ns: &str,
-        name: &str,
-        old: Arc<StoredObject>,
         mut v: Value,
         fin: Vec<String>,
         grace: i64,
-    ) -> Deleted {
-        let rv = inner.rv + 1;
-        inner.rv = rv;
-        v["metadata"]["resourceVersion"] = rv.to_string().into();
+    ) -> Change {
         if fin.is_empty() && grace == 0 {
-            let stored = StoredObject::from_value(&v, rv);
-            inner.take(key, ns, name);
-            self.commit(inner, EventType::Deleted, key, stored.clone(), Some(old));
-            self.after_remove(inner, key, ns);
-            return Deleted::Removed(stored);
+            return Change::Remove(v);
         }
         let at = self
             .clock
@@ -140,17 +111,12 @@ impl Store {
             crate::clock::format_time(at).into(),
         );
         m.insert("deletionGracePeriodSeconds".into(), grace.into());
-        if key == &namespaces_key() {
-            v["status"]["phase"] = "Terminating".into();
-        }
-        let stored = StoredObject::from_value(&v, rv);
-        inner.put(key, stored.clone());
-        self.commit(inner, EventType::Modified, key, stored.clone(), Some(old));
-        Deleted::Terminating(stored)
+        self.rules.mark_terminating(key, &mut v);
+        Change::Put(v)
     }
 
-    /// A terminating pod's grace period has ended (what kubelet's final
-    /// delete does): it is removed unless finalizers still hold it.
+    /// A terminating object's grace period has ended (what kubelet's final
+    /// delete does for a pod): it is removed unless finalizers still hold it.
     pub fn finish_grace(
         &self,
         info: &ResourceInfo,
@@ -159,134 +125,117 @@ impl Store {
         uid: &str,
     ) -> Result<Deleted, ApiError> {
         let key = info.storage_key();
-        let mut inner = self.lock();
-        let old = inner
-            .get(&key, ns, name)
-            .cloned()
-            .filter(|o| o.uid.is(uid) && o.terminating)
-            .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
-        let v = old.value();
-        let fin = old.finalizers().map(String::from).collect();
-        Ok(self.mark_or_remove(&mut inner, &key, ns, name, old, v, fin, 0))
+        let written = self.write(&key, ns, name, |old| {
+            let old = old
+                .filter(|o| o.uid.is(uid) && o.terminating)
+                .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
+            let fin = old.finalizers().map(String::from).collect();
+            Ok(self.mark_or_remove(&key, old.value(), fin, 0))
+        })?;
+        Ok(deleted(written))
     }
 
-    /// Delete a namespace: every object in it is deleted (objects with
-    /// finalizers linger, terminating), and the namespace is removed once it
-    /// is empty — at once, or when its last lingering object goes.
-    pub fn delete_namespace(
-        &self,
-        registry: &crate::resources::Registry,
-        name: &str,
-        spec: &DeleteSpec,
-    ) -> Result<Deleted, ApiError> {
-        let ns_info = registry
-            .get("", "v1", "namespaces")
-            .expect("namespaces is built in");
-        let mut inner = self.lock();
-        // Check preconditions (and existence) before touching any content.
-        let ns_obj = inner
-            .get(&namespaces_key(), "", name)
-            .cloned()
-            .ok_or_else(|| ApiError::not_found("", "namespaces", name))?;
-        if spec.uid.as_ref().is_some_and(|u| !ns_obj.uid.is(u))
-            || spec
-                .resource_version
-                .as_ref()
-                .is_some_and(|r| *r != ns_obj.rv.to_string())
-        {
-            return self.delete_locked(&mut inner, &ns_info, &namespaces_key(), "", name, spec);
-        }
-        // Mark the namespace terminating first so nothing new lands in it.
-        let marked = DeleteSpec {
-            add_finalizers: vec!["kubernetes".into()],
-            ..DeleteSpec::default()
+    /// Namespace `name` was just deleted (`deleted`): delete every object in
+    /// it (objects with finalizers linger, terminating), then finish the
+    /// namespace if it is empty — or when its last lingering object goes.
+    /// Creates in it are refused from the moment it is terminating, so the
+    /// walk cannot miss a newcomer.
+    fn empty_namespace(&self, name: &str, deleted: Deleted) -> Deleted {
+        let Deleted::Terminating(ns_obj) = deleted else {
+            return deleted;
         };
-        self.delete_locked(&mut inner, &ns_info, &namespaces_key(), "", name, &marked)?;
-        let infos: BTreeMap<StorageKey, Arc<ResourceInfo>> = registry
-            .all()
-            .into_iter()
-            .filter(|r| r.namespaced)
-            .map(|r| (r.storage_key(), r))
-            .collect();
-        for (key, info) in &infos {
-            let names: Vec<String> = inner
+        let contents: Vec<(Arc<StorageKey>, String)> = {
+            let inner = self.lock();
+            inner
                 .collections
-                .get(key)
-                .map(|c| {
+                .iter()
+                .filter(|(k, _)| ***k != namespaces_key())
+                .flat_map(|(k, c)| {
                     c.iter()
                         .filter(|o| o.0.namespace() == name)
-                        .map(|o| o.0.name().to_string())
-                        .collect()
+                        .map(|o| (k.clone(), o.0.name().to_string()))
                 })
-                .unwrap_or_default();
-            for n in names {
-                self.delete_locked(&mut inner, info, key, name, &n, &DeleteSpec::default())?;
-            }
+                .collect()
+        };
+        for (key, n) in contents {
+            // Gone meanwhile (404) or held: either way not ours to report.
+            let _ = self.delete_at(&key, name, &n, &DeleteSpec::default());
         }
-        self.finish_namespace_if_empty(&mut inner, name);
-        let now = inner.get(&namespaces_key(), "", name).cloned();
-        Ok(match now {
+        self.finish_namespace_if_empty(name);
+        match self.get(&namespaces_key(), "", name) {
             Some(o) => Deleted::Terminating(o),
             None => Deleted::Removed(ns_obj),
-        })
-    }
-
-    pub(super) fn after_remove(&self, inner: &mut Inner, key: &StorageKey, ns: &str) {
-        if !ns.is_empty() && key != &namespaces_key() {
-            self.finish_namespace_if_empty(inner, ns);
         }
     }
 
-    fn finish_namespace_if_empty(&self, inner: &mut Inner, ns: &str) {
-        let Some(ns_obj) = inner.get(&namespaces_key(), "", ns).cloned() else {
-            return;
+    /// A terminating namespace that holds no objects drops its finalizer
+    /// ([`Rules::namespace_emptied`]) and goes when no other holds it.
+    pub(super) fn finish_namespace_if_empty(&self, ns: &str) {
+        let key = namespaces_key();
+        let empty = {
+            let inner = self.lock();
+            if !inner.get(&key, "", ns).is_some_and(|o| o.terminating) {
+                return;
+            }
+            inner
+                .collections
+                .iter()
+                .filter(|(k, _)| ***k != key)
+                .all(|(_, c)| !c.iter().any(|o| o.0.namespace() == ns))
         };
-        let v = ns_obj.value();
-        if v["metadata"]["deletionTimestamp"].is_null() {
-            return;
-        }
-        let empty = inner
-            .collections
-            .iter()
-            .filter(|(k, _)| ***k != namespaces_key())
-            .all(|(_, c)| !c.iter().any(|o| o.0.namespace() == ns));
         if !empty {
             return;
         }
-        let mut v = v;
-        let fin: Vec<String> = finalizers(&v)
-            .into_iter()
-            .filter(|f| f != "kubernetes")
-            .collect();
-        v["metadata"]["finalizers"] = fin.clone().into();
-        let rv = inner.rv + 1;
-        inner.rv = rv;
-        v["metadata"]["resourceVersion"] = rv.to_string().into();
-        let stored = StoredObject::from_value(&v, rv);
-        let key = namespaces_key();
-        if fin.is_empty() {
-            inner.take(&key, "", ns);
-            self.commit(inner, EventType::Deleted, &key, stored, Some(ns_obj));
-        } else {
-            inner.put(&key, stored.clone());
-            self.commit(inner, EventType::Modified, &key, stored, Some(ns_obj));
-        }
+        // Gone meanwhile: nothing to finish.
+        let _ = self.write(&key, "", ns, |old| {
+            let Some(old) = old.filter(|o| o.terminating) else {
+                return Err(ApiError::not_found("", "namespaces", ns));
+            };
+            let mut v = old.value();
+            let before = old.finalizers().count();
+            self.rules.namespace_emptied(&mut v);
+            let fin = finalizers(&v);
+            Ok(if fin.is_empty() {
+                Change::Remove(v)
+            } else if fin.len() == before {
+                Change::Keep(old.clone())
+            } else {
+                Change::Put(v)
+            })
+        });
     }
 
-    /// Remove every object of a collection (a CRD was deleted), emitting DELETED for each.
+    /// Remove every object of a collection (a CRD was deleted), emitting
+    /// DELETED for each; finalizers do not hold them.
     pub fn drop_collection(&self, key: &StorageKey) {
-        let mut inner = self.lock();
-        let Some(coll) = inner.collections.remove(key) else {
-            return;
-        };
-        for Slot(old) in coll {
-            let mut v = old.value();
-            let rv = inner.rv + 1;
-            inner.rv = rv;
-            v["metadata"]["resourceVersion"] = rv.to_string().into();
-            let stored = StoredObject::from_value(&v, rv);
-            self.commit(&mut inner, EventType::Deleted, key, stored, Some(old));
+        loop {
+            let objects: Vec<Arc<StoredObject>> = {
+                let mut inner = self.lock();
+                match inner.collections.get(key) {
+                    Some(c) if !c.is_empty() => c.iter().map(|o| o.0.clone()).collect(),
+                    _ => {
+                        inner.collections.remove(key);
+                        return;
+                    }
+                }
+            };
+            for o in objects {
+                // Gone meanwhile: nothing to drop.
+                let _ = self.write(key, o.namespace(), o.name(), |old| {
+                    let old =
+                        old.ok_or_else(|| ApiError::not_found(&key.group, &key.plural, ""))?;
+                    Ok(Change::Remove(old.value()))
+                });
+            }
         }
+    }
+}
+
+fn deleted(w: Written) -> Deleted {
+    if w.removed {
+        Deleted::Removed(w.object)
+    } else {
+        Deleted::Terminating(w.object)
     }
 }
 
@@ -379,7 +328,6 @@ mod tests {
     #[test]
     fn namespaces_cascade_and_gate_creation() {
         let s = store();
-        let reg = crate::resources::Registry::with_builtins();
         let nsi = info("namespaces");
         let cms = info("configmaps");
         s.create(
@@ -394,9 +342,7 @@ mod tests {
         let mut free = cm("free");
         free["metadata"]["namespace"] = "team".into();
         s.create(&cms, free).unwrap();
-        let d = s
-            .delete_namespace(&reg, "team", &DeleteSpec::default())
-            .unwrap();
+        let d = s.delete(&nsi, "", "team", &DeleteSpec::default()).unwrap();
         assert!(matches!(d, Deleted::Terminating(_)));
         assert!(s.get(&cms.storage_key(), "team", "free").is_none());
         let mut late = cm("late");
@@ -413,5 +359,37 @@ mod tests {
         let mut orphan = cm("o");
         orphan["metadata"]["namespace"] = "missing".into();
         assert_eq!(s.create(&cms, orphan).unwrap_err().code, 404);
+    }
+
+    #[test]
+    fn every_removal_path_finishes_an_emptied_namespace() {
+        let s = store();
+        let (nsi, cms) = (info("namespaces"), info("configmaps"));
+        for ns in ["a", "b"] {
+            s.create(
+                &nsi,
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+            )
+            .unwrap();
+            let mut held = cm("held");
+            held["metadata"]["namespace"] = ns.into();
+            held["metadata"]["finalizers"] = json!(["x/y"]);
+            s.create(&cms, held).unwrap();
+            s.delete(&nsi, "", ns, &DeleteSpec::default()).unwrap();
+            let v = s.get(&namespaces_key(), "", ns).unwrap().value();
+            assert_eq!(v["status"]["phase"], "Terminating");
+            assert_eq!(v["metadata"]["finalizers"], json!(["kubernetes"]));
+        }
+        // The last finalizer removed, and a dropped collection.
+        s.update(&cms, "a", "held", |old| {
+            let mut n = old.clone();
+            n["metadata"]["finalizers"] = json!([]);
+            Ok(n)
+        })
+        .unwrap();
+        assert!(s.get(&namespaces_key(), "", "a").is_none());
+        s.drop_collection(&cms.storage_key());
+        assert!(s.get(&namespaces_key(), "", "b").is_none());
+        assert!(s.get(&cms.storage_key(), "b", "held").is_none());
     }
 }

@@ -335,6 +335,7 @@ impl StoredObject {
     }
 
     /// Index and serialize `v` (a complete object) at resourceVersion `rv`.
+    #[cfg(test)]
     pub(crate) fn from_value(v: &Value, rv: u64) -> Arc<StoredObject> {
         Prepared::new(v, 0).finish(rv)
     }

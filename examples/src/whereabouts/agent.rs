@@ -19,6 +19,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
+use ward_guards::occ_patch::{Change, Decision, OccError, OccPatch, Outcome, json_pointer};
 
 use super::model::{IPAllocation, IPPool, NETWORK_STATUS, NetworkStatus, Range};
 use ward_base::Rng;
@@ -38,6 +39,12 @@ pub enum AgentError {
     /// Too many conflicts in a row.
     #[error("gave up allocating in {0} after repeated conflicts")]
     Contended(String),
+    /// The pool does not exist.
+    #[error("pool {0} does not exist")]
+    NoPool(String),
+    /// A pool write failed.
+    #[error("writing the pool failed: {0}")]
+    Write(#[source] OccError),
 }
 
 /// One network a pod attaches to.
@@ -73,6 +80,28 @@ pub fn container_id(pod_uid: &str, network: &str) -> String {
     format!("{:016x}{:016x}", rng.next_u64(), rng.next_u64())
 }
 
+/// How CNI ADD and DEL write a pool: read, pick on that read, patch with a
+/// resourceVersion test; on a conflict read and pick again at once (the
+/// plugin does not back off), up to 20 times.
+fn pool_writer(client: &Client) -> OccPatch<IPPool> {
+    OccPatch::new(Api::namespaced(client.clone(), "default"))
+        .max_attempts(20)
+        .backoff(Duration::ZERO)
+        .test_uid(false)
+}
+
+/// The agent's error for a pool write that did not happen.
+fn write_failed(pool: String, e: OccError) -> AgentError {
+    match e {
+        OccError::Conflict { .. } => AgentError::Contended(pool),
+        OccError::Aborted(reason) => match reason.downcast::<AgentError>() {
+            Ok(e) => *e,
+            Err(other) => AgentError::Write(OccError::Aborted(other)),
+        },
+        e => AgentError::Write(e),
+    }
+}
+
 /// CNI ADD for one network: allocate the lowest free offset.
 pub async fn allocate(
     client: &Client,
@@ -80,89 +109,57 @@ pub async fn allocate(
     pod: &Pod,
     now: &str,
 ) -> Result<String, AgentError> {
-    let pools: Api<IPPool> = Api::namespaced(client.clone(), "default");
     let pool_name = net.range.pool_name();
     let uid = pod.uid().unwrap_or_default();
     let id = container_id(&uid, &net.name);
-    for _ in 0..20 {
-        let pool = pools.get(&pool_name).await?;
-        // Already allocated to this container (a retried ADD)?
-        if let Some((off, _)) = pool.spec.allocations.iter().find(|(_, a)| a.id == id) {
-            return Ok(net.range.ip(off.parse().unwrap_or(0))?.to_string());
-        }
-        // Offset 0 is the network address; skip it and the last (broadcast).
-        let free = (1..net.range.size().saturating_sub(1))
-            .find(|o| !pool.spec.allocations.contains_key(&o.to_string()));
-        let Some(offset) = free else {
-            return Err(AgentError::Exhausted(net.range.to_string()));
-        };
-        let alloc = IPAllocation {
-            id: id.clone(),
-            podref: format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
-            ifname: Some(net.ifname.clone()),
-            pod_uid: Some(uid.clone()),
-            allocated_at: Some(now.to_string()),
-        };
-        let patch: json_patch::Patch = serde_json::from_value(json!([
-            {"op": "test", "path": "/metadata/resourceVersion", "value": pool.resource_version()},
-            {"op": "add", "path": format!("/spec/allocations/{offset}"), "value": alloc},
-        ]))
-        .expect("a well-formed patch");
-        match pools
-            .patch(
-                &pool_name,
-                &PatchParams::default(),
-                &Patch::Json::<()>(patch),
-            )
-            .await
-        {
-            Ok(_) => return Ok(net.range.ip(offset)?.to_string()),
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => continue,
-            Err(e) => return Err(e.into()),
-        }
+    let mut offset = 0;
+    let outcome = pool_writer(client)
+        .update(&pool_name, |pool: &IPPool| {
+            // Already allocated to this container (a retried ADD)?
+            if let Some((off, _)) = pool.spec.allocations.iter().find(|(_, a)| a.id == id) {
+                offset = off.parse().unwrap_or(0);
+                return Decision::Nothing;
+            }
+            // Offset 0 is the network address; skip it and the last (broadcast).
+            let free = (1..net.range.size().saturating_sub(1))
+                .find(|o| !pool.spec.allocations.contains_key(&o.to_string()));
+            let Some(free) = free else {
+                return Decision::Abort(AgentError::Exhausted(net.range.to_string()).into());
+            };
+            offset = free;
+            let alloc = IPAllocation {
+                id: id.clone(),
+                podref: format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
+                ifname: Some(net.ifname.clone()),
+                pod_uid: Some(uid.clone()),
+                allocated_at: Some(now.to_string()),
+            };
+            let value = serde_json::to_value(alloc).expect("an allocation serializes");
+            let path = json_pointer(["spec", "allocations", &free.to_string()]);
+            Decision::Patch(vec![Change::add(path, value)])
+        })
+        .await
+        .map_err(|e| write_failed(pool_name.clone(), e))?;
+    match outcome {
+        Outcome::Gone => Err(AgentError::NoPool(pool_name)),
+        _ => Ok(net.range.ip(offset)?.to_string()),
     }
-    Err(AgentError::Contended(pool_name))
 }
 
 /// CNI DEL for one network: free the allocations of container `id`.
 pub async fn release(client: &Client, net: &Network, id: &str) -> Result<(), AgentError> {
-    let pools: Api<IPPool> = Api::namespaced(client.clone(), "default");
     let pool_name = net.range.pool_name();
-    for _ in 0..20 {
-        let pool = pools.get(&pool_name).await?;
-        let ours: Vec<&String> = pool
-            .spec
-            .allocations
-            .iter()
-            .filter(|(_, a)| a.id == id)
-            .map(|(k, _)| k)
-            .collect();
-        if ours.is_empty() {
-            return Ok(());
-        }
-        let mut ops = vec![
-            json!({"op": "test", "path": "/metadata/resourceVersion", "value": pool.resource_version()}),
-        ];
-        ops.extend(
-            ours.iter()
-                .map(|k| json!({"op": "remove", "path": format!("/spec/allocations/{k}")})),
-        );
-        let patch: json_patch::Patch =
-            serde_json::from_value(json!(ops)).expect("a well-formed patch");
-        match pools
-            .patch(
-                &pool_name,
-                &PatchParams::default(),
-                &Patch::Json::<()>(patch),
+    pool_writer(client)
+        .update(&pool_name, |pool: &IPPool| {
+            let ours = pool.spec.allocations.iter().filter(|(_, a)| a.id == id);
+            Decision::Patch(
+                ours.map(|(k, _)| Change::remove(json_pointer(["spec", "allocations", k])))
+                    .collect(),
             )
-            .await
-        {
-            Ok(_) => return Ok(()),
-            Err(kube::Error::Api(s)) if s.code == 409 || s.code == 422 => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-    Err(AgentError::Contended(pool_name))
+        })
+        .await
+        .map_err(|e| write_failed(pool_name, e))?;
+    Ok(())
 }
 
 /// Run the agent until aborted. Its state (which pods it has set up) is in

@@ -209,7 +209,8 @@ where
     }
 
     /// The wait after the first conflict; it doubles after each further
-    /// one, and each wait is drawn uniformly from its upper half.
+    /// one, and each wait is drawn uniformly from its upper half. Zero
+    /// retries at once.
     #[must_use]
     pub fn backoff(mut self, base: Duration) -> Self {
         self.backoff.base = base;
@@ -372,7 +373,11 @@ where
         if attempt >= self.max_attempts {
             return Err(OccError::Conflict { attempts: attempt });
         }
-        tokio::time::sleep(self.backoff.jittered(attempt, jitter)).await;
+        let wait = self.backoff.jittered(attempt, jitter);
+        // A zero backoff retries at once, without yielding to the runtime.
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
         Ok(())
     }
 

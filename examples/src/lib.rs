@@ -5,4 +5,5 @@
 #![warn(missing_docs)]
 
 pub mod demo;
+pub mod mirror;
 pub mod whereabouts;

@@ -7,9 +7,10 @@
 //!
 //! - [`Guard`]: a check before every reconcile — proceed, wait (woken by a
 //!   watch event), skip, or fail; guards compose in order.
-//! - [`GuardedController`]: kube-runtime's `Controller` with guards,
-//!   UID-checked owner triggers, per-object error backoff, a tracing span
-//!   per reconcile (object ref and uid) and metrics.
+//! - [`GuardedController`]: kube-runtime's `Controller` (its whole API, the
+//!   same meaning) with guards, owner triggers from replaced owners made
+//!   visible, an opt-in per-object error backoff, a tracing span per
+//!   reconcile (object ref and uid) and metrics.
 //!
 //! Ready-made guards live in the `ward-guards` crate.
 
@@ -21,7 +22,7 @@ pub mod guard;
 pub mod leader;
 pub mod observe;
 
-pub use controller::{Error, ErrorBackoff, GuardedController};
+pub use controller::{Error, ErrorBackoff, GuardedController, RunResult};
 pub use guard::{Guard, GuardContext, GuardError, Verdict, Wait, run_guards};
 pub use leader::{LeaderElection, LeaderError};
 pub use observe::{Observability, ObserveError, ObserveHandle, Readiness};

@@ -1,7 +1,9 @@
 //! The guarded controller against ward-apiserver, under tokio's paused
 //! clock: guards run in order, verdicts are counted, a wait is woken by a
 //! DELETED event (not by polling), error backoff resets on success, and
-//! owner triggers are checked by UID.
+//! a child of a replaced owner still wakes the live owner (and is counted),
+//! an error policy's Action is honoured, and dynamic types and
+//! reconcile_all_on work as in kube-runtime.
 
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
@@ -259,8 +261,8 @@ async fn error_backoff_doubles_and_resets_on_success() {
         base: Duration::from_secs(1),
         max: Duration::from_secs(60),
     };
-    let ctl = GuardedController::new(cms.clone(), watcher::Config::default())
-        .error_backoff(Some(backoff));
+    let ctl =
+        GuardedController::new(cms.clone(), watcher::Config::default()).error_backoff(backoff);
     let t = times.clone();
     let task = tokio::spawn(
         ctl.run(
@@ -313,8 +315,21 @@ async fn error_backoff_doubles_and_resets_on_success() {
     task.abort();
 }
 
+fn reconciles_of(log: &Log, name: &str) -> usize {
+    let entry = format!("{name}:reconciled");
+    log.lock().unwrap().iter().filter(|e| **e == entry).count()
+}
+
+/// The value of a counter line in the Prometheus text (0 when absent).
+fn counter(text: &str, series: &str) -> u64 {
+    text.lines()
+        .find_map(|l| l.strip_prefix(series)?.trim().parse().ok())
+        .unwrap_or(0)
+}
+
 #[tokio::test(start_paused = true)]
-async fn owner_triggers_are_checked_by_uid() {
+async fn a_child_of_a_replaced_owner_wakes_the_live_owner_and_is_counted() {
+    let prom = prometheus();
     let server = ApiServer::start_in_process().await;
     let (_, cms) = api(&server);
     let log: Log = Arc::default();
@@ -325,26 +340,13 @@ async fn owner_triggers_are_checked_by_uid() {
     let mut owner = cm("o");
     owner.metadata.labels = Some([("role".to_string(), "owner".to_string())].into());
     let old = cms.create(&PostParams::default(), &owner).await.unwrap();
-    until("owner reconciled", &log, || {
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter(|e| *e == "o:reconciled")
-            .count()
-            == 1
-    })
-    .await;
-    // The owner is replaced under the same name; a child of the old one stays.
+    until("owner reconciled", &log, || reconciles_of(&log, "o") == 1).await;
+    // The owner is replaced under the same name.
     server.faults().pause_gc();
     cms.delete("o", &DeleteParams::default()).await.unwrap();
     let new = cms.create(&PostParams::default(), &owner).await.unwrap();
     until("new owner reconciled", &log, || {
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter(|e| *e == "o:reconciled")
-            .count()
-            == 2
+        reconciles_of(&log, "o") == 2
     })
     .await;
     let child_of = |name: &str, o: &ConfigMap| {
@@ -360,30 +362,128 @@ async fn owner_triggers_are_checked_by_uid() {
         }]);
         c
     };
+    let stale = r#"ward_stale_triggers_total{source="owner"}"#;
+    let before = counter(&prom.render(), stale);
+    // A child naming the replaced owner wakes the live owner of that name,
+    // as kube-runtime maps it (its DELETED may be what frees the name) ...
     cms.create(&PostParams::default(), &child_of("stale-child", &old))
         .await
         .unwrap();
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    assert_eq!(
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter(|e| *e == "o:reconciled")
-            .count(),
-        2,
-        "a child of the replaced owner does not trigger the new one"
-    );
+    until("the live owner woken by a stale child", &log, || {
+        reconciles_of(&log, "o") == 3
+    })
+    .await;
+    // ... and the trigger is counted as stale.
+    assert!(counter(&prom.render(), stale) > before, "{stale} counted");
+    let counted = counter(&prom.render(), stale);
     cms.create(&PostParams::default(), &child_of("child", &new))
         .await
         .unwrap();
     until("owner triggered by its own child", &log, || {
-        log.lock()
-            .unwrap()
-            .iter()
-            .filter(|e| *e == "o:reconciled")
-            .count()
-            == 3
+        reconciles_of(&log, "o") == 4
     })
     .await;
+    assert_eq!(
+        counter(&prom.render(), stale),
+        counted,
+        "a child of the live owner is not a stale trigger"
+    );
+    task.abort();
+}
+
+/// Record when each reconcile of "flaky" ran; fail the first three.
+fn failing_three_times(
+    times: Arc<Recorded<Instant>>,
+) -> impl FnMut(
+    Arc<ConfigMap>,
+    Arc<()>,
+) -> futures::future::BoxFuture<'static, Result<Action, kube::Error>> {
+    let mut n = 0;
+    move |_, _| {
+        n += 1;
+        let (times, n) = (times.clone(), n);
+        Box::pin(async move {
+            times.push(Instant::now());
+            if n <= 3 {
+                Err(kube::Error::Service("scripted failure".into()))
+            } else {
+                Ok(Action::await_change())
+            }
+        })
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn error_policy_action_is_honoured_unless_ward_backoff_is_chosen() {
+    let server = ApiServer::start_in_process().await;
+    let (_, cms) = api(&server);
+    let times: Arc<Recorded<Instant>> = Arc::default();
+    // An FnMut reconciler (kube-runtime's bound): it counts its calls.
+    let ctl = GuardedController::new(cms.clone(), watcher::Config::default());
+    let task = tokio::spawn(
+        ctl.run(
+            failing_three_times(times.clone()),
+            |_, _, _| Action::requeue(Duration::from_secs(7)),
+            Arc::new(()),
+        )
+        .for_each(|_| async {}),
+    );
+    cms.create(&PostParams::default(), &cm("flaky"))
+        .await
+        .unwrap();
+    until("4 attempts", &times, || times.lock().unwrap().len() >= 4).await;
+    let at = times.lock().unwrap().clone();
+    let gaps: Vec<Duration> = at.windows(2).map(|w| w[1] - w[0]).collect();
+    assert_eq!(gaps, [Duration::from_secs(7); 3], "the policy's Action");
+    task.abort();
+}
+
+#[tokio::test(start_paused = true)]
+async fn dynamic_types_and_reconcile_all_on_work_as_in_kube_runtime() {
+    use kube::api::{ApiResource, DynamicObject};
+    let server = ApiServer::start_in_process().await;
+    let (client, cms) = api(&server);
+    let ar = ApiResource::erase::<ConfigMap>(&());
+    let dynamic: Api<DynamicObject> = Api::default_namespaced_with(client, &ar);
+    let log: Log = Arc::default();
+    let (all_tx, all_rx) = futures::channel::mpsc::unbounded();
+    struct Judged(Log);
+    #[async_trait::async_trait]
+    impl Guard<DynamicObject> for Judged {
+        fn name(&self) -> &'static str {
+            "judged"
+        }
+        async fn check(&self, o: &DynamicObject, _: &GuardContext) -> Result<Verdict, GuardError> {
+            self.0.push(format!("{}:judged", o.name_any()));
+            Ok(Verdict::proceed())
+        }
+    }
+    let ctl = GuardedController::new_with(dynamic, watcher::Config::default(), ar)
+        .guard(Judged(log.clone()))
+        .reconcile_all_on(all_rx);
+    let task = tokio::spawn(
+        ctl.run(
+            |o: Arc<DynamicObject>, log: Arc<Log>| async move {
+                log.push(format!("{}:reconciled", o.name_any()));
+                Ok::<_, kube::Error>(Action::await_change())
+            },
+            |_, _, _| Action::await_change(),
+            Arc::new(log.clone()),
+        )
+        .for_each(|_| async {}),
+    );
+    for name in ["a", "b"] {
+        cms.create(&PostParams::default(), &cm(name)).await.unwrap();
+    }
+    until("both reconciled", &log, || {
+        reconciles_of(&log, "a") == 1 && reconciles_of(&log, "b") == 1
+    })
+    .await;
+    all_tx.unbounded_send(()).unwrap();
+    until("both reconciled again", &log, || {
+        reconciles_of(&log, "a") == 2 && reconciles_of(&log, "b") == 2
+    })
+    .await;
+    assert!(log_has(&log, "a:judged"), "guards run on dynamic objects");
     task.abort();
 }

@@ -1,0 +1,253 @@
+//! Running a guarded controller: the guards before every reconcile, guard
+//! wake-ups, the error policy (or Ward's opt-in backoff), span and metrics.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::hash::Hash;
+use std::sync::{Arc, Mutex};
+
+use futures::channel::mpsc;
+use futures::future::BoxFuture;
+use futures::{Stream, TryFuture, TryFutureExt};
+use kube::Resource;
+use kube::runtime::controller::{self, Action};
+use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::watcher;
+use serde::de::DeserializeOwned;
+use tokio::task::JoinHandle;
+use tracing::Instrument;
+
+use super::stale::StaleTriggers;
+use super::{Error, ErrorBackoff, GuardedController};
+use crate::guard::{Guard, GuardContext, Verdict, run_guards};
+
+/// One item of [`GuardedController::run`]'s stream: the object and the
+/// action taken, or kube-runtime's error wrapping Ward's [`Error`].
+pub type RunResult<K, E> =
+    Result<(ObjectRef<K>, Action), controller::Error<Error<E>, watcher::Error>>;
+
+/// What every reconcile of one controller shares.
+struct Shared<K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    guards: Vec<Arc<dyn Guard<K>>>,
+    gctx: GuardContext,
+    reader: Store<K>,
+    dyntype: K::DynamicType,
+    kind: String,
+    wake_tx: mpsc::UnboundedSender<ObjectRef<K>>,
+    waits: Mutex<HashMap<ObjectRef<K>, JoinHandle<()>>>,
+    failures: Mutex<HashMap<ObjectRef<K>, u32>>,
+    backoff: Option<ErrorBackoff>,
+    stale: Arc<StaleTriggers<K>>,
+}
+
+impl<K> Shared<K>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+{
+    /// Update the queue-depth gauge, forgetting objects that left the cache
+    /// (deleted while waiting or failing: kube-runtime never reconciles them again).
+    fn queue_depth(&self) {
+        let waiting = {
+            let mut w = self.waits.lock().unwrap_or_else(|e| e.into_inner());
+            w.retain(|k, h| {
+                let keep = self.reader.get(k).is_some() && !h.is_finished();
+                if !keep {
+                    h.abort();
+                }
+                keep
+            });
+            w.len()
+        };
+        let failing = {
+            let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+            f.retain(|k, _| self.reader.get(k).is_some());
+            f.len()
+        };
+        self.stale.forget_gone();
+        metrics::gauge!("ward_queue_depth", "kind" => self.kind.clone())
+            .set((waiting + failing) as f64);
+    }
+
+    /// Reconcile `oref` again when `wake` completes — if it is still the
+    /// object (same uid) that waited.
+    fn wait_for(&self, oref: ObjectRef<K>, uid: Option<String>, wake: BoxFuture<'static, ()>) {
+        let tx = self.wake_tx.clone();
+        let reader = self.reader.clone();
+        let key = oref.clone();
+        let handle = tokio::spawn(async move {
+            wake.await;
+            match reader.get(&oref) {
+                Some(live) if live.meta().uid == uid => {
+                    let _ = tx.unbounded_send(oref);
+                }
+                // Gone from the cache: its own events drive what comes next.
+                None => {}
+                Some(_) => {
+                    metrics::counter!("ward_stale_triggers_total", "source" => "wake").increment(1);
+                }
+            }
+        });
+        if let Some(old) = self
+            .waits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(key, handle)
+        {
+            old.abort();
+        }
+        self.queue_depth();
+    }
+
+    fn stop_waiting(&self, oref: &ObjectRef<K>) {
+        if let Some(h) = self
+            .waits
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(oref)
+        {
+            h.abort();
+        }
+    }
+
+    /// Count one more failure of `oref`; the delay Ward's backoff gives it.
+    fn failed(&self, oref: ObjectRef<K>, backoff: ErrorBackoff) -> Action {
+        let n = {
+            let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+            let n = f.entry(oref).or_insert(0);
+            *n += 1;
+            *n
+        };
+        self.queue_depth();
+        Action::requeue(backoff.delay(n))
+    }
+}
+
+impl<K> GuardedController<K>
+where
+    K: Clone + Resource + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Debug + Unpin + Send + Sync,
+{
+    /// Run, as kube-runtime's `Controller::run`: every reconcile passes the
+    /// guards first; the stream yields each reconcile's outcome.
+    ///
+    /// The same bounds and meaning as kube-runtime, with two differences:
+    /// - the reconciler's future is built for every scheduled reconcile but
+    ///   polled only if the guards proceed (an `async` reconciler does
+    ///   nothing until polled; code in the closure *before* its `async`
+    ///   block runs either way);
+    /// - errors are [`Error`]: the reconciler's own, or a guard's.
+    ///
+    /// `error_policy`'s [`Action`] is honoured, as in kube-runtime, unless
+    /// [`error_backoff`](Self::error_backoff) opted into Ward's per-object
+    /// backoff (then the policy still runs, e.g. to log, and the backoff
+    /// decides the delay). A guard's failure never reaches `error_policy`
+    /// (its type is the reconciler's error): it is requeued after the
+    /// opted-in backoff, or [`ErrorBackoff::default`].
+    pub fn run<ReconcilerFut, Ctx>(
+        self,
+        mut reconciler: impl FnMut(Arc<K>, Arc<Ctx>) -> ReconcilerFut,
+        error_policy: impl Fn(Arc<K>, &ReconcilerFut::Error, Arc<Ctx>) -> Action,
+        context: Arc<Ctx>,
+    ) -> impl Stream<Item = RunResult<K, ReconcilerFut::Error>>
+    where
+        ReconcilerFut: TryFuture<Ok = Action> + Send + 'static,
+        ReconcilerFut::Error: std::error::Error + Send + 'static,
+    {
+        let shared = Arc::new(Shared {
+            guards: self.guards,
+            gctx: self.gctx,
+            reader: self.inner.store(),
+            kind: K::kind(&self.dyntype).into_owned(),
+            dyntype: self.dyntype,
+            wake_tx: self.wake_tx,
+            waits: Mutex::new(HashMap::new()),
+            failures: Mutex::new(HashMap::new()),
+            backoff: self.backoff,
+            stale: self.stale,
+        });
+        let on_error = shared.clone();
+        self.inner.run(
+            move |obj: Arc<K>, ctx: Arc<Ctx>| {
+                let fut = reconciler(obj.clone(), ctx);
+                let oref = ObjectRef::from_obj_with(&*obj, shared.dyntype.clone());
+                let uid = obj.meta().uid.clone();
+                let stale_trigger = shared.stale.take(&oref);
+                let span = tracing::info_span!("reconcile", object = %oref,
+                    uid = uid.as_deref().unwrap_or(""), stale_trigger);
+                guarded(shared.clone(), obj, fut, oref, uid).instrument(span)
+            },
+            move |obj: Arc<K>, err: &Error<ReconcilerFut::Error>, ctx: Arc<Ctx>| {
+                let oref = ObjectRef::from_obj_with(&*obj, on_error.dyntype.clone());
+                match (err, on_error.backoff) {
+                    (Error::Reconcile(e), None) => error_policy(obj, e, ctx),
+                    (Error::Reconcile(e), Some(backoff)) => {
+                        error_policy(obj, e, ctx);
+                        on_error.failed(oref, backoff)
+                    }
+                    (Error::Guard { .. }, backoff) => {
+                        on_error.failed(oref, backoff.unwrap_or_default())
+                    }
+                }
+            },
+            context,
+        )
+    }
+}
+
+async fn guarded<K, Fut>(
+    shared: Arc<Shared<K>>,
+    obj: Arc<K>,
+    reconcile: Fut,
+    oref: ObjectRef<K>,
+    uid: Option<String>,
+) -> Result<Action, Error<Fut::Error>>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+    Fut: TryFuture<Ok = Action>,
+    Fut::Error: std::error::Error + 'static,
+{
+    let started = tokio::time::Instant::now();
+    shared.stop_waiting(&oref);
+    let (result, outcome) = match run_guards(&shared.guards, &*obj, &shared.gctx).await {
+        Err((source, guard)) => {
+            tracing::warn!(guard, error = %source, "guard failed");
+            (Err(Error::Guard { guard, source }), "guard_error")
+        }
+        Ok((Verdict::Skip { reason }, guard)) => {
+            tracing::info!(guard = guard.unwrap_or(""), %reason, "guard skipped the reconcile");
+            (Ok(Action::await_change()), "skipped")
+        }
+        Ok((Verdict::Wait(w), guard)) => {
+            tracing::info!(guard = guard.unwrap_or(""), reason = %w.reason, "guard made the reconcile wait");
+            if let Some(wake) = w.wake {
+                shared.wait_for(oref.clone(), uid, wake);
+            }
+            (Ok(Action::requeue(w.fallback)), "waiting")
+        }
+        Ok((Verdict::Proceed, _)) => match TryFutureExt::into_future(reconcile).await {
+            Ok(action) => {
+                shared
+                    .failures
+                    .lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .remove(&oref);
+                (Ok(action), "success")
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "reconcile failed");
+                (Err(Error::Reconcile(e)), "error")
+            }
+        },
+    };
+    metrics::counter!("ward_reconciles_total", "kind" => shared.kind.clone(), "result" => outcome)
+        .increment(1);
+    metrics::histogram!("ward_reconcile_duration_seconds", "kind" => shared.kind.clone())
+        .record(started.elapsed().as_secs_f64());
+    shared.queue_depth();
+    result
+}

@@ -19,6 +19,10 @@ pub enum GuardError {
     /// An API call failed.
     #[error("API call failed: {0}")]
     Kube(#[from] kube::Error),
+    /// A read shared by several checks failed
+    /// ([`GuardContext::get_fresh`]).
+    #[error("shared read failed: {0}")]
+    SharedRead(#[source] std::sync::Arc<kube::Error>),
     /// The object cannot be judged (e.g. it has no name or uid); the
     /// guard's own error is the source.
     #[error("the object cannot be judged: {0}")]
@@ -133,11 +137,13 @@ impl From<Wait> for Verdict {
 }
 
 /// What a guard gets besides the object: a client for fresh (quorum) reads
-/// and watches.
+/// and watches, and [`get_fresh`](Self::get_fresh), a quorum read shared
+/// with the controller's other checks of the same object.
 #[derive(Clone)]
 pub struct GuardContext {
     client: Client,
     clock: crate::clock::Clock,
+    reads: crate::fresh::FreshReads,
 }
 
 impl fmt::Debug for GuardContext {
@@ -153,7 +159,32 @@ impl GuardContext {
         GuardContext {
             client,
             clock: crate::clock::Clock::new(),
+            reads: crate::fresh::FreshReads::default(),
         }
+    }
+
+    /// The object `name` as it is now: a quorum GET that concurrent checks
+    /// of the same object share, joining only a read not yet sent when they
+    /// began (so it is as fresh as a GET of their own; see
+    /// [`crate::fresh`]). `None` when it does not exist.
+    pub async fn get_fresh<T>(
+        &self,
+        api: &kube::Api<T>,
+        name: &str,
+    ) -> Result<Option<std::sync::Arc<T>>, GuardError>
+    where
+        T: kube::Resource
+            + Clone
+            + serde::de::DeserializeOwned
+            + fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.reads
+            .get(api, name)
+            .await
+            .map_err(GuardError::SharedRead)
     }
 
     /// The client (reads through it are quorum reads, never a cache).

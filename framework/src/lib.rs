@@ -18,6 +18,7 @@
 
 pub mod clock;
 pub mod controller;
+pub mod fresh;
 pub mod guard;
 pub mod leader;
 pub mod observe;

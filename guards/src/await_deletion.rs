@@ -153,8 +153,9 @@ impl<K, Child> AwaitDeletion<K, Child> {
         self
     }
 
-    /// Whether to re-read the owner (quorum GET) for its live uid before
-    /// judging (default true); false trusts the reconciled object's uid.
+    /// Whether to re-read the owner for its live uid before judging
+    /// (default true; a quorum read shared by concurrent checks, see
+    /// [`GuardContext::get_fresh`]); false trusts the reconciled object's uid.
     #[must_use]
     pub fn fresh_owner(mut self, fresh: bool) -> Self {
         self.fresh_owner = fresh;
@@ -199,7 +200,7 @@ where
         })?;
         if self.fresh_owner {
             let owners: Api<K> = Api::namespaced(ctx.client().clone(), &ns);
-            match owners.get_opt(&owner_name).await? {
+            match ctx.get_fresh(&owners, &owner_name).await? {
                 Some(live) if live.uid().as_deref() == Some(owner_uid.as_str()) => {}
                 Some(live) => {
                     // The cache is behind: this reconcile is for an owner that

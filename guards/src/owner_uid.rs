@@ -12,7 +12,9 @@
 //!
 //! [`OwnerUid`] rejects the NNC of step 4: its controller owner is U1, the
 //! live Node A is U2. The owner is read with a quorum GET, never from a
-//! name-keyed cache, which would happily say "Node A exists".
+//! name-keyed cache, which would happily say "Node A exists" (as a guard,
+//! concurrent checks of one owner share such a read; see
+//! [`GuardContext::get_fresh`]).
 //!
 //! ```no_run
 //! use k8s_openapi::api::core::v1::{ConfigMap, Node};
@@ -96,16 +98,32 @@ pub enum Acceptance {
 
 /// Accept an object only if its controller ownerReference to an `Owner`
 /// names the live owner's UID (read fresh) and it is not terminating.
+///
+/// As a guard it reads the owner through [`GuardContext::get_fresh`]: the
+/// controller's concurrent checks of one owner share a quorum read sent
+/// after each of them began (as fresh as a GET each, a few reads instead of
+/// one per child at a sync); [`OwnerUid::accept`] is a plain GET, for use
+/// outside a controller.
 pub struct OwnerUid<Owner> {
+    shared_reads: bool,
     _owner: PhantomData<fn() -> Owner>,
 }
 
 impl<Owner> Default for OwnerUid<Owner> {
     fn default() -> Self {
         OwnerUid {
+            shared_reads: true,
             _owner: PhantomData,
         }
     }
+}
+
+/// What to read to judge an object: its owner's name through `api`, and
+/// the uid its controller ownerReference names.
+struct Lookup {
+    api: Api<DynamicObject>,
+    name: String,
+    expected_uid: String,
 }
 
 impl<Owner> OwnerUid<Owner>
@@ -119,23 +137,44 @@ where
         Self::default()
     }
 
+    /// As a guard, share owner reads between concurrent checks (default
+    /// true); false makes every check its own quorum GET.
+    #[must_use]
+    pub fn shared_reads(mut self, shared: bool) -> Self {
+        self.shared_reads = shared;
+        self
+    }
+
     /// Judge `obj`: reads its owner with a quorum GET.
     pub async fn accept<K: Resource>(
         &self,
         client: &Client,
         obj: &K,
     ) -> Result<Acceptance, OwnerUidError> {
+        let l = match Self::lookup(client, obj) {
+            Ok(l) => l,
+            Err(why) => return Ok(Acceptance::Reject(why)),
+        };
+        let live = l.api.get_opt(&l.name).await?;
+        Ok(decide(
+            &l.expected_uid,
+            &l.name,
+            live.as_ref().and_then(|o| o.uid()).as_deref(),
+        ))
+    }
+
+    fn lookup<K: Resource>(client: &Client, obj: &K) -> Result<Lookup, Rejection> {
         if obj.meta().deletion_timestamp.is_some() {
-            return Ok(Acceptance::Reject(Rejection::Terminating));
+            return Err(Rejection::Terminating);
         }
         let (kind, api_version) = (Owner::kind(&()), Owner::api_version(&()));
-        let Some(r) =
-            obj.meta().owner_references.iter().flatten().find(|r| {
-                r.controller == Some(true) && r.kind == kind && r.api_version == api_version
-            })
-        else {
-            return Ok(Acceptance::Reject(Rejection::NoController));
-        };
+        let r = obj
+            .meta()
+            .owner_references
+            .iter()
+            .flatten()
+            .find(|r| r.controller == Some(true) && r.kind == kind && r.api_version == api_version)
+            .ok_or(Rejection::NoController)?;
         let ar = ApiResource::erase::<Owner>(&());
         let namespaced = TypeId::of::<Owner::Scope>() == TypeId::of::<NamespaceResourceScope>();
         let api: Api<DynamicObject> = if namespaced {
@@ -147,15 +186,11 @@ where
         } else {
             Api::all_with(client.clone(), &ar)
         };
-        Ok(decide(
-            &r.uid,
-            &r.name,
-            api.get_opt(&r.name)
-                .await?
-                .as_ref()
-                .and_then(|o| o.uid())
-                .as_deref(),
-        ))
+        Ok(Lookup {
+            api,
+            name: r.name.clone(),
+            expected_uid: r.uid.clone(),
+        })
     }
 }
 
@@ -186,16 +221,27 @@ where
     }
 
     async fn check(&self, obj: &K, ctx: &GuardContext) -> Result<Verdict, GuardError> {
-        Ok(
-            match self
-                .accept(ctx.client(), obj)
+        let acceptance = if self.shared_reads {
+            match Self::lookup(ctx.client(), obj) {
+                Err(why) => Acceptance::Reject(why),
+                Ok(l) => {
+                    let live = ctx.get_fresh(&l.api, &l.name).await?;
+                    decide(
+                        &l.expected_uid,
+                        &l.name,
+                        live.as_ref().and_then(|o| o.uid()).as_deref(),
+                    )
+                }
+            }
+        } else {
+            self.accept(ctx.client(), obj)
                 .await
                 .map_err(|OwnerUidError::Kube(e)| GuardError::Kube(e))?
-            {
-                Acceptance::Accept => Verdict::proceed(),
-                Acceptance::Reject(why) => Verdict::skip(format!("{}: {why}", obj.name_any())),
-            },
-        )
+        };
+        Ok(match acceptance {
+            Acceptance::Accept => Verdict::proceed(),
+            Acceptance::Reject(why) => Verdict::skip(format!("{}: {why}", obj.name_any())),
+        })
     }
 }
 

@@ -154,3 +154,76 @@ async fn the_plain_check_reads_the_owner_fresh() {
         Acceptance::Reject(Rejection::NoController)
     );
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_owner_cache_cannot_fool_the_guard() {
+    let (server, stale, a2) = window().await;
+    // The controller's client sees the cluster frozen before node A was
+    // deleted: its watches and cached lists still show node A as U1, the
+    // owner the stale NNC names.
+    let (client, id) = server.client_and_id();
+    let (unguarded_client, unguarded_id) = server.client_and_id();
+    let frozen_at: u64 = Api::<ConfigMap>::namespaced(server.client(), "kube-system")
+        .get("a")
+        .await
+        .unwrap()
+        .resource_version()
+        .unwrap()
+        .parse()
+        .unwrap();
+    for id in [id, unguarded_id] {
+        server.faults().set_view(
+            id,
+            ward_apiserver::ClientView {
+                frozen_at: Some(frozen_at),
+                ..Default::default()
+            },
+        );
+    }
+    let cached = kube::runtime::reflector::store::<Node>();
+    let (reader, writer) = cached;
+    let nodes = kube::runtime::reflector(
+        writer,
+        watcher(
+            Api::<Node>::all(client.clone()),
+            // An informer's list at resourceVersion 0 (kube sends it only
+            // without a page size): served from the frozen view.
+            watcher::Config {
+                page_size: None,
+                ..watcher::Config::default().any_semantic()
+            },
+        ),
+    );
+    let reflect = tokio::spawn(nodes.for_each(|_| async {}));
+    tokio::time::timeout(WAIT, reader.wait_until_ready())
+        .await
+        .unwrap()
+        .unwrap();
+    let cached_a = reader
+        .get(&kube::runtime::reflector::ObjectRef::new("a"))
+        .unwrap();
+    assert_ne!(
+        cached_a.uid(),
+        a2.uid(),
+        "the cache is fooled: it shows the deleted node"
+    );
+
+    // The same view without the guard ingests the stale NNC ...
+    let (unguarded, unguarded_task) = ingester(&unguarded_client, false);
+    let mut seen = unguarded.subscribe();
+    tokio::time::timeout(WAIT, seen.wait_for(|v| v.contains(&stale)))
+        .await
+        .expect("the frozen view delivers the stale NNC")
+        .unwrap();
+    unguarded_task.abort();
+    // ... the guard, reading the owner fresh, does not.
+    let (ingested, task) = ingester(&client, true);
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    assert!(
+        !ingested.borrow().contains(&stale),
+        "the guard read the live owner, not the cache: {:?}",
+        ingested.borrow()
+    );
+    task.abort();
+    reflect.abort();
+}

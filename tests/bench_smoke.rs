@@ -13,7 +13,11 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
     // Part 1: both controllers synced and reconciled under churn.
     assert_eq!(r.churn.sizes.len(), 1);
     let size = &r.churn.sizes[0];
-    assert_eq!(size.phases.len(), 2);
+    assert_eq!(
+        size.phases.len(),
+        3,
+        "bare, guarded, guarded with a GET per check"
+    );
     for p in &size.phases {
         assert!(p.synced, "{:?} did not sync", p.variant);
         assert!(p.reconciles > 0, "{:?} reconciled nothing", p.variant);

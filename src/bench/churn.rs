@@ -6,9 +6,12 @@
 //! The setup is the CNS shape: ConfigMaps standing in for node-scoped
 //! configuration records, each with a controller ownerReference to a Node.
 //! The guarded controller runs the guard that applies to such objects,
-//! [`OwnerUid`]`<Node>` (a quorum GET of the owner per reconcile, compared
-//! by UID; every owner is live, so every verdict is proceed and both
-//! controllers run the body on the same objects). The body reads the
+//! [`OwnerUid`]`<Node>` (a quorum read of the owner per check, compared by
+//! UID, shared by the checks that overlap it; every owner is live, so every
+//! verdict is proceed and the controllers run the body on the same
+//! objects). A third controller runs the guard with a GET of its own per
+//! check (`.shared_reads(false)`), the baseline shared reads are measured
+//! against. The body reads the
 //! object's `stamp`, hashes its data and records the latency.
 //!
 //! Each phase (one controller, fresh client) first syncs — lists the N
@@ -66,8 +69,13 @@ pub struct ChurnConfig {
 pub enum Variant {
     /// `kube_runtime::Controller`.
     Bare,
-    /// `ward::GuardedController` with `OwnerUid<Node>`.
+    /// `ward::GuardedController` with `OwnerUid<Node>` (owner reads shared
+    /// by concurrent checks, the default).
     Guarded,
+    /// The same with `.shared_reads(false)`: one quorum GET per check (the
+    /// baseline the shared reads are measured against).
+    #[serde(rename = "guarded-get")]
+    GuardedGet,
 }
 
 /// One phase: one controller, sync then churn.
@@ -152,7 +160,7 @@ pub struct Ratios {
     pub cpu: f64,
     /// Peak RSS.
     pub peak_rss: f64,
-    /// Saturated reconciles/s of the sync.
+    /// Saturated reconciles/s of the sync (target >= 0.95).
     pub sync_throughput: f64,
     /// CPU time of the sync.
     pub sync_cpu: f64,
@@ -167,6 +175,11 @@ pub struct SizeResult {
     pub bare: Summary,
     /// Guarded controller.
     pub guarded: Summary,
+    /// Guarded controller, one GET per check.
+    pub guarded_get: Summary,
+    /// Saturated (sync) reconciles/s, guarded with a GET per check over
+    /// bare: what shared reads are measured against.
+    pub sync_throughput_get: f64,
     /// Guarded over bare.
     pub ratios: Ratios,
     /// Every phase, in the order run.
@@ -346,9 +359,9 @@ fn spawn_controller(
                 .run(reconcile, error_policy, probe)
                 .for_each(|_| async {}),
         ),
-        Variant::Guarded => tokio::spawn(
+        Variant::Guarded | Variant::GuardedGet => tokio::spawn(
             GuardedController::new(api, watcher::Config::default())
-                .guard(OwnerUid::<Node>::new())
+                .guard(OwnerUid::<Node>::new().shared_reads(variant == Variant::Guarded))
                 .graceful_shutdown_on(stop)
                 .run(reconcile, error_policy, probe)
                 .for_each(|_| async {}),
@@ -493,7 +506,7 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
             );
             let mut phases = Vec::new();
             for round in 0..config.rounds.max(1) {
-                for variant in [Variant::Bare, Variant::Guarded] {
+                for variant in [Variant::Bare, Variant::Guarded, Variant::GuardedGet] {
                     let (p, back) = phase(&server, churner, variant, round, config).await;
                     churner = back;
                     log(&format!(
@@ -515,6 +528,7 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
         });
         let bare = summarize(&result, Variant::Bare);
         let guarded = summarize(&result, Variant::Guarded);
+        let guarded_get = summarize(&result, Variant::GuardedGet);
         let ratios = Ratios {
             throughput: ratio(guarded.reconciles_per_sec, bare.reconciles_per_sec),
             p50: ratio(guarded.p50_ms, bare.p50_ms),
@@ -529,8 +543,13 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
         };
         sizes.push(SizeResult {
             objects: n,
+            sync_throughput_get: ratio(
+                guarded_get.sync_reconciles_per_sec,
+                bare.sync_reconciles_per_sec,
+            ),
             bare,
             guarded,
+            guarded_get,
             ratios,
             phases: result,
         });

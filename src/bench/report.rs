@@ -187,6 +187,17 @@ pub fn targets(r: &Results) -> Vec<Target> {
             each(&|s| s.ratios.p99),
             worst_p99 <= 1.10,
         ));
+        let worst_sync = sizes
+            .iter()
+            .map(|s| s.ratios.sync_throughput)
+            .fold(f64::INFINITY, f64::min);
+        out.push(target(
+            "1",
+            "saturated (sync) reconciles/s, guarded/bare",
+            ">= 0.95",
+            each(&|s| s.ratios.sync_throughput),
+            worst_sync >= 0.95,
+        ));
     }
     let api = &r.api;
     let max_w = api.fanout.iter().map(|f| f.watchers).max().unwrap_or(0);

@@ -45,6 +45,19 @@ impl ResourceInfo {
         }
     }
 
+    /// Whether `av` is [`api_version`](Self::api_version), without
+    /// building it (the watch path asks for every event and watcher).
+    #[must_use]
+    pub fn is_api_version(&self, av: &str) -> bool {
+        if self.group.is_empty() {
+            av == self.version
+        } else {
+            av.strip_prefix(self.group.as_str())
+                .and_then(|rest| rest.strip_prefix('/'))
+                .is_some_and(|v| v == self.version)
+        }
+    }
+
     /// The storage key: objects of all versions of a group/resource share one store.
     #[must_use]
     pub fn storage_key(&self) -> StorageKey {
@@ -332,5 +345,37 @@ impl Registry {
             .collect();
         versions.dedup();
         versions
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn is_api_version_agrees_with_api_version() {
+        let core = builtin("", "v1", "pods", "Pod", true, &[], true, true);
+        let apps = builtin(
+            "apps",
+            "v1",
+            "deployments",
+            "Deployment",
+            true,
+            &[],
+            true,
+            true,
+        );
+        for info in [&core, &apps] {
+            for av in [
+                "v1", "apps/v1", "apps/v2", "apps", "appsv1", "apps/", "/v1", "", "x/v1",
+            ] {
+                assert_eq!(
+                    info.is_api_version(av),
+                    info.api_version() == av,
+                    "{} vs {av}",
+                    info.api_version()
+                );
+            }
+        }
     }
 }

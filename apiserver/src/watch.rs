@@ -109,7 +109,7 @@ fn held_line(
     obj: &StoredObject,
     shared: Option<&Event>,
 ) -> Bytes {
-    let plain = spec.render.is_none() && obj.api_version() == spec.info.api_version();
+    let plain = spec.render.is_none() && spec.info.is_api_version(obj.api_version());
     if let Some(e) = shared
         && plain
         && kind == e.kind

@@ -308,7 +308,7 @@ where
         trigger: impl Stream<Item = Arc<Child>> + Send + 'static,
     ) -> Self
     where
-        Child: Resource<DynamicType = ()> + Send + Sync + 'static,
+        Child: Resource<DynamicType = ()> + Send + 'static,
     {
         self.owns_shared_stream_with(trigger, ())
     }
@@ -322,7 +322,7 @@ where
         dyntype: Child::DynamicType,
     ) -> Self
     where
-        Child: Resource<DynamicType = ()> + Send + Sync + 'static,
+        Child: Resource<DynamicType = ()> + Send + 'static,
     {
         let stale = self.stale.clone();
         let seen = trigger.inspect(move |c| stale.observe(c.meta()));

@@ -149,7 +149,7 @@ pub async fn allocate(
 /// CNI DEL for one network: free the allocations of container `id`.
 pub async fn release(client: &Client, net: &Network, id: &str) -> Result<(), AgentError> {
     let pool_name = net.range.pool_name();
-    pool_writer(client)
+    let outcome = pool_writer(client)
         .update(&pool_name, |pool: &IPPool| {
             let ours = pool.spec.allocations.iter().filter(|(_, a)| a.id == id);
             Decision::Patch(
@@ -158,8 +158,11 @@ pub async fn release(client: &Client, net: &Network, id: &str) -> Result<(), Age
             )
         })
         .await
-        .map_err(|e| write_failed(pool_name, e))?;
-    Ok(())
+        .map_err(|e| write_failed(pool_name.clone(), e))?;
+    match outcome {
+        Outcome::Gone => Err(AgentError::NoPool(pool_name)),
+        _ => Ok(()),
+    }
 }
 
 /// Run the agent until aborted. Its state (which pods it has set up) is in

@@ -67,7 +67,6 @@ where
             f.retain(|k, _| self.reader.get(k).is_some());
             f.len()
         };
-        self.stale.forget_gone();
         metrics::gauge!("ward_queue_depth", "kind" => self.kind.clone())
             .set((waiting + failing) as f64);
     }

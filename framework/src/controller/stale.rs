@@ -61,10 +61,11 @@ where
                 metrics::counter!("ward_stale_triggers_total", "source" => "owner").increment(1);
                 tracing::debug!(owner = %oref, stale_uid = %r.uid, live_uid = %live,
                     "a child of a replaced owner triggers the live owner of its name");
-                self.pending
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .insert(oref);
+                let mut pending = self.pending.lock().unwrap_or_else(|e| e.into_inner());
+                // Forget owners that left the cache (kube-runtime never
+                // reconciles them, so `take` never will).
+                pending.retain(|o| self.reader.get(o).is_some());
+                pending.insert(oref);
             }
         }
     }
@@ -77,13 +78,5 @@ where
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(oref)
-    }
-
-    /// Forget owners that left the cache (kube-runtime never reconciles them).
-    pub(super) fn forget_gone(&self) {
-        self.pending
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .retain(|o| self.reader.get(o).is_some());
     }
 }

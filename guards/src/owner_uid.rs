@@ -126,6 +126,14 @@ struct Lookup {
     expected_uid: String,
 }
 
+impl Lookup {
+    /// The verdict, given the owner as read.
+    fn judge(&self, live: Option<&DynamicObject>) -> Acceptance {
+        let live_uid = live.and_then(|o| o.metadata.uid.as_deref());
+        decide(&self.expected_uid, &self.name, live_uid)
+    }
+}
+
 impl<Owner> OwnerUid<Owner>
 where
     Owner: Resource<DynamicType = ()> + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -155,12 +163,7 @@ where
             Ok(l) => l,
             Err(why) => return Ok(Acceptance::Reject(why)),
         };
-        let live = l.api.get_opt(&l.name).await?;
-        Ok(decide(
-            &l.expected_uid,
-            &l.name,
-            live.as_ref().and_then(|o| o.uid()).as_deref(),
-        ))
+        Ok(l.judge(l.api.get_opt(&l.name).await?.as_ref()))
     }
 
     fn lookup<K: Resource>(client: &Client, obj: &K) -> Result<Lookup, Rejection> {
@@ -221,22 +224,10 @@ where
     }
 
     async fn check(&self, obj: &K, ctx: &GuardContext) -> Result<Verdict, GuardError> {
-        let acceptance = if self.shared_reads {
-            match Self::lookup(ctx.client(), obj) {
-                Err(why) => Acceptance::Reject(why),
-                Ok(l) => {
-                    let live = ctx.get_fresh(&l.api, &l.name).await?;
-                    decide(
-                        &l.expected_uid,
-                        &l.name,
-                        live.as_ref().and_then(|o| o.uid()).as_deref(),
-                    )
-                }
-            }
-        } else {
-            self.accept(ctx.client(), obj)
-                .await
-                .map_err(|OwnerUidError::Kube(e)| GuardError::Kube(e))?
+        let acceptance = match Self::lookup(ctx.client(), obj) {
+            Err(why) => Acceptance::Reject(why),
+            Ok(l) if self.shared_reads => l.judge(ctx.get_fresh(&l.api, &l.name).await?.as_deref()),
+            Ok(l) => l.judge(l.api.get_opt(&l.name).await?.as_ref()),
         };
         Ok(match acceptance {
             Acceptance::Accept => Verdict::proceed(),

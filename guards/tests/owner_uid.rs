@@ -73,9 +73,28 @@ async fn window() -> (ApiServer, String, Node) {
     (server, stale.uid().unwrap(), a2)
 }
 
+/// A running NNC ingester: what it ingested, and how many reconciles
+/// (guards and body) it has finished.
+struct Ingester {
+    ingested: Ingested,
+    reconciled: tokio::sync::watch::Receiver<usize>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Ingester {
+    /// Wait until `n` reconciles have finished (whatever the guards decided).
+    async fn reconciled(&mut self, n: usize) {
+        tokio::time::timeout(WAIT, self.reconciled.wait_for(|r| *r >= n))
+            .await
+            .expect("reconciles finish")
+            .unwrap();
+    }
+}
+
 /// Start the NNC ingester ("CNS starts") inside the window.
-fn ingester(client: &Client, guarded: bool) -> (Ingested, tokio::task::JoinHandle<()>) {
+fn ingester(client: &Client, guarded: bool) -> Ingester {
     let ingested: Ingested = Arc::new(tokio::sync::watch::channel(Vec::new()).0);
+    let (done, reconciled) = tokio::sync::watch::channel(0);
     let nncs: Api<ConfigMap> = Api::namespaced(client.clone(), "kube-system");
     let mut ctl = GuardedController::new(nncs, watcher::Config::default().labels("app=nnc"));
     if guarded {
@@ -90,15 +109,22 @@ fn ingester(client: &Client, guarded: bool) -> (Ingested, tokio::task::JoinHandl
             |_, _, _| Action::requeue(Duration::from_secs(5)),
             Arc::new(ingested.clone()),
         )
-        .for_each(|_| async {}),
+        .for_each(move |_| {
+            done.send_modify(|n| *n += 1);
+            async {}
+        }),
     );
-    (ingested, task)
+    Ingester {
+        ingested,
+        reconciled,
+        task,
+    }
 }
 
 #[tokio::test(start_paused = true)]
 async fn without_the_guard_the_stale_nnc_is_ingested() {
     let (server, stale, _) = window().await;
-    let (ingested, task) = ingester(&server.client(), false);
+    let Ingester { ingested, task, .. } = ingester(&server.client(), false);
     let mut seen = ingested.subscribe();
     let done = tokio::time::timeout(WAIT, seen.wait_for(|v| v.contains(&stale))).await;
     assert!(
@@ -112,9 +138,10 @@ async fn without_the_guard_the_stale_nnc_is_ingested() {
 async fn with_owner_uid_only_the_live_nodes_nnc_is_ingested() {
     let (server, stale, a2) = window().await;
     let client = server.client();
-    let (ingested, task) = ingester(&client, true);
-    // A minute inside the window: nothing is ingested.
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    let mut guarded = ingester(&client, true);
+    // The stale NNC is judged inside the window: nothing is ingested.
+    guarded.reconciled(1).await;
+    let Ingester { ingested, task, .. } = guarded;
     assert!(ingested.borrow().is_empty(), "{:?}", ingested.borrow());
     // GC catches up; the NNC writer creates the new node's NNC.
     server.faults().resume_gc();
@@ -209,21 +236,21 @@ async fn a_stale_owner_cache_cannot_fool_the_guard() {
     );
 
     // The same view without the guard ingests the stale NNC ...
-    let (unguarded, unguarded_task) = ingester(&unguarded_client, false);
-    let mut seen = unguarded.subscribe();
+    let unguarded = ingester(&unguarded_client, false);
+    let mut seen = unguarded.ingested.subscribe();
     tokio::time::timeout(WAIT, seen.wait_for(|v| v.contains(&stale)))
         .await
         .expect("the frozen view delivers the stale NNC")
         .unwrap();
-    unguarded_task.abort();
+    unguarded.task.abort();
     // ... the guard, reading the owner fresh, does not.
-    let (ingested, task) = ingester(&client, true);
-    tokio::time::sleep(Duration::from_secs(60)).await;
+    let mut guarded = ingester(&client, true);
+    guarded.reconciled(1).await;
     assert!(
-        !ingested.borrow().contains(&stale),
+        !guarded.ingested.borrow().contains(&stale),
         "the guard read the live owner, not the cache: {:?}",
-        ingested.borrow()
+        guarded.ingested.borrow()
     );
-    task.abort();
+    guarded.task.abort();
     reflect.abort();
 }

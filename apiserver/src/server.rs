@@ -246,6 +246,14 @@ impl ApiServer {
         &self.state.faults
     }
 
+    /// The clock that stamps this server's timestamps (creation, deletion,
+    /// pod conditions): hand it to anything that compares its own "now"
+    /// with them, e.g. a liveness policy under paused time.
+    #[must_use]
+    pub fn clock(&self) -> Clock {
+        *self.state.store.clock()
+    }
+
     /// The store (for assertions in tests).
     #[must_use]
     pub fn store(&self) -> &Arc<Store> {

@@ -11,11 +11,10 @@ use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use ward::clock::Clock;
 use ward_apiserver::ApiServer;
 use ward_guards::liveness::{
-    Liveness, LivenessPolicy, NETWORK_STATUS_ANNOTATION, Phase, Reason, Record, is_alive,
-    list_pod_index, snapshot,
+    Liveness, LivenessPolicy, NETWORK_STATUS_ANNOTATION, Phase, Reason, Record, ResourceCheck,
+    is_alive, list_pod_index, snapshot,
 };
 
 const IP: &str = "10.128.40.47";
@@ -61,15 +60,18 @@ async fn annotate(api: &Api<Pod>, name: &str, ip: &str) {
         .unwrap();
 }
 
-fn policy() -> LivenessPolicy {
-    LivenessPolicy::default().grace(Duration::from_secs(30))
+/// IPs, a 30 s grace, the server's clock.
+fn policy(server: &ApiServer) -> LivenessPolicy {
+    LivenessPolicy::new(ResourceCheck::Ips)
+        .grace(Duration::from_secs(30))
+        .clock(server.clock())
 }
 
 #[tokio::test(start_paused = true)]
 async fn a_pending_pod_keeps_its_ip_until_the_annotation_lands() {
     let server = ApiServer::start_seeded(1).await;
     let client = server.client();
-    let clock = Clock::new();
+    let clock = server.clock();
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
 
     // 1-2. web-2 is created Pending, without IPs; CNI ADD allocates .47.
@@ -91,7 +93,7 @@ async fn a_pending_pod_keeps_its_ip_until_the_annotation_lands() {
         !naive_alive(&client, &record).await,
         "the naive rule frees the IP"
     );
-    let verdict = is_alive(&client, &record, &policy(), clock.now())
+    let verdict = is_alive(&client, &record, &policy(&server))
         .await
         .unwrap();
     assert!(
@@ -102,7 +104,7 @@ async fn a_pending_pod_keeps_its_ip_until_the_annotation_lands() {
     // 6. The annotation lands: both agree.
     annotate(&pods, "web-2", IP).await;
     assert!(naive_alive(&client, &record).await);
-    let verdict = is_alive(&client, &record, &policy(), clock.now())
+    let verdict = is_alive(&client, &record, &policy(&server))
         .await
         .unwrap();
     assert_eq!(
@@ -113,7 +115,7 @@ async fn a_pending_pod_keeps_its_ip_until_the_annotation_lands() {
     // Much later, still showing .47: alive whatever its age.
     tokio::time::advance(Duration::from_secs(3600)).await;
     assert!(
-        is_alive(&client, &record, &policy(), clock.now())
+        is_alive(&client, &record, &policy(&server))
             .await
             .unwrap()
             .is_alive()
@@ -124,7 +126,7 @@ async fn a_pending_pod_keeps_its_ip_until_the_annotation_lands() {
 async fn a_pod_stuck_pending_releases_its_ip_after_the_grace_bound() {
     let server = ApiServer::start_seeded(2).await;
     let client = server.client();
-    let clock = Clock::new();
+    let clock = server.clock();
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let web3 = pods
         .create(&PostParams::default(), &pod("web-3"))
@@ -136,13 +138,13 @@ async fn a_pod_stuck_pending_releases_its_ip_after_the_grace_bound() {
 
     tokio::time::advance(Duration::from_secs(29)).await;
     assert!(
-        is_alive(&client, &record, &policy(), clock.now())
+        is_alive(&client, &record, &policy(&server))
             .await
             .unwrap()
             .is_alive()
     );
     tokio::time::advance(Duration::from_secs(2)).await;
-    let verdict = is_alive(&client, &record, &policy(), clock.now())
+    let verdict = is_alive(&client, &record, &policy(&server))
         .await
         .unwrap();
     assert!(
@@ -154,14 +156,14 @@ async fn a_pod_stuck_pending_releases_its_ip_after_the_grace_bound() {
     // (whole seconds, so up to 1 s earlier) starts the clock.
     let unaged = Record::new("default", "web-3", IP);
     assert!(
-        is_alive(&client, &unaged, &policy(), clock.now())
+        is_alive(&client, &unaged, &policy(&server))
             .await
             .unwrap()
             .is_dead()
     );
-    let long = policy().grace(Duration::from_secs(40));
+    let long = policy(&server).grace(Duration::from_secs(40));
     assert!(
-        is_alive(&client, &unaged, &long, clock.now())
+        is_alive(&client, &unaged, &long)
             .await
             .unwrap()
             .is_alive()
@@ -172,7 +174,7 @@ async fn a_pod_stuck_pending_releases_its_ip_after_the_grace_bound() {
 async fn a_pod_recreated_under_the_same_name_does_not_own_the_old_record() {
     let server = ApiServer::start_seeded(3).await;
     let client = server.client();
-    let clock = Clock::new();
+    let clock = server.clock();
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let old = pods
         .create(&PostParams::default(), &pod("web-2"))
@@ -184,7 +186,7 @@ async fn a_pod_recreated_under_the_same_name_does_not_own_the_old_record() {
         .pod_uid(&old_uid)
         .allocated_at(clock.now());
     assert!(
-        is_alive(&client, &record, &policy(), clock.now())
+        is_alive(&client, &record, &policy(&server))
             .await
             .unwrap()
             .is_alive()
@@ -201,7 +203,7 @@ async fn a_pod_recreated_under_the_same_name_does_not_own_the_old_record() {
     .expect("deleted in time")
     .unwrap();
     assert_eq!(
-        is_alive(&client, &record, &policy(), clock.now())
+        is_alive(&client, &record, &policy(&server))
             .await
             .unwrap(),
         Liveness::Dead(Reason::PodAbsent)
@@ -218,7 +220,7 @@ async fn a_pod_recreated_under_the_same_name_does_not_own_the_old_record() {
         "the naive rule is fooled"
     );
     assert_eq!(
-        is_alive(&client, &record, &policy(), clock.now())
+        is_alive(&client, &record, &policy(&server))
             .await
             .unwrap(),
         Liveness::Dead(Reason::UidMismatch {
@@ -243,7 +245,7 @@ async fn read_pool(api: &Api<ConfigMap>) -> Result<Vec<Record>, kube::Error> {
 async fn records_are_read_before_pods() {
     let server = ApiServer::start_seeded(4).await;
     let client = server.client();
-    let clock = Clock::new();
+    let clock = server.clock();
     let pods: Api<Pod> = Api::default_namespaced(client.clone());
     let pools: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let mut cm = ConfigMap::default();
@@ -273,7 +275,7 @@ async fn records_are_read_before_pods() {
     let r = &records[0];
     let pod = early_pods.get(&(r.pod_namespace.clone(), r.pod_name.clone()));
     assert_eq!(
-        policy().decide(r, pod, clock.now()),
+        policy(&server).decide(r, pod, clock.now()),
         Liveness::Dead(Reason::PodAbsent),
         "a pod list older than the record frees a live pod's IP"
     );
@@ -293,7 +295,7 @@ async fn records_are_read_before_pods() {
     .unwrap();
     assert_eq!(snap.records.len(), 1);
     assert_eq!(snap.pods.len(), 2);
-    let verdict = snap.decide(&policy(), &snap.records[0], clock.now());
+    let verdict = snap.decide(&policy(&server), &snap.records[0]);
     assert!(
         matches!(verdict, Liveness::Alive(Reason::PendingWithinGrace(_))),
         "{verdict:?}"

@@ -25,7 +25,7 @@ use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, ListParams, Patch, PatchParams};
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use ward_guards::liveness::{self, LivenessPolicy, Record};
+use ward_guards::liveness::{self, LivenessPolicy, Record, ResourceCheck};
 use ward_guards::occ_patch::{Change, Decision, OccPatch, json_pointer};
 
 use super::invariants::Journal;
@@ -294,14 +294,16 @@ async fn is_dead(
             Ok(true)
         }
         Mode::Guarded => {
-            let policy = LivenessPolicy::new().grace(config.grace);
+            let policy = LivenessPolicy::new(ResourceCheck::Ips)
+                .grace(config.grace)
+                .clock(*clock);
             let Some(record) = record_of(e) else {
                 return Ok(false);
             };
-            if view.decide(&policy, &record, now).is_alive() {
+            if policy.decide(&record, view.pod(&record), now).is_alive() {
                 return Ok(false);
             }
-            let fresh = liveness::is_alive(client, &record, &policy, clock.now()).await?;
+            let fresh = liveness::is_alive(client, &record, &policy).await?;
             if fresh.is_dead() {
                 journal.log(format!(
                     "reconciler (guarded): {} of {} is dead: {:?}",

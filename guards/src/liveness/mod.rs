@@ -1,5 +1,25 @@
 //! Phase-aware pod liveness: does a pod still own a record — an IP
-//! allocation, a lease of some resource — or may the record be reclaimed?
+//! allocation, a port, a lease of some resource — or may the record be
+//! reclaimed?
+//!
+//! Two choices come first, and both are explicit:
+//!
+//! - **How a pod shows the resource** ([`ResourceCheck`], no default):
+//!   [`ResourceCheck::Ips`] for IP addresses (the pod's IPs and the multus
+//!   network-status annotation), [`ResourceCheck::PhaseOnly`] for resources
+//!   a pod does not publish (ports, volumes, GPU slots), or
+//!   [`ResourceCheck::custom`]. A check answers yes, no, or cannot tell;
+//!   a Running pod loses its record for "not showing it" only on a
+//!   positive no, so a check that does not understand a resource can never
+//!   free a live pod's.
+//! - **Which clock says "now"**: the policy reads Ward's
+//!   [`Clock`](ward::clock::Clock), which follows tokio's. It must be the
+//!   clock that stamps the pods and records: under
+//!   `#[tokio::test(start_paused = true)]` hand it the embedded server's
+//!   (`ApiServer::clock()`); against a real cluster the default (wall
+//!   time) is that clock. [`LivenessPolicy::decide_now`],
+//!   [`Snapshot::decide`] and [`is_alive`] read it;
+//!   [`LivenessPolicy::decide`] takes `now` from the caller.
 //!
 //! The race it stops (whereabouts: the reconciler frees a Pending pod's IP):
 //!
@@ -25,7 +45,7 @@
 //! ```
 //! use std::time::Duration;
 //! use k8s_openapi::api::core::v1::Pod;
-//! use ward_guards::liveness::{Liveness, LivenessPolicy, Reason, Record};
+//! use ward_guards::liveness::{Liveness, LivenessPolicy, Reason, Record, ResourceCheck};
 //!
 //! let now: jiff::Timestamp = "2026-01-01T00:00:10Z".parse().unwrap();
 //! let mut pod = Pod::default();
@@ -37,7 +57,7 @@
 //! });
 //! let record = Record::new("default", "web-2", "10.128.40.47")
 //!     .allocated_at("2026-01-01T00:00:00Z".parse().unwrap());
-//! let policy = LivenessPolicy::default().grace(Duration::from_secs(30));
+//! let policy = LivenessPolicy::new(ResourceCheck::Ips).grace(Duration::from_secs(30));
 //! // Pending, no IP shown yet, allocated 10 s ago: it still owns the IP.
 //! assert!(matches!(
 //!     policy.decide(&record, Some(&pod), now),
@@ -45,22 +65,28 @@
 //! ));
 //! // The pod is gone: the IP may be reclaimed.
 //! assert!(policy.decide(&record, None, now).is_dead());
+//!
+//! // A port: the pod does not publish it, so only phase and age count.
+//! let ports = LivenessPolicy::new(ResourceCheck::PhaseOnly);
+//! pod.status.as_mut().unwrap().phase = Some("Running".into());
+//! let port = Record::new("default", "web-2", "8080");
+//! assert_eq!(
+//!     ports.decide(&port, Some(&pod), now),
+//!     Liveness::Alive(Reason::RunningCannotTell)
+//! );
 //! ```
 
-use std::collections::HashMap;
-use std::fmt;
-use std::future::Future;
-use std::net::IpAddr;
-use std::sync::Arc;
+mod check;
+mod read;
+
+pub use check::{NETWORK_STATUS_ANNOTATION, ResourceCheck, Shown, network_status_ips, shows_ip};
+pub use read::{PodIndex, Snapshot, index_pods, is_alive, list_pod_index, snapshot};
+
 use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, ListParams};
-use kube::{Client, ResourceExt};
-
-/// The multus annotation listing a pod's networks and their IPs.
-pub const NETWORK_STATUS_ANNOTATION: &str = "k8s.v1.cni.cncf.io/network-status";
+use ward::clock::Clock;
 
 /// Errors reading or naming pods.
 #[derive(Debug, thiserror::Error)]
@@ -185,6 +211,9 @@ pub enum Reason {
     /// Phase Unknown (the node stopped reporting): the pod may still run
     /// and use the resource, so it is alive until the pod object goes.
     UnknownPhase,
+    /// Running, and the [`ResourceCheck`] cannot tell whether the pod uses
+    /// the resource: it keeps it until it finishes or goes.
+    RunningCannotTell,
     /// Neither the allocation time nor the pod's creation time is known:
     /// the age cannot be measured, so the pod is given the benefit of the doubt.
     AgeUnknown(Phase),
@@ -222,30 +251,13 @@ impl Liveness {
     }
 }
 
-type ResourceCheck = Arc<dyn Fn(&Pod, &str) -> bool + Send + Sync>;
-
-/// How to judge records: the grace bound and how a pod shows a resource.
-#[derive(Clone)]
+/// How to judge records: how a pod shows a resource, the grace bound, and
+/// the clock.
+#[derive(Debug, Clone)]
 pub struct LivenessPolicy {
+    check: ResourceCheck,
     grace: Duration,
-    shows: ResourceCheck,
-}
-
-impl fmt::Debug for LivenessPolicy {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("LivenessPolicy")
-            .field("grace", &self.grace)
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for LivenessPolicy {
-    fn default() -> Self {
-        LivenessPolicy {
-            grace: Self::DEFAULT_GRACE,
-            shows: Arc::new(pod_shows_ip),
-        }
-    }
+    clock: Clock,
 }
 
 impl LivenessPolicy {
@@ -255,27 +267,34 @@ impl LivenessPolicy {
     /// re-check (#375) is what reopened the race.
     pub const DEFAULT_GRACE: Duration = Duration::from_secs(300);
 
-    /// The default policy: [`Self::DEFAULT_GRACE`], resources are IPs ([`pod_shows_ip`]).
+    /// Judge with `check`, [`Self::DEFAULT_GRACE`], and a [`Clock`] that
+    /// follows wall time from now (see [`Self::clock`]).
     #[must_use]
-    pub fn new() -> Self {
-        Self::default()
+    pub fn new(check: ResourceCheck) -> Self {
+        LivenessPolicy {
+            check,
+            grace: Self::DEFAULT_GRACE,
+            clock: Clock::new(),
+        }
     }
 
     /// How long a pod that does not show the resource keeps it, counted
-    /// from the allocation (else the pod's creation).
+    /// from the allocation (else the pod's creation). A Pending pod past it
+    /// loses the record whatever the check says (that is what stops a pod
+    /// stuck Pending from holding it forever), so make it longer than your
+    /// pods take to start.
     #[must_use]
     pub fn grace(mut self, d: Duration) -> Self {
         self.grace = d;
         self
     }
 
-    /// How to tell that a pod shows (uses) the resource of a record.
+    /// The clock "now" is read from: the one that stamps the records and
+    /// the pods (the embedded server's, `ApiServer::clock()`, under paused
+    /// time).
     #[must_use]
-    pub fn resource_check(
-        mut self,
-        f: impl Fn(&Pod, &str) -> bool + Send + Sync + 'static,
-    ) -> Self {
-        self.shows = Arc::new(f);
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
         self
     }
 
@@ -285,10 +304,22 @@ impl LivenessPolicy {
         self.grace
     }
 
-    /// Whether `pod` shows `resource`.
+    /// The resource check.
     #[must_use]
-    pub fn shows_resource(&self, pod: &Pod, resource: &str) -> bool {
-        (self.shows)(pod, resource)
+    pub fn resource_check(&self) -> &ResourceCheck {
+        &self.check
+    }
+
+    /// The current time by the policy's clock.
+    #[must_use]
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// [`Self::decide`] at [`Self::now`].
+    #[must_use]
+    pub fn decide_now(&self, record: &Record, pod: Option<&Pod>) -> Liveness {
+        self.decide(record, pod, self.now())
     }
 
     /// Judge `record` against its pod as read (None: no pod of that
@@ -300,10 +331,11 @@ impl LivenessPolicy {
     /// | record has a uid, the pod another | dead ([`Reason::UidMismatch`]) |
     /// | deletionTimestamp set | alive until gone ([`Reason::Terminating`]) |
     /// | Succeeded, Failed | dead ([`Reason::Finished`]) |
-    /// | shows the resource | alive ([`Reason::ShowsResource`]) |
+    /// | check: shows the resource | alive ([`Reason::ShowsResource`]) |
     /// | Unknown | alive ([`Reason::UnknownPhase`]) |
-    /// | Pending / Running, age < grace | alive (`*WithinGrace`) |
-    /// | Pending / Running, age >= grace | dead (`*PastGrace`) |
+    /// | Running, check: cannot tell | alive ([`Reason::RunningCannotTell`]) |
+    /// | Pending, or Running and check: does not show; age < grace | alive (`*WithinGrace`) |
+    /// | Pending, or Running and check: does not show; age >= grace | dead (`*PastGrace`) |
     ///
     /// The age runs from `record.allocated_at`, else from the pod's
     /// creationTimestamp; with neither, the pod is alive
@@ -325,13 +357,16 @@ impl LivenessPolicy {
             return Liveness::Alive(Reason::Terminating);
         }
         let phase = Phase::of(pod);
-        match phase {
-            Phase::Succeeded | Phase::Failed => return Liveness::Dead(Reason::Finished(phase)),
-            _ if self.shows_resource(pod, &record.resource) => {
-                return Liveness::Alive(Reason::ShowsResource(phase));
+        if let Phase::Succeeded | Phase::Failed = phase {
+            return Liveness::Dead(Reason::Finished(phase));
+        }
+        match (phase, self.check.shows(pod, &record.resource)) {
+            (_, Shown::Yes) => return Liveness::Alive(Reason::ShowsResource(phase)),
+            (Phase::Unknown, _) => return Liveness::Alive(Reason::UnknownPhase),
+            (Phase::Running, Shown::CannotTell) => {
+                return Liveness::Alive(Reason::RunningCannotTell);
             }
-            Phase::Unknown => return Liveness::Alive(Reason::UnknownPhase),
-            Phase::Pending | Phase::Running => {}
+            _ => {}
         }
         let since = record
             .allocated_at
@@ -351,150 +386,12 @@ impl LivenessPolicy {
     }
 }
 
-/// The default resource check: `ip` appears in `status.podIPs[].ip`,
-/// `status.podIP`, or the `ips` of any network in the
-/// [`NETWORK_STATUS_ANNOTATION`]. Addresses compare as IPs (so `fd00::1`
-/// equals `fd00:0::1`; a `/prefix` suffix is ignored), anything else as text.
-#[must_use]
-pub fn pod_shows_ip(pod: &Pod, ip: &str) -> bool {
-    let status = pod.status.as_ref();
-    let pod_ips = status
-        .and_then(|s| s.pod_ips.as_ref())
-        .into_iter()
-        .flatten()
-        .map(|p| p.ip.clone());
-    let pod_ip = status.and_then(|s| s.pod_ip.clone());
-    pod_ips
-        .chain(pod_ip)
-        .chain(network_status_ips(pod))
-        .any(|shown| same_address(&shown, ip))
-}
-
-/// The IPs listed in `pod`'s [`NETWORK_STATUS_ANNOTATION`] (a JSON array of
-/// `{name, interface, ips, mac, default}`). A missing or malformed
-/// annotation lists none.
-#[must_use]
-pub fn network_status_ips(pod: &Pod) -> Vec<String> {
-    #[derive(serde::Deserialize)]
-    struct Network {
-        #[serde(default)]
-        ips: Vec<String>,
-    }
-    let Some(raw) = pod.annotations().get(NETWORK_STATUS_ANNOTATION) else {
-        return Vec::new();
-    };
-    match serde_json::from_str::<Vec<Network>>(raw) {
-        Ok(nets) => nets.into_iter().flat_map(|n| n.ips).collect(),
-        Err(e) => {
-            tracing::debug!(error = %e, "ignoring a malformed network-status annotation");
-            Vec::new()
-        }
-    }
-}
-
-fn same_address(a: &str, b: &str) -> bool {
-    fn addr(s: &str) -> Option<IpAddr> {
-        s.split('/').next()?.trim().parse().ok()
-    }
-    match (addr(a), addr(b)) {
-        (Some(x), Some(y)) => x == y,
-        _ => a == b,
-    }
-}
-
-/// Pods by (namespace, name).
-pub type PodIndex = HashMap<(String, String), Pod>;
-
-/// Index `pods` by (namespace, name).
-#[must_use]
-pub fn index_pods(pods: impl IntoIterator<Item = Pod>) -> PodIndex {
-    let key = |p: &Pod| (p.namespace().unwrap_or_default(), p.name_any());
-    pods.into_iter().map(|p| (key(&p), p)).collect()
-}
-
-/// List the pods of `api` with quorum reads (no resourceVersion, so never
-/// from a cache), page by page, into a [`PodIndex`].
-pub async fn list_pod_index(api: &Api<Pod>) -> Result<PodIndex, kube::Error> {
-    let mut pods = Vec::new();
-    let mut lp = ListParams::default().limit(500);
-    loop {
-        let page = api.list(&lp).await?;
-        pods.extend(page.items);
-        match page.metadata.continue_ {
-            Some(c) if !c.is_empty() => lp = lp.continue_token(&c),
-            _ => break,
-        }
-    }
-    Ok(index_pods(pods))
-}
-
-/// Records and the pods read after them.
-#[derive(Debug, Clone)]
-pub struct Snapshot<R> {
-    /// The records, as read first.
-    pub records: R,
-    /// The pods, read after the records.
-    pub pods: PodIndex,
-}
-
-impl<R> Snapshot<R> {
-    /// The pod `record` names, if the pod read found it.
-    #[must_use]
-    pub fn pod(&self, record: &Record) -> Option<&Pod> {
-        self.pods
-            .get(&(record.pod_namespace.clone(), record.pod_name.clone()))
-    }
-
-    /// Judge `record` against this snapshot's pods.
-    #[must_use]
-    pub fn decide(&self, policy: &LivenessPolicy, record: &Record, now: Timestamp) -> Liveness {
-        policy.decide(record, self.pod(record), now)
-    }
-}
-
-/// Read the records, THEN the pods, and keep both.
-///
-/// The order is the point. A record is written after its pod exists (CNI
-/// ADD runs for a created pod), so a pod read that starts after the record
-/// read finished sees every pod a record in it names, unless that pod
-/// really is gone. Read the other way round — pods, then records — a pod
-/// created and given an allocation between the two reads has a record but
-/// no pod in the snapshot, and is judged [`Reason::PodAbsent`]: its IP is
-/// freed while it starts. `list_pods` must be a fresh read (a quorum list
-/// such as [`list_pod_index`], or a cache known to be synced past the
-/// record read), and `now` for judging should be taken after this returns.
-pub async fn snapshot<R, E, FR, FP>(
-    read_records: impl FnOnce() -> FR,
-    list_pods: impl FnOnce() -> FP,
-) -> Result<Snapshot<R>, E>
-where
-    FR: Future<Output = Result<R, E>>,
-    FP: Future<Output = Result<PodIndex, E>>,
-{
-    let records = read_records().await?;
-    let pods = list_pods().await?;
-    Ok(Snapshot { records, pods })
-}
-
-/// Judge `record` against a fresh read of its pod (a quorum GET, never a
-/// cache).
-pub async fn is_alive(
-    client: &Client,
-    record: &Record,
-    policy: &LivenessPolicy,
-    now: Timestamp,
-) -> Result<Liveness, LivenessError> {
-    let api: Api<Pod> = Api::namespaced(client.clone(), &record.pod_namespace);
-    let pod = api.get_opt(&record.pod_name).await?;
-    Ok(policy.decide(record, pod.as_ref(), now))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
     use Liveness::{Alive, Dead};
     use Reason::*;
-    use k8s_openapi::api::core::v1::{PodIP, PodStatus};
+    use k8s_openapi::api::core::v1::PodStatus;
     use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 
     const IP: &str = "10.128.40.47";
@@ -529,7 +426,7 @@ mod tests {
     }
 
     fn policy() -> LivenessPolicy {
-        LivenessPolicy::default().grace(Duration::from_secs(30))
+        LivenessPolicy::new(ResourceCheck::Ips).grace(Duration::from_secs(30))
     }
 
     fn age(secs: i64) -> SignedDuration {
@@ -587,6 +484,8 @@ mod tests {
             ("no age", Some(no_created), &unaged, 1 << 30, Alive(AgeUnknown(Phase::Pending))),
             ("Running without", other_ip(), &r, 29, Alive(RunningWithoutResourceWithinGrace(age(29)))),
             ("Running without, past", other_ip(), &r, 30, Dead(RunningWithoutResourcePastGrace(age(30)))),
+            ("Running, cannot tell", Some(pod(Some("Running"))), &r, 3600, Alive(RunningCannotTell)),
+            ("Pending, cannot tell, past", pending(), &r, 30, Dead(PendingPastGrace(age(30)))),
         ];
         for (case, pod, record, secs, want) in rows {
             assert_eq!(
@@ -604,62 +503,62 @@ mod tests {
         assert_eq!(Phase::of(&pod(Some("Weird"))), Phase::Unknown);
     }
 
-    #[test]
-    fn where_an_ip_is_shown() {
-        let mut p = pod(Some("Running"));
-        assert!(!pod_shows_ip(&p, IP));
-        p.status.as_mut().unwrap().pod_ip = Some(IP.into());
-        assert!(pod_shows_ip(&p, IP));
-        let mut p = pod(Some("Running"));
-        let ips = ["fd00::2f", IP].map(|ip| PodIP { ip: ip.into() });
-        p.status.as_mut().unwrap().pod_ips = Some(ips.to_vec());
-        assert!(pod_shows_ip(&p, IP) && pod_shows_ip(&p, "fd00:0:0::2f"));
-        assert!(!pod_shows_ip(&p, "10.128.40.4"));
-        // Secondary networks: any network's ips, CIDR-style entries too.
-        let p = with_annotation(
-            pod(Some("Running")),
-            r#"[{"name":"ovn","interface":"eth0","ips":["10.0.0.9"],"default":true},
-                {"name":"macvlan","interface":"net1","ips":["10.128.40.47/24"]}]"#,
-        );
-        assert!(pod_shows_ip(&p, IP));
-        assert_eq!(network_status_ips(&p), vec!["10.0.0.9", "10.128.40.47/24"]);
-        assert!(
-            !pod_shows_ip(&p, "lease-a"),
-            "non-IP resources compare as text"
-        );
-    }
-
-    #[test]
-    fn malformed_annotations_show_nothing() {
-        let r = Record::new("default", "web-2", IP).allocated_at(t(0));
-        for bad in [
-            "",
-            "not json",
-            r#"{"ips":["10.128.40.47"]}"#,
-            r#"[{"ips":"10.128.40.47"}]"#,
-            r#"[{"ips":["10.128.40.47"]"#,
-            r#"[{"name":"no ips"}]"#,
-        ] {
-            let p = with_annotation(pod(Some("Pending")), bad);
-            assert!(network_status_ips(&p).is_empty(), "{bad}");
-            let early = policy().decide(&r, Some(&p), t(1));
-            assert!(matches!(early, Alive(PendingWithinGrace(_))), "{bad}");
-            assert!(policy().decide(&r, Some(&p), t(31)).is_dead(), "{bad}");
+    impl LivenessPolicy {
+        fn clone_with(&self, check: ResourceCheck) -> Self {
+            LivenessPolicy {
+                check,
+                ..self.clone()
+            }
         }
     }
 
     #[test]
-    fn custom_resource_check() {
-        let policy = policy().resource_check(|pod, res| {
+    fn a_check_that_cannot_tell_never_frees_a_running_pod() {
+        let port = Record::new("default", "web-2", "8080").allocated_at(t(0));
+        let running = showing("Running", IP);
+        let week = t(7 * 24 * 3600);
+        for check in [ResourceCheck::Ips, ResourceCheck::PhaseOnly] {
+            let p = policy().clone_with(check.clone());
+            assert_eq!(
+                p.decide(&port, Some(&running), week),
+                Alive(RunningCannotTell),
+                "{check:?}"
+            );
+            let stuck = p.decide(&port, Some(&pod(Some("Pending"))), t(30));
+            assert_eq!(stuck, Dead(PendingPastGrace(age(30))), "{check:?}");
+        }
+        // A custom check that positively says no frees it after the grace.
+        let labelled = ResourceCheck::custom(|pod, res| {
             let labels = pod.metadata.labels.as_ref();
-            labels.is_some_and(|l| l.get("lease").map(String::as_str) == Some(res))
+            labels
+                .is_some_and(|l| l.get("lease").map(String::as_str) == Some(res))
+                .into()
         });
-        let mut p = pod(Some("Running"));
+        let p = policy().clone_with(labelled);
+        let mut leased = pod(Some("Running"));
         let r = Record::new("default", "web-2", "gpu-3").allocated_at(t(0));
-        assert!(policy.decide(&r, Some(&p), t(60)).is_dead());
-        p.metadata.labels = Some([("lease".into(), "gpu-3".into())].into_iter().collect());
-        assert!(policy.decide(&r, Some(&p), t(60)).is_alive());
-        assert_eq!(policy.grace_period(), Duration::from_secs(30));
+        assert!(p.decide(&r, Some(&leased), t(60)).is_dead());
+        leased.metadata.labels = Some([("lease".into(), "gpu-3".into())].into_iter().collect());
+        assert!(p.decide(&r, Some(&leased), t(60)).is_alive());
+        assert_eq!(p.grace_period(), Duration::from_secs(30));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn decide_now_reads_the_policy_clock() {
+        let clock = Clock::new();
+        let r = Record::new("default", "web-2", IP).allocated_at(clock.now());
+        let p = policy().clock(clock);
+        let pending = pod(Some("Pending"));
+        assert!(matches!(
+            p.decide_now(&r, Some(&pending)),
+            Alive(PendingWithinGrace(_))
+        ));
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(p.now(), clock.now(), "paused: the same instant");
+        assert!(matches!(
+            p.decide_now(&r, Some(&pending)),
+            Dead(PendingPastGrace(_))
+        ));
     }
 
     #[test]

@@ -93,9 +93,7 @@ async fn a_pending_pod_keeps_its_ip_until_the_annotation_lands() {
         !naive_alive(&client, &record).await,
         "the naive rule frees the IP"
     );
-    let verdict = is_alive(&client, &record, &policy(&server))
-        .await
-        .unwrap();
+    let verdict = is_alive(&client, &record, &policy(&server)).await.unwrap();
     assert!(
         matches!(verdict, Liveness::Alive(Reason::PendingWithinGrace(_))),
         "{verdict:?}"
@@ -104,9 +102,7 @@ async fn a_pending_pod_keeps_its_ip_until_the_annotation_lands() {
     // 6. The annotation lands: both agree.
     annotate(&pods, "web-2", IP).await;
     assert!(naive_alive(&client, &record).await);
-    let verdict = is_alive(&client, &record, &policy(&server))
-        .await
-        .unwrap();
+    let verdict = is_alive(&client, &record, &policy(&server)).await.unwrap();
     assert_eq!(
         verdict,
         Liveness::Alive(Reason::ShowsResource(Phase::Pending))
@@ -144,9 +140,7 @@ async fn a_pod_stuck_pending_releases_its_ip_after_the_grace_bound() {
             .is_alive()
     );
     tokio::time::advance(Duration::from_secs(2)).await;
-    let verdict = is_alive(&client, &record, &policy(&server))
-        .await
-        .unwrap();
+    let verdict = is_alive(&client, &record, &policy(&server)).await.unwrap();
     assert!(
         matches!(verdict, Liveness::Dead(Reason::PendingPastGrace(age)) if age.as_secs() == 31),
         "{verdict:?}"
@@ -162,12 +156,7 @@ async fn a_pod_stuck_pending_releases_its_ip_after_the_grace_bound() {
             .is_dead()
     );
     let long = policy(&server).grace(Duration::from_secs(40));
-    assert!(
-        is_alive(&client, &unaged, &long)
-            .await
-            .unwrap()
-            .is_alive()
-    );
+    assert!(is_alive(&client, &unaged, &long).await.unwrap().is_alive());
 }
 
 #[tokio::test(start_paused = true)]
@@ -203,9 +192,7 @@ async fn a_pod_recreated_under_the_same_name_does_not_own_the_old_record() {
     .expect("deleted in time")
     .unwrap();
     assert_eq!(
-        is_alive(&client, &record, &policy(&server))
-            .await
-            .unwrap(),
+        is_alive(&client, &record, &policy(&server)).await.unwrap(),
         Liveness::Dead(Reason::PodAbsent)
     );
 
@@ -220,9 +207,7 @@ async fn a_pod_recreated_under_the_same_name_does_not_own_the_old_record() {
         "the naive rule is fooled"
     );
     assert_eq!(
-        is_alive(&client, &record, &policy(&server))
-            .await
-            .unwrap(),
+        is_alive(&client, &record, &policy(&server)).await.unwrap(),
         Liveness::Dead(Reason::UidMismatch {
             recorded: old_uid,
             live: new.uid().unwrap()

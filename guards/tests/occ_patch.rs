@@ -21,7 +21,8 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use ward_apiserver::{ApiServer, Delay, Verb, WriteAction, WriteFault};
 use ward_guards::occ_patch::{
-    Change, Decision, DeleteDecision, OccError, OccPatch, Outcome, json_pointer,
+    Change, Decision, DeleteDecision, DeleteOutcome, OccError, OccPatch, UpdateOutcome,
+    json_pointer,
 };
 
 const WAIT: Duration = Duration::from_secs(60);
@@ -158,7 +159,7 @@ async fn a_stale_removal_is_re_decided_not_replayed() {
         2,
         "decided again on fresh state"
     );
-    let Outcome::Unchanged(seen) = outcome else {
+    let UpdateOutcome::Unchanged(seen, ()) = outcome else {
         panic!("{outcome:?}")
     };
     assert_eq!(entry(&seen, "47").as_deref(), Some("default/web-9"));
@@ -206,7 +207,7 @@ async fn without_the_rv_pin_only_the_entry_itself_conflicts() {
         .unwrap()
         .unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 1);
-    let Outcome::Patched(pool) = outcome else {
+    let UpdateOutcome::Patched(pool, ()) = outcome else {
         panic!("{outcome:?}")
     };
     assert_eq!(entry(&pool, "47"), None);
@@ -238,7 +239,7 @@ async fn injected_conflicts_are_retried_with_a_fresh_decision() {
         .backoff(Duration::from_millis(100));
     let outcome = occ.update("lease", |cm| take(&calls, cm)).await.unwrap();
     assert_eq!(calls.load(Ordering::SeqCst), 3, "decided once per attempt");
-    let Outcome::Patched(cm) = outcome else {
+    let UpdateOutcome::Patched(cm, ()) = outcome else {
         panic!("{outcome:?}")
     };
     assert_eq!(entry(&cm, "holder").as_deref(), Some("b"));
@@ -268,7 +269,10 @@ async fn injected_conflicts_are_retried_with_a_fresh_decision() {
         .update("lease", |cm| take(&calls, cm))
         .await
         .unwrap_err();
-    assert!(matches!(err, OccError::Conflict { attempts: 2 }), "{err:?}");
+    assert!(
+        matches!(err, OccError::Conflict { attempts: 2, .. }),
+        "{err:?}"
+    );
     assert_eq!(calls.load(Ordering::SeqCst), 2);
     assert_eq!(
         entry(&api.get("lease").await.unwrap(), "holder").as_deref(),
@@ -286,12 +290,12 @@ async fn injected_conflicts_are_retried_with_a_fresh_decision() {
         .update("lease", |_| Decision::Nothing)
         .await
         .unwrap();
-    assert!(matches!(out, Outcome::Unchanged(cm) if cm.resource_version() == before));
+    assert!(matches!(out, UpdateOutcome::Unchanged(cm, ()) if cm.resource_version() == before));
     let out = OccPatch::new(api.clone())
         .update("missing", |_| Decision::Nothing)
         .await
         .unwrap();
-    assert_eq!(out, Outcome::Gone);
+    assert_eq!(out, UpdateOutcome::Gone);
     server
         .faults()
         .add_write_fault(WriteFault::next(1, WriteAction::InternalError).verbs(&[Verb::Patch]))
@@ -367,7 +371,7 @@ async fn a_delete_never_hits_a_same_named_successor() {
             assert_eq!((expected, Some(found)), (old_uid, new.uid()));
             assert_eq!(calls.load(Ordering::SeqCst), 1);
         } else {
-            let Ok(Outcome::Unchanged(seen)) = res else {
+            let Ok(DeleteOutcome::Kept(seen)) = res else {
                 panic!("{res:?}")
             };
             assert_eq!(seen.uid(), new.uid(), "re-decided on the successor");
@@ -401,12 +405,12 @@ async fn delete_outcomes() {
         .delete("plain", delete)
         .await
         .unwrap();
-    assert_eq!(out, Outcome::Deleted);
+    assert_eq!(out, DeleteOutcome::Deleted);
     let out = OccPatch::new(api.clone())
         .delete("plain", delete)
         .await
         .unwrap();
-    assert_eq!(out, Outcome::Gone);
+    assert_eq!(out, DeleteOutcome::Gone);
 
     let mut held = ConfigMap::default();
     held.metadata.name = Some("held".into());
@@ -416,7 +420,7 @@ async fn delete_outcomes() {
         .delete("held", delete)
         .await
         .unwrap();
-    let Outcome::Terminating(cm) = out else {
+    let DeleteOutcome::Terminating(cm) = out else {
         panic!("{out:?}")
     };
     assert!(cm.metadata.deletion_timestamp.is_some());
@@ -436,11 +440,92 @@ async fn delete_outcomes() {
         })
         .await
         .unwrap();
-    assert_eq!(out, Outcome::Deleted);
+    assert_eq!(out, DeleteOutcome::Deleted);
     assert_eq!(calls.load(Ordering::SeqCst), 3);
     let kept = OccPatch::new(api.clone())
         .delete("held", |_| DeleteDecision::Keep)
         .await
         .unwrap();
-    assert!(matches!(kept, Outcome::Unchanged(_)));
+    assert!(matches!(kept, DeleteOutcome::Kept(_)));
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_default_budget_outlasts_contention_and_a_deadline_bounds_it() {
+    let server = ApiServer::start_seeded(21).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+    create(&api, "ports", &[]).await;
+    let claim = |cm: &ConfigMap| {
+        let taken = cm.data.clone().unwrap_or_default();
+        let port = (8000..)
+            .find(|p| !taken.contains_key(&p.to_string()))
+            .unwrap();
+        let add = Change::add(json_pointer(["data", &port.to_string()]), json!("web"));
+        (Decision::Patch(vec![add]), port)
+    };
+
+    // Twelve conflicts in a row: the old default (5 attempts) gave up on
+    // the fifth; the deadline rides them out and returns the port chosen
+    // by the attempt that landed.
+    server
+        .faults()
+        .add_write_fault(WriteFault::next(12, WriteAction::Conflict).verbs(&[Verb::Patch]))
+        .unwrap();
+    let t0 = Instant::now();
+    let out = OccPatch::new(api.clone())
+        .seed(2)
+        .update_with("ports", claim)
+        .await
+        .unwrap();
+    assert!(t0.elapsed() < OccPatch::<ConfigMap>::DEFAULT_DEADLINE);
+    let UpdateOutcome::Patched(cm, port) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(port, 8000);
+    assert_eq!(entry(&cm, "8000").as_deref(), Some("web"));
+
+    // Conflicts without end: give up at the deadline, not before, and
+    // write nothing.
+    server
+        .faults()
+        .add_write_fault(WriteFault::fraction(1.0, WriteAction::Conflict).verbs(&[Verb::Patch]))
+        .unwrap();
+    let t0 = Instant::now();
+    let err = OccPatch::new(api.clone())
+        .seed(2)
+        .deadline(Duration::from_secs(5))
+        .update_with("ports", claim)
+        .await
+        .unwrap_err();
+    let OccError::Conflict { attempts, elapsed } = err else {
+        panic!("{err:?}")
+    };
+    assert_eq!(
+        elapsed,
+        Duration::from_secs(5),
+        "the last wait is cut at the deadline"
+    );
+    assert_eq!(t0.elapsed(), elapsed);
+    // 50 ms doubling to the 2 s cap, each drawn from its upper half.
+    assert!((4..=12).contains(&attempts), "{attempts}");
+    assert_eq!(api.get("ports").await.unwrap().data.unwrap().len(), 1);
+}
+
+#[tokio::test(start_paused = true)]
+async fn an_add_under_a_missing_map_creates_it() {
+    let server = ApiServer::start_seeded(22).await;
+    let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("empty".into());
+    api.create(&PostParams::default(), &cm).await.unwrap();
+    let out = OccPatch::new(api.clone())
+        .update("empty", |cm: &ConfigMap| {
+            assert!(cm.data.is_none(), "no data map yet");
+            Decision::Patch(vec![Change::add("/data/8000", json!("web"))])
+        })
+        .await
+        .unwrap();
+    let UpdateOutcome::Patched(cm, ()) = out else {
+        panic!("{out:?}")
+    };
+    assert_eq!(entry(&cm, "8000").as_deref(), Some("web"));
 }

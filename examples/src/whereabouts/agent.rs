@@ -19,7 +19,7 @@ use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
-use ward_guards::occ_patch::{Change, Decision, OccError, OccPatch, Outcome, json_pointer};
+use ward_guards::occ_patch::{Change, Decision, OccError, OccPatch, UpdateOutcome, json_pointer};
 
 use super::model::{IPAllocation, IPPool, NETWORK_STATUS, NetworkStatus, Range};
 use ward_base::Rng;
@@ -112,21 +112,19 @@ pub async fn allocate(
     let pool_name = net.range.pool_name();
     let uid = pod.uid().unwrap_or_default();
     let id = container_id(&uid, &net.name);
-    let mut offset = 0;
     let outcome = pool_writer(client)
-        .update(&pool_name, |pool: &IPPool| {
+        .update_with(&pool_name, |pool: &IPPool| {
             // Already allocated to this container (a retried ADD)?
             if let Some((off, _)) = pool.spec.allocations.iter().find(|(_, a)| a.id == id) {
-                offset = off.parse().unwrap_or(0);
-                return Decision::Nothing;
+                return (Decision::Nothing, off.parse().unwrap_or(0));
             }
             // Offset 0 is the network address; skip it and the last (broadcast).
             let free = (1..net.range.size().saturating_sub(1))
                 .find(|o| !pool.spec.allocations.contains_key(&o.to_string()));
             let Some(free) = free else {
-                return Decision::Abort(AgentError::Exhausted(net.range.to_string()).into());
+                let full = AgentError::Exhausted(net.range.to_string());
+                return (Decision::Abort(full.into()), 0);
             };
-            offset = free;
             let alloc = IPAllocation {
                 id: id.clone(),
                 podref: format!("{}/{}", pod.namespace().unwrap_or_default(), pod.name_any()),
@@ -136,13 +134,13 @@ pub async fn allocate(
             };
             let value = serde_json::to_value(alloc).expect("an allocation serializes");
             let path = json_pointer(["spec", "allocations", &free.to_string()]);
-            Decision::Patch(vec![Change::add(path, value)])
+            (Decision::Patch(vec![Change::add(path, value)]), free)
         })
         .await
         .map_err(|e| write_failed(pool_name.clone(), e))?;
-    match outcome {
-        Outcome::Gone => Err(AgentError::NoPool(pool_name)),
-        _ => Ok(net.range.ip(offset)?.to_string()),
+    match outcome.into_value() {
+        None => Err(AgentError::NoPool(pool_name)),
+        Some(offset) => Ok(net.range.ip(offset)?.to_string()),
     }
 }
 
@@ -160,7 +158,7 @@ pub async fn release(client: &Client, net: &Network, id: &str) -> Result<(), Age
         .await
         .map_err(|e| write_failed(pool_name.clone(), e))?;
     match outcome {
-        Outcome::Gone => Err(AgentError::NoPool(pool_name)),
+        UpdateOutcome::Gone => Err(AgentError::NoPool(pool_name)),
         _ => Ok(()),
     }
 }

@@ -354,7 +354,7 @@ async fn commit(run: &Run<'_>, pools: &[IPPool], dead: Vec<Entry>) -> Result<(),
                 }
             })
             .await?;
-        if matches!(outcome, ward_guards::occ_patch::Outcome::Patched(_)) {
+        if matches!(outcome, ward_guards::occ_patch::UpdateOutcome::Patched(..)) {
             for (off, a) in &victims {
                 journal.log(format!(
                     "reconciler (guarded): removed offset {off} of {} from {pool}",

@@ -10,6 +10,7 @@ use super::OccError;
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Op {
     /// Add (a map key, or an array element; replaces an existing key).
+    /// Missing parent maps are created.
     Add,
     /// Replace an existing value.
     Replace,
@@ -34,7 +35,11 @@ impl Change {
         Change { op, path, value }
     }
 
-    /// Add `value` at `path`.
+    /// Add `value` at `path`, creating the parent maps that are missing
+    /// (or `null`) in the fresh object: the first entry of a map a type
+    /// skips when empty (`skip_serializing_if = "BTreeMap::is_empty"`) is
+    /// an ordinary add. A parent that exists but is not a map (or an array,
+    /// for the last step) is [`OccError::Invalid`].
     #[must_use]
     pub fn add(path: impl Into<String>, value: Value) -> Self {
         Change::new(Op::Add, path, value)
@@ -84,8 +89,9 @@ impl Default for Pins {
 /// Build the JSON patch for `changes` to `current` (the object as the
 /// server returned it): `test` ops first — resourceVersion and uid per
 /// `pins`, then the current value at each changed path (for an add to an
-/// absent path: nothing, or the parent's value when the rv is not pinned)
-/// — then the changes.
+/// absent path: nothing when the rv is pinned, else the value of its
+/// nearest existing ancestor) — then the changes, each add preceded by
+/// `add {}` for the parent maps it needs that do not exist yet.
 pub fn build_patch(
     current: &Value,
     changes: &[Change],
@@ -108,18 +114,29 @@ pub fn build_patch(
             _ => return Err(OccError::Invalid(format!("the object has no {path}"))),
         }
     }
+    // The object as the ops so far leave it: where parents exist.
+    let mut working = current.clone();
     let mut ops = Vec::new();
     for Change { op, path, value } in changes {
-        let Some((parent, _)) = path.rsplit_once('/') else {
+        let first = ops.len();
+        if !path.starts_with('/') {
             return Err(OccError::Invalid(format!(
                 "{path:?}: not a path into the object"
             )));
-        };
-        match (current.pointer(path), op, current.pointer(parent)) {
-            (Some(v), _, _) => test(path, v),
-            (None, Op::Add, Some(_)) if pins.resource_version => {}
-            (None, Op::Add, Some(pv)) => test(parent, pv),
-            (None, op, _) => {
+        }
+        match (current.pointer(path), op) {
+            (Some(v), _) => test(path, v),
+            (None, Op::Add) => {
+                let ancestor = nearest_ancestor(current, path);
+                if !pins.resource_version {
+                    test(ancestor, current.pointer(ancestor).unwrap_or(&Value::Null));
+                }
+                for missing in missing_parents(&working, path)? {
+                    ops.push(json!({"op": "add", "path": missing, "value": {}}));
+                }
+            }
+            (None, _) if working.pointer(path).is_some() => {}
+            (None, op) => {
                 let m = format!("{op:?} {path}: no such path in the fresh object");
                 return Err(OccError::Invalid(m));
             }
@@ -129,9 +146,49 @@ pub fn build_patch(
             Op::Replace => json!({"op": "replace", "path": path, "value": value}),
             Op::Remove => json!({"op": "remove", "path": path}),
         });
+        let these: json_patch::Patch = serde_json::from_value(Value::Array(ops[first..].to_vec()))
+            .map_err(|e| OccError::Invalid(e.to_string()))?;
+        json_patch::patch(&mut working, &these.0)
+            .map_err(|e| OccError::Invalid(format!("{op:?} {path}: {e}")))?;
     }
     tests.extend(ops);
     serde_json::from_value(Value::Array(tests)).map_err(|e| OccError::Invalid(e.to_string()))
+}
+
+/// The nearest proper ancestor of `path` that exists in `obj` (the root
+/// `""` at worst).
+fn nearest_ancestor<'p>(obj: &Value, path: &'p str) -> &'p str {
+    let mut at = path;
+    while let Some((parent, _)) = at.rsplit_once('/') {
+        if obj.pointer(parent).is_some_and(|v| !v.is_null()) {
+            return parent;
+        }
+        at = parent;
+    }
+    ""
+}
+
+/// The parent maps `path` needs that `obj` lacks (or holds as `null`),
+/// shallowest first. An existing parent that is neither a map nor an array
+/// (or an array above the last step) cannot be filled in: refused.
+fn missing_parents(obj: &Value, path: &str) -> Result<Vec<String>, OccError> {
+    let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
+    let mut missing = Vec::new();
+    let mut at = parent;
+    loop {
+        match obj.pointer(at) {
+            Some(Value::Object(_)) => break,
+            Some(Value::Array(_)) if at == parent => break,
+            None | Some(Value::Null) if !at.is_empty() => missing.push(at.to_string()),
+            _ => {
+                let m = format!("add {path}: {at:?} is not a map to add into");
+                return Err(OccError::Invalid(m));
+            }
+        }
+        at = at.rsplit_once('/').map_or("", |(p, _)| p);
+    }
+    missing.reverse();
+    Ok(missing)
 }
 
 /// The paths a patch tests.
@@ -235,13 +292,66 @@ mod tests {
         let d = Pins::default();
         assert!(bad(Change::remove("/data/46"), d));
         assert!(bad(Change::replace("/data/46", json!(1)), d));
-        assert!(bad(Change::add("/spec/allocations/1", json!(1)), d));
+        assert!(bad(Change::add("/data/47/x", json!(1)), d), "into a string");
+        assert!(bad(Change::add("/metadata/name/a/b", json!(1)), d));
         assert!(bad(Change::add("data/48", json!(1)), d));
         assert!(bad(Change::replace("", json!({})), d));
         let mut no_rv = pool();
         no_rv["metadata"]["resourceVersion"] = json!("");
         let res = build_patch(&no_rv, &[Change::remove("/data/47")], d);
         assert!(matches!(res, Err(OccError::Invalid(_))));
+    }
+
+    #[test]
+    fn adds_create_missing_parent_maps() {
+        let mut obj = pool();
+        obj["spec"] = json!({"allocations": null});
+        let changes = [
+            Change::add("/spec/allocations/47", json!("default/web-2")),
+            Change::add("/spec/allocations/48", json!("default/web-3")),
+            Change::add("/status/ports/a/8080", json!(true)),
+        ];
+        let p = build_patch(&obj, &changes, Pins::default()).unwrap();
+        assert_eq!(
+            ops(&p),
+            json!([
+                {"op": "test", "path": "/metadata/resourceVersion", "value": "41"},
+                {"op": "test", "path": "/metadata/uid", "value": "p1"},
+                {"op": "add", "path": "/spec/allocations", "value": {}},
+                {"op": "add", "path": "/spec/allocations/47", "value": "default/web-2"},
+                {"op": "add", "path": "/spec/allocations/48", "value": "default/web-3"},
+                {"op": "add", "path": "/status", "value": {}},
+                {"op": "add", "path": "/status/ports", "value": {}},
+                {"op": "add", "path": "/status/ports/a", "value": {}},
+                {"op": "add", "path": "/status/ports/a/8080", "value": true},
+            ])
+        );
+        let mut applied = obj.clone();
+        json_patch::patch(&mut applied, &p.0).unwrap();
+        assert_eq!(applied["spec"]["allocations"]["48"], "default/web-3");
+        assert_eq!(applied["status"], json!({"ports": {"a": {"8080": true}}}));
+        // Without the rv pin the nearest existing ancestor is tested.
+        let pins = Pins {
+            resource_version: false,
+            uid: false,
+        };
+        let p = build_patch(&obj, &changes[..1], pins).unwrap();
+        assert_eq!(tested_paths(&p), ["/spec"]);
+        let p = build_patch(&obj, &changes[2..], pins).unwrap();
+        assert_eq!(tested_paths(&p), [""]);
+        // A later change may touch what an earlier one added.
+        let p = build_patch(
+            &obj,
+            &[
+                Change::add("/spec/allocations/47", json!("x")),
+                Change::replace("/spec/allocations/47", json!("y")),
+            ],
+            Pins::default(),
+        )
+        .unwrap();
+        let mut applied = obj.clone();
+        json_patch::patch(&mut applied, &p.0).unwrap();
+        assert_eq!(applied["spec"]["allocations"], json!({"47": "y"}));
     }
 
     #[test]

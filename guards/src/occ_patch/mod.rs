@@ -16,7 +16,12 @@
 //! `/metadata/uid`, and the current value at every path it changes — then
 //! applies the changes. A conflict (409, or a 422 from one of those tests)
 //! means "the world moved": read again and decide again, with jittered
-//! exponential backoff, a bounded number of times. [`OccPatch::delete`]
+//! exponential backoff, until the write lands or its deadline passes
+//! (default [`OccPatch::DEFAULT_DEADLINE`]: conflicts are ordinary under
+//! contention, and an allocator that gave up after a few would lose the
+//! allocation; an attempt cap is there for a caller who chooses it
+//! knowingly). [`OccPatch::update_with`] lets the decision return a value
+//! (the port it picked) from the attempt that landed. [`OccPatch::delete`]
 //! does the same for deletes, with `DeleteOptions.preconditions` {uid,
 //! resourceVersion} so a same-named successor is never deleted on a
 //! predecessor's verdict.
@@ -24,12 +29,12 @@
 //! ```no_run
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::Api;
-//! use ward_guards::occ_patch::{Change, Decision, OccPatch, json_pointer};
+//! use ward_guards::occ_patch::{Change, Decision, OccPatch, UpdateOutcome, json_pointer};
 //!
 //! # async fn demo(api: Api<ConfigMap>) -> Result<(), ward_guards::occ_patch::OccError> {
 //! let dead = |podref: &str| podref == "default/web-2";
-//! let outcome = OccPatch::new(api)
-//!     .max_attempts(5)
+//! let occ = OccPatch::new(api);
+//! let outcome = occ
 //!     .update("pool", |pool: &ConfigMap| {
 //!         // Decided on THIS read of the pool, never on an older one.
 //!         match pool.data.as_ref().and_then(|d| d.get("47")) {
@@ -41,6 +46,25 @@
 //!     })
 //!     .await?;
 //! # let _ = outcome;
+//!
+//! // Allocate the lowest free port; the decision returns it.
+//! let outcome = occ
+//!     .update_with("ports", |ports: &ConfigMap| {
+//!         let taken = ports.data.clone().unwrap_or_default();
+//!         let port = (8000..9000).find(|p| !taken.contains_key(&p.to_string()));
+//!         match port {
+//!             Some(p) => {
+//!                 let path = json_pointer(["data", &p.to_string()]);
+//!                 let add = Change::add(path, "default/web-2".into());
+//!                 (Decision::Patch(vec![add]), Some(p))
+//!             }
+//!             None => (Decision::Abort("no free port".into()), None),
+//!         }
+//!     })
+//!     .await?;
+//! if let UpdateOutcome::Patched(_, Some(port)) = outcome {
+//!     println!("web-2 got port {port}");
+//! }
 //! # Ok(()) }
 //! ```
 //!
@@ -75,11 +99,14 @@ pub const GENERIC_INVALID_PATCH: &str =
 /// Errors of an optimistic-concurrency write.
 #[derive(Debug, thiserror::Error)]
 pub enum OccError {
-    /// Every attempt conflicted.
-    #[error("still conflicting after {attempts} attempts")]
+    /// Every attempt conflicted until the deadline passed (or the attempt
+    /// cap was reached).
+    #[error("still conflicting after {attempts} attempts in {elapsed:?}")]
     Conflict {
         /// How many attempts were made.
         attempts: u32,
+        /// How long they took (tokio time).
+        elapsed: Duration,
     },
     /// The object under that name is not the expected one (another uid).
     #[error("the object was replaced: expected uid {expected}, found {found}")]
@@ -130,17 +157,49 @@ pub enum DeleteDecision {
     Abort(BoxError),
 }
 
-/// How a write ended.
+/// How an update ended. `T` is what the decision returned alongside
+/// itself ([`OccPatch::update_with`]; `()` for [`OccPatch::update`]), from
+/// the attempt that ended the write.
 #[derive(Debug, Clone, PartialEq)]
-pub enum Outcome<K> {
+pub enum UpdateOutcome<K, T = ()> {
     /// Patched; the object as written.
-    Patched(K),
+    Patched(K, T),
     /// `decide` chose to do nothing; the fresh object it saw.
-    Unchanged(K),
+    Unchanged(K, T),
+    /// No object of that name (before the write, or it went meanwhile):
+    /// nothing was decided.
+    Gone,
+}
+
+impl<K, T> UpdateOutcome<K, T> {
+    /// The object as written or as last seen (None when gone).
+    #[must_use]
+    pub fn object(&self) -> Option<&K> {
+        match self {
+            UpdateOutcome::Patched(k, _) | UpdateOutcome::Unchanged(k, _) => Some(k),
+            UpdateOutcome::Gone => None,
+        }
+    }
+
+    /// What the deciding attempt returned (None when gone).
+    #[must_use]
+    pub fn into_value(self) -> Option<T> {
+        match self {
+            UpdateOutcome::Patched(_, t) | UpdateOutcome::Unchanged(_, t) => Some(t),
+            UpdateOutcome::Gone => None,
+        }
+    }
+}
+
+/// How a delete ended.
+#[derive(Debug, Clone, PartialEq)]
+pub enum DeleteOutcome<K> {
     /// Deleted.
     Deleted,
     /// Deletion started; the object lingers (finalizers, a grace period).
     Terminating(K),
+    /// `decide` chose to keep it; the fresh object it saw.
+    Kept(K),
     /// No object of that name (before the write, or it went meanwhile).
     Gone,
 }
@@ -155,7 +214,8 @@ fn jitter(seed: Option<u64>) -> Rng {
 pub struct OccPatch<K> {
     api: Api<K>,
     client: Client,
-    max_attempts: u32,
+    deadline: Duration,
+    max_attempts: Option<u32>,
     backoff: Backoff,
     seed: Option<u64>,
     expect_uid: Option<String>,
@@ -168,6 +228,7 @@ impl<K: Resource> Debug for OccPatch<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OccPatch")
             .field("url", &self.api.resource_url())
+            .field("deadline", &self.deadline)
             .field("max_attempts", &self.max_attempts)
             .field("backoff", &self.backoff)
             .field("expect_uid", &self.expect_uid)
@@ -180,15 +241,21 @@ impl<K> OccPatch<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
 {
-    /// Writes through `api`: 5 attempts, 50 ms base delay (cap 2 s),
-    /// resourceVersion and uid tested, jitter seeded at random.
+    /// How long a write keeps re-deciding after conflicts by default.
+    pub const DEFAULT_DEADLINE: Duration = Duration::from_secs(30);
+
+    /// Writes through `api`: re-decide after each conflict until
+    /// [`Self::DEFAULT_DEADLINE`] has passed, no attempt cap, 50 ms base
+    /// delay (cap 2 s), resourceVersion and uid tested, jitter seeded at
+    /// random.
     #[must_use]
     pub fn new(api: Api<K>) -> Self {
         let client = api.clone().into_client();
         OccPatch {
             api,
             client,
-            max_attempts: 5,
+            deadline: Self::DEFAULT_DEADLINE,
+            max_attempts: None,
             backoff: Backoff {
                 base: Duration::from_millis(50),
                 max: Duration::from_secs(2),
@@ -201,10 +268,21 @@ where
         }
     }
 
-    /// Attempts before [`OccError::Conflict`] (at least 1).
+    /// Stop re-deciding once this much time (tokio time, from the first
+    /// read) has passed: the next conflict is [`OccError::Conflict`]. The
+    /// last wait is cut short so one attempt is made at the deadline.
+    #[must_use]
+    pub fn deadline(mut self, d: Duration) -> Self {
+        self.deadline = d;
+        self
+    }
+
+    /// Also stop after `n` attempts (at least 1), deadline or not. A cap
+    /// turns ordinary contention into [`OccError::Conflict`]: set it only
+    /// when the caller retries the whole operation itself.
     #[must_use]
     pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = n.max(1);
+        self.max_attempts = Some(n.max(1));
         self
     }
 
@@ -272,27 +350,43 @@ where
 
     /// Patch `name` as `decide` says on the freshly read object; after a
     /// conflict, read again and decide again.
-    pub async fn update<D>(&self, name: &str, mut decide: D) -> Result<Outcome<K>, OccError>
+    pub async fn update<D>(&self, name: &str, mut decide: D) -> Result<UpdateOutcome<K>, OccError>
     where
         D: FnMut(&K) -> Decision,
     {
-        let mut jitter = jitter(self.seed);
-        let mut attempt = 0;
+        self.update_with(name, |k| (decide(k), ())).await
+    }
+
+    /// [`Self::update`] whose `decide` also returns a value — what it chose
+    /// (a port, an offset) — handed back in the outcome from the attempt
+    /// that ended the write; earlier attempts' values are dropped with
+    /// their decisions.
+    pub async fn update_with<T, D>(
+        &self,
+        name: &str,
+        mut decide: D,
+    ) -> Result<UpdateOutcome<K, T>, OccError>
+    where
+        D: FnMut(&K) -> (Decision, T),
+    {
+        let mut retry = self.retry();
         loop {
-            attempt += 1;
             let Some((raw, obj)) = self.read(name).await? else {
-                return Ok(Outcome::Gone);
+                return Ok(UpdateOutcome::Gone);
             };
-            let changes = match decide(&obj) {
+            let (decision, value) = decide(&obj);
+            let changes = match decision {
                 Decision::Patch(c) if !c.is_empty() => c,
-                Decision::Patch(_) | Decision::Nothing => return Ok(Outcome::Unchanged(obj)),
+                Decision::Patch(_) | Decision::Nothing => {
+                    return Ok(UpdateOutcome::Unchanged(obj, value));
+                }
                 Decision::Abort(r) => return Err(OccError::Aborted(r)),
             };
             let patch = build_patch(&raw, &changes, self.pins)?;
             let tested = tested_paths(&patch);
             let sent = Patch::<()>::Json(patch.clone());
             let err = match self.api.patch(name, &self.patch_params, &sent).await {
-                Ok(o) => return Ok(Outcome::Patched(o)),
+                Ok(o) => return Ok(UpdateOutcome::Patched(o, value)),
                 Err(e) => e,
             };
             let conflict = match classify(&err, &tested) {
@@ -306,28 +400,25 @@ where
             if !conflict {
                 return Err(OccError::Kube(err));
             }
-            self.conflicted("update", name, attempt, &err, &mut jitter)
-                .await?;
+            retry.conflicted("update", name, &err).await?;
         }
     }
 
     /// Delete `name` if `decide` says so on the freshly read object, with
     /// preconditions {uid, resourceVersion} of that object; after a
     /// conflict, read again and decide again.
-    pub async fn delete<D>(&self, name: &str, mut decide: D) -> Result<Outcome<K>, OccError>
+    pub async fn delete<D>(&self, name: &str, mut decide: D) -> Result<DeleteOutcome<K>, OccError>
     where
         D: FnMut(&K) -> DeleteDecision,
     {
-        let mut jitter = jitter(self.seed);
-        let mut attempt = 0;
+        let mut retry = self.retry();
         loop {
-            attempt += 1;
             let Some((raw, obj)) = self.read(name).await? else {
-                return Ok(Outcome::Gone);
+                return Ok(DeleteOutcome::Gone);
             };
             match decide(&obj) {
                 DeleteDecision::Delete => {}
-                DeleteDecision::Keep => return Ok(Outcome::Unchanged(obj)),
+                DeleteDecision::Keep => return Ok(DeleteOutcome::Kept(obj)),
                 DeleteDecision::Abort(r) => return Err(OccError::Aborted(r)),
             }
             let field = |p: &str| match raw.pointer(p).and_then(Value::as_str) {
@@ -343,42 +434,33 @@ where
             let err = match self.api.delete(name, &dp).await {
                 Ok(res) => {
                     return Ok(match res.left() {
-                        Some(k) if k.meta().deletion_timestamp.is_some() => Outcome::Terminating(k),
-                        _ => Outcome::Deleted,
+                        Some(k) if k.meta().deletion_timestamp.is_some() => {
+                            DeleteOutcome::Terminating(k)
+                        }
+                        _ => DeleteOutcome::Deleted,
                     });
                 }
                 Err(e) => e,
             };
             match classify(&err, &[]) {
-                ErrorClass::NotFound => return Ok(Outcome::Gone),
+                ErrorClass::NotFound => return Ok(DeleteOutcome::Gone),
                 ErrorClass::Conflict => {}
                 ErrorClass::MaybeConflict | ErrorClass::Other => return Err(OccError::Kube(err)),
             }
-            self.conflicted("delete", name, attempt, &err, &mut jitter)
-                .await?;
+            retry.conflicted("delete", name, &err).await?;
         }
     }
 
-    /// Count a conflict; give up after the last attempt, else wait.
-    async fn conflicted(
-        &self,
-        verb: &'static str,
-        name: &str,
-        attempt: u32,
-        err: &kube::Error,
-        jitter: &mut Rng,
-    ) -> Result<(), OccError> {
-        metrics::counter!("ward_occ_conflicts_total", "verb" => verb).increment(1);
-        tracing::debug!(verb, name, attempt, error = %err, "conflict: re-reading to decide again");
-        if attempt >= self.max_attempts {
-            return Err(OccError::Conflict { attempts: attempt });
+    /// The retry state of one write, starting now.
+    fn retry(&self) -> Retry {
+        Retry {
+            jitter: jitter(self.seed),
+            attempts: 0,
+            started: tokio::time::Instant::now(),
+            deadline: self.deadline,
+            max_attempts: self.max_attempts,
+            backoff: self.backoff,
         }
-        let wait = self.backoff.jittered(attempt, jitter);
-        // A zero backoff retries at once, without yielding to the runtime.
-        if !wait.is_zero() {
-            tokio::time::sleep(wait).await;
-        }
-        Ok(())
     }
 
     /// A quorum GET of `name`: the object as the server sent it (tests are
@@ -406,8 +488,52 @@ where
     }
 }
 
+/// The retry state of one write: attempts so far, since when, the jitter.
+struct Retry {
+    jitter: Rng,
+    attempts: u32,
+    started: tokio::time::Instant,
+    deadline: Duration,
+    max_attempts: Option<u32>,
+    backoff: Backoff,
+}
+
+impl Retry {
+    /// Count a conflict; give up past the deadline or the attempt cap,
+    /// else wait (never beyond the deadline).
+    async fn conflicted(
+        &mut self,
+        verb: &'static str,
+        name: &str,
+        err: &kube::Error,
+    ) -> Result<(), OccError> {
+        self.attempts += 1;
+        let attempt = self.attempts;
+        metrics::counter!("ward_occ_conflicts_total", "verb" => verb).increment(1);
+        tracing::debug!(verb, name, attempt, error = %err, "conflict: re-reading to decide again");
+        let elapsed = self.started.elapsed();
+        let capped = self.max_attempts.is_some_and(|n| attempt >= n);
+        if capped || elapsed >= self.deadline {
+            metrics::counter!("ward_occ_gave_up_total", "verb" => verb).increment(1);
+            return Err(OccError::Conflict {
+                attempts: attempt,
+                elapsed,
+            });
+        }
+        let wait = self
+            .backoff
+            .jittered(attempt, &mut self.jitter)
+            .min(self.deadline - elapsed);
+        // A zero backoff retries at once, without yielding to the runtime.
+        if !wait.is_zero() {
+            tokio::time::sleep(wait).await;
+        }
+        Ok(())
+    }
+}
+
 /// [`OccPatch::update`] with the defaults.
-pub async fn update<K, D>(api: &Api<K>, name: &str, decide: D) -> Result<Outcome<K>, OccError>
+pub async fn update<K, D>(api: &Api<K>, name: &str, decide: D) -> Result<UpdateOutcome<K>, OccError>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
     D: FnMut(&K) -> Decision,
@@ -416,7 +542,7 @@ where
 }
 
 /// [`OccPatch::delete`] with the defaults.
-pub async fn delete<K, D>(api: &Api<K>, name: &str, decide: D) -> Result<Outcome<K>, OccError>
+pub async fn delete<K, D>(api: &Api<K>, name: &str, decide: D) -> Result<DeleteOutcome<K>, OccError>
 where
     K: Resource + Clone + DeserializeOwned + Debug,
     D: FnMut(&K) -> DeleteDecision,

@@ -8,8 +8,8 @@
 //!   reads — show the state as of that rv: Sieve's "time travel"), or skip
 //!   intermediate states of an object (Sieve's "unobserved state").
 //! - **Write faults**: answer a fraction, or the next N, of the writes
-//!   matching a filter (verb, resource, client) with 409, 429 or 500, or add
-//!   latency.
+//!   matching a filter (verb, kind or resource, client) with 409, 429 or
+//!   500, after an optional latency.
 //! - **Pod lifecycle** (kwok-like, off by default): pods are scheduled onto a
 //!   node and then set Running with a podIP, each after a configurable,
 //!   jittered delay.
@@ -151,11 +151,32 @@ pub enum Trigger {
 }
 
 /// A write fault: a filter, an action and a trigger.
+///
+/// ```
+/// use std::time::Duration;
+/// use k8s_openapi::api::core::v1::Pod;
+/// use ward_apiserver::{Delay, Faults, Verb, WriteAction, WriteFault};
+///
+/// let faults = Faults::new(7);
+/// faults
+///     .add_write_fault(
+///         WriteFault::fraction(0.15, WriteAction::Conflict)
+///             .kind::<Pod>()
+///             .verbs(&[Verb::Patch])
+///             .latency(Delay::fixed(Duration::from_millis(20))),
+///     )?
+///     .add_write_fault(WriteFault::next(1, WriteAction::InternalError).resource("configmaps"))?
+///     .pause_gc();
+/// # Ok::<(), ward_apiserver::FaultError>(())
+/// ```
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct WriteFault {
     /// Verbs it applies to (empty: all).
     #[serde(default)]
     pub verbs: Vec<Verb>,
+    /// API group it applies to (`""` for the core group; None: any).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub group: Option<String>,
     /// Resource plural it applies to, e.g. `pods` (None: all).
     #[serde(default)]
     pub resource: Option<String>,
@@ -164,8 +185,20 @@ pub struct WriteFault {
     pub client: Option<ClientId>,
     /// What to do.
     pub action: WriteAction,
+    /// A delay before the action (so a 409 can also be slow).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency: Option<Delay>,
     /// When.
     pub trigger: Trigger,
+}
+
+/// A write fault that fired: wait `latency`, then do `action`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Fired {
+    /// The fault's extra latency, if any.
+    pub latency: Option<Delay>,
+    /// What to do.
+    pub action: WriteAction,
 }
 
 impl WriteFault {
@@ -174,9 +207,11 @@ impl WriteFault {
     pub fn next(n: u32, action: WriteAction) -> Self {
         WriteFault {
             verbs: Vec::new(),
+            group: None,
             resource: None,
             client: None,
             action,
+            latency: None,
             trigger: Trigger::Next(n),
         }
     }
@@ -197,10 +232,32 @@ impl WriteFault {
         self
     }
 
-    /// Only this resource (plural).
+    /// Only this resource (plural), in any group.
     #[must_use]
     pub fn resource(mut self, plural: &str) -> Self {
         self.resource = Some(plural.to_string());
+        self
+    }
+
+    /// Only this resource of this group (`""`: the core group).
+    #[must_use]
+    pub fn group_resource(mut self, group: &str, plural: &str) -> Self {
+        self.group = Some(group.to_string());
+        self.resource(plural)
+    }
+
+    /// Only writes to `K`, by its group and plural.
+    #[cfg(feature = "client")]
+    #[must_use]
+    pub fn kind<K: kube::Resource<DynamicType = ()>>(self) -> Self {
+        self.group_resource(&K::group(&()), &K::plural(&()))
+    }
+
+    /// Wait this long before the action (for [`WriteAction::Latency`],
+    /// in addition to its own delay).
+    #[must_use]
+    pub fn latency(mut self, delay: Delay) -> Self {
+        self.latency = Some(delay);
         self
     }
 
@@ -211,8 +268,9 @@ impl WriteFault {
         self
     }
 
-    fn matches(&self, verb: Verb, resource: &str, client: ClientId) -> bool {
+    fn matches(&self, verb: Verb, group: &str, resource: &str, client: ClientId) -> bool {
         (self.verbs.is_empty() || self.verbs.contains(&verb))
+            && self.group.as_deref().is_none_or(|g| g == group)
             && self.resource.as_deref().is_none_or(|r| r == resource)
             && self.client.is_none_or(|c| c == client)
     }
@@ -311,32 +369,36 @@ impl Faults {
     }
 
     /// Replace the whole configuration (the admin endpoint's PUT).
-    pub fn set_config(&self, config: FaultConfig) -> Result<(), FaultError> {
+    pub fn set_config(&self, config: FaultConfig) -> Result<&Self, FaultError> {
         for w in &config.writes {
             validate_write(w)?;
         }
         self.edit(|c| *c = config);
-        Ok(())
+        Ok(self)
     }
 
     /// Remove every fault.
-    pub fn clear(&self) {
+    pub fn clear(&self) -> &Self {
         self.edit(|c| *c = FaultConfig::default());
+        self
     }
 
     /// Delay each garbage collection.
-    pub fn set_gc_delay(&self, delay: Delay) {
+    pub fn set_gc_delay(&self, delay: Delay) -> &Self {
         self.edit(|c| c.gc.delay = delay);
+        self
     }
 
     /// Stop collecting garbage until [`Faults::resume_gc`].
-    pub fn pause_gc(&self) {
+    pub fn pause_gc(&self) -> &Self {
         self.edit(|c| c.gc.paused = true);
+        self
     }
 
     /// Collect again (queued work proceeds, each item after its delay).
-    pub fn resume_gc(&self) {
+    pub fn resume_gc(&self) -> &Self {
         self.edit(|c| c.gc.paused = false);
+        self
     }
 
     /// The GC settings.
@@ -346,7 +408,7 @@ impl Faults {
     }
 
     /// Set what `client` sees.
-    pub fn set_view(&self, client: ClientId, view: ClientView) {
+    pub fn set_view(&self, client: ClientId, view: ClientView) -> &Self {
         self.edit(|c| {
             if view.is_fresh() {
                 c.views.remove(&client);
@@ -354,6 +416,7 @@ impl Faults {
                 c.views.insert(client, view);
             }
         });
+        self
     }
 
     /// What `client` sees.
@@ -367,16 +430,18 @@ impl Faults {
             .unwrap_or_default()
     }
 
-    /// Add a write fault.
-    pub fn add_write_fault(&self, fault: WriteFault) -> Result<(), FaultError> {
+    /// Add a write fault; refused (nothing added) when its trigger cannot
+    /// fire or its fraction is outside 0..=1. Chains: `faults.add_write_fault(a)?.add_write_fault(b)?`.
+    pub fn add_write_fault(&self, fault: WriteFault) -> Result<&Self, FaultError> {
         validate_write(&fault)?;
         self.edit(|c| c.writes.push(fault));
-        Ok(())
+        Ok(self)
     }
 
     /// Configure the pod stages.
-    pub fn set_pod_lifecycle(&self, pods: PodLifecycle) {
+    pub fn set_pod_lifecycle(&self, pods: PodLifecycle) -> &Self {
         self.edit(|c| c.pods = pods);
+        self
     }
 
     /// The pod stages.
@@ -399,14 +464,20 @@ impl Faults {
         self.lock().rng.next_u64()
     }
 
-    /// The write fault that fires for this write, if any (consuming one
-    /// shot of a `Next(n)` fault).
-    pub fn write_fault(&self, verb: Verb, resource: &str, client: ClientId) -> Option<WriteAction> {
+    /// The write fault that fires for this write to `group`/`resource`, if
+    /// any (consuming one shot of a `Next(n)` fault).
+    pub fn write_fault(
+        &self,
+        verb: Verb,
+        group: &str,
+        resource: &str,
+        client: ClientId,
+    ) -> Option<Fired> {
         let mut inner = self.lock();
         let Inner { config, rng } = &mut *inner;
         let mut fired = None;
         for (i, w) in config.writes.iter_mut().enumerate() {
-            if !w.matches(verb, resource, client) {
+            if !w.matches(verb, group, resource, client) {
                 continue;
             }
             let fire = match &mut w.trigger {
@@ -421,7 +492,11 @@ impl Faults {
                 }
             };
             if fire {
-                fired = Some((i, w.action));
+                let f = Fired {
+                    latency: w.latency,
+                    action: w.action,
+                };
+                fired = Some((i, f));
                 break;
             }
         }
@@ -459,18 +534,51 @@ mod tests {
                 .verbs(&[Verb::Patch]),
         )
         .unwrap();
-        assert_eq!(f.write_fault(Verb::Update, "pods", 1), None);
-        assert_eq!(f.write_fault(Verb::Patch, "configmaps", 1), None);
+        let conflict = Some(Fired {
+            latency: None,
+            action: WriteAction::Conflict,
+        });
+        assert_eq!(f.write_fault(Verb::Update, "", "pods", 1), None);
+        assert_eq!(f.write_fault(Verb::Patch, "", "configmaps", 1), None);
+        assert_eq!(f.write_fault(Verb::Patch, "", "pods", 1), conflict);
         assert_eq!(
-            f.write_fault(Verb::Patch, "pods", 1),
-            Some(WriteAction::Conflict)
+            f.write_fault(Verb::Patch, "metrics.k8s.io", "pods", 2),
+            conflict
         );
-        assert_eq!(
-            f.write_fault(Verb::Patch, "pods", 2),
-            Some(WriteAction::Conflict)
-        );
-        assert_eq!(f.write_fault(Verb::Patch, "pods", 1), None);
+        assert_eq!(f.write_fault(Verb::Patch, "", "pods", 1), None);
         assert!(f.config().writes.is_empty());
+    }
+
+    #[test]
+    fn group_filters_and_latency_with_a_status() {
+        let f = Faults::new(1);
+        let slow = Delay::fixed(Duration::from_millis(30));
+        f.add_write_fault(
+            WriteFault::next(1, WriteAction::TooManyRequests)
+                .group_resource("", "events")
+                .latency(slow),
+        )
+        .unwrap()
+        .add_write_fault(
+            WriteFault::next(1, WriteAction::Conflict).group_resource("apps", "deployments"),
+        )
+        .unwrap();
+        assert_eq!(
+            f.write_fault(Verb::Create, "events.k8s.io", "events", 1),
+            None
+        );
+        assert_eq!(
+            f.write_fault(Verb::Create, "", "events", 1),
+            Some(Fired {
+                latency: Some(slow),
+                action: WriteAction::TooManyRequests
+            })
+        );
+        assert_eq!(f.write_fault(Verb::Patch, "", "deployments", 1), None);
+        assert!(
+            f.write_fault(Verb::Patch, "apps", "deployments", 1)
+                .is_some()
+        );
     }
 
     #[test]
@@ -480,7 +588,7 @@ mod tests {
             f.add_write_fault(WriteFault::fraction(0.3, WriteAction::InternalError))
                 .unwrap();
             (0..200)
-                .map(|_| f.write_fault(Verb::Create, "pods", 0).is_some())
+                .map(|_| f.write_fault(Verb::Create, "", "pods", 0).is_some())
                 .collect::<Vec<_>>()
         };
         assert_eq!(run(7), run(7));
@@ -493,12 +601,14 @@ mod tests {
     fn bad_fault_configs_are_refused() {
         let f = Faults::new(0);
         assert_eq!(
-            f.add_write_fault(WriteFault::fraction(1.5, WriteAction::Conflict)),
-            Err(FaultError::Fraction(1.5))
+            f.add_write_fault(WriteFault::fraction(1.5, WriteAction::Conflict))
+                .err(),
+            Some(FaultError::Fraction(1.5))
         );
         assert_eq!(
-            f.add_write_fault(WriteFault::next(0, WriteAction::Conflict)),
-            Err(FaultError::NeverFires)
+            f.add_write_fault(WriteFault::next(0, WriteAction::Conflict))
+                .err(),
+            Some(FaultError::NeverFires)
         );
         assert!(f.config().writes.is_empty());
     }

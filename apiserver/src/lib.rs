@@ -44,7 +44,8 @@ pub mod validation;
 pub mod watch;
 
 pub use faults::{
-    ClientView, Delay, FaultConfig, Faults, PodLifecycle, Verb, WriteAction, WriteFault,
+    ClientView, Delay, FaultConfig, FaultError, Faults, Fired, PodLifecycle, Verb, WriteAction,
+    WriteFault,
 };
 pub use server::{ApiServer, ServerConfig, ServerError, WardService, kubeconfig_yaml};
 pub use status::ApiError;

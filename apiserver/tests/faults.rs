@@ -382,6 +382,40 @@ async fn write_faults_answer_conflict_500_and_latency() {
         .await
         .unwrap();
     assert_eq!(t0.elapsed(), Duration::from_millis(1500));
+
+    // By kind, a slow 409: the latency first, then the status.
+    server
+        .faults()
+        .add_write_fault(
+            WriteFault::next(1, WriteAction::Conflict)
+                .kind::<Pod>()
+                .latency(Delay::fixed(Duration::from_secs(2))),
+        )
+        .unwrap()
+        .add_write_fault(WriteFault::next(1, WriteAction::Conflict).kind::<ConfigMap>())
+        .unwrap();
+    let pods: Api<Pod> = Api::default_namespaced(server.client());
+    let pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .unwrap();
+    let t0 = Instant::now();
+    let err = pods.create(&PostParams::default(), &pod).await.unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err:?}"
+    );
+    assert_eq!(t0.elapsed(), Duration::from_secs(2));
+    let err = api
+        .create(&PostParams::default(), &cm("c", None))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 409),
+        "{err:?}"
+    );
+    assert!(server.faults().config().writes.is_empty(), "both spent");
 }
 
 #[tokio::test(start_paused = true)]

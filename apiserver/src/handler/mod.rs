@@ -205,7 +205,9 @@ fn faults_admin(req: &Req<'_>) -> Result<Resp, ApiError> {
                 ApiError::unprocessable(format!("invalid fault configuration: {e}"))
             })?;
         }
-        Method::DELETE => faults.clear(),
+        Method::DELETE => {
+            faults.clear();
+        }
         ref m => return Err(ApiError::method_not_allowed(m.as_str())),
     }
     let body =
@@ -213,8 +215,8 @@ fn faults_admin(req: &Req<'_>) -> Result<Resp, ApiError> {
     Ok(json_response(StatusCode::OK, &body))
 }
 
-/// Apply the write faults that match this request: an error to answer
-/// instead, or a latency to wait out first.
+/// Apply the write fault that matches this request: wait out its latency,
+/// then an error to answer instead (or, for a latency action, none).
 async fn write_fault(
     state: &State,
     client: ClientId,
@@ -231,7 +233,11 @@ async fn write_fault(
     };
     let p = path?;
     let (plural, name) = (p.plural, p.name.unwrap_or_default());
-    match state.faults.write_fault(verb, plural, client)? {
+    let fired = state.faults.write_fault(verb, p.group, plural, client)?;
+    if let Some(d) = fired.latency {
+        tokio::time::sleep(state.faults.draw(d)).await;
+    }
+    match fired.action {
         WriteAction::Conflict => Some(ApiError::conflict_modified("", plural, name)),
         WriteAction::TooManyRequests => Some(ApiError::too_many_requests()),
         WriteAction::InternalError => Some(ApiError::internal("injected fault: internal error")),

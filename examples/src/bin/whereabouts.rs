@@ -118,6 +118,7 @@ fn main() -> ExitCode {
                 grace: Duration::from_secs(grace_secs),
                 first_run: Duration::ZERO,
                 namespace,
+                clock: ward::clock::Clock::new(),
             };
             rt.block_on(run_live(config, cluster, kubeconfig))
         }
@@ -170,7 +171,7 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
 }
 
 async fn run_live(
-    config: ReconcilerConfig,
+    mut config: ReconcilerConfig,
     cluster: bool,
     kubeconfig: std::path::PathBuf,
 ) -> ExitCode {
@@ -203,6 +204,7 @@ async fn run_live(
             return ExitCode::from(2);
         }
     };
+    config.clock = server.clock();
     let client = server.client();
     let nets = scenario::networks();
     if let Err(e) = scenario::install(&client, &nets).await {
@@ -233,6 +235,7 @@ async fn run_live(
             annotate_after: (Duration::from_millis(100), Duration::from_millis(2000)),
             stuck: Default::default(),
             seed: 0,
+            clock: server.clock(),
         };
         tasks.push(tokio::spawn(ward_examples::whereabouts::agent::run(
             server.client(),

@@ -71,6 +71,9 @@ pub struct AgentConfig {
     pub stuck: HashSet<String>,
     /// The seed of its random choices.
     pub seed: u64,
+    /// The clock allocations are stamped with: the one that stamps the pods
+    /// (the embedded server's; wall time against a real cluster).
+    pub clock: ward::clock::Clock,
 }
 
 /// The container id CNI ADD uses for a pod's network (stable per pod uid).
@@ -173,7 +176,7 @@ pub async fn run(client: Client, config: AgentConfig) {
     let mut rng = Rng::stream(config.seed, &format!("agent/{}", config.node));
     let mut added: HashSet<String> = HashSet::new();
     let mut deleted: HashSet<String> = HashSet::new();
-    let clock = ward::clock::Clock::new();
+    let clock = config.clock;
     loop {
         let event = match events.try_next().await {
             Ok(Some(e)) => e,

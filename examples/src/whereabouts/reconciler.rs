@@ -98,6 +98,10 @@ pub struct ReconcilerConfig {
     pub first_run: Duration,
     /// Namespace of the pools.
     pub namespace: String,
+    /// The clock liveness reads "now" from: the one that stamps the pods
+    /// and allocations (the embedded server's; wall time against a real
+    /// cluster).
+    pub clock: ward::clock::Clock,
 }
 
 /// One allocation of one pool.
@@ -379,7 +383,7 @@ fn record_of(e: &Entry) -> Option<Record> {
 
 /// Run the reconciler every `interval` until aborted.
 pub async fn run(client: Client, config: ReconcilerConfig, journal: Journal) {
-    let clock = ward::clock::Clock::new();
+    let clock = config.clock;
     tokio::time::sleep(config.first_run).await;
     let mut tick = tokio::time::interval(config.interval);
     loop {

@@ -188,6 +188,7 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
         annotate_after: (Duration::from_millis(100), Duration::from_millis(2000)),
         stuck: stuck.clone(),
         seed,
+        clock: server.clock(),
     };
     let agent_a = tokio::spawn(agent::run(server.client(), agent_config("node-a")));
     let mut agent_b = tokio::spawn(agent::run(server.client(), agent_config("node-b")));
@@ -198,6 +199,7 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
         grace: GRACE,
         first_run: rng.between(Duration::ZERO, INTERVAL),
         namespace: "default".into(),
+        clock: server.clock(),
     };
     tasks.push(tokio::spawn(reconciler::run(
         server.client(),

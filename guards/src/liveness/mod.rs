@@ -21,6 +21,11 @@
 //!   [`Snapshot::decide`] and [`is_alive`] read it;
 //!   [`LivenessPolicy::decide`] takes `now` from the caller.
 //!
+//! The grace bound ([`LivenessPolicy::grace`], default 5 minutes) is how
+//! long a pod that does not show the resource keeps it. It counts from the
+//! record's allocation time ([`Record::allocated_at`]) — record it — and
+//! only when the record has none, from the pod's creation.
+//!
 //! The race it stops (whereabouts: the reconciler frees a Pending pod's IP):
 //!
 //! ```text

@@ -149,12 +149,13 @@ mod tests {
     const IP: &str = "10.128.40.47";
 
     fn running() -> Pod {
-        let mut p = Pod::default();
-        p.status = Some(PodStatus {
-            phase: Some("Running".into()),
-            ..PodStatus::default()
-        });
-        p
+        Pod {
+            status: Some(PodStatus {
+                phase: Some("Running".into()),
+                ..PodStatus::default()
+            }),
+            ..Pod::default()
+        }
     }
 
     fn annotated(value: &str) -> Pod {

@@ -6,6 +6,10 @@
 //! curl -X PUT --data '{"gc":{"paused":true}}' http://127.0.0.1:PORT/ward/v1/faults
 //! ```
 
+#[cfg(feature = "mimalloc")]
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;

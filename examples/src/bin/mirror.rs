@@ -4,6 +4,9 @@
 //! time. Exits non-zero if the guarded run writes into the old child or
 //! does not end with its own.
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 
 use ward_base::outln;

@@ -2,6 +2,9 @@
 //! against an embedded ward-apiserver; one table; a non-zero exit if a
 //! guarded run breaks an invariant.
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 
 use clap::Parser;

@@ -12,6 +12,9 @@
 //!   the cluster of the usual kube config (KUBECONFIG or in-cluster), as a
 //!   deployment would.
 
+#[global_allocator]
+static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use std::process::ExitCode;
 use std::time::Duration;
 

@@ -9,9 +9,10 @@ use std::time::Instant;
 
 use ward_workspace::bench::{self, BenchConfig};
 
-/// The allocator the binaries ship with, so the figures are theirs.
+/// The allocator the binaries ship with, so the figures are theirs;
+/// counted, so the memory figures are exact heap bytes.
 #[global_allocator]
-static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
+static ALLOC: bench::sys::Counting<mimalloc::MiMalloc> = bench::sys::Counting(mimalloc::MiMalloc);
 
 fn main() {
     // `cargo bench -- <filter>` and `--bench` flags are accepted and ignored:

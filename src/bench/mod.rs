@@ -208,6 +208,8 @@ pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -
         log("api server: memory per stored object");
         memory = apiserver::memory(&config.api, log);
     }
+    // The speed parts run on the bare allocator (see sys::Counting).
+    sys::stop_counting();
     let mut api = apiserver::ApiResults::default();
     if parts.api {
         log("api server: writes and watch fan-out");

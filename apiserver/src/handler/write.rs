@@ -301,6 +301,7 @@ pub(super) fn apply(
         now,
         api_version: &av,
         kind: &t.info.kind,
+        name,
         subresource: (t.sub == Subresource::Status).then_some("status"),
     };
     // Update if present, create if absent; a create that loses a race with

@@ -530,7 +530,13 @@ fn parse_applied(body: &[u8]) -> Result<Value, PatchError> {
 
 /// Checks the identity fields of an applied configuration and strips the
 /// server-owned metadata from it.
-fn check_applied(applied: Value, kind: &str) -> Result<Map<String, Value>, PatchError> {
+/// A body without `metadata` or without `metadata.name` takes the name
+/// the URL gives (`url_name`), as kube-apiserver does.
+fn check_applied(
+    applied: Value,
+    kind: &str,
+    url_name: &str,
+) -> Result<Map<String, Value>, PatchError> {
     let missing = |what: &str| {
         PatchError::Malformed(format!("{what} must be set in the applied configuration"))
     };
@@ -551,10 +557,24 @@ fn check_applied(applied: Value, kind: &str) -> Result<Map<String, Value>, Patch
             "the kind {body_kind:?} in the applied configuration does not match {kind:?}"
         )));
     }
-    let Some(Value::Object(meta)) = body.get_mut("metadata") else {
-        return Err(missing("metadata.name"));
+    let meta = match body.entry("metadata").or_insert(Value::Null) {
+        m @ Value::Null => {
+            *m = Value::Object(Map::new());
+            m.as_object_mut().expect("just made a map")
+        }
+        Value::Object(m) => m,
+        _ => {
+            return Err(PatchError::Malformed(
+                "metadata must be an object in the applied configuration".into(),
+            ));
+        }
     };
-    text(meta.get("name")).ok_or_else(|| missing("metadata.name"))?;
+    if text(meta.get("name")).is_none() {
+        if url_name.is_empty() {
+            return Err(missing("metadata.name"));
+        }
+        meta.insert("name".into(), url_name.into());
+    }
     for f in SERVER_METADATA {
         meta.remove(f);
     }
@@ -574,6 +594,9 @@ pub struct ApplyOptions<'a> {
     pub api_version: &'a str,
     /// The kind the URL names (the body must match it).
     pub kind: &'a str,
+    /// The name the URL names: a body without `metadata.name` takes it
+    /// (empty: the body must name the object).
+    pub name: &'a str,
     /// `Some("status")` for an apply to the status subresource.
     pub subresource: Option<&'a str>,
 }
@@ -584,8 +607,8 @@ pub struct ApplyOptions<'a> {
 ///
 /// **Approximation** of Kubernetes' structured-merge-diff, without schemas:
 /// - The body must be an object with `apiVersion`, `kind` (equal to `kind`
-///   when that is non-empty) and `metadata.name`, else
-///   [`PatchError::Malformed`]; `$` directives are [`PatchError::Invalid`].
+///   when that is non-empty) and `metadata.name` (or `opts.name`, the
+///   URL's, when the body has none), else [`PatchError::Malformed`]; `$` directives are [`PatchError::Invalid`].
 ///   Server-owned metadata (`uid`, `resourceVersion`, `creationTimestamp`,
 ///   `managedFields`, …) in the body is ignored: resourceVersion
 ///   preconditions are the caller's job.
@@ -629,9 +652,10 @@ pub fn server_side_apply(
         now,
         api_version,
         kind,
+        name,
         subresource,
     } = *opts;
-    let body = check_applied(parse_applied(applied_body)?, kind)?;
+    let body = check_applied(parse_applied(applied_body)?, kind, name)?;
     let status_only = subresource == Some("status");
     let effective: Map<String, Value> = if status_only {
         body.get("status")

@@ -101,13 +101,41 @@ pub fn apply_json_patch(target: &mut Value, body: &[u8]) -> Result<(), PatchErro
         )));
     }
     let mut work = target.clone();
-    match json_patch::patch_unsafe(&mut work, &patch.0) {
-        Ok(()) => {
-            check_depth(&work)?;
-            *target = work;
-            Ok(())
+    for (i, op) in patch.0.iter().enumerate() {
+        if let json_patch::PatchOperation::Test(t) = op
+            && t.value.is_null()
+        {
+            test_null(&work, t.path.as_str())?;
+            continue;
         }
-        Err(e) => Err(json_patch_error(&patch, &e)),
+        json_patch::patch_unsafe(&mut work, std::slice::from_ref(op)).map_err(|mut e| {
+            e.operation = i;
+            json_patch_error(&patch, &e)
+        })?;
+    }
+    check_depth(&work)?;
+    *target = work;
+    Ok(())
+}
+
+/// A `test` of `null`, as kube-apiserver's json-patch runs it: a path whose
+/// parent exists compares equal to `null` when the key is missing or holds
+/// `null` (kube-runtime's `finalizer()` tests `/metadata/finalizers` against
+/// `null` before adding the first one); a missing parent fails the test.
+fn test_null(doc: &Value, path: &str) -> Result<(), PatchError> {
+    let failed = || PatchError::TestFailed(format!("testing value {path} failed: test failed"));
+    match doc.pointer(path) {
+        Some(Value::Null) => Ok(()),
+        Some(_) => Err(failed()),
+        None => {
+            let parent = path.rsplit_once('/').map_or("", |(p, _)| p);
+            match doc.pointer(parent) {
+                Some(Value::Object(_)) => Ok(()),
+                _ => Err(PatchError::TestFailed(format!(
+                    "test operation does not apply: is missing path: {path}"
+                ))),
+            }
+        }
     }
 }
 
@@ -265,6 +293,42 @@ mod tests {
     }
 
     #[test]
+    fn json_patch_test_of_null_is_kubernetes_test() {
+        let cm =
+            json!({"metadata": {"name": "a", "labels": null}, "data": {"k": "v"}, "list": [1]});
+        // kube-runtime's finalizer(): the first finalizer of an object without any.
+        let mut v = cm.clone();
+        let first = br#"[{"op":"test","path":"/metadata/finalizers","value":null},
+                         {"op":"add","path":"/metadata/finalizers","value":["x/y"]}]"#;
+        apply_json_patch(&mut v, first).unwrap();
+        assert_eq!(v["metadata"]["finalizers"], json!(["x/y"]));
+        // Now it exists: the same test fails, nothing is written.
+        let before = v.clone();
+        let err = apply_json_patch(&mut v, first).unwrap_err();
+        assert!(matches!(err, PatchError::TestFailed(_)), "{err:?}");
+        assert_eq!(v, before);
+        // A key holding null compares equal to null.
+        let mut v = cm.clone();
+        apply_json_patch(
+            &mut v,
+            br#"[{"op":"test","path":"/metadata/labels","value":null}]"#,
+        )
+        .unwrap();
+        // A missing parent, or an index past an array's end, fails.
+        for path in ["/spec/x", "/metadata/labels/x", "/list/3", "/data/k"] {
+            let body = format!(r#"[{{"op":"test","path":"{path}","value":null}}]"#);
+            let err = apply_json_patch(&mut v, body.as_bytes()).unwrap_err();
+            assert!(matches!(err, PatchError::TestFailed(_)), "{path}: {err:?}");
+        }
+        // Earlier operations count: a test after the add sees the value.
+        let mut v = cm.clone();
+        let body = br#"[{"op":"add","path":"/metadata/finalizers","value":["x/y"]},
+                        {"op":"test","path":"/metadata/finalizers","value":null}]"#;
+        assert!(apply_json_patch(&mut v, body).is_err());
+        assert_eq!(v, cm, "atomic");
+    }
+
+    #[test]
     fn json_patch_test_failure_is_atomic() {
         let orig = json!({"metadata": {"resourceVersion": "5"}, "a": 1});
         let mut v = orig.clone();
@@ -389,6 +453,7 @@ mod apply_tests {
 
     fn ssa(live: Option<&Value>, body: &str, mgr: &str, force: bool) -> Result<Value, PatchError> {
         let opts = ApplyOptions {
+            name: "",
             manager: mgr,
             force,
             now: NOW,
@@ -471,6 +536,7 @@ spec:
         let body =
             r#"{"apiVersion":"v1","kind":"ConfigMap","metadata":{"name":"c"},"data":{"k":"v"}}"#;
         let opts = ApplyOptions {
+            name: "",
             manager: "m",
             force: false,
             now: NOW,
@@ -604,6 +670,7 @@ spec:
             deploy("spec: {replicas: 100}\nstatus: {conditions: [{type: Ready, status: 'True'}]}");
         let sub = Some("status");
         let opts = ApplyOptions {
+            name: "",
             manager: "c",
             force: false,
             now: LATER,
@@ -635,6 +702,7 @@ spec:
             |tail: &str| format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c{tail}}}\n");
         let apply = |live: Option<&Value>, body: &str| {
             let opts = ApplyOptions {
+                name: "",
                 manager: "m",
                 force: false,
                 now: NOW,
@@ -768,6 +836,7 @@ spec:
             let body = br#"{"apiVersion":"v1","kind":"X","metadata":{"name":"n"},
                 "containers":[{"name":"n","x":1}]}"#;
             let opts = ApplyOptions {
+                name: "",
                 manager: "m",
                 force: true,
                 now: NOW,

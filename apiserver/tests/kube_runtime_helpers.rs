@@ -7,7 +7,7 @@
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -90,4 +90,60 @@ async fn server_side_apply_takes_the_name_from_the_url() {
         matches!(err, kube::Error::Api(ref s) if s.code == 400),
         "{err:?}"
     );
+}
+
+#[tokio::test]
+async fn delete_answers_a_status_for_a_removal_and_the_object_otherwise() {
+    let server = ApiServer::start_seeded(3).await;
+    let client = server.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("gone".into());
+    let created = cms.create(&PostParams::default(), &cm).await.unwrap();
+    // Removed at once: Status{Success} naming it, as kube-apiserver answers.
+    let status = cms
+        .delete("gone", &DeleteParams::default())
+        .await
+        .unwrap()
+        .right()
+        .expect("a Status");
+    assert_eq!(
+        status.status,
+        Some(kube::core::response::StatusSummary::Success)
+    );
+    let details = status.details.expect("details");
+    assert_eq!(details.name, "gone");
+    assert_eq!(
+        details.kind, "configmaps",
+        "kube-apiserver puts the resource there"
+    );
+    assert_eq!(details.uid, created.uid().unwrap());
+
+    // Lingering behind a finalizer: the object, marked for deletion.
+    cm.metadata.name = Some("held".into());
+    cm.metadata.finalizers = Some(vec![FINALIZER.into()]);
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let held = cms
+        .delete("held", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("the object");
+    assert!(held.metadata.deletion_timestamp.is_some());
+
+    // Pods are among the resources that answer with the removed object.
+    let pods: Api<Pod> = Api::default_namespaced(client);
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "p"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pod).await.unwrap();
+    let removed = pods
+        .delete("p", &DeleteParams::default().grace_period(0))
+        .await
+        .unwrap()
+        .left()
+        .expect("the pod");
+    assert_eq!(removed.name_any(), "p");
 }

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::{Req, Resp, Target, committed, json_response, ns_of, render};
 use crate::status::ApiError;
-use crate::store::{DeleteSpec, Deleted};
+use crate::store::{DeleteSpec, Deleted, StoredObject};
 
 /// DeleteOptions as kube-apiserver reads them: from the body when there
 /// is one, else from the query (never a mix). A dry run is refused
@@ -106,11 +106,50 @@ pub(super) fn check_delete_options(body: &Value) -> Result<(), ApiError> {
 pub(super) fn delete(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let name = t.name.as_deref().unwrap_or_default();
     let spec = delete_spec(req)?;
-    let obj = match req.state.store.delete(&t.info, ns_of(t), name, &spec)? {
-        Deleted::Removed(o) | Deleted::Terminating(o) => o,
+    let (obj, removed) = match req.state.store.delete(&t.info, ns_of(t), name, &spec)? {
+        Deleted::Removed(o) => (o, true),
+        Deleted::Terminating(o) => (o, false),
     };
     committed(req, t, &obj);
+    if removed && !returns_deleted_object(&t.info) {
+        return Ok(json_response(StatusCode::OK, &deleted_status(t, &obj)));
+    }
     Ok(render(req, t, &obj, StatusCode::OK))
+}
+
+/// The resources whose DELETE answers the removed object itself, as
+/// kube-apiserver's registries set `ReturnDeletedObject`: pods, services,
+/// service accounts, persistent volumes and their claims. Every other
+/// removal answers a Status; an object that lingers (finalizers, a grace
+/// period) always comes back as the object.
+fn returns_deleted_object(info: &crate::resources::ResourceInfo) -> bool {
+    info.group.is_empty()
+        && matches!(
+            info.plural.as_str(),
+            "pods"
+                | "services"
+                | "serviceaccounts"
+                | "persistentvolumes"
+                | "persistentvolumeclaims"
+        )
+}
+
+/// kube-apiserver's answer to a removal: `Status{Success}` with the
+/// object's name, group, resource (in `kind`, as the real server puts it)
+/// and uid, so a client can tell it is gone, not waiting on finalizers.
+fn deleted_status(t: &Target, obj: &StoredObject) -> Value {
+    json!({
+        "kind": "Status",
+        "apiVersion": "v1",
+        "metadata": {},
+        "status": "Success",
+        "details": {
+            "name": obj.name(),
+            "group": t.info.group,
+            "kind": t.info.plural,
+            "uid": obj.uid.to_string(),
+        }
+    })
 }
 
 /// Delete every object a list with these options returns. As in

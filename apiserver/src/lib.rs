@@ -31,6 +31,7 @@ pub mod gc;
 pub mod handler;
 pub mod listener;
 pub mod openapi;
+pub mod partial;
 pub mod patch;
 pub mod pods;
 pub mod resources;

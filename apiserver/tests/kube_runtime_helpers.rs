@@ -1,8 +1,9 @@
-//! kube-runtime's helpers that depend on API semantics beyond plain CRUD,
-//! run unmodified against ward-apiserver: `finalizer()` (a JSON patch that
-//! tests `/metadata/finalizers` against `null` before adding the first
-//! finalizer) and server-side apply of a body that names no object (the
-//! name comes from the URL).
+//! kube's client features that depend on API semantics beyond plain CRUD,
+//! run unmodified against ward-apiserver: kube-runtime's `finalizer()` (a
+//! JSON patch that tests `/metadata/finalizers` against `null` before
+//! adding the first finalizer), server-side apply of a body that names no
+//! object (the name comes from the URL), DELETE's Status for a removal,
+//! and metadata-only reads and watches (`metadata_watcher`).
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -146,4 +147,85 @@ async fn delete_answers_a_status_for_a_removal_and_the_object_otherwise() {
         .left()
         .expect("the pod");
     assert_eq!(removed.name_any(), "p");
+}
+
+#[tokio::test]
+async fn metadata_reads_and_the_metadata_watcher_get_metadata_only() {
+    use futures::StreamExt;
+    use kube::runtime::{WatchStreamExt, metadata_watcher, watcher};
+
+    let server = ApiServer::start_seeded(4).await;
+    let client = server.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("a".into());
+    cm.data = Some([("k".to_string(), "v".to_string())].into());
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+
+    // kube's metadata calls decode; the raw answers carry metadata only.
+    assert_eq!(cms.get_metadata("a").await.unwrap().name_any(), "a");
+    let listed = cms.list_metadata(&Default::default()).await.unwrap();
+    assert_eq!(listed.items.len(), 1);
+    let raw = |path: &str, accept: &str| {
+        let req = http::Request::get(path)
+            .header(http::header::ACCEPT, accept)
+            .body(Vec::new())
+            .unwrap();
+        let client = client.clone();
+        async move {
+            let text = client.request_text(req).await.unwrap();
+            serde_json::from_str::<serde_json::Value>(&text).unwrap()
+        }
+    };
+    let one = raw(
+        "/api/v1/namespaces/default/configmaps/a",
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    assert_eq!(one["kind"], "PartialObjectMetadata");
+    assert_eq!(one["apiVersion"], "meta.k8s.io/v1");
+    assert_eq!(one["metadata"]["name"], "a");
+    assert!(one.get("data").is_none(), "{one}");
+    let list = raw(
+        "/api/v1/namespaces/default/configmaps",
+        "application/json;as=PartialObjectMetadataList;g=meta.k8s.io;v=v1",
+    )
+    .await;
+    assert_eq!(list["kind"], "PartialObjectMetadataList");
+    assert!(list["metadata"]["resourceVersion"].is_string());
+    assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
+    assert!(list["items"][0].get("data").is_none());
+
+    // kube-runtime's metadata_watcher sees the list, then a new object.
+    let mut seen = metadata_watcher(cms.clone(), watcher::Config::default())
+        .applied_objects()
+        .boxed();
+    let first = seen.next().await.unwrap().unwrap();
+    assert_eq!(first.name_any(), "a");
+    cm.metadata.name = Some("b".into());
+    cms.create(&PostParams::default(), &cm).await.unwrap();
+    let next = tokio::time::timeout(std::time::Duration::from_secs(10), seen.next())
+        .await
+        .expect("the watch event in time")
+        .unwrap()
+        .unwrap();
+    assert_eq!(next.name_any(), "b");
+
+    // The watch itself sends metadata only.
+    let rv = first.metadata.resource_version.unwrap();
+    let req = http::Request::get(format!(
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=1"
+    ))
+    .header(
+        http::header::ACCEPT,
+        "application/json;as=PartialObjectMetadata;g=meta.k8s.io;v=v1",
+    )
+    .body(Vec::new())
+    .unwrap();
+    let text = client.request_text(req).await.unwrap();
+    let event: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(event["type"], "ADDED");
+    assert_eq!(event["object"]["kind"], "PartialObjectMetadata");
+    assert_eq!(event["object"]["metadata"]["name"], "b");
+    assert!(event["object"].get("data").is_none(), "{event}");
 }

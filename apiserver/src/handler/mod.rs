@@ -540,6 +540,9 @@ fn ns_of(t: &Target) -> &str {
 }
 
 fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCode) -> Resp {
+    if crate::partial::wants_partial(req.header(header::ACCEPT)) {
+        return json_response(code, &crate::partial::partial_of_one(&t.info, &o.value()));
+    }
     if table::wants_table(req.header(header::ACCEPT)) {
         let mut v = o.value();
         v["apiVersion"] = t.info.api_version().into();

@@ -101,6 +101,14 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
         .continue_after
         .as_ref()
         .map(|(ns, n)| encode_continue(ns, n));
+    if crate::partial::wants_partial(req.header(header::ACCEPT)) {
+        let objs: Vec<Value> = page.items.iter().map(|o| o.value()).collect();
+        let rv = page.rv.to_string();
+        return Ok(json_response(
+            StatusCode::OK,
+            &crate::partial::partial_list(&t.info, &objs, &rv, cont.as_deref()),
+        ));
+    }
     if table::wants_table(req.header(header::ACCEPT)) {
         let objs: Vec<Value> = page
             .items
@@ -144,7 +152,15 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
 
 pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp, ApiError> {
     let filter = filter_of(t, &opts)?;
-    let table = table::wants_table(req.header(header::ACCEPT));
+    let accept = req.header(header::ACCEPT);
+    type Render = fn(&ResourceInfo, &Value) -> Value;
+    let render: Option<Render> = if crate::partial::wants_partial(accept) {
+        Some(crate::partial::partial_of_one)
+    } else if table::wants_table(accept) {
+        Some(table::table_of_one)
+    } else {
+        None
+    };
     let spec = WatchSpec {
         info: t.info.clone(),
         filter,
@@ -153,7 +169,7 @@ pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp
         send_initial_events: opts.send_initial_events == Some(true),
         timeout: opts.timeout,
         bookmark_interval: req.state.config.bookmark_interval,
-        render: table.then_some(table::table_of_one as fn(&ResourceInfo, &Value) -> Value),
+        render,
         view: Some((req.state.faults.clone(), req.client)),
     };
     let rx = watch::start(&req.state.store, spec, req.state.shutdown.clone());

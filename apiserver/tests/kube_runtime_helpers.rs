@@ -3,7 +3,7 @@
 //! JSON patch that tests `/metadata/finalizers` against `null` before
 //! adding the first finalizer), server-side apply of a body that names no
 //! object (the name comes from the URL), DELETE's Status for a removal,
-//! and metadata-only reads and watches (`metadata_watcher`).
+//! and metadata-only reads and watches.
 
 use std::convert::Infallible;
 use std::sync::Arc;
@@ -152,7 +152,8 @@ async fn delete_answers_a_status_for_a_removal_and_the_object_otherwise() {
 #[tokio::test]
 async fn metadata_reads_and_the_metadata_watcher_get_metadata_only() {
     use futures::StreamExt;
-    use kube::runtime::{WatchStreamExt, metadata_watcher, watcher};
+    use kube::core::PartialObjectMeta;
+    use kube::runtime::{WatchStreamExt, watcher};
 
     let server = ApiServer::start_seeded(4).await;
     let client = server.client();
@@ -196,8 +197,11 @@ async fn metadata_reads_and_the_metadata_watcher_get_metadata_only() {
     assert_eq!(list["items"][0]["kind"], "PartialObjectMetadata");
     assert!(list["items"][0].get("data").is_none());
 
-    // kube-runtime's metadata_watcher sees the list, then a new object.
-    let mut seen = metadata_watcher(cms.clone(), watcher::Config::default())
+    // kube-runtime's metadata watch (kube 5's form of `metadata_watcher`:
+    // a watcher over `Api<PartialObjectMeta<K>>`) sees the list, then a
+    // new object.
+    let metas: Api<PartialObjectMeta<ConfigMap>> = Api::default_namespaced(client.clone());
+    let mut seen = watcher(metas, watcher::Config::default())
         .applied_objects()
         .boxed();
     let first = seen.next().await.unwrap().unwrap();

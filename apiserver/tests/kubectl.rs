@@ -6,8 +6,11 @@
 //!
 //! The binaries are `kubectl` on PATH (on the Cloud SDK image a dispatcher
 //! that runs the kubectl.1.N matching the server's minor version) and the
-//! versioned `kubectl.1.N` of the Google Cloud SDK. A missing binary fails
-//! its test. kubectl 1.27 (and 1.28) validate through protobuf /openapi/v2,
+//! versioned `kubectl.1.N` (1.27 to 1.33) of the Google Cloud SDK. A test
+//! whose binary is not installed is skipped with a printed notice, so a
+//! clone on any machine gets a green run — unless `WARD_REQUIRE_KUBECTL=1`
+//! (which `.ci/run` sets): then a missing binary fails its test, with what
+//! to install. kubectl 1.27 and 1.28 validate through protobuf /openapi/v2,
 //! which the server does not serve, so they run with `--validate=false`;
 //! 1.29+ use /openapi/v3 and run with default flags.
 
@@ -39,30 +42,40 @@ macro_rules! kubectl_tests {
 kubectl_tests! {
     kubectl_on_path: "kubectl";
     kubectl_1_27: "kubectl.1.27", "--validate=false";
+    kubectl_1_28: "kubectl.1.28", "--validate=false";
     kubectl_1_29: "kubectl.1.29";
+    kubectl_1_30: "kubectl.1.30";
+    kubectl_1_31: "kubectl.1.31";
     kubectl_1_32: "kubectl.1.32";
     kubectl_1_33: "kubectl.1.33";
 }
 
 /// The binary `name`: `kubectl` from PATH only, `kubectl.1.N` from PATH or
-/// the Cloud SDK. Panics with what to install when it is missing.
-fn find_kubectl(name: &str) -> PathBuf {
+/// the Cloud SDK; None when it is not installed.
+fn find_kubectl(name: &str) -> Option<PathBuf> {
     let path = std::env::var_os("PATH").unwrap_or_default();
     let mut dirs: Vec<PathBuf> = std::env::split_paths(&path).collect();
     if name != "kubectl" {
         dirs.push(CLOUD_SDK_BIN.into());
     }
-    if let Some(p) = dirs.iter().map(|d| d.join(name)).find(|p| p.is_file()) {
-        return p;
+    dirs.iter().map(|d| d.join(name)).find(|p| p.is_file())
+}
+
+/// What to install for `name`.
+fn install_hint(name: &str) -> String {
+    if name == "kubectl" {
+        "install kubectl on PATH".into()
+    } else {
+        format!(
+            "install the Google Cloud SDK kubectl component (`gcloud components install \
+             kubectl`), which ships kubectl.1.27 ... 1.33 in {CLOUD_SDK_BIN}"
+        )
     }
-    assert!(
-        name != "kubectl",
-        "kubectl not found on PATH: install kubectl"
-    );
-    panic!(
-        "{name} not found on PATH or in {CLOUD_SDK_BIN}: install the Google Cloud SDK kubectl \
-         component (`gcloud components install kubectl`), which ships kubectl.1.27 ... 1.33"
-    );
+}
+
+/// Whether a missing kubectl fails its test (`WARD_REQUIRE_KUBECTL=1`).
+fn kubectl_required() -> bool {
+    std::env::var("WARD_REQUIRE_KUBECTL").is_ok_and(|v| v == "1")
 }
 
 /// `bin args...` with `KUBECONFIG` set and `HOME` at the `home` directory
@@ -216,7 +229,18 @@ impl Watch {
 /// The whole scenario for one kubectl: `name` found as in [`find_kubectl`],
 /// `validate` added to every create and apply.
 async fn scenario(name: &str, validate: &[&'static str]) {
-    let bin = find_kubectl(name);
+    let Some(bin) = find_kubectl(name) else {
+        assert!(
+            !kubectl_required(),
+            "{name} not found (WARD_REQUIRE_KUBECTL=1): {}",
+            install_hint(name)
+        );
+        println!(
+            "skipped: {name} is not installed ({}; set WARD_REQUIRE_KUBECTL=1 to make this a failure)",
+            install_hint(name)
+        );
+        return;
+    };
     let config = ServerConfig::default().listen("127.0.0.1:0".parse().unwrap());
     let server = ApiServer::start(config).await.unwrap();
     let dir = tempfile::tempdir().unwrap();

@@ -99,6 +99,8 @@ impl ResourceInfo {
 pub fn selectable_fields(api_version: &str, kind: &str) -> &'static [&'static str] {
     match (api_version, kind) {
         ("v1", "Pod") => &["spec.nodeName", "status.phase"],
+        // kube-apiserver: `strconv.FormatBool(node.Spec.Unschedulable)`.
+        ("v1", "Node") => &["spec.unschedulable"],
         ("v1", "Event") => &[
             "involvedObject.kind",
             "involvedObject.namespace",

@@ -233,3 +233,42 @@ async fn metadata_reads_and_the_metadata_watcher_get_metadata_only() {
     assert_eq!(event["object"]["metadata"]["name"], "b");
     assert!(event["object"].get("data").is_none(), "{event}");
 }
+
+#[tokio::test]
+async fn nodes_select_on_spec_unschedulable() {
+    use k8s_openapi::api::core::v1::Node;
+    use kube::api::ListParams;
+
+    let server = ApiServer::start_seeded(5).await;
+    let nodes: Api<Node> = Api::all(server.client());
+    for (name, spec) in [
+        ("cordoned", json!({"unschedulable": true})),
+        ("open", json!({})),
+        ("explicit", json!({"unschedulable": false})),
+    ] {
+        let node =
+            serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap();
+        nodes.create(&PostParams::default(), &node).await.unwrap();
+    }
+    let names = |lp: ListParams| {
+        let nodes = nodes.clone();
+        async move {
+            let mut n: Vec<String> = nodes
+                .list(&lp)
+                .await
+                .unwrap()
+                .items
+                .iter()
+                .map(ResourceExt::name_any)
+                .collect();
+            n.sort();
+            n
+        }
+    };
+    let cordoned = names(ListParams::default().fields("spec.unschedulable=true")).await;
+    assert_eq!(cordoned, ["cordoned"]);
+    let open = names(ListParams::default().fields("spec.unschedulable=false")).await;
+    assert_eq!(open, ["explicit", "open"]);
+    let not_cordoned = names(ListParams::default().fields("spec.unschedulable!=true")).await;
+    assert_eq!(not_cordoned, ["explicit", "open"]);
+}

@@ -384,10 +384,14 @@ impl Prepared {
             } else {
                 path
             };
-            items.extend([
-                path.as_bytes(),
-                b(lookup.split('.').fold(v, |cur, seg| &cur[seg])),
-            ]);
+            let value: &[u8] = match lookup.split('.').fold(v, |cur, seg| &cur[seg]) {
+                Value::Bool(true) => b"true",
+                Value::Bool(false) => b"false",
+                // Node's spec.unschedulable unset is false.
+                Value::Null if *path == "spec.unschedulable" => b"false",
+                other => b(other),
+            };
+            items.extend([path.as_bytes(), value]);
             fields += 1;
         }
         let mut finalizers = 0u32;

@@ -272,3 +272,51 @@ async fn nodes_select_on_spec_unschedulable() {
     let not_cordoned = names(ListParams::default().fields("spec.unschedulable!=true")).await;
     assert_eq!(not_cordoned, ["explicit", "open"]);
 }
+
+#[tokio::test]
+async fn only_kinds_with_a_spec_carry_a_generation() {
+    use k8s_openapi::api::apps::v1::StatefulSet;
+
+    let server = ApiServer::start_seeded(6).await;
+    let client = server.client();
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("plain".into());
+    let created = cms.create(&PostParams::default(), &cm).await.unwrap();
+    assert_eq!(created.metadata.generation, None);
+    let patched = cms
+        .patch(
+            "plain",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"data": {"a": "1"}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.generation, None);
+
+    let sts: Api<StatefulSet> = Api::default_namespaced(client);
+    let set: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"serviceName": "web", "selector": {"matchLabels": {"app": "web"}},
+                 "template": {"metadata": {"labels": {"app": "web"}},
+                              "spec": {"containers": [{"name": "c", "image": "i"}]}}}
+    }))
+    .unwrap();
+    assert_eq!(
+        sts.create(&PostParams::default(), &set)
+            .await
+            .unwrap()
+            .metadata
+            .generation,
+        Some(1)
+    );
+    let scaled = sts
+        .patch(
+            "web",
+            &PatchParams::default(),
+            &Patch::Merge(json!({"spec": {"replicas": 3}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(scaled.metadata.generation, Some(2));
+}

@@ -234,7 +234,11 @@ impl Store {
         // Spliced in at commit.
         meta.insert("resourceVersion".into(), "".into());
         meta.insert("creationTimestamp".into(), self.clock.rfc3339().into());
-        meta.insert("generation".into(), 1.into());
+        if tracks_generation(info) {
+            meta.insert("generation".into(), 1.into());
+        } else {
+            meta.remove("generation");
+        }
         meta.remove("deletionTimestamp");
         meta.remove("deletionGracePeriodSeconds");
         if !info.namespaced {
@@ -353,7 +357,7 @@ impl Store {
             return Ok(None);
         }
         let generation = old_v["metadata"]["generation"].as_i64().unwrap_or(1);
-        if spec_differs(&new, old_v) {
+        if tracks_generation(info) && spec_differs(&new, old_v) {
             new["metadata"]["generation"] = (generation + 1).into();
         }
         Ok(Some(new))
@@ -414,6 +418,13 @@ fn same_but_volatile(a: &Value, b: &Value) -> bool {
     }
 }
 
+/// Whether objects of this kind carry `metadata.generation`: custom
+/// resources and built-in kinds with a spec; ConfigMaps, Secrets and the
+/// other kinds without one do not, as in Kubernetes.
+fn tracks_generation(info: &ResourceInfo) -> bool {
+    info.has_spec || !info.builtin
+}
+
 /// Whether anything outside metadata, status, apiVersion and kind differs.
 fn spec_differs(a: &Value, b: &Value) -> bool {
     let spec = |k: &str| !matches!(k, "metadata" | "status" | "apiVersion" | "kind");
@@ -449,7 +460,10 @@ mod tests {
         let a = s.create(&cms, cm("a")).unwrap();
         assert_eq!(a.rv, r0 + 1);
         let v = a.value();
-        assert_eq!(v["metadata"]["generation"], 1);
+        assert!(
+            v["metadata"].get("generation").is_none(),
+            "ConfigMaps have no spec, so no generation"
+        );
         assert!(v["metadata"]["uid"].as_str().is_some_and(|u| u.len() == 36));
         let b = s.create(&cms, cm("b")).unwrap();
         assert_ne!(a.uid, b.uid);

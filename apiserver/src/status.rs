@@ -154,6 +154,11 @@ impl ApiError {
         Self::new(422, "Invalid", message)
     }
 
+    /// 503 ServiceUnavailable: what the request needs is not running.
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)

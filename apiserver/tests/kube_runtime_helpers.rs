@@ -320,3 +320,56 @@ async fn only_kinds_with_a_spec_carry_a_generation() {
         .unwrap();
     assert_eq!(scaled.metadata.generation, Some(2));
 }
+
+#[tokio::test]
+async fn kubelet_subresources_say_there_is_no_kubelet() {
+    use kube::api::LogParams;
+
+    let server = ApiServer::start_seeded(7).await;
+    let client = server.client();
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    let code_and_message = |e: kube::Error| match e {
+        kube::Error::Api(s) => (s.code, s.reason, s.message),
+        other => panic!("{other:?}"),
+    };
+    let err = pods
+        .logs("missing", &LogParams::default())
+        .await
+        .unwrap_err();
+    assert_eq!(code_and_message(err).0, 404);
+
+    let pending: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "pending"},
+        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &pending).await.unwrap();
+    let (code, _, message) = code_and_message(
+        pods.logs("pending", &LogParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(code, 400);
+    assert_eq!(message, "pod pending does not have a host assigned");
+
+    let placed: Pod = serde_json::from_value(json!({
+        "metadata": {"name": "placed"},
+        "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "nginx"}]}
+    }))
+    .unwrap();
+    pods.create(&PostParams::default(), &placed).await.unwrap();
+    let (code, reason, message) = code_and_message(
+        pods.logs("placed", &LogParams::default())
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!((code, reason.as_str()), (503, "ServiceUnavailable"));
+    assert!(message.contains("no kubelet"), "{message}");
+    for sub in ["exec?command=ls", "attach", "portforward", "proxy"] {
+        let req = http::Request::get(format!("/api/v1/namespaces/default/pods/placed/{sub}"))
+            .body(Vec::new())
+            .unwrap();
+        let err = client.request_text(req).await.unwrap_err();
+        assert_eq!(code_and_message(err).0, 503, "{sub}");
+    }
+}

@@ -468,6 +468,14 @@ fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiE
     let sub = match p.sub {
         None => Subresource::Main,
         Some("status") if info.status_subresource => Subresource::Status,
+        Some(sub @ ("log" | "exec" | "attach" | "portforward" | "proxy"))
+            if info.group.is_empty() && info.plural == "pods" =>
+        {
+            let (Some(ns), Some(name)) = (namespace, name) else {
+                return Err(ApiError::no_route(path));
+            };
+            return Err(needs_kubelet(req, &info, ns, name, sub));
+        }
         Some(_) => return Err(ApiError::no_route(path)),
     };
     if info.namespaced && namespace.is_none() && name.is_some() {
@@ -532,6 +540,22 @@ fn check_path_segment_name(name: &str) -> Result<(), ApiError> {
 fn committed(req: &Req<'_>, t: &Target, obj: &StoredObject) {
     if crate::crd::is_crd(&t.info) {
         crate::crd::settle(&req.state.registry, &req.state.store, &obj.value());
+    }
+}
+
+/// The answer to a pod subresource only a kubelet serves (`log`, `exec`,
+/// `attach`, `portforward`, `proxy`): 404 for a missing pod, kube-apiserver's
+/// 400 for a pod not yet on a node, else 503 saying there is no kubelet.
+fn needs_kubelet(req: &Req<'_>, info: &ResourceInfo, ns: &str, name: &str, sub: &str) -> ApiError {
+    let Some(pod) = req.state.store.get(&info.storage_key(), ns, name) else {
+        return ApiError::not_found("", "pods", name);
+    };
+    let pod = pod.value();
+    match pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+        None => ApiError::bad_request(format!("pod {name} does not have a host assigned")),
+        Some(node) => ApiError::service_unavailable(format!(
+            "ward-apiserver runs no kubelet: pods/{sub} of pod {name} on node {node} cannot be served (its containers do not run)"
+        )),
     }
 }
 

@@ -156,6 +156,96 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
     )
 }
 
+/// The media type of aggregated discovery (`apidiscovery.k8s.io/v2`, GA
+/// in Kubernetes 1.30), as the answer's Content-Type.
+pub const AGGREGATED_V2: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether an Accept header lists aggregated discovery v2 among its media
+/// types (clients list it first, with the legacy documents as fallback).
+/// v2beta1, removed in 1.33, is not served: its clients fall back.
+#[must_use]
+pub fn wants_aggregated(accept: &str) -> bool {
+    accept.split(',').any(|m| {
+        let params: Vec<&str> = m.split(';').map(str::trim).collect();
+        let has = |p: &str| params.iter().any(|x| x.eq_ignore_ascii_case(p));
+        has("g=apidiscovery.k8s.io") && has("v=v2") && has("as=APIGroupDiscoveryList")
+    })
+}
+
+/// One resource of a version, as aggregated discovery lists it.
+fn aggregated_resource(r: &ResourceInfo) -> Value {
+    let kind = json!({"group": r.group, "version": r.version, "kind": r.kind});
+    let mut out = json!({
+        "resource": r.plural,
+        "responseKind": kind,
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": r.verbs(),
+    });
+    if !r.short_names.is_empty() {
+        out["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        out["categories"] = json!(r.categories);
+    }
+    if r.status_subresource {
+        out["subresources"] = json!([{
+            "subresource": "status",
+            "responseKind": kind,
+            "verbs": ["get", "patch", "update"],
+        }]);
+    }
+    out
+}
+
+/// One group (`""`: core) with its versions, preferred first.
+fn aggregated_group(registry: &Registry, name: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| {
+            let rs: Vec<Value> = registry
+                .all()
+                .iter()
+                .filter(|r| r.group == name && &r.version == v)
+                .map(|r| aggregated_resource(r))
+                .collect();
+            json!({"version": v, "resources": rs, "freshness": "Current"})
+        })
+        .collect();
+    let meta = if name.is_empty() {
+        json!({})
+    } else {
+        json!({"name": name})
+    };
+    json!({"metadata": meta, "versions": vs})
+}
+
+fn aggregated_list(items: Vec<Value>) -> Value {
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    })
+}
+
+/// `/api` as aggregated discovery: the core group, every resource.
+#[must_use]
+pub fn aggregated_core(registry: &Registry) -> Value {
+    aggregated_list(vec![aggregated_group(registry, "", &["v1".to_string()])])
+}
+
+/// `/apis` as aggregated discovery: every other group, every resource.
+#[must_use]
+pub fn aggregated_groups(registry: &Registry) -> Value {
+    let items = groups(registry)
+        .iter()
+        .map(|(name, versions)| aggregated_group(registry, name, versions))
+        .collect();
+    aggregated_list(items)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

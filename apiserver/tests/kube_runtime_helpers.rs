@@ -373,3 +373,56 @@ async fn kubelet_subresources_say_there_is_no_kubelet() {
         assert_eq!(code_and_message(err).0, 503, "{sub}");
     }
 }
+
+#[tokio::test]
+async fn aggregated_discovery_serves_what_legacy_discovery_does() {
+    use kube::discovery::{Discovery, Scope};
+
+    let server = ApiServer::start_seeded(8).await;
+    let client = server.client();
+    let aggregated = Discovery::new(client.clone())
+        .run_aggregated()
+        .await
+        .unwrap();
+    let legacy = Discovery::new(client.clone()).run().await.unwrap();
+    let resources = |d: &Discovery| {
+        let mut out: Vec<(String, String, String, bool)> = d
+            .groups()
+            .flat_map(|g| {
+                g.recommended_resources().into_iter().map(|(ar, caps)| {
+                    (
+                        ar.group,
+                        ar.version,
+                        ar.plural,
+                        caps.scope == Scope::Namespaced,
+                    )
+                })
+            })
+            .collect();
+        out.sort();
+        out
+    };
+    let listed = resources(&aggregated);
+    assert_eq!(listed, resources(&legacy));
+    assert!(listed.contains(&("".into(), "v1".into(), "pods".into(), true)));
+    assert!(listed.contains(&("apps".into(), "v1".into(), "statefulsets".into(), true)));
+    assert!(listed.contains(&("".into(), "v1".into(), "namespaces".into(), false)));
+
+    // The answer says what it is; a client asking only for JSON gets the
+    // legacy document.
+    let req = http::Request::get("/apis")
+        .header(
+            http::header::ACCEPT,
+            ward_apiserver::discovery::AGGREGATED_V2,
+        )
+        .body(Vec::new())
+        .unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&client.request_text(req).await.unwrap()).unwrap();
+    assert_eq!(doc["kind"], "APIGroupDiscoveryList");
+    assert_eq!(doc["apiVersion"], "apidiscovery.k8s.io/v2");
+    let req = http::Request::get("/apis").body(Vec::new()).unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&client.request_text(req).await.unwrap()).unwrap();
+    assert_eq!(doc["kind"], "APIGroupList");
+}

@@ -376,6 +376,20 @@ fn route(
             .header(header::CONTENT_TYPE, "text/plain")
             .body(Body::from("ok"))
             .expect("static response")),
+        ["api" | "apis"] if discovery::wants_aggregated(req.header(header::ACCEPT)) => {
+            req.only_get()?;
+            let doc = if segs[0] == "api" {
+                discovery::aggregated_core(reg)
+            } else {
+                discovery::aggregated_groups(reg)
+            };
+            Ok(Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, discovery::AGGREGATED_V2)
+                .header(header::VARY, "Accept")
+                .body(Body::from(doc.to_string()))
+                .expect("static response parts are valid"))
+        }
         ["api"] => found(Some(discovery::core_versions(&st.config.server_address))),
         ["apis"] => found(Some(discovery::group_list(reg))),
         ["api", v] => found(discovery::resource_list(reg, "", v)),

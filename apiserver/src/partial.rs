@@ -21,10 +21,14 @@ pub fn wants_partial(accept: &str) -> bool {
     (has("as=PartialObjectMetadata") || has("as=PartialObjectMetadataList")) && has("g=meta.k8s.io")
 }
 
-/// `obj` as a `PartialObjectMetadata` (the kind's info is not needed; the
-/// signature is the watch's per-watcher rendering).
+/// `obj` as a `PartialObjectMetadata`, in the signature of the watch's
+/// per-watcher rendering.
 #[must_use]
 pub fn partial_of_one(_info: &ResourceInfo, obj: &Value) -> Value {
+    partial_metadata(obj)
+}
+
+fn partial_metadata(obj: &Value) -> Value {
     json!({
         "kind": "PartialObjectMetadata",
         "apiVersion": "meta.k8s.io/v1",
@@ -32,19 +36,15 @@ pub fn partial_of_one(_info: &ResourceInfo, obj: &Value) -> Value {
     })
 }
 
-/// A `PartialObjectMetadataList` of `objs`, with the list's
-/// resourceVersion and continue token.
+/// A `PartialObjectMetadataList` of `objs`, with the list's `metadata`
+/// (resourceVersion, continue).
 #[must_use]
-pub fn partial_list(info: &ResourceInfo, objs: &[Value], rv: &str, cont: Option<&str>) -> Value {
-    let mut meta = json!({"resourceVersion": rv});
-    if let Some(c) = cont {
-        meta["continue"] = c.into();
-    }
+pub fn partial_list(objs: &[Value], meta: Value) -> Value {
     json!({
         "kind": "PartialObjectMetadataList",
         "apiVersion": "meta.k8s.io/v1",
         "metadata": meta,
-        "items": objs.iter().map(|o| partial_of_one(info, o)).collect::<Vec<_>>(),
+        "items": objs.iter().map(partial_metadata).collect::<Vec<_>>(),
     })
 }
 
@@ -83,7 +83,7 @@ mod tests {
             json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
                 "metadata": {"name": "a", "uid": "u", "resourceVersion": "7"}})
         );
-        let l = partial_list(&info, &[cm], "9", Some("tok"));
+        let l = partial_list(&[cm], json!({"resourceVersion": "9", "continue": "tok"}));
         assert_eq!(l["kind"], "PartialObjectMetadataList");
         assert_eq!(
             l["metadata"],

@@ -87,19 +87,16 @@ fn row(info: &ResourceInfo, obj: &Value) -> Value {
     })
 }
 
-/// A Table of `objects`.
+/// A Table of `objects`, with the list's `metadata` (resourceVersion,
+/// continue).
 #[must_use]
-pub fn table(info: &ResourceInfo, objects: &[Value], rv: &str, cont: Option<&str>) -> Value {
+pub fn table(info: &ResourceInfo, objects: &[Value], meta: Value) -> Value {
     let defs: Vec<Value> = columns(info)
         .iter()
         .map(|(name, format)| {
             json!({"name": name, "type": "string", "format": format, "description": "", "priority": 0})
         })
         .collect();
-    let mut meta = json!({"resourceVersion": rv});
-    if let Some(c) = cont {
-        meta["continue"] = c.into();
-    }
     json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",
@@ -113,7 +110,11 @@ pub fn table(info: &ResourceInfo, objects: &[Value], rv: &str, cont: Option<&str
 #[must_use]
 pub fn table_of_one(info: &ResourceInfo, obj: &Value) -> Value {
     let rv = obj["metadata"]["resourceVersion"].as_str().unwrap_or("");
-    table(info, std::slice::from_ref(obj), rv, None)
+    table(
+        info,
+        std::slice::from_ref(obj),
+        json!({"resourceVersion": rv}),
+    )
 }
 
 #[cfg(test)]
@@ -136,7 +137,7 @@ mod tests {
             .unwrap();
         let pod = json!({"metadata": {"name": "web-0", "creationTimestamp": "2020-01-01T00:00:00Z"},
                          "status": {"phase": "Pending"}});
-        let t = table(&info, &[pod], "5", None);
+        let t = table(&info, &[pod], json!({"resourceVersion": "5"}));
         assert_eq!(t["rows"][0]["cells"][0], "web-0");
         assert_eq!(t["rows"][0]["cells"][1], "Pending");
         assert_eq!(t["rows"][0]["cells"][2], "<none>");

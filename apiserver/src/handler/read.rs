@@ -97,16 +97,16 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
             |o| filter.matches(o),
         ),
     };
-    let cont = page
-        .continue_after
-        .as_ref()
-        .map(|(ns, n)| encode_continue(ns, n));
+    // The list's metadata, whatever form the items take.
+    let mut meta = json!({"resourceVersion": page.rv.to_string()});
+    if let Some((ns, n)) = &page.continue_after {
+        meta["continue"] = encode_continue(ns, n).into();
+    }
     if crate::partial::wants_partial(req.header(header::ACCEPT)) {
         let objs: Vec<Value> = page.items.iter().map(|o| o.value()).collect();
-        let rv = page.rv.to_string();
         return Ok(json_response(
             StatusCode::OK,
-            &crate::partial::partial_list(&t.info, &objs, &rv, cont.as_deref()),
+            &crate::partial::partial_list(&objs, meta),
         ));
     }
     if table::wants_table(req.header(header::ACCEPT)) {
@@ -121,12 +121,8 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
             .collect();
         return Ok(json_response(
             StatusCode::OK,
-            &table::table(&t.info, &objs, &page.rv.to_string(), cont.as_deref()),
+            &table::table(&t.info, &objs, meta),
         ));
-    }
-    let mut meta = json!({"resourceVersion": page.rv.to_string()});
-    if let Some(c) = cont {
-        meta["continue"] = c.into();
     }
     let api_version = t.info.api_version();
     let mut out =

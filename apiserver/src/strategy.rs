@@ -156,6 +156,23 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
 #[derive(Debug, Clone, Copy, Default)]
 pub struct KindRules;
 
+/// The resources whose DELETE answers the removed object itself, as
+/// kube-apiserver's registries set `ReturnDeletedObject`: pods, services,
+/// service accounts, persistent volumes and their claims. Every other
+/// removal answers a Status; an object that lingers (finalizers, a grace
+/// period) always comes back as the object.
+pub fn returns_deleted_object(info: &ResourceInfo) -> bool {
+    info.group.is_empty()
+        && matches!(
+            info.plural.as_str(),
+            "pods"
+                | "services"
+                | "serviceaccounts"
+                | "persistentvolumes"
+                | "persistentvolumeclaims"
+        )
+}
+
 /// The finalizer that holds a namespace until its objects are gone.
 const NAMESPACE_FINALIZER: &str = "kubernetes";
 

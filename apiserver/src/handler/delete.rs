@@ -111,27 +111,10 @@ pub(super) fn delete(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         Deleted::Terminating(o) => (o, false),
     };
     committed(req, t, &obj);
-    if removed && !returns_deleted_object(&t.info) {
+    if removed && !crate::strategy::returns_deleted_object(&t.info) {
         return Ok(json_response(StatusCode::OK, &deleted_status(t, &obj)));
     }
     Ok(render(req, t, &obj, StatusCode::OK))
-}
-
-/// The resources whose DELETE answers the removed object itself, as
-/// kube-apiserver's registries set `ReturnDeletedObject`: pods, services,
-/// service accounts, persistent volumes and their claims. Every other
-/// removal answers a Status; an object that lingers (finalizers, a grace
-/// period) always comes back as the object.
-fn returns_deleted_object(info: &crate::resources::ResourceInfo) -> bool {
-    info.group.is_empty()
-        && matches!(
-            info.plural.as_str(),
-            "pods"
-                | "services"
-                | "serviceaccounts"
-                | "persistentvolumes"
-                | "persistentvolumeclaims"
-        )
 }
 
 /// kube-apiserver's answer to a removal: `Status{Success}` with the

@@ -172,15 +172,6 @@ pub enum UpdateOutcome<K, T = ()> {
 }
 
 impl<K, T> UpdateOutcome<K, T> {
-    /// The object as written or as last seen (None when gone).
-    #[must_use]
-    pub fn object(&self) -> Option<&K> {
-        match self {
-            UpdateOutcome::Patched(k, _) | UpdateOutcome::Unchanged(k, _) => Some(k),
-            UpdateOutcome::Gone => None,
-        }
-    }
-
     /// What the deciding attempt returned (None when gone).
     #[must_use]
     pub fn into_value(self) -> Option<T> {
@@ -214,9 +205,7 @@ fn jitter(seed: Option<u64>) -> Rng {
 pub struct OccPatch<K> {
     api: Api<K>,
     client: Client,
-    deadline: Duration,
-    max_attempts: Option<u32>,
-    backoff: Backoff,
+    budget: Budget,
     seed: Option<u64>,
     expect_uid: Option<String>,
     pins: Pins,
@@ -228,9 +217,7 @@ impl<K: Resource> Debug for OccPatch<K> {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.debug_struct("OccPatch")
             .field("url", &self.api.resource_url())
-            .field("deadline", &self.deadline)
-            .field("max_attempts", &self.max_attempts)
-            .field("backoff", &self.backoff)
+            .field("budget", &self.budget)
             .field("expect_uid", &self.expect_uid)
             .field("pins", &self.pins)
             .finish_non_exhaustive()
@@ -254,11 +241,13 @@ where
         OccPatch {
             api,
             client,
-            deadline: Self::DEFAULT_DEADLINE,
-            max_attempts: None,
-            backoff: Backoff {
-                base: Duration::from_millis(50),
-                max: Duration::from_secs(2),
+            budget: Budget {
+                deadline: Self::DEFAULT_DEADLINE,
+                max_attempts: None,
+                backoff: Backoff {
+                    base: Duration::from_millis(50),
+                    max: Duration::from_secs(2),
+                },
             },
             seed: None,
             expect_uid: None,
@@ -273,7 +262,7 @@ where
     /// last wait is cut short so one attempt is made at the deadline.
     #[must_use]
     pub fn deadline(mut self, d: Duration) -> Self {
-        self.deadline = d;
+        self.budget.deadline = d;
         self
     }
 
@@ -282,7 +271,7 @@ where
     /// when the caller retries the whole operation itself.
     #[must_use]
     pub fn max_attempts(mut self, n: u32) -> Self {
-        self.max_attempts = Some(n.max(1));
+        self.budget.max_attempts = Some(n.max(1));
         self
     }
 
@@ -291,14 +280,14 @@ where
     /// retries at once.
     #[must_use]
     pub fn backoff(mut self, base: Duration) -> Self {
-        self.backoff.base = base;
+        self.budget.backoff.base = base;
         self
     }
 
     /// The longest wait between attempts.
     #[must_use]
     pub fn max_backoff(mut self, cap: Duration) -> Self {
-        self.backoff.max = cap;
+        self.budget.backoff.max = cap;
         self
     }
 
@@ -457,9 +446,7 @@ where
             jitter: jitter(self.seed),
             attempts: 0,
             started: tokio::time::Instant::now(),
-            deadline: self.deadline,
-            max_attempts: self.max_attempts,
-            backoff: self.backoff,
+            budget: self.budget,
         }
     }
 
@@ -488,14 +475,21 @@ where
     }
 }
 
+/// How long a write keeps re-deciding: the builder's settings, copied
+/// into each write's [`Retry`].
+#[derive(Debug, Clone, Copy)]
+struct Budget {
+    deadline: Duration,
+    max_attempts: Option<u32>,
+    backoff: Backoff,
+}
+
 /// The retry state of one write: attempts so far, since when, the jitter.
 struct Retry {
     jitter: Rng,
     attempts: u32,
     started: tokio::time::Instant,
-    deadline: Duration,
-    max_attempts: Option<u32>,
-    backoff: Backoff,
+    budget: Budget,
 }
 
 impl Retry {
@@ -512,18 +506,22 @@ impl Retry {
         metrics::counter!("ward_occ_conflicts_total", "verb" => verb).increment(1);
         tracing::debug!(verb, name, attempt, error = %err, "conflict: re-reading to decide again");
         let elapsed = self.started.elapsed();
-        let capped = self.max_attempts.is_some_and(|n| attempt >= n);
-        if capped || elapsed >= self.deadline {
+        let Budget {
+            deadline,
+            max_attempts,
+            backoff,
+        } = self.budget;
+        let capped = max_attempts.is_some_and(|n| attempt >= n);
+        if capped || elapsed >= deadline {
             metrics::counter!("ward_occ_gave_up_total", "verb" => verb).increment(1);
             return Err(OccError::Conflict {
                 attempts: attempt,
                 elapsed,
             });
         }
-        let wait = self
-            .backoff
+        let wait = backoff
             .jittered(attempt, &mut self.jitter)
-            .min(self.deadline - elapsed);
+            .min(deadline - elapsed);
         // A zero backoff retries at once, without yielding to the runtime.
         if !wait.is_zero() {
             tokio::time::sleep(wait).await;

@@ -25,7 +25,8 @@ use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
+use tokio::time::Instant;
 use ward_apiserver::{ApiServer, Delay, PodLifecycle, Verb, WriteAction, WriteFault};
 use ward_guards::liveness::{self, LivenessPolicy, Record, ResourceCheck, Shown};
 use ward_guards::occ_patch::{Change, Decision, OccError, OccPatch, UpdateOutcome, json_pointer};
@@ -144,6 +145,10 @@ async fn allocate(occ: &OccPatch<PortPool>, pod: &Pod, now: String) -> Result<u1
     Ok(out.into_value().expect("the pool exists"))
 }
 
+/// What one reclaimer pass did: how many entries it judged dead, and how
+/// many of them it freed (None: its reads failed).
+type Pass = Option<(usize, usize)>;
+
 /// One reclaimer pass: read the pool, then the pods; free what liveness
 /// judges dead, re-deciding on the fresh pool (only the exact entry).
 async fn reclaim(
@@ -151,15 +156,13 @@ async fn reclaim(
     pods: &Api<Pod>,
     policy: &LivenessPolicy,
     occ: &OccPatch<PortPool>,
-) -> usize {
-    let Ok(snap) = liveness::snapshot(
+) -> Pass {
+    let snap = liveness::snapshot(
         || async { pools.get(POOL).await },
         || liveness::list_pod_index(pods),
     )
     .await
-    else {
-        return 0;
-    };
+    .ok()?;
     let dead: Vec<(String, Holder)> = snap
         .records
         .spec
@@ -174,7 +177,7 @@ async fn reclaim(
         .map(|(p, h)| (p.clone(), h.clone()))
         .collect();
     if dead.is_empty() {
-        return 0;
+        return Some((0, 0));
     }
     let out = occ
         .update_with(POOL, |fresh: &PortPool| {
@@ -188,8 +191,8 @@ async fn reclaim(
         })
         .await;
     match out {
-        Ok(UpdateOutcome::Patched(_, n)) => n,
-        _ => 0,
+        Ok(UpdateOutcome::Patched(_, n)) => Some((dead.len(), n)),
+        _ => Some((dead.len(), 0)),
     }
 }
 
@@ -279,7 +282,9 @@ async fn run(seed: u64, variant: Variant) -> Report {
     }
 
     // The reclaimer, every 2 s from the start: pods are Pending meanwhile.
+    // Each pass reports when it started and what it did.
     let freed = Arc::new(Mutex::new(0));
+    let (passes, mut passed) = watch::channel((Instant::now(), None::<(usize, usize)>));
     let reclaimer = {
         let (pools, pods, freed) = (pools.clone(), pods.clone(), freed.clone());
         let policy = variant.policy(&server);
@@ -287,9 +292,10 @@ async fn run(seed: u64, variant: Variant) -> Report {
         tokio::spawn(async move {
             let mut tick = tokio::time::interval(Duration::from_secs(2));
             loop {
-                tick.tick().await;
-                let n = reclaim(&pools, &pods, &policy, &occ).await;
-                *freed.lock().unwrap() += n;
+                let started = tick.tick().await;
+                let pass = reclaim(&pools, &pods, &policy, &occ).await;
+                *freed.lock().unwrap() += pass.map_or(0, |(_, n)| n);
+                passes.send_replace((started, pass));
             }
         })
     };
@@ -315,8 +321,15 @@ async fn run(seed: u64, variant: Variant) -> Report {
     for name in &deleted {
         pods.delete(name, &now).await.unwrap();
     }
-    // Long past the grace bound, with many reclaimer passes.
-    tokio::time::sleep(GRACE * 4).await;
+    // Every pod is past the grace bound (allocated over a minute ago) and
+    // the deletes are done: wait until a pass that started after this
+    // finds nothing left to free.
+    let settled = Instant::now();
+    let converged = passed.wait_for(|(started, pass)| *started >= settled && *pass == Some((0, 0)));
+    tokio::time::timeout(Duration::from_secs(600), converged)
+        .await
+        .expect("the reclaimer converges")
+        .unwrap();
     reclaimer.abort();
 
     let pool = pools.get(POOL).await.unwrap();

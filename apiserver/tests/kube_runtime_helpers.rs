@@ -18,6 +18,15 @@ use ward_apiserver::ApiServer;
 
 const FINALIZER: &str = "ward.test/cleanup";
 
+/// A one-container pod, on `node` when given.
+fn pod(name: &str, node: Option<&str>) -> Pod {
+    let mut spec = json!({"containers": [{"name": "c", "image": "nginx"}]});
+    if let Some(node) = node {
+        spec["nodeName"] = node.into();
+    }
+    serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+}
+
 /// One reconcile through `finalizer()`; returns which event the body saw.
 async fn reconcile(api: &Api<ConfigMap>, name: &str) -> Option<&'static str> {
     let cm = api.get(name).await.unwrap();
@@ -134,12 +143,9 @@ async fn delete_answers_a_status_for_a_removal_and_the_object_otherwise() {
 
     // Pods are among the resources that answer with the removed object.
     let pods: Api<Pod> = Api::default_namespaced(client);
-    let pod: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "p"},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pod).await.unwrap();
+    pods.create(&PostParams::default(), &pod("p", None))
+        .await
+        .unwrap();
     let removed = pods
         .delete("p", &DeleteParams::default().grace_period(0))
         .await
@@ -218,7 +224,7 @@ async fn metadata_reads_and_the_metadata_watcher_get_metadata_only() {
     // The watch itself sends metadata only.
     let rv = first.metadata.resource_version.unwrap();
     let req = http::Request::get(format!(
-        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}&timeoutSeconds=1"
+        "/api/v1/namespaces/default/configmaps?watch=true&resourceVersion={rv}"
     ))
     .header(
         http::header::ACCEPT,
@@ -226,8 +232,15 @@ async fn metadata_reads_and_the_metadata_watcher_get_metadata_only() {
     )
     .body(Vec::new())
     .unwrap();
-    let text = client.request_text(req).await.unwrap();
-    let event: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    // The first line of the open stream, not the body of a closed one.
+    let mut line = String::new();
+    let mut lines = client.request_stream(req).await.unwrap();
+    let read = futures::AsyncBufReadExt::read_line(&mut lines, &mut line);
+    tokio::time::timeout(std::time::Duration::from_secs(10), read)
+        .await
+        .expect("the event in time")
+        .unwrap();
+    let event: serde_json::Value = serde_json::from_str(&line).unwrap();
     assert_eq!(event["type"], "ADDED");
     assert_eq!(event["object"]["kind"], "PartialObjectMetadata");
     assert_eq!(event["object"]["metadata"]["name"], "b");
@@ -338,12 +351,9 @@ async fn kubelet_subresources_say_there_is_no_kubelet() {
         .unwrap_err();
     assert_eq!(code_and_message(err).0, 404);
 
-    let pending: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "pending"},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &pending).await.unwrap();
+    pods.create(&PostParams::default(), &pod("pending", None))
+        .await
+        .unwrap();
     let (code, _, message) = code_and_message(
         pods.logs("pending", &LogParams::default())
             .await
@@ -352,12 +362,9 @@ async fn kubelet_subresources_say_there_is_no_kubelet() {
     assert_eq!(code, 400);
     assert_eq!(message, "pod pending does not have a host assigned");
 
-    let placed: Pod = serde_json::from_value(json!({
-        "metadata": {"name": "placed"},
-        "spec": {"nodeName": "node-a", "containers": [{"name": "c", "image": "nginx"}]}
-    }))
-    .unwrap();
-    pods.create(&PostParams::default(), &placed).await.unwrap();
+    pods.create(&PostParams::default(), &pod("placed", Some("node-a")))
+        .await
+        .unwrap();
     let (code, reason, message) = code_and_message(
         pods.logs("placed", &LogParams::default())
             .await

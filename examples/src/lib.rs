@@ -4,6 +4,7 @@
 
 #![warn(missing_docs)]
 
+pub mod cns;
 pub mod demo;
 pub mod mirror;
 pub mod whereabouts;

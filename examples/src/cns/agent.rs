@@ -1,0 +1,347 @@
+//! The CNS agent of one node: a `GuardedController` over the node's
+//! NodeNetworkConfig feeding the in-memory IPAM state, a sync loop that
+//! marks IPs Available once the host reports their NC programmed, and the
+//! CNI calls ([`Cns::add`], [`Cns::del`]) pods make.
+//!
+//! Variants (`--mode`):
+//! - `naive`: upstream before its fixes. At startup it GETs the NNC by name
+//!   and ingests it, whoever controls it; IPAM state [`ByAddress`].
+//! - `upstream`: the merged fix (#4199): startup goes through the reconcile
+//!   path, which ingests only an NNC whose controller uid is the Node's uid
+//!   (read once, at startup); IPAM state still [`ByAddress`].
+//! - `guarded`: [`OwnerUid`] as the controller's guard (not terminating,
+//!   controller uid = the live Node's uid, read fresh for every check) and
+//!   IPAM state [`ByContainer`], which holds the other three fixes by
+//!   construction.
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{Node, Pod};
+use kube::api::{Api, ListParams};
+use kube::runtime::controller::Action;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use ward::{Guard, GuardContext, GuardError, GuardedController, Verdict};
+use ward_guards::owner_uid::OwnerUid;
+
+use super::cluster::Host;
+use super::ipam::{ByAddress, ByContainer, Ipam, IpamError, IpConfig};
+use super::model::{NAMESPACE, NodeNetworkConfig, POD_IP};
+use crate::whereabouts::invariants::Journal;
+
+/// Which CNS.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    /// Before the fixes.
+    Naive,
+    /// The merged upstream fix only.
+    Upstream,
+    /// Ward's guard and IPAM state.
+    Guarded,
+}
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 3] = [Mode::Naive, Mode::Upstream, Mode::Guarded];
+
+    /// A fresh, empty IPAM state of this mode's model.
+    #[must_use]
+    pub fn fresh_ipam(self) -> Box<dyn Ipam> {
+        match self {
+            Mode::Naive | Mode::Upstream => Box::new(ByAddress::default()),
+            Mode::Guarded => Box::new(ByContainer::default()),
+        }
+    }
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Naive => "naive",
+            Mode::Upstream => "upstream",
+            Mode::Guarded => "guarded",
+        })
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "naive" => Ok(Mode::Naive),
+            "upstream" => Ok(Mode::Upstream),
+            "guarded" => Ok(Mode::Guarded),
+            other => Err(format!(
+                "unknown mode {other:?}: naive, upstream or guarded"
+            )),
+        }
+    }
+}
+
+/// Errors of the agent.
+#[derive(Debug, thiserror::Error)]
+pub enum AgentError {
+    /// An API call failed.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+    /// The IPAM state refused the NNC.
+    #[error(transparent)]
+    Ipam(#[from] IpamError),
+    /// The agent is not serving (it has not ingested its NNC yet).
+    #[error("CNS is not ready")]
+    NotReady,
+}
+
+/// The agent's in-memory state: lost when the agent restarts.
+#[derive(Debug)]
+pub struct State {
+    /// The IPAM state.
+    pub ipam: Box<dyn Ipam>,
+    /// Whether it has ingested an NNC and restored its pods (it serves
+    /// CNI calls only then).
+    pub ready: bool,
+}
+
+/// One node's CNS: its state, shared by the reconciler, the sync loop, the
+/// CNI calls and the invariant checker.
+#[derive(Debug, Clone)]
+pub struct Cns {
+    node: String,
+    mode: Mode,
+    state: Arc<Mutex<State>>,
+    journal: Journal,
+}
+
+impl Cns {
+    /// CNS for `node` in `mode`, not running yet.
+    #[must_use]
+    pub fn new(node: &str, mode: Mode, journal: Journal) -> Self {
+        Cns {
+            node: node.into(),
+            mode,
+            state: Arc::new(Mutex::new(State {
+                ipam: mode.fresh_ipam(),
+                ready: false,
+            })),
+            journal,
+        }
+    }
+
+    /// The state, locked.
+    pub fn state(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Forget everything (the agent died): empty state, not serving.
+    pub fn reset(&self) {
+        *self.state() = State {
+            ipam: self.mode.fresh_ipam(),
+            ready: false,
+        };
+    }
+
+    /// CNI ADD for `pod`: the IP it holds or a new one. Also returns how
+    /// many IPs were Available when the call came.
+    pub fn add(&self, pod: &str) -> (Result<IpConfig, AgentError>, usize) {
+        let mut s = self.state();
+        if !s.ready {
+            return (Err(AgentError::NotReady), 0);
+        }
+        let available = s.ipam.available();
+        (s.ipam.request(pod).map_err(Into::into), available)
+    }
+
+    /// CNI DEL for `pod`.
+    pub fn del(&self, pod: &str) -> Option<IpConfig> {
+        let mut s = self.state();
+        if !s.ready {
+            return None;
+        }
+        s.ipam.release(pod)
+    }
+
+    /// Run the agent until aborted: it starts from empty state (a restart
+    /// loses everything in memory), ingests its NNC through the controller
+    /// and keeps syncing with the host. Errors only on setup.
+    pub async fn run(self, client: Client, host: Host) -> Result<(), AgentError> {
+        self.reset();
+        let me = Arc::new(self);
+        let nncs: Api<NodeNetworkConfig> = Api::namespaced(client.clone(), NAMESPACE);
+        let node_uid = match me.mode {
+            Mode::Naive => {
+                // Startup reads the NNC by name and takes whatever it finds.
+                if let Some(nnc) = nncs.get_opt(&me.node).await? {
+                    me.journal.log(format!(
+                        "cns ({}): startup GET found NNC {} (uid {})",
+                        me.mode,
+                        me.node,
+                        nnc.uid().unwrap_or_default()
+                    ));
+                    me.ingest(&client, &nnc).await?;
+                }
+                None
+            }
+            Mode::Upstream => {
+                let node: Api<Node> = Api::all(client.clone());
+                Some(node.get(&me.node).await?.uid().unwrap_or_default())
+            }
+            Mode::Guarded => None,
+        };
+        let mut ctl = GuardedController::new(
+            nncs,
+            watcher::Config::default().fields(&format!("metadata.name={}", me.node)),
+        );
+        if me.mode == Mode::Guarded {
+            ctl = ctl.guard(Journaled {
+                inner: OwnerUid::<Node>::new(),
+                cns: me.clone(),
+            });
+        }
+        let ctx = Arc::new(Ctx {
+            cns: me.clone(),
+            client,
+            node_uid,
+        });
+        // One task: aborting the agent stops its sync loop too.
+        tokio::select! {
+            () = ctl.run(reconcile, error_policy, ctx).for_each(|_| async {}) => {}
+            () = me.clone().sync(host) => {}
+        }
+        Ok(())
+    }
+
+    /// Ingest `nnc` and, the first time, restore the pods of this node.
+    async fn ingest(&self, client: &Client, nnc: &NodeNetworkConfig) -> Result<(), AgentError> {
+        let restore = if self.state().ready {
+            Vec::new()
+        } else {
+            self.held_ips(client).await?
+        };
+        let mut s = self.state();
+        let notes = s.ipam.ingest(nnc.containers())?;
+        for n in notes {
+            self.journal.log(format!("cns ({}): {n}", self.mode));
+        }
+        if !s.ready {
+            for (pod, ip) in restore {
+                match s.ipam.restore(&pod, &ip) {
+                    Ok(()) => self
+                        .journal
+                        .log(format!("cns ({}): restored {pod} -> {ip}", self.mode)),
+                    Err(e) => self.journal.log(format!("cns ({}): {e}", self.mode)),
+                }
+            }
+            s.ready = true;
+        }
+        Ok(())
+    }
+
+    /// The IPs the node's live pods hold, from their records.
+    async fn held_ips(&self, client: &Client) -> Result<Vec<(String, String)>, AgentError> {
+        let pods: Api<Pod> = Api::all(client.clone());
+        let lp = ListParams::default().fields(&format!("spec.nodeName={}", self.node));
+        Ok(pods
+            .list(&lp)
+            .await?
+            .into_iter()
+            .filter(|p| p.metadata.deletion_timestamp.is_none())
+            .filter_map(|p| {
+                let ip = p.annotations().get(POD_IP)?.clone();
+                Some((pod_key(&p), ip))
+            })
+            .collect())
+    }
+
+    /// Every second: NCs the host reports programmed make their IPs
+    /// Available.
+    async fn sync(self: Arc<Self>, host: Host) {
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tick.tick().await;
+            let mut s = self.state();
+            let ids: Vec<String> = s.ipam.ncs().keys().cloned().collect();
+            for id in ids {
+                if let Some(v) = host.programmed(&self.node, &id) {
+                    let n = s.ipam.mark_programmed(&id, v);
+                    if n > 0 {
+                        self.journal.log(format!(
+                            "cns ({}): host programmed NC {id} v{v}: {n} IPs Available",
+                            self.mode
+                        ));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// A guard that journals the verdicts of `inner` other than proceed (the
+/// controller reports them only to tracing and metrics).
+struct Journaled<G> {
+    inner: G,
+    cns: Arc<Cns>,
+}
+
+#[async_trait::async_trait]
+impl<G: Guard<NodeNetworkConfig>> Guard<NodeNetworkConfig> for Journaled<G> {
+    fn name(&self) -> &'static str {
+        self.inner.name()
+    }
+
+    async fn check(
+        &self,
+        nnc: &NodeNetworkConfig,
+        ctx: &GuardContext,
+    ) -> Result<Verdict, GuardError> {
+        let v = self.inner.check(nnc, ctx).await?;
+        if let Verdict::Skip { reason } = &v {
+            self.cns.journal.log(format!(
+                "cns ({}): guard {} skipped NNC uid {}: {reason}",
+                self.cns.mode,
+                self.inner.name(),
+                nnc.uid().unwrap_or_default()
+            ));
+        }
+        Ok(v)
+    }
+}
+
+/// A pod's key in CNS: `namespace/name`.
+#[must_use]
+pub fn pod_key(p: &Pod) -> String {
+    format!("{}/{}", p.namespace().unwrap_or_default(), p.name_any())
+}
+
+struct Ctx {
+    cns: Arc<Cns>,
+    client: Client,
+    /// `upstream`: the Node's uid, read at startup.
+    node_uid: Option<String>,
+}
+
+async fn reconcile(nnc: Arc<NodeNetworkConfig>, ctx: Arc<Ctx>) -> Result<Action, AgentError> {
+    let cns = &ctx.cns;
+    if let Some(uid) = &ctx.node_uid {
+        let controller = nnc.controller().map(|r| r.uid.as_str()).unwrap_or("");
+        if controller != uid {
+            cns.journal.log(format!(
+                "cns ({}): NNC {} is controlled by {controller}, not node uid {uid}: ignored",
+                cns.mode, cns.node
+            ));
+            return Ok(Action::await_change());
+        }
+    }
+    cns.ingest(&ctx.client, &nnc).await?;
+    Ok(Action::await_change())
+}
+
+fn error_policy(_: Arc<NodeNetworkConfig>, e: &AgentError, ctx: Arc<Ctx>) -> Action {
+    ctx.cns
+        .journal
+        .log(format!("cns ({}): reconcile failed: {e}", ctx.cns.mode));
+    Action::requeue(Duration::from_secs(2))
+}

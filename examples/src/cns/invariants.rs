@@ -1,0 +1,261 @@
+//! The invariants a CNS scenario checks, continuously, from the agent's
+//! state and the server's own store (not from any controller's cache):
+//!
+//! - **I1** every IP config belongs to an NC present in state;
+//! - **I2** while IPs are Available, a pod's IP request succeeds (checked
+//!   at every CNI ADD, by the [kubelet](super::kubelet));
+//! - **I3** no IP is assigned to two pods (in CNS's state, and among the
+//!   live pods' records);
+//! - **I4** once the live Node's NNC is programmed, a waiting pod gets an
+//!   IP within [`RECOVERY`] (the node recovers).
+
+use std::collections::{BTreeMap, HashSet};
+use std::fmt;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use ward_apiserver::resources::StorageKey;
+use ward_apiserver::store::Store;
+
+use super::agent::Cns;
+use super::cluster::Host;
+use super::ipam::IpState;
+use super::kubelet::Waiting;
+use super::model::{NAMESPACE, POD_IP};
+use crate::whereabouts::invariants::Journal;
+
+/// How long after its NNC is programmed a node may take to serve a
+/// waiting pod (I4).
+pub const RECOVERY: Duration = Duration::from_secs(30);
+
+/// Which invariant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Invariant {
+    /// IP configs belong to NCs in state.
+    I1,
+    /// Requests succeed while IPs are Available.
+    I2,
+    /// No IP assigned twice.
+    I3,
+    /// The node recovers.
+    I4,
+}
+
+impl Invariant {
+    /// Every invariant.
+    pub const ALL: [Invariant; 4] = [Invariant::I1, Invariant::I2, Invariant::I3, Invariant::I4];
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Invariant::I1 => "I1 (IP config of an NC not in state)",
+            Invariant::I2 => "I2 (request failed with IPs Available)",
+            Invariant::I3 => "I3 (IP assigned to two pods)",
+            Invariant::I4 => "I4 (node never recovers)",
+        })
+    }
+}
+
+/// A broken invariant.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation {
+    /// Which.
+    pub invariant: Invariant,
+    /// Simulated time since the scenario started.
+    pub at: Duration,
+    /// What exactly.
+    pub detail: String,
+}
+
+/// Where violations go: each (invariant, subject) once, journaled.
+#[derive(Debug, Clone)]
+pub struct Violations {
+    journal: Journal,
+    inner: Arc<Mutex<(HashSet<(Invariant, String)>, Vec<Violation>)>>,
+}
+
+impl Violations {
+    /// A sink that journals to `journal`.
+    #[must_use]
+    pub fn new(journal: Journal) -> Self {
+        Violations {
+            journal,
+            inner: Arc::default(),
+        }
+    }
+
+    /// Record that `invariant` broke for `subject` (once per pair).
+    pub fn violate(&self, invariant: Invariant, subject: String, detail: String) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if g.0.insert((invariant, subject)) {
+            self.journal.log(format!("VIOLATION {invariant}: {detail}"));
+            g.1.push(Violation {
+                invariant,
+                at: self.journal.elapsed(),
+                detail,
+            });
+        }
+    }
+
+    /// Every violation so far, in order.
+    #[must_use]
+    pub fn all(&self) -> Vec<Violation> {
+        self.inner.lock().unwrap_or_else(|e| e.into_inner()).1.clone()
+    }
+}
+
+/// The continuous checker of one node.
+#[derive(Debug)]
+pub struct Checker {
+    /// The server's store.
+    pub store: Arc<Store>,
+    /// The node.
+    pub node: String,
+    /// Its CNS.
+    pub cns: Cns,
+    /// Its host.
+    pub host: Host,
+    /// Its kubelet's waiting pods.
+    pub waiting: Waiting,
+    /// Where violations go.
+    pub violations: Violations,
+}
+
+fn key(group: &str, plural: &str) -> StorageKey {
+    StorageKey {
+        group: group.into(),
+        plural: plural.into(),
+    }
+}
+
+impl Checker {
+    /// Check I1, I3 and I4 now.
+    pub fn check(&self) {
+        self.from_state();
+        self.from_pods();
+        self.recovery();
+    }
+
+    /// I1 and I3 in CNS's state.
+    fn from_state(&self) {
+        let s = self.cns.state();
+        let ncs = s.ipam.ncs();
+        let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for c in s.ipam.configs() {
+            if !ncs.contains_key(&c.nc) {
+                self.violations.violate(
+                    Invariant::I1,
+                    format!("{}|{}", c.ip, c.nc),
+                    format!("IP {} ({:?}) names NC {}, which is not in state", c.ip, c.state, c.nc),
+                );
+            }
+            if let (IpState::Assigned, Some(pod)) = (c.state, c.pod) {
+                holders.entry(c.ip).or_default().push(pod);
+            }
+        }
+        drop(s);
+        for (ip, pods) in holders.into_iter().filter(|(_, p)| p.len() > 1) {
+            let who = pods.join(" and ");
+            self.violations.violate(
+                Invariant::I3,
+                format!("{ip}|{who}"),
+                format!("CNS assigned {ip} to {who}"),
+            );
+        }
+    }
+
+    /// I3 among the live pods' records.
+    fn from_pods(&self) {
+        let page = self.store.list(&key("", "pods"), None, None, None, |_| true);
+        let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for o in page.items.iter().filter(|o| !o.terminating) {
+            let v = o.value();
+            if v["spec"]["nodeName"].as_str() != Some(self.node.as_str()) {
+                continue;
+            }
+            if let Some(ip) = v["metadata"]["annotations"][POD_IP].as_str() {
+                holders
+                    .entry(ip.to_string())
+                    .or_default()
+                    .push(format!("{}/{}", o.namespace(), o.name()));
+            }
+        }
+        for (ip, pods) in holders.into_iter().filter(|(_, p)| p.len() > 1) {
+            let who = pods.join(" and ");
+            self.violations.violate(
+                Invariant::I3,
+                format!("{ip}|{who}"),
+                format!("live pods {who} both hold {ip}"),
+            );
+        }
+    }
+
+    /// I4: when the live Node's NNC has been programmed (every NC of it),
+    /// no pod waits longer than [`RECOVERY`] past that or its own start.
+    fn recovery(&self) {
+        let Some(node) = self.store.get(&key("", "nodes"), "", &self.node) else {
+            return;
+        };
+        let Some(nnc) = self
+            .store
+            .get(&key("acn.azure.com", "nodenetworkconfigs"), NAMESPACE, &self.node)
+        else {
+            return;
+        };
+        let (v, node_uid) = (nnc.value(), node.uid.to_string());
+        let controlled = v["metadata"]["ownerReferences"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .any(|r| r["controller"] == true && r["uid"].as_str() == Some(node_uid.as_str()));
+        let ncs = v["status"]["networkContainers"].as_array().cloned().unwrap_or_default();
+        if !controlled || nnc.terminating || ncs.is_empty() {
+            return;
+        }
+        let mut since = None;
+        for nc in &ncs {
+            let (id, version) = (nc["id"].as_str().unwrap_or(""), nc["version"].as_i64().unwrap_or(0));
+            match self.host.since(&self.node, id) {
+                Some((v, at)) if v >= version => since = since.max(Some(at)),
+                _ => return,
+            }
+        }
+        let Some(programmed) = since else { return };
+        let now = Instant::now();
+        let late: Vec<(String, Duration)> = self
+            .waiting
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+            .map(|(pod, t)| (pod.clone(), now.duration_since((*t).max(programmed))))
+            .filter(|(_, d)| *d > RECOVERY)
+            .collect();
+        for (pod, d) in late {
+            self.violations.violate(
+                Invariant::I4,
+                pod.clone(),
+                format!("{pod} has waited {d:?} for an IP since the node's NNC was programmed"),
+            );
+        }
+    }
+
+    /// Check after every change of the store, and at least every second
+    /// (CNS's state changes between store events too), until aborted.
+    pub async fn run(self) {
+        let (_, _, mut rx) = self.store.snapshot_all_and_subscribe();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                biased;
+                ev = rx.recv() => match ev {
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+                _ = tick.tick() => {}
+            }
+            self.check();
+        }
+    }
+}

@@ -1,0 +1,11 @@
+//! CNS: the stale NodeNetworkConfig after a node is recreated (Azure CNS),
+//! reproduced and fixed by a `GuardedController` with the owner-UID guard.
+//! See the crate README section for the commands.
+
+pub mod agent;
+pub mod cluster;
+pub mod invariants;
+pub mod ipam;
+pub mod kubelet;
+pub mod model;
+pub mod scenario;

@@ -1,0 +1,319 @@
+//! Scenarios, each a seeded run in simulated time against an embedded
+//! ward-apiserver, with the invariants checked throughout. One node,
+//! `node-a`, with the overlay prefix [`PREFIX`]:
+//!
+//! - **S1** the seed: pods hold IPs; the node's VM is replaced — Node
+//!   deleted and recreated under the same name while the GC is paused, the
+//!   host forgets its NCs — and CNS restarts inside that window, with new
+//!   pods waiting; then the GC removes the stale NNC and the network
+//!   controller writes the new one, same prefix, new NC.
+//! - **S2** an NC replaced inside a valid NNC (new NC id, same prefix),
+//!   with pods holding IPs and more arriving — what the merged upstream fix
+//!   does not cover.
+//! - **S3** CNS restarts while pods hold IPs: its state is rebuilt from the
+//!   NNC and the pods; nothing lost, nothing assigned twice.
+
+use std::fmt;
+use std::str::FromStr;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Node;
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, CustomResourceExt, ResourceExt};
+use tokio::task::JoinHandle;
+use ward_apiserver::{ApiServer, ServerConfig};
+use ward_base::Rng;
+
+use super::agent::{Cns, Mode};
+use super::cluster::{Host, Writer, WriterConfig};
+use super::invariants::{Checker, Violation, Violations};
+use super::kubelet::Kubelet;
+use super::model::NodeNetworkConfig;
+use crate::whereabouts::invariants::Journal;
+
+/// The node every scenario runs on.
+pub const NODE: &str = "node-a";
+/// Its overlay prefix (the same after the node is recreated).
+pub const PREFIX: &str = "10.244.1.0/28";
+/// The subnet the prefixes are carved from.
+pub const SUBNET: &str = "10.244.0.0/16";
+
+/// Which scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scenario {
+    /// The seed race.
+    S1,
+    /// NC replaced inside a valid NNC.
+    S2,
+    /// CNS restart while pods hold IPs.
+    S3,
+}
+
+impl Scenario {
+    /// Every scenario.
+    pub const ALL: [Scenario; 3] = [Scenario::S1, Scenario::S2, Scenario::S3];
+}
+
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{self:?}")
+    }
+}
+
+impl FromStr for Scenario {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "S1" | "s1" => Ok(Scenario::S1),
+            "S2" | "s2" => Ok(Scenario::S2),
+            "S3" | "s3" => Ok(Scenario::S3),
+            other => Err(format!("unknown scenario {other:?}: S1, S2 or S3")),
+        }
+    }
+}
+
+/// Errors setting a scenario up or driving it.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The embedded server would not start.
+    #[error("starting the embedded server: {0}")]
+    Server(#[from] ward_apiserver::ServerError),
+    /// An API call failed.
+    #[error("API call failed: {0}")]
+    Kube(#[from] kube::Error),
+    /// The network controller failed.
+    #[error(transparent)]
+    Cluster(#[from] super::cluster::ClusterError),
+    /// The NodeNetworkConfig CRD did not become established.
+    #[error("the NodeNetworkConfig CRD did not become established")]
+    Crd,
+}
+
+/// What a run found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// Which scenario.
+    pub scenario: Scenario,
+    /// Which CNS.
+    pub mode: Mode,
+    /// The seed.
+    pub seed: u64,
+    /// Every invariant broken, in order.
+    pub violations: Vec<Violation>,
+    /// What happened, in simulated time.
+    pub journal: Vec<(Duration, String)>,
+}
+
+/// Run `scenario` with `mode` and `seed` on its own single-threaded
+/// runtime with a paused clock (simulated time).
+pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .start_paused(true)
+        .build()
+        .expect("a tokio runtime")
+        .block_on(run(scenario, mode, seed))
+}
+
+/// Install the NodeNetworkConfig CRD and wait until it is served.
+pub async fn install(client: &Client) -> Result<(), ScenarioError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    crds.create(&PostParams::default(), &NodeNetworkConfig::crd())
+        .await?;
+    let established = await_condition(
+        crds,
+        "nodenetworkconfigs.acn.azure.com",
+        conditions::is_crd_established(),
+    );
+    tokio::time::timeout(Duration::from_secs(30), established)
+        .await
+        .map_err(|_| ScenarioError::Crd)?
+        .map_err(|_| ScenarioError::Crd)?;
+    Ok(())
+}
+
+/// The network controller's settings for the scenarios' node.
+#[must_use]
+pub fn writer_config(seed: u64) -> WriterConfig {
+    WriterConfig {
+        prefixes: [(NODE.to_string(), PREFIX.to_string())].into(),
+        subnet: SUBNET.into(),
+        program_after: (Duration::from_secs(1), Duration::from_secs(8)),
+        retry: Duration::from_secs(2),
+        seed,
+    }
+}
+
+/// Everything running on and for the node.
+struct Site {
+    client: Client,
+    host: Host,
+    cns: Cns,
+    agent: JoinHandle<()>,
+    kubelet: Kubelet,
+    journal: Journal,
+}
+
+impl Site {
+    fn start_agent(cns: &Cns, client: &Client, host: &Host, journal: &Journal) -> JoinHandle<()> {
+        let (cns, client, host, journal) = (cns.clone(), client.clone(), host.clone(), journal.clone());
+        tokio::spawn(async move {
+            if let Err(e) = cns.run(client, host).await {
+                journal.log(format!("cns: failed to start: {e}"));
+            }
+        })
+    }
+
+    /// CNS dies: its memory is gone and it serves nothing until restarted.
+    fn kill_cns(&mut self) {
+        self.agent.abort();
+        self.cns.reset();
+        self.journal.log("cns: killed (its state is lost)");
+    }
+
+    fn restart_cns(&mut self) {
+        self.journal.log("cns: starting");
+        self.agent = Self::start_agent(&self.cns, &self.client, &self.host, &self.journal);
+    }
+
+    /// Wait (bounded, in simulated time) until no pod waits for an IP.
+    async fn served(&self, within: Duration) -> bool {
+        let waiting = self.kubelet.waiting();
+        let deadline = tokio::time::Instant::now() + within;
+        while tokio::time::Instant::now() < deadline {
+            if waiting.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
+                return true;
+            }
+            tokio::time::sleep(Duration::from_millis(500)).await;
+        }
+        false
+    }
+
+    async fn create_pods(&self, round: usize, n: usize, rng: &mut Rng) -> Result<(), ScenarioError> {
+        for i in 0..n {
+            self.kubelet.create(&format!("web-{round}-{i}")).await?;
+            tokio::time::sleep(rng.between(Duration::from_millis(200), Duration::from_secs(2))).await;
+        }
+        Ok(())
+    }
+}
+
+async fn create_node(nodes: &Api<Node>, journal: &Journal) -> Result<String, ScenarioError> {
+    let mut node = Node::default();
+    node.metadata.name = Some(NODE.into());
+    let uid = nodes
+        .create(&PostParams::default(), &node)
+        .await?
+        .uid()
+        .unwrap_or_default();
+    journal.log(format!("node {NODE} created (uid {uid})"));
+    Ok(uid)
+}
+
+/// Run a scenario (inside a runtime with a paused clock).
+pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
+    let server = ApiServer::start(ServerConfig::default().seed(seed)).await?;
+    let client = server.client();
+    install(&client).await?;
+    let mut rng = Rng::stream(seed, "cns-scenario");
+    let journal = Journal::new();
+    let violations = Violations::new(journal.clone());
+    let host = Host::default();
+    let nodes: Api<Node> = Api::all(client.clone());
+    create_node(&nodes, &journal).await?;
+    let writer = Writer::new(client.clone(), host.clone(), writer_config(seed), journal.clone());
+    let mut tasks = vec![tokio::spawn(writer.run())];
+    let cns = Cns::new(NODE, mode, journal.clone());
+    let kubelet = Kubelet::new(client.clone(), NODE, journal.clone(), violations.clone());
+    let mut node = Site {
+        agent: Site::start_agent(&cns, &client, &host, &journal),
+        client: client.clone(),
+        host: host.clone(),
+        cns: cns.clone(),
+        kubelet: kubelet.clone(),
+        journal: journal.clone(),
+    };
+    tasks.push(tokio::spawn(kubelet.clone().run(cns.clone())));
+    let checker = Checker {
+        store: server.store().clone(),
+        node: NODE.into(),
+        cns: cns.clone(),
+        host: host.clone(),
+        waiting: kubelet.waiting(),
+        violations: violations.clone(),
+    };
+    tasks.push(tokio::spawn(checker.run()));
+
+    // Every scenario starts from a node serving pods.
+    node.create_pods(0, 5, &mut rng).await?;
+    if !node.served(Duration::from_secs(60)).await {
+        journal.log("setup: the first pods did not all get IPs within 60 s");
+    }
+    tokio::time::sleep(rng.between(Duration::from_secs(5), Duration::from_secs(20))).await;
+
+    match scenario {
+        Scenario::S1 => {
+            journal.log("node-a's VM is replaced; the GC is paused");
+            server.faults().pause_gc();
+            node.kill_cns();
+            node.kubelet.forget_all();
+            let pods: Api<k8s_openapi::api::core::v1::Pod> =
+                Api::namespaced(client.clone(), super::kubelet::NAMESPACE);
+            for i in 0..5 {
+                pods.delete(&format!("web-0-{i}"), &DeleteParams::default().grace_period(0))
+                    .await?;
+            }
+            nodes.delete(NODE, &DeleteParams::background()).await?;
+            journal.log(format!("node {NODE} deleted"));
+            host.reimage(NODE);
+            create_node(&nodes, &journal).await?;
+            let window = rng.between(Duration::from_secs(20), Duration::from_secs(60));
+            let restart = rng.between(Duration::from_secs(1), window / 2);
+            tokio::time::sleep(restart).await;
+            node.restart_cns();
+            node.create_pods(1, 4, &mut rng).await?;
+            tokio::time::sleep(window.saturating_sub(restart)).await;
+            journal.log("the GC resumes");
+            server.faults().resume_gc();
+        }
+        Scenario::S2 => {
+            let mut operator = Writer::new(
+                client.clone(),
+                host.clone(),
+                writer_config(rng.next_u64()),
+                journal.clone(),
+            );
+            journal.log("the network controller replaces node-a's NC (same prefix)");
+            operator.replace_nc(NODE).await?;
+            node.create_pods(1, 4, &mut rng).await?;
+        }
+        Scenario::S3 => {
+            node.kill_cns();
+            tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(5))).await;
+            node.restart_cns();
+            node.create_pods(1, 4, &mut rng).await?;
+            for i in 0..2 {
+                node.kubelet.delete(&node.cns, &format!("web-0-{i}")).await?;
+            }
+            node.create_pods(2, 2, &mut rng).await?;
+        }
+    }
+    // Long enough for the new NC to be programmed and the recovery bound
+    // to pass.
+    tokio::time::sleep(Duration::from_secs(90)).await;
+    node.agent.abort();
+    for t in &tasks {
+        t.abort();
+    }
+    let report = Report {
+        scenario,
+        mode,
+        seed,
+        violations: violations.all(),
+        journal: journal.entries(),
+    };
+    server.shutdown().await;
+    Ok(report)
+}

@@ -189,3 +189,14 @@ fn the_binaries_end_quietly_on_a_closed_pipe() {
         assert_eq!(out.status.code(), Some(code), "{bin}: {stderr}");
     }
 }
+
+#[test]
+fn the_deployed_crd_is_the_one_the_binary_generates() {
+    let crds = Command::new(env!("CARGO_BIN_EXE_whereabouts"))
+        .arg("crds")
+        .output()
+        .unwrap();
+    assert!(crds.status.success());
+    let deployed = include_str!("../whereabouts/deploy/crd.yaml");
+    assert_eq!(String::from_utf8_lossy(&crds.stdout), deployed);
+}

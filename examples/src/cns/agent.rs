@@ -29,7 +29,7 @@ use ward::{Guard, GuardContext, GuardError, GuardedController, Verdict};
 use ward_guards::owner_uid::OwnerUid;
 
 use super::cluster::Host;
-use super::ipam::{ByAddress, ByContainer, Ipam, IpamError, IpConfig};
+use super::ipam::{ByAddress, ByContainer, IpConfig, Ipam, IpamError};
 use super::model::{NAMESPACE, NodeNetworkConfig, POD_IP};
 use crate::whereabouts::invariants::Journal;
 

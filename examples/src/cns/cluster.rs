@@ -22,8 +22,11 @@ use crate::whereabouts::invariants::Journal;
 /// them again.
 #[derive(Debug, Clone, Default)]
 pub struct Host {
-    vms: Arc<Mutex<BTreeMap<String, BTreeMap<String, (i64, Instant)>>>>,
+    vms: Arc<Mutex<BTreeMap<String, Vm>>>,
 }
+
+/// One VM's NCs: version and when it is (or will be) programmed, by id.
+type Vm = BTreeMap<String, (i64, Instant)>;
 
 impl Host {
     /// Program `nc` at `version` onto `node`'s VM, done `after` from now.
@@ -52,7 +55,7 @@ impl Host {
         self.lock().remove(node);
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, BTreeMap<String, (i64, Instant)>>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, Vm>> {
         self.vms.lock().unwrap_or_else(|e| e.into_inner())
     }
 }
@@ -190,7 +193,12 @@ impl Writer {
         self.write_nc(name, &prefix, 1).await
     }
 
-    async fn write_nc(&mut self, node: &str, prefix: &str, version: i64) -> Result<(), ClusterError> {
+    async fn write_nc(
+        &mut self,
+        node: &str,
+        prefix: &str,
+        version: i64,
+    ) -> Result<(), ClusterError> {
         let nc = NetworkContainer {
             id: format!("nc-{:08x}", self.rng.next_u64() as u32),
             type_: OVERLAY.into(),

@@ -73,8 +73,11 @@ pub struct Violation {
 #[derive(Debug, Clone)]
 pub struct Violations {
     journal: Journal,
-    inner: Arc<Mutex<(HashSet<(Invariant, String)>, Vec<Violation>)>>,
+    inner: Arc<Mutex<Seen>>,
 }
+
+/// The (invariant, subject) pairs recorded, and the violations in order.
+type Seen = (HashSet<(Invariant, String)>, Vec<Violation>);
 
 impl Violations {
     /// A sink that journals to `journal`.
@@ -102,7 +105,11 @@ impl Violations {
     /// Every violation so far, in order.
     #[must_use]
     pub fn all(&self) -> Vec<Violation> {
-        self.inner.lock().unwrap_or_else(|e| e.into_inner()).1.clone()
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone()
     }
 }
 
@@ -133,29 +140,40 @@ fn key(group: &str, plural: &str) -> StorageKey {
 impl Checker {
     /// Check I1, I3 and I4 now.
     pub fn check(&self) {
-        self.from_state();
-        self.from_pods();
+        self.in_state();
+        self.among_pods();
         self.recovery();
     }
 
     /// I1 and I3 in CNS's state.
-    fn from_state(&self) {
+    fn in_state(&self) {
         let s = self.cns.state();
         let ncs = s.ipam.ncs();
         let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut orphans: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for c in s.ipam.configs() {
             if !ncs.contains_key(&c.nc) {
-                self.violations.violate(
-                    Invariant::I1,
-                    format!("{}|{}", c.ip, c.nc),
-                    format!("IP {} ({:?}) names NC {}, which is not in state", c.ip, c.state, c.nc),
-                );
+                orphans
+                    .entry(c.nc.clone())
+                    .or_default()
+                    .push(format!("{} ({:?})", c.ip, c.state));
             }
             if let (IpState::Assigned, Some(pod)) = (c.state, c.pod) {
                 holders.entry(c.ip).or_default().push(pod);
             }
         }
         drop(s);
+        for (nc, ips) in orphans {
+            self.violations.violate(
+                Invariant::I1,
+                nc.clone(),
+                format!(
+                    "{} IP configs name NC {nc}, which is not in state: {}",
+                    ips.len(),
+                    ips.join(", ")
+                ),
+            );
+        }
         for (ip, pods) in holders.into_iter().filter(|(_, p)| p.len() > 1) {
             let who = pods.join(" and ");
             self.violations.violate(
@@ -167,8 +185,10 @@ impl Checker {
     }
 
     /// I3 among the live pods' records.
-    fn from_pods(&self) {
-        let page = self.store.list(&key("", "pods"), None, None, None, |_| true);
+    fn among_pods(&self) {
+        let page = self
+            .store
+            .list(&key("", "pods"), None, None, None, |_| true);
         let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for o in page.items.iter().filter(|o| !o.terminating) {
             let v = o.value();
@@ -176,10 +196,11 @@ impl Checker {
                 continue;
             }
             if let Some(ip) = v["metadata"]["annotations"][POD_IP].as_str() {
-                holders
-                    .entry(ip.to_string())
-                    .or_default()
-                    .push(format!("{}/{}", o.namespace(), o.name()));
+                holders.entry(ip.to_string()).or_default().push(format!(
+                    "{}/{}",
+                    o.namespace(),
+                    o.name()
+                ));
             }
         }
         for (ip, pods) in holders.into_iter().filter(|(_, p)| p.len() > 1) {
@@ -198,10 +219,11 @@ impl Checker {
         let Some(node) = self.store.get(&key("", "nodes"), "", &self.node) else {
             return;
         };
-        let Some(nnc) = self
-            .store
-            .get(&key("acn.azure.com", "nodenetworkconfigs"), NAMESPACE, &self.node)
-        else {
+        let Some(nnc) = self.store.get(
+            &key("acn.azure.com", "nodenetworkconfigs"),
+            NAMESPACE,
+            &self.node,
+        ) else {
             return;
         };
         let (v, node_uid) = (nnc.value(), node.uid.to_string());
@@ -210,13 +232,19 @@ impl Checker {
             .into_iter()
             .flatten()
             .any(|r| r["controller"] == true && r["uid"].as_str() == Some(node_uid.as_str()));
-        let ncs = v["status"]["networkContainers"].as_array().cloned().unwrap_or_default();
+        let ncs = v["status"]["networkContainers"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
         if !controlled || nnc.terminating || ncs.is_empty() {
             return;
         }
         let mut since = None;
         for nc in &ncs {
-            let (id, version) = (nc["id"].as_str().unwrap_or(""), nc["version"].as_i64().unwrap_or(0));
+            let (id, version) = (
+                nc["id"].as_str().unwrap_or(""),
+                nc["version"].as_i64().unwrap_or(0),
+            );
             match self.host.since(&self.node, id) {
                 Some((v, at)) if v >= version => since = since.max(Some(at)),
                 _ => return,

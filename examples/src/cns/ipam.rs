@@ -303,7 +303,7 @@ impl Ipam for ByContainer {
             incoming.push((nc, ips));
         }
         let keep: BTreeSet<&str> = ncs.iter().map(|n| n.id.as_str()).collect();
-        for ((nc, ip), _) in &self.ips {
+        for (nc, ip) in self.ips.keys() {
             if let Some(new) = carrier.get(ip)
                 && new != nc
                 && keep.contains(nc.as_str())
@@ -578,13 +578,19 @@ mod tests {
         w.ingest(&[nc("nc2", "10.244.1.0/30")]).unwrap();
         assert!(orphans(&w).is_empty());
         let now = w.request("pod-a").unwrap();
-        assert_eq!((now.ip, now.nc, now.state), (held.ip, "nc2".into(), IpState::Assigned));
+        assert_eq!(
+            (now.ip, now.nc, now.state),
+            (held.ip, "nc2".into(), IpState::Assigned)
+        );
         assert_eq!(w.request("pod-b"), Err(IpamError::NoneAvailable));
         w.mark_programmed("nc2", 1);
         assert_eq!(w.request("pod-b").unwrap().ip, "10.244.1.1");
         // Dropped with no NC carrying its address: the pod loses it.
         let notes = w.ingest(&[nc("nc3", "10.244.9.0/30")]).unwrap();
-        assert!(notes.iter().any(|n| n.contains("pod-a loses 10.244.1.0")), "{notes:?}");
+        assert!(
+            notes.iter().any(|n| n.contains("pod-a loses 10.244.1.0")),
+            "{notes:?}"
+        );
         assert!(orphans(&w).is_empty());
         assert_eq!(w.release("pod-a"), None);
     }
@@ -598,7 +604,10 @@ mod tests {
             s.ingest(&[nc("nc1", "10.244.1.0/31")]).unwrap();
             assert_eq!(s.request("p"), Err(IpamError::NoneAvailable));
             s.restore("old", "10.244.1.1").unwrap();
-            assert!(matches!(s.restore("x", "10.9.9.9"), Err(IpamError::UnknownIp { .. })));
+            assert!(matches!(
+                s.restore("x", "10.9.9.9"),
+                Err(IpamError::UnknownIp { .. })
+            ));
             s.mark_programmed("nc1", 1);
             let a = s.request("p").unwrap();
             assert_eq!(a.ip, "10.244.1.0", "the restored address is not handed out");

@@ -79,9 +79,12 @@ impl Kubelet {
         let key = format!("{NAMESPACE}/{name}");
         self.lock().remove(&key);
         if let Some(c) = cns.del(&key) {
-            self.journal.log(format!("pod {name}: CNI DEL freed {}", c.ip));
+            self.journal
+                .log(format!("pod {name}: CNI DEL freed {}", c.ip));
         }
-        self.pods.delete(name, &DeleteParams::default().grace_period(0)).await?;
+        self.pods
+            .delete(name, &DeleteParams::default().grace_period(0))
+            .await?;
         Ok(())
     }
 
@@ -110,7 +113,8 @@ impl Kubelet {
                             .patch(name, &PatchParams::default(), &Patch::Merge(patch))
                             .await;
                         if let Err(e) = patched {
-                            self.journal.log(format!("pod {name}: recording its IP failed: {e}"));
+                            self.journal
+                                .log(format!("pod {name}: recording its IP failed: {e}"));
                             continue;
                         }
                         self.lock().remove(&key);
@@ -121,14 +125,17 @@ impl Kubelet {
                     Err(e) => {
                         let why = e.to_string();
                         if failing.get(&key) != Some(&why) {
-                            self.journal.log(format!("pod {key}: CNI ADD failed: {why}"));
+                            self.journal
+                                .log(format!("pod {key}: CNI ADD failed: {why}"));
                             failing.insert(key.clone(), why);
                         }
                         if available > 0 && !matches!(e, AgentError::NotReady) {
                             self.violations.violate(
                                 Invariant::I2,
                                 key.clone(),
-                                format!("{key}'s IP request failed with {available} IPs Available: {e}"),
+                                format!(
+                                    "{key}'s IP request failed with {available} IPs Available: {e}"
+                                ),
                             );
                         }
                     }

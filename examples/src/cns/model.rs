@@ -35,7 +35,7 @@ pub const OVERLAY: &str = "Overlay";
 #[serde(rename_all = "camelCase")]
 pub struct NodeNetworkConfigSpec {
     /// How many IPs CNS wants for the node.
-    #[serde(default)]
+    #[serde(default, rename = "requestedIPCount")]
     pub requested_ip_count: i64,
     /// IPs CNS no longer uses (a scale-down); unused by this example.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]

@@ -158,7 +158,8 @@ struct Site {
 
 impl Site {
     fn start_agent(cns: &Cns, client: &Client, host: &Host, journal: &Journal) -> JoinHandle<()> {
-        let (cns, client, host, journal) = (cns.clone(), client.clone(), host.clone(), journal.clone());
+        let (cns, client, host, journal) =
+            (cns.clone(), client.clone(), host.clone(), journal.clone());
         tokio::spawn(async move {
             if let Err(e) = cns.run(client, host).await {
                 journal.log(format!("cns: failed to start: {e}"));
@@ -191,10 +192,16 @@ impl Site {
         false
     }
 
-    async fn create_pods(&self, round: usize, n: usize, rng: &mut Rng) -> Result<(), ScenarioError> {
+    async fn create_pods(
+        &self,
+        round: usize,
+        n: usize,
+        rng: &mut Rng,
+    ) -> Result<(), ScenarioError> {
         for i in 0..n {
             self.kubelet.create(&format!("web-{round}-{i}")).await?;
-            tokio::time::sleep(rng.between(Duration::from_millis(200), Duration::from_secs(2))).await;
+            tokio::time::sleep(rng.between(Duration::from_millis(200), Duration::from_secs(2)))
+                .await;
         }
         Ok(())
     }
@@ -223,7 +230,12 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
     let host = Host::default();
     let nodes: Api<Node> = Api::all(client.clone());
     create_node(&nodes, &journal).await?;
-    let writer = Writer::new(client.clone(), host.clone(), writer_config(seed), journal.clone());
+    let writer = Writer::new(
+        client.clone(),
+        host.clone(),
+        writer_config(seed),
+        journal.clone(),
+    );
     let mut tasks = vec![tokio::spawn(writer.run())];
     let cns = Cns::new(NODE, mode, journal.clone());
     let kubelet = Kubelet::new(client.clone(), NODE, journal.clone(), violations.clone());
@@ -262,8 +274,11 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
             let pods: Api<k8s_openapi::api::core::v1::Pod> =
                 Api::namespaced(client.clone(), super::kubelet::NAMESPACE);
             for i in 0..5 {
-                pods.delete(&format!("web-0-{i}"), &DeleteParams::default().grace_period(0))
-                    .await?;
+                pods.delete(
+                    &format!("web-0-{i}"),
+                    &DeleteParams::default().grace_period(0),
+                )
+                .await?;
             }
             nodes.delete(NODE, &DeleteParams::background()).await?;
             journal.log(format!("node {NODE} deleted"));
@@ -295,7 +310,9 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
             node.restart_cns();
             node.create_pods(1, 4, &mut rng).await?;
             for i in 0..2 {
-                node.kubelet.delete(&node.cns, &format!("web-0-{i}")).await?;
+                node.kubelet
+                    .delete(&node.cns, &format!("web-0-{i}"))
+                    .await?;
             }
             node.create_pods(2, 2, &mut rng).await?;
         }

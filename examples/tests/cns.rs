@@ -1,0 +1,197 @@
+//! The CNS scenarios in simulated time, seeded: the naive agent never
+//! recovers from the stale NNC (S1), upstream's merged fix holds S1 but not
+//! an NC replaced inside a valid NNC (S2), and the guarded agent breaks no
+//! invariant over 200 seeds of every scenario.
+
+use std::process::Command;
+
+use k8s_openapi::api::core::v1::Pod;
+use kube::api::{Api, PostParams};
+use serde_json::json;
+use ward_apiserver::ApiServer;
+use ward_examples::cns::agent::{Cns, Mode};
+use ward_examples::cns::cluster::Host;
+use ward_examples::cns::invariants::{Checker, Invariant, Violations};
+use ward_examples::cns::kubelet::Kubelet;
+use ward_examples::cns::model::POD_IP;
+use ward_examples::cns::scenario::{NODE, Report, Scenario, run_blocking};
+use ward_examples::demo::{self, Example};
+use ward_examples::whereabouts::invariants::Journal;
+
+/// Seeds on which the naive agent ingests the stale NNC and never recovers
+/// (every S1 run restarts CNS inside the GC window, so every seed does).
+const NAIVE_SEEDS: [u64; 3] = [0, 1, 2];
+
+fn breaks(r: &Report, inv: Invariant) -> bool {
+    r.violations.iter().any(|v| v.invariant == inv)
+}
+
+fn says(r: &Report, prefix: &str) -> bool {
+    r.journal.iter().any(|(_, e)| e.starts_with(prefix))
+}
+
+#[test]
+fn naive_s1_ingests_the_stale_nnc_and_the_node_never_recovers() {
+    for seed in NAIVE_SEEDS {
+        let r = run_blocking(Scenario::S1, Mode::Naive, seed).unwrap();
+        assert!(
+            breaks(&r, Invariant::I2),
+            "seed {seed}: {:#?}",
+            r.violations
+        );
+        assert!(
+            breaks(&r, Invariant::I4),
+            "seed {seed}: {:#?}",
+            r.violations
+        );
+        // The seed's steps: startup GET takes the stale NNC; the new NC's
+        // IPs are "already present"; the pod's IP names the dropped NC.
+        assert!(says(&r, "cns (naive): startup GET found NNC node-a"));
+        assert!(says(&r, "cns (naive): dropped NC"));
+        assert!(
+            r.journal
+                .iter()
+                .any(|(_, e)| e.contains("0 IPs loaded, 16 already present")),
+            "{:#?}",
+            r.journal
+        );
+    }
+}
+
+#[test]
+fn a_seed_replays_the_same_history() {
+    let a = run_blocking(Scenario::S1, Mode::Naive, NAIVE_SEEDS[1]).unwrap();
+    let b = run_blocking(Scenario::S1, Mode::Naive, NAIVE_SEEDS[1]).unwrap();
+    assert_eq!(a.violations, b.violations);
+    assert_eq!(a.journal, b.journal);
+}
+
+#[test]
+fn upstreams_merged_fix_holds_s1_but_not_a_replaced_nc() {
+    let s1 = run_blocking(Scenario::S1, Mode::Upstream, 3).unwrap();
+    assert!(s1.violations.is_empty(), "{:#?}", s1.violations);
+    assert!(says(&s1, "cns (upstream): NNC node-a is controlled by"));
+    let s2 = run_blocking(Scenario::S2, Mode::Upstream, 3).unwrap();
+    assert!(breaks(&s2, Invariant::I1), "{:#?}", s2.violations);
+    assert!(breaks(&s2, Invariant::I2), "{:#?}", s2.violations);
+}
+
+#[test]
+fn guarded_skips_the_stale_nnc_and_purges_a_replaced_nc() {
+    let s1 = run_blocking(Scenario::S1, Mode::Guarded, 3).unwrap();
+    assert!(s1.violations.is_empty(), "{:#?}", s1.violations);
+    assert!(
+        says(&s1, "cns (guarded): guard owner-uid skipped NNC"),
+        "{:#?}",
+        s1.journal
+    );
+    let s2 = run_blocking(Scenario::S2, Mode::Guarded, 3).unwrap();
+    assert!(s2.violations.is_empty(), "{:#?}", s2.violations);
+    assert!(
+        s2.journal
+            .iter()
+            .any(|(_, e)| e.contains("purged, 5 assigned moved")),
+        "the five pods keep their IPs under the new NC: {:#?}",
+        s2.journal
+    );
+    let s3 = run_blocking(Scenario::S3, Mode::Guarded, 3).unwrap();
+    assert!(s3.violations.is_empty(), "{:#?}", s3.violations);
+    assert!(says(&s3, "cns (guarded): restored default/web-0-0"));
+}
+
+#[test]
+fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
+    struct GuardedOnly;
+    impl Example for GuardedOnly {
+        fn name(&self) -> &'static str {
+            "cns"
+        }
+        fn scenarios(&self) -> Vec<String> {
+            demo::Cns.scenarios()
+        }
+        fn variants(&self) -> Vec<demo::Variant> {
+            demo::Cns
+                .variants()
+                .into_iter()
+                .filter(|v| v.guarded)
+                .collect()
+        }
+        fn run(&self, s: &str, v: &str, seed: u64) -> Result<demo::RunOutcome, String> {
+            demo::Cns.run(s, v, seed)
+        }
+    }
+    let rows = demo::campaign(&[&GuardedOnly], 0..200, 2, &|| {});
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert_eq!(r.runs, 200);
+        assert_eq!((r.violating_runs, r.errors), (0, 0), "{r:?}");
+    }
+}
+
+/// I3 is not vacuous: two live pods recording one address break it.
+#[tokio::test(start_paused = true)]
+async fn the_checker_sees_one_ip_held_by_two_live_pods() {
+    let server = ApiServer::start_in_process().await;
+    let client = server.client();
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    for name in ["p1", "p2"] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": {POD_IP: "10.244.1.3"}},
+            "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "c"}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    let journal = Journal::new();
+    let violations = Violations::new(journal.clone());
+    let checker = Checker {
+        store: server.store().clone(),
+        node: NODE.into(),
+        cns: Cns::new(NODE, Mode::Guarded, journal.clone()),
+        host: Host::default(),
+        waiting: Kubelet::new(client, NODE, journal, violations.clone()).waiting(),
+        violations: violations.clone(),
+    };
+    checker.check();
+    let v = violations.all();
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0].invariant, Invariant::I3);
+    assert!(v[0].detail.contains("default/p1 and default/p2"), "{v:#?}");
+}
+
+#[test]
+fn the_binary_shows_the_node_that_never_recovers_and_exits_1_and_0_when_guarded() {
+    let bin = env!("CARGO_BIN_EXE_cns");
+    let seed = NAIVE_SEEDS[0].to_string();
+    let naive = Command::new(bin)
+        .args(["scenario", "S1", "--mode", "naive", "--seed", &seed])
+        .output()
+        .unwrap();
+    assert_eq!(naive.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&naive.stdout);
+    assert!(out.contains("I4 (node never recovers): VIOLATED"), "{out}");
+    assert!(
+        out.contains("startup GET found NNC node-a"),
+        "the history is printed: {out}"
+    );
+    let guarded = Command::new(bin)
+        .args(["scenario", "S1", "--mode", "guarded", "--seed", &seed])
+        .output()
+        .unwrap();
+    assert_eq!(guarded.status.code(), Some(0));
+    let out = String::from_utf8_lossy(&guarded.stdout);
+    assert!(out.contains("all invariants hold"), "{out}");
+    assert!(out.contains("guard owner-uid skipped"), "{out}");
+    let usage = Command::new(bin).args(["scenario", "S9"]).output().unwrap();
+    assert_eq!(usage.status.code(), Some(2));
+}
+
+#[test]
+fn the_deployed_crd_is_the_one_the_binary_generates() {
+    let crds = Command::new(env!("CARGO_BIN_EXE_cns"))
+        .arg("crds")
+        .output()
+        .unwrap();
+    assert!(crds.status.success());
+    let deployed = include_str!("../cns/deploy/crd.yaml");
+    assert_eq!(String::from_utf8_lossy(&crds.stdout), deployed);
+}

@@ -164,13 +164,14 @@ impl Checker {
         }
         drop(s);
         for (nc, ips) in orphans {
+            let more = if ips.len() > 3 { ", ..." } else { "" };
             self.violations.violate(
                 Invariant::I1,
                 nc.clone(),
                 format!(
-                    "{} IP configs name NC {nc}, which is not in state: {}",
+                    "{} IP configs name NC {nc}, which is not in state ({}{more})",
                     ips.len(),
-                    ips.join(", ")
+                    ips[..ips.len().min(3)].join(", ")
                 ),
             );
         }

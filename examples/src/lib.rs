@@ -6,5 +6,6 @@
 
 pub mod cns;
 pub mod demo;
+pub mod journal;
 pub mod mirror;
 pub mod whereabouts;

@@ -16,7 +16,7 @@ use ward_examples::cns::kubelet::Kubelet;
 use ward_examples::cns::model::POD_IP;
 use ward_examples::cns::scenario::{NODE, Report, Scenario, run_blocking};
 use ward_examples::demo::{self, Example};
-use ward_examples::whereabouts::invariants::Journal;
+use ward_examples::journal::Journal;
 
 /// Seeds on which the naive agent ingests the stale NNC and never recovers
 /// (every S1 run restarts CNS inside the GC window, so every seed does).

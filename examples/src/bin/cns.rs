@@ -25,7 +25,7 @@ use ward_examples::cns::cluster::{Host, Writer};
 use ward_examples::cns::invariants::{Invariant, RECOVERY};
 use ward_examples::cns::model::NodeNetworkConfig;
 use ward_examples::cns::scenario::{self, Scenario};
-use ward_examples::whereabouts::invariants::Journal;
+use ward_examples::journal::Journal;
 
 /// The CNS stale-NNC race, naive vs upstream vs guarded.
 #[derive(Debug, Parser)]

@@ -20,7 +20,8 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use kube::CustomResourceExt;
-use ward_examples::whereabouts::invariants::{Invariant, Journal};
+use ward_examples::journal::Journal;
+use ward_examples::whereabouts::invariants::Invariant;
 use ward_examples::whereabouts::model::IPPool;
 use ward_examples::whereabouts::reconciler::{self, Mode, ReconcilerConfig};
 use ward_examples::whereabouts::scenario::{self, GRACE, INTERVAL, Scenario};

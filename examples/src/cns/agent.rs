@@ -31,7 +31,7 @@ use ward_guards::owner_uid::OwnerUid;
 use super::cluster::Host;
 use super::ipam::{ByAddress, ByContainer, IpConfig, Ipam, IpamError};
 use super::model::{NAMESPACE, NodeNetworkConfig, POD_IP};
-use crate::whereabouts::invariants::Journal;
+use crate::journal::Journal;
 
 /// Which CNS.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]

@@ -14,7 +14,7 @@ use tokio::time::Instant;
 use ward_base::Rng;
 
 use super::model::{NAMESPACE, NetworkContainer, NodeNetworkConfig, OVERLAY};
-use crate::whereabouts::invariants::Journal;
+use crate::journal::Journal;
 
 /// The host agent (NMAgent): which NCs each node's VM has programmed, at
 /// which version, since when. It reports only NCs the VM has: a replaced

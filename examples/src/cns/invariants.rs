@@ -23,7 +23,7 @@ use super::cluster::Host;
 use super::ipam::IpState;
 use super::kubelet::Waiting;
 use super::model::{NAMESPACE, POD_IP};
-use crate::whereabouts::invariants::Journal;
+use crate::journal::Journal;
 
 /// How long after its NNC is programmed a node may take to serve a
 /// waiting pod (I4).

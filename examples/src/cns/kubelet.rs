@@ -19,7 +19,7 @@ use tokio::time::Instant;
 use super::agent::{AgentError, Cns};
 use super::invariants::{Invariant, Violations};
 use super::model::POD_IP;
-use crate::whereabouts::invariants::Journal;
+use crate::journal::Journal;
 
 /// The namespace the workload's pods live in.
 pub const NAMESPACE: &str = "default";

@@ -31,7 +31,7 @@ use super::cluster::{Host, Writer, WriterConfig};
 use super::invariants::{Checker, Violation, Violations};
 use super::kubelet::Kubelet;
 use super::model::NodeNetworkConfig;
-use crate::whereabouts::invariants::Journal;
+use crate::journal::Journal;
 
 /// The node every scenario runs on.
 pub const NODE: &str = "node-a";

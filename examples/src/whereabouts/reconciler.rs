@@ -28,8 +28,8 @@ use serde_json::json;
 use ward_guards::liveness::{self, LivenessPolicy, Record, ResourceCheck};
 use ward_guards::occ_patch::{Change, Decision, OccPatch, json_pointer};
 
-use super::invariants::Journal;
 use super::model::{IPAllocation, IPPool, Range, annotated_ips};
+use crate::journal::Journal;
 
 /// Errors of one reconcile run.
 #[derive(Debug, thiserror::Error)]

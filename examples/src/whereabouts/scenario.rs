@@ -25,9 +25,10 @@ use serde_json::json;
 use ward_apiserver::{ApiServer, ServerConfig};
 
 use super::agent::{self, AgentConfig, Network};
-use super::invariants::{Checker, Journal, Violation};
+use super::invariants::{Checker, Violation};
 use super::model::{IPPool, IPPoolSpec, Range};
 use super::reconciler::{self, Mode, ReconcilerConfig};
+use crate::journal::Journal;
 use ward_base::Rng;
 
 /// Which scenario.

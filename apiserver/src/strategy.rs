@@ -69,6 +69,26 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
             ));
         }
     }
+    // At most one controller (apimachinery's ValidateOwnerReferences).
+    let controllers: Vec<String> = obj["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["controller"] == true)
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+            format!("{}/{}", s("kind"), s("name"))
+        })
+        .collect();
+    if let [first, second, ..] = controllers.as_slice() {
+        return Err(ApiError::invalid(
+            &info.kind,
+            name,
+            format!(
+                "metadata.ownerReferences: Invalid value: \"{first}, {second}\": Only one reference can have Controller set to true. Found \"true\" in references for {first} and {second}"
+            ),
+        ));
+    }
     if crate::crd::is_crd(info) {
         crate::crd::resources(obj).map(|_| ())?;
     }

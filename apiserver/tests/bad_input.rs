@@ -96,6 +96,23 @@ async fn invalid_labels() {
 }
 
 #[tokio::test]
+async fn two_controllers() {
+    let s = server().await;
+    let owner = |uid: &str, name: &str| json!({"apiVersion": "v1", "kind": "Node", "name": name, "uid": uid, "controller": true});
+    let body = json!({"metadata": {"name": "x",
+        "ownerReferences": [owner("u1", "a"), owner("u2", "b")]}});
+    let msg = rejected(&s, "POST", CMS, JSON, &body, 422).await;
+    assert!(
+        msg.contains("Only one reference can have Controller set to true")
+            && msg.contains("Node/a and Node/b"),
+        "{msg}"
+    );
+    // A merge patch adding a second controller to the stored one, too.
+    let patch = json!({"metadata": {"ownerReferences": [owner("u1", "a"), owner("u2", "b")]}});
+    rejected(&s, "PATCH", CM, MERGE, &patch, 422).await;
+}
+
+#[tokio::test]
 async fn unknown_resource() {
     let s = server().await;
     for uri in [

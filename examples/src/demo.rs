@@ -314,6 +314,47 @@ impl Example for Cns {
     }
 }
 
+/// The LWS example.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Lws;
+
+impl Example for Lws {
+    fn name(&self) -> &'static str {
+        "lws"
+    }
+
+    fn scenarios(&self) -> Vec<String> {
+        crate::lws::scenario::Scenario::ALL
+            .iter()
+            .map(|s| s.to_string())
+            .collect()
+    }
+
+    fn variants(&self) -> Vec<Variant> {
+        use crate::lws::controller::Mode;
+        Mode::ALL
+            .iter()
+            .map(|m| Variant {
+                name: m.to_string(),
+                guarded: *m == Mode::Guarded,
+            })
+            .collect()
+    }
+
+    fn run(&self, scenario: &str, variant: &str, seed: u64) -> Result<RunOutcome, String> {
+        let s = scenario.parse()?;
+        let m = variant.parse()?;
+        let report = crate::lws::scenario::run_blocking(s, m, seed).map_err(|e| e.to_string())?;
+        Ok(RunOutcome {
+            violations: report
+                .violations
+                .iter()
+                .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
+                .collect(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

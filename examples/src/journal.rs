@@ -1,6 +1,10 @@
-//! The journal every example scenario keeps: what happened, in simulated
-//! time, printed with a violation and compared across replays of a seed.
+//! What every example scenario keeps: the journal of what happened, in
+//! simulated time (printed with a violation, compared across replays of a
+//! seed), and the sink of broken invariants.
 
+use std::collections::HashSet;
+use std::fmt;
+use std::hash::Hash;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -51,5 +55,60 @@ impl Journal {
 impl Default for Journal {
     fn default() -> Self {
         Self::new()
+    }
+}
+
+/// A broken invariant (of an example's own invariant type `I`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Violation<I> {
+    /// Which.
+    pub invariant: I,
+    /// Simulated time since the scenario started.
+    pub at: Duration,
+    /// What exactly.
+    pub detail: String,
+}
+
+/// Where violations go: each (invariant, subject) once, journaled.
+#[derive(Debug, Clone)]
+pub struct Violations<I> {
+    journal: Journal,
+    inner: Arc<Mutex<Seen<I>>>,
+}
+
+/// The (invariant, subject) pairs recorded, and the violations in order.
+type Seen<I> = (HashSet<(I, String)>, Vec<Violation<I>>);
+
+impl<I: Copy + Eq + Hash + fmt::Display> Violations<I> {
+    /// A sink that journals to `journal`.
+    #[must_use]
+    pub fn new(journal: Journal) -> Self {
+        Violations {
+            journal,
+            inner: Arc::new(Mutex::new((HashSet::new(), Vec::new()))),
+        }
+    }
+
+    /// Record that `invariant` broke for `subject` (once per pair).
+    pub fn violate(&self, invariant: I, subject: String, detail: String) {
+        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if g.0.insert((invariant, subject)) {
+            self.journal.log(format!("VIOLATION {invariant}: {detail}"));
+            g.1.push(Violation {
+                invariant,
+                at: self.journal.elapsed(),
+                detail,
+            });
+        }
+    }
+
+    /// Every violation so far, in order.
+    #[must_use]
+    pub fn all(&self) -> Vec<Violation<I>> {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .1
+            .clone()
     }
 }

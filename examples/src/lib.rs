@@ -7,5 +7,6 @@
 pub mod cns;
 pub mod demo;
 pub mod journal;
+pub mod lws;
 pub mod mirror;
 pub mod whereabouts;

@@ -76,13 +76,17 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    let args = Args::parse();
+    // A scenario tells its story in its journal; reconcile failures the
+    // naive variants run into are part of it, not warnings.
+    let quiet = matches!(args.command, Some(Command::Scenario { .. }));
     tracing_subscriber::fmt()
         .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
+            tracing_subscriber::EnvFilter::try_from_default_env()
+                .unwrap_or_else(|_| if quiet { "error" } else { "warn" }.into()),
         )
         .with_writer(std::io::stderr)
         .init();
-    let args = Args::parse();
     match args.command.unwrap_or(Command::Run(args.run)) {
         Command::Scenario {
             scenario,

@@ -35,7 +35,7 @@ fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    let examples: Vec<&dyn Example> = vec![&demo::Whereabouts, &demo::Cns];
+    let examples: Vec<&dyn Example> = vec![&demo::Whereabouts, &demo::Cns, &demo::Lws];
     let total: u64 = examples
         .iter()
         .map(|e| (e.scenarios().len() * e.variants().len()) as u64 * args.seeds)
@@ -56,7 +56,7 @@ fn main() -> ExitCode {
     bar.finish_and_clear();
     ward_base::outln!("{}", demo::table(&rows));
     ward_base::outln!(
-        "{total} runs in {:.1} s (seeds {}..{}, simulated time; `whereabouts|cns scenario S1 --mode naive --seed N` replays one)",
+        "{total} runs in {:.1} s (seeds {}..{}, simulated time; `whereabouts|cns|lws scenario S1 --mode naive --seed N` replays one)",
         started.elapsed().as_secs_f64(),
         args.first_seed,
         args.first_seed + args.seeds

@@ -9,9 +9,9 @@
 //! - **I4** once the live Node's NNC is programmed, a waiting pod gets an
 //!   IP within [`RECOVERY`] (the node recovers).
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::time::Instant;
@@ -23,7 +23,6 @@ use super::cluster::Host;
 use super::ipam::IpState;
 use super::kubelet::Waiting;
 use super::model::{NAMESPACE, POD_IP};
-use crate::journal::Journal;
 
 /// How long after its NNC is programmed a node may take to serve a
 /// waiting pod (I4).
@@ -58,60 +57,10 @@ impl fmt::Display for Invariant {
     }
 }
 
-/// A broken invariant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
-    /// Which.
-    pub invariant: Invariant,
-    /// Simulated time since the scenario started.
-    pub at: Duration,
-    /// What exactly.
-    pub detail: String,
-}
-
-/// Where violations go: each (invariant, subject) once, journaled.
-#[derive(Debug, Clone)]
-pub struct Violations {
-    journal: Journal,
-    inner: Arc<Mutex<Seen>>,
-}
-
-/// The (invariant, subject) pairs recorded, and the violations in order.
-type Seen = (HashSet<(Invariant, String)>, Vec<Violation>);
-
-impl Violations {
-    /// A sink that journals to `journal`.
-    #[must_use]
-    pub fn new(journal: Journal) -> Self {
-        Violations {
-            journal,
-            inner: Arc::default(),
-        }
-    }
-
-    /// Record that `invariant` broke for `subject` (once per pair).
-    pub fn violate(&self, invariant: Invariant, subject: String, detail: String) {
-        let mut g = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        if g.0.insert((invariant, subject)) {
-            self.journal.log(format!("VIOLATION {invariant}: {detail}"));
-            g.1.push(Violation {
-                invariant,
-                at: self.journal.elapsed(),
-                detail,
-            });
-        }
-    }
-
-    /// Every violation so far, in order.
-    #[must_use]
-    pub fn all(&self) -> Vec<Violation> {
-        self.inner
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .1
-            .clone()
-    }
-}
+/// A broken CNS invariant.
+pub type Violation = crate::journal::Violation<Invariant>;
+/// Where CNS violations go.
+pub type Violations = crate::journal::Violations<Invariant>;
 
 /// The continuous checker of one node.
 #[derive(Debug)]

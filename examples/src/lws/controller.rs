@@ -1,0 +1,307 @@
+//! The LWS controller: a `GuardedController` over LeaderWorkerSets owning
+//! their leader StatefulSets, writing the StatefulSet, a headless Service,
+//! ControllerRevisions and status with server-side apply under one field
+//! manager.
+//!
+//! Every reconcile: the StatefulSet named like the LWS is read; the hash it
+//! runs (its `template-revision-hash` label, or the LWS's own hash when it
+//! does not exist) must have a revision of this LWS — if none does, one is
+//! created with that hash ("missing revision for an existing
+//! LeaderWorkerSet", upstream's path) — and so must the LWS's own hash; the
+//! StatefulSet and Service are applied with the own hash; history is
+//! truncated to that revision; status follows. A revision name taken by a
+//! revision of another LWS bumps `status.collisionCount`.
+//!
+//! Variants (`--mode`):
+//! - `naive`: before upstream #733 — whatever StatefulSet has the name is
+//!   taken as this LWS's, so a predecessor's hash gets a revision of the new
+//!   LWS, and the apply goes over the predecessor;
+//! - `upstream`: #733 — requeue while the StatefulSet has a deletionTimestamp
+//!   (a predecessor the GC has not reached yet has none);
+//! - `guarded`: [`AwaitDeletion`] as the controller's guard — wait while the
+//!   StatefulSet is terminating OR its controller uid is not the live LWS's,
+//!   woken by its DELETED event (no polling).
+
+use std::fmt;
+use std::str::FromStr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::core::v1::Service;
+use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::watcher;
+use kube::{Client, Resource, ResourceExt};
+use serde_json::json;
+use ward::GuardedController;
+use ward_guards::await_deletion::AwaitDeletion;
+
+use super::model::{HASH_LABEL, LeaderWorkerSet, NAME_LABEL, WRITTEN_FOR};
+use super::revision;
+use crate::journal::Journal;
+
+/// The field manager of every write.
+pub const MANAGER: &str = "lws";
+
+/// Which controller.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Mode {
+    /// Before #733.
+    Naive,
+    /// #733.
+    Upstream,
+    /// Ward's AwaitDeletion.
+    Guarded,
+}
+
+impl Mode {
+    /// Every mode.
+    pub const ALL: [Mode; 3] = [Mode::Naive, Mode::Upstream, Mode::Guarded];
+}
+
+impl fmt::Display for Mode {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Mode::Naive => "naive",
+            Mode::Upstream => "upstream",
+            Mode::Guarded => "guarded",
+        })
+    }
+}
+
+impl FromStr for Mode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "naive" => Ok(Mode::Naive),
+            "upstream" => Ok(Mode::Upstream),
+            "guarded" => Ok(Mode::Guarded),
+            other => Err(format!(
+                "unknown mode {other:?}: naive, upstream or guarded"
+            )),
+        }
+    }
+}
+
+/// Errors of a reconcile.
+#[derive(Debug, thiserror::Error)]
+pub enum LwsError {
+    /// An API call failed.
+    #[error(transparent)]
+    Kube(#[from] kube::Error),
+}
+
+struct Ctx {
+    client: Client,
+    mode: Mode,
+    journal: Journal,
+}
+
+/// Run the controller over `namespace` until aborted (a restarted
+/// controller starts from the server's state: it keeps nothing in memory).
+pub async fn run(client: Client, namespace: &str, mode: Mode, journal: Journal) {
+    let lws: Api<LeaderWorkerSet> = Api::namespaced(client.clone(), namespace);
+    let sts: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
+    let mut ctl = GuardedController::new(lws, watcher::Config::default())
+        .owns(sts, watcher::Config::default());
+    if mode == Mode::Guarded {
+        ctl = ctl.guard(AwaitDeletion::<LeaderWorkerSet, StatefulSet>::new(|l| {
+            l.name_any()
+        }));
+    }
+    let ctx = Arc::new(Ctx {
+        client,
+        mode,
+        journal,
+    });
+    ctl.run(reconcile, error_policy, ctx)
+        .for_each(|_| async {})
+        .await;
+}
+
+fn error_policy(lws: Arc<LeaderWorkerSet>, e: &LwsError, ctx: Arc<Ctx>) -> Action {
+    let why = match e {
+        LwsError::Kube(kube::Error::Api(s)) => format!("{} ({})", s.message, s.code),
+        e => e.to_string(),
+    };
+    ctx.journal.log(format!(
+        "lws ({}): reconcile of {} failed: {why}",
+        ctx.mode,
+        lws.name_any()
+    ));
+    Action::requeue(Duration::from_secs(1))
+}
+
+async fn reconcile(lws: Arc<LeaderWorkerSet>, ctx: Arc<Ctx>) -> Result<Action, LwsError> {
+    if lws.metadata.deletion_timestamp.is_some() {
+        return Ok(Action::await_change());
+    }
+    let (name, ns) = (lws.name_any(), lws.namespace().unwrap_or_default());
+    let uid = lws.uid().unwrap_or_default();
+    let log = |what: String| {
+        ctx.journal
+            .log(format!("lws ({}): {name}: {what}", ctx.mode))
+    };
+    let client = &ctx.client;
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), &ns);
+    let revs: Api<ControllerRevision> = Api::namespaced(client.clone(), &ns);
+    let set = sets.get_opt(&name).await?;
+    if ctx.mode == Mode::Upstream
+        && set
+            .as_ref()
+            .is_some_and(|s| s.metadata.deletion_timestamp.is_some())
+    {
+        log("StatefulSet is terminating; requeue".into());
+        return Ok(Action::requeue(Duration::from_secs(5)));
+    }
+    let status = lws.status.clone().unwrap_or_default();
+    let collisions = status.collision_count.unwrap_or(0);
+    let own = revision::hash(&lws.spec.leader_worker_template, collisions);
+    // The hash the StatefulSet runs (the bug: whoever controls it).
+    let running = set
+        .as_ref()
+        .and_then(|s| s.labels().get(HASH_LABEL).cloned())
+        .unwrap_or_else(|| own.clone());
+    let lp = ListParams::default().labels(&format!("{NAME_LABEL}={name}"));
+    let mut mine: Vec<ControllerRevision> = revs
+        .list(&lp)
+        .await?
+        .into_iter()
+        .filter(|r| controller_uid(r.meta()) == uid)
+        .collect();
+    for hash in [running.clone(), own.clone()] {
+        if mine
+            .iter()
+            .any(|r| r.labels().get(HASH_LABEL) == Some(&hash))
+        {
+            continue;
+        }
+        let rev = new_revision(&lws, &hash, revision::next_number(&mine));
+        match revs.create(&PostParams::default(), &rev).await {
+            Ok(r) => {
+                let whose = set
+                    .as_ref()
+                    .filter(|_| hash == running && hash != own)
+                    .map(|s| {
+                        format!(
+                            " (the hash of StatefulSet uid {})",
+                            s.uid().unwrap_or_default()
+                        )
+                    })
+                    .unwrap_or_default();
+                log(format!(
+                    "created revision {} #{}{whose}",
+                    r.name_any(),
+                    r.revision.unwrap_or_default()
+                ));
+                mine.push(r);
+            }
+            Err(kube::Error::Api(s)) if s.code == 409 && hash == own => {
+                // The name is another LWS's revision: fold a collision in.
+                log(format!(
+                    "revision name {} is taken; collisionCount {}",
+                    revision::name(&name, &hash),
+                    collisions + 1
+                ));
+                let patch = json!({"status": {"collisionCount": collisions + 1}});
+                Api::<LeaderWorkerSet>::namespaced(client.clone(), &ns)
+                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+                    .await?;
+                return Ok(Action::await_change());
+            }
+            Err(e) => return Err(e.into()),
+        }
+    }
+    apply_children(&ctx, &lws, &own).await?;
+    for old in revision::to_truncate(&mine, &own, &own) {
+        revs.delete(&old.name_any(), &DeleteParams::default())
+            .await?;
+        log(format!("history: deleted revision {}", old.name_any()));
+    }
+    let current = revision::name(&name, &own);
+    let replicas = lws.spec.replicas;
+    if status.current_revision.as_deref() != Some(&current)
+        || status.update_revision.as_deref() != Some(&current)
+        || status.replicas != replicas
+    {
+        let patch = json!({"status": {
+            "replicas": replicas, "readyReplicas": replicas,
+            "currentRevision": current, "updateRevision": current,
+            "conditions": [{"type": "Available", "status": "True", "reason": "AllGroupsReady",
+                            "message": "All replicas are ready"}]}});
+        Api::<LeaderWorkerSet>::namespaced(client.clone(), &ns)
+            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
+            .await?;
+        log(format!("status: current revision {current}"));
+    }
+    Ok(Action::await_change())
+}
+
+/// The controller ownerReference's uid of an object ("" without one).
+#[must_use]
+pub fn controller_uid(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
+    meta.owner_references
+        .iter()
+        .flatten()
+        .find(|r| r.controller == Some(true))
+        .map(|r| r.uid.clone())
+        .unwrap_or_default()
+}
+
+fn new_revision(lws: &LeaderWorkerSet, hash: &str, number: i64) -> ControllerRevision {
+    let name = lws.name_any();
+    let mut r = ControllerRevision {
+        revision: Some(number),
+        data: k8s_openapi::apimachinery::pkg::runtime::RawExtension(revision::patch(
+            &lws.spec.leader_worker_template,
+        )),
+        ..Default::default()
+    };
+    r.metadata.name = Some(revision::name(&name, hash));
+    r.metadata.labels = Some(
+        [
+            (NAME_LABEL.to_string(), name),
+            (HASH_LABEL.to_string(), hash.to_string()),
+        ]
+        .into(),
+    );
+    r.metadata.owner_references = lws.controller_owner_ref(&()).map(|r| vec![r]);
+    r
+}
+
+/// Apply the leader StatefulSet and the headless Service with hash `own`.
+async fn apply_children(ctx: &Ctx, lws: &LeaderWorkerSet, own: &str) -> Result<(), LwsError> {
+    let (name, ns) = (lws.name_any(), lws.namespace().unwrap_or_default());
+    let uid = lws.uid().unwrap_or_default();
+    let owner = lws.controller_owner_ref(&()).map(|mut r| {
+        r.block_owner_deletion = Some(true);
+        r
+    });
+    let t = &lws.spec.leader_worker_template;
+    let pod = t
+        .leader_template
+        .clone()
+        .unwrap_or_else(|| t.worker_template.clone());
+    let pp = PatchParams::apply(MANAGER).force();
+    let set = json!({
+        "apiVersion": "apps/v1", "kind": "StatefulSet",
+        "metadata": {"name": name, "labels": {NAME_LABEL: name, HASH_LABEL: own},
+                     "annotations": {WRITTEN_FOR: uid}, "ownerReferences": [owner]},
+        "spec": {"replicas": lws.spec.replicas, "serviceName": name,
+                 "selector": {"matchLabels": {NAME_LABEL: name}},
+                 "template": {"metadata": {"labels": {NAME_LABEL: name, HASH_LABEL: own}},
+                              "spec": pod["spec"]}}});
+    Api::<StatefulSet>::namespaced(ctx.client.clone(), &ns)
+        .patch(&name, &pp, &Patch::Apply(set))
+        .await?;
+    let svc = json!({
+        "apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": name, "ownerReferences": [owner]},
+        "spec": {"clusterIP": "None", "selector": {NAME_LABEL: name}}});
+    Api::<Service>::namespaced(ctx.client.clone(), &ns)
+        .patch(&name, &pp, &Patch::Apply(svc))
+        .await?;
+    Ok(())
+}

@@ -1,0 +1,229 @@
+//! The invariants an LWS scenario checks from the server's own store (not
+//! from any controller's cache):
+//!
+//! - **I1** (continuously) no ControllerRevision owned by an LWS carries a
+//!   hash taken from elsewhere: its hash label is the hash of the template
+//!   it stores (under a collision count up to its LWS's);
+//! - **I2** (after settling) exactly one revision per LWS, the current one,
+//!   keyed by the hash of its own template;
+//! - **I3** (after settling) the leader StatefulSet is controlled by the
+//!   live LWS's uid and labelled with that hash;
+//! - **I4** (continuously) the controller never writes to a StatefulSet it
+//!   does not control: every version of a StatefulSet is stamped for the
+//!   LWS that created it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use kube::ResourceExt;
+use serde::de::DeserializeOwned;
+use ward_apiserver::resources::StorageKey;
+use ward_apiserver::store::Store;
+
+use super::controller::controller_uid;
+use super::model::{HASH_LABEL, LeaderWorkerSet, WRITTEN_FOR};
+use super::revision;
+
+/// Which invariant.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Invariant {
+    /// Revisions carry their own template's hash.
+    I1,
+    /// One current revision per LWS, of its own template.
+    I2,
+    /// The StatefulSet is the live LWS's, with its hash.
+    I3,
+    /// No write to a StatefulSet the controller does not control.
+    I4,
+}
+
+impl Invariant {
+    /// Every invariant.
+    pub const ALL: [Invariant; 4] = [Invariant::I1, Invariant::I2, Invariant::I3, Invariant::I4];
+}
+
+impl fmt::Display for Invariant {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(match self {
+            Invariant::I1 => "I1 (revision with a foreign hash)",
+            Invariant::I2 => "I2 (not exactly one current revision of the own template)",
+            Invariant::I3 => "I3 (StatefulSet not the live LWS's)",
+            Invariant::I4 => "I4 (write to a StatefulSet of another LWS)",
+        })
+    }
+}
+
+/// A broken LWS invariant.
+pub type Violation = crate::journal::Violation<Invariant>;
+/// Where LWS violations go.
+pub type Violations = crate::journal::Violations<Invariant>;
+
+fn key(group: &str, plural: &str) -> StorageKey {
+    StorageKey {
+        group: group.into(),
+        plural: plural.into(),
+    }
+}
+
+fn list<T: DeserializeOwned>(store: &Store, group: &str, plural: &str) -> Vec<T> {
+    store
+        .list(&key(group, plural), None, None, None, |_| true)
+        .items
+        .iter()
+        .filter_map(|o| serde_json::from_value(o.value()).ok())
+        .collect()
+}
+
+/// The checker.
+#[derive(Debug)]
+pub struct Checker {
+    store: Arc<Store>,
+    violations: Violations,
+    /// The uid of the LWS each StatefulSet (by uid) was created for.
+    created_for: HashMap<String, String>,
+}
+
+impl Checker {
+    /// A checker over `store`.
+    #[must_use]
+    pub fn new(store: Arc<Store>, violations: Violations) -> Self {
+        Checker {
+            store,
+            violations,
+            created_for: HashMap::new(),
+        }
+    }
+
+    /// I1 and I4, now.
+    pub fn check(&mut self) {
+        let lws: Vec<LeaderWorkerSet> =
+            list(&self.store, "leaderworkerset.x-k8s.io", "leaderworkersets");
+        let collisions: BTreeMap<String, i32> = lws
+            .iter()
+            .map(|l| {
+                let c = l.status.as_ref().and_then(|s| s.collision_count);
+                (l.uid().unwrap_or_default(), c.unwrap_or(0))
+            })
+            .collect();
+        let revs: Vec<ControllerRevision> = list(&self.store, "apps", "controllerrevisions");
+        for r in &revs {
+            let owner = controller_uid(&r.metadata);
+            let Some(max) = collisions.get(&owner) else {
+                continue;
+            };
+            if !revision::label_matches_data(r, *max) {
+                self.violations.violate(
+                    Invariant::I1,
+                    r.uid().unwrap_or_default(),
+                    format!(
+                        "revision {} of LWS uid {owner} is labelled {} but stores another template",
+                        r.name_any(),
+                        r.labels().get(HASH_LABEL).cloned().unwrap_or_default()
+                    ),
+                );
+            }
+        }
+        let sets: Vec<StatefulSet> = list(&self.store, "apps", "statefulsets");
+        for s in &sets {
+            let uid = s.uid().unwrap_or_default();
+            let first = self
+                .created_for
+                .entry(uid.clone())
+                .or_insert_with(|| controller_uid(&s.metadata))
+                .clone();
+            let written = s
+                .annotations()
+                .get(WRITTEN_FOR)
+                .cloned()
+                .unwrap_or_default();
+            if written != first {
+                self.violations.violate(
+                    Invariant::I4,
+                    uid.clone(),
+                    format!(
+                        "StatefulSet {} (uid {uid}) of LWS uid {first} was written for LWS uid {written}",
+                        s.name_any()
+                    ),
+                );
+            }
+        }
+    }
+
+    /// I2 and I3, once settled.
+    pub fn settled(&self) {
+        let lws: Vec<LeaderWorkerSet> =
+            list(&self.store, "leaderworkerset.x-k8s.io", "leaderworkersets");
+        let revs: Vec<ControllerRevision> = list(&self.store, "apps", "controllerrevisions");
+        let sets: Vec<StatefulSet> = list(&self.store, "apps", "statefulsets");
+        for l in lws
+            .iter()
+            .filter(|l| l.metadata.deletion_timestamp.is_none())
+        {
+            let (name, uid) = (l.name_any(), l.uid().unwrap_or_default());
+            let c = l
+                .status
+                .as_ref()
+                .and_then(|s| s.collision_count)
+                .unwrap_or(0);
+            let own = revision::hash(&l.spec.leader_worker_template, c);
+            let current = l.status.as_ref().and_then(|s| s.current_revision.clone());
+            let mine: Vec<String> = revs
+                .iter()
+                .filter(|r| controller_uid(&r.metadata) == uid)
+                .map(|r| {
+                    format!(
+                        "{}={}",
+                        r.name_any(),
+                        r.labels().get(HASH_LABEL).cloned().unwrap_or_default()
+                    )
+                })
+                .collect();
+            let want = format!("{}={own}", revision::name(&name, &own));
+            if mine != [want.clone()] || current.as_deref() != Some(&revision::name(&name, &own)) {
+                self.violations.violate(
+                    Invariant::I2,
+                    uid.clone(),
+                    format!("LWS {name} (uid {uid}) has revisions {mine:?}, current {current:?}; want only {want}"),
+                );
+            }
+            let set = sets.iter().find(|s| s.name_any() == name);
+            let ok = set.is_some_and(|s| {
+                controller_uid(&s.metadata) == uid && s.labels().get(HASH_LABEL) == Some(&own)
+            });
+            if !ok {
+                let what = set.map_or("none".to_string(), |s| {
+                    format!(
+                        "controller {}, hash {:?}",
+                        controller_uid(&s.metadata),
+                        s.labels().get(HASH_LABEL)
+                    )
+                });
+                self.violations.violate(
+                    Invariant::I3,
+                    uid.clone(),
+                    format!("StatefulSet {name}: {what}; want controller {uid}, hash {own}"),
+                );
+            }
+        }
+    }
+
+    /// Check after every change of the store until aborted.
+    pub async fn run(mut self) {
+        let (_, _, mut rx) = self.store.snapshot_all_and_subscribe();
+        let mut tick = tokio::time::interval(Duration::from_secs(1));
+        loop {
+            tokio::select! {
+                biased;
+                ev = rx.recv() => match ev {
+                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+                },
+                _ = tick.tick() => {}
+            }
+            self.check();
+        }
+    }
+}

@@ -1,0 +1,9 @@
+//! LWS: a revision taken from a terminating or foreign StatefulSet
+//! (LeaderWorkerSet), reproduced and fixed by a `GuardedController` with
+//! the await-deletion guard. See the crate README section for the commands.
+
+pub mod controller;
+pub mod invariants;
+pub mod model;
+pub mod revision;
+pub mod scenario;

@@ -1,0 +1,156 @@
+//! The LWS scenarios in simulated time, seeded: the naive controller takes
+//! a revision from the terminating StatefulSet (S1), upstream #733 holds S1
+//! but not the StatefulSet the GC has not reached (S2), and the guarded
+//! controller breaks no invariant over 200 seeds of every scenario, and
+//! settles a template change as fast as naive (S3).
+
+use std::process::Command;
+
+use ward_examples::demo::{self, Example};
+use ward_examples::lws::controller::Mode;
+use ward_examples::lws::invariants::Invariant;
+use ward_examples::lws::scenario::{Report, Scenario, run_blocking};
+
+/// Seeds on which S1's naive controller takes the terminating
+/// StatefulSet's hash (every S1 run recreates inside the window).
+const NAIVE_SEEDS: [u64; 3] = [0, 1, 2];
+/// A seed on which the GC removes the old revisions before the old
+/// StatefulSet, so #733's deletionTimestamp check has nothing to see.
+const UPSTREAM_SEED: u64 = 1;
+
+fn breaks(r: &Report, inv: Invariant) -> bool {
+    r.violations.iter().any(|v| v.invariant == inv)
+}
+
+fn says(r: &Report, needle: &str) -> bool {
+    r.journal.iter().any(|(_, e)| e.contains(needle))
+}
+
+#[test]
+fn naive_s1_creates_a_revision_with_the_terminating_statefulsets_hash() {
+    for seed in NAIVE_SEEDS {
+        let r = run_blocking(Scenario::S1, Mode::Naive, seed).unwrap();
+        assert!(
+            breaks(&r, Invariant::I1),
+            "seed {seed}: {:#?}",
+            r.violations
+        );
+        assert!(
+            breaks(&r, Invariant::I4),
+            "seed {seed}: {:#?}",
+            r.violations
+        );
+        assert!(says(&r, "(the hash of StatefulSet uid"), "{:#?}", r.journal);
+    }
+}
+
+#[test]
+fn a_seed_replays_the_same_history() {
+    let a = run_blocking(Scenario::S2, Mode::Naive, UPSTREAM_SEED).unwrap();
+    let b = run_blocking(Scenario::S2, Mode::Naive, UPSTREAM_SEED).unwrap();
+    assert_eq!(a.violations, b.violations);
+    assert_eq!(a.journal, b.journal);
+}
+
+#[test]
+fn upstream_733_holds_s1_but_not_a_statefulset_the_gc_has_not_reached() {
+    let s1 = run_blocking(Scenario::S1, Mode::Upstream, UPSTREAM_SEED).unwrap();
+    assert!(s1.violations.is_empty(), "{:#?}", s1.violations);
+    assert!(says(&s1, "StatefulSet is terminating; requeue"));
+    let s2 = run_blocking(Scenario::S2, Mode::Upstream, UPSTREAM_SEED).unwrap();
+    assert!(breaks(&s2, Invariant::I1), "{:#?}", s2.violations);
+    assert!(
+        says(&s2, "(the hash of StatefulSet uid"),
+        "{:#?}",
+        s2.journal
+    );
+}
+
+#[test]
+fn guarded_waits_for_the_old_statefulset_and_writes_only_its_own() {
+    for scenario in [Scenario::S1, Scenario::S2] {
+        let r = run_blocking(scenario, Mode::Guarded, UPSTREAM_SEED).unwrap();
+        assert!(r.violations.is_empty(), "{scenario}: {:#?}", r.violations);
+        assert!(
+            !says(&r, "(the hash of StatefulSet uid"),
+            "{:#?}",
+            r.journal
+        );
+        assert!(r.settled_after.is_some());
+    }
+}
+
+#[test]
+fn the_guard_does_not_slow_a_template_change() {
+    for seed in 0..5 {
+        let naive = run_blocking(Scenario::S3, Mode::Naive, seed).unwrap();
+        let guarded = run_blocking(Scenario::S3, Mode::Guarded, seed).unwrap();
+        assert!(guarded.violations.is_empty(), "{:#?}", guarded.violations);
+        assert!(naive.settled_after.is_some());
+        assert_eq!(naive.settled_after, guarded.settled_after, "seed {seed}");
+    }
+}
+
+#[test]
+fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
+    struct GuardedOnly;
+    impl Example for GuardedOnly {
+        fn name(&self) -> &'static str {
+            "lws"
+        }
+        fn scenarios(&self) -> Vec<String> {
+            demo::Lws.scenarios()
+        }
+        fn variants(&self) -> Vec<demo::Variant> {
+            demo::Lws
+                .variants()
+                .into_iter()
+                .filter(|v| v.guarded)
+                .collect()
+        }
+        fn run(&self, s: &str, v: &str, seed: u64) -> Result<demo::RunOutcome, String> {
+            demo::Lws.run(s, v, seed)
+        }
+    }
+    let rows = demo::campaign(&[&GuardedOnly], 0..200, 2, &|| {});
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert_eq!(r.runs, 200);
+        assert_eq!((r.violating_runs, r.errors), (0, 0), "{r:?}");
+    }
+}
+
+#[test]
+fn the_binary_shows_the_foreign_revision_and_exits_1_and_0_when_guarded() {
+    let bin = env!("CARGO_BIN_EXE_lws");
+    let seed = UPSTREAM_SEED.to_string();
+    let upstream = Command::new(bin)
+        .args(["scenario", "S2", "--mode", "upstream", "--seed", &seed])
+        .output()
+        .unwrap();
+    assert_eq!(upstream.status.code(), Some(1));
+    let out = String::from_utf8_lossy(&upstream.stdout);
+    assert!(
+        out.contains("I1 (revision with a foreign hash): VIOLATED"),
+        "{out}"
+    );
+    let guarded = Command::new(bin)
+        .args(["scenario", "S2", "--mode", "guarded", "--seed", &seed])
+        .output()
+        .unwrap();
+    assert_eq!(guarded.status.code(), Some(0));
+    assert!(String::from_utf8_lossy(&guarded.stdout).contains("all invariants hold"));
+    let usage = Command::new(bin).args(["scenario", "S9"]).output().unwrap();
+    assert_eq!(usage.status.code(), Some(2));
+}
+
+#[test]
+fn the_deployed_crd_is_the_one_the_binary_generates() {
+    let crds = Command::new(env!("CARGO_BIN_EXE_lws"))
+        .arg("crds")
+        .output()
+        .unwrap();
+    assert!(crds.status.success());
+    let deployed = include_str!("../lws/deploy/crd.yaml");
+    assert_eq!(String::from_utf8_lossy(&crds.stdout), deployed);
+}

@@ -85,6 +85,9 @@ pub enum ClusterError {
     /// The node has no NNC to change.
     #[error("node {0} has no NodeNetworkConfig")]
     NoNnc(String),
+    /// The node's NNC has no network container to replace yet.
+    #[error("NodeNetworkConfig {0} has no network container yet")]
+    NoContainer(String),
 }
 
 /// The network controller (DNC-RC): for every Node with a prefix, an NNC
@@ -189,7 +192,7 @@ impl Writer {
             .containers()
             .first()
             .map(|n| n.primary_ip.clone())
-            .ok_or_else(|| ClusterError::NoNnc(name.into()))?;
+            .ok_or_else(|| ClusterError::NoContainer(name.into()))?;
         self.write_nc(name, &prefix, 1).await
     }
 

@@ -224,6 +224,33 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
+/// An example restricted to its guarded variants (what the tests run over
+/// many seeds).
+#[derive(Clone, Copy)]
+pub struct GuardedOnly<'a>(pub &'a dyn Example);
+
+impl Example for GuardedOnly<'_> {
+    fn name(&self) -> &'static str {
+        self.0.name()
+    }
+
+    fn scenarios(&self) -> Vec<String> {
+        self.0.scenarios()
+    }
+
+    fn variants(&self) -> Vec<Variant> {
+        self.0
+            .variants()
+            .into_iter()
+            .filter(|v| v.guarded)
+            .collect()
+    }
+
+    fn run(&self, scenario: &str, variant: &str, seed: u64) -> Result<RunOutcome, String> {
+        self.0.run(scenario, variant, seed)
+    }
+}
+
 /// Whether any guarded variant violated an invariant or failed to run.
 #[must_use]
 pub fn guarded_failed(rows: &[Row]) -> bool {

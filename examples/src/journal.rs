@@ -15,6 +15,8 @@ use tokio::time::Instant;
 pub struct Journal {
     start: Instant,
     entries: Arc<Mutex<Vec<(Duration, String)>>>,
+    /// Print each entry as it comes and keep none (a live run).
+    echo: bool,
 }
 
 impl Journal {
@@ -24,6 +26,18 @@ impl Journal {
         Journal {
             start: Instant::now(),
             entries: Arc::default(),
+            echo: false,
+        }
+    }
+
+    /// A journal for a live run: each entry is printed to stdout as it
+    /// comes, with its time since the start, and none is kept (a
+    /// long-running controller must not grow a history).
+    #[must_use]
+    pub fn echo() -> Self {
+        Journal {
+            echo: true,
+            ..Self::new()
         }
     }
 
@@ -36,6 +50,10 @@ impl Journal {
     /// Record an event.
     pub fn log(&self, what: impl Into<String>) {
         let at = self.elapsed();
+        if self.echo {
+            ward_base::outln!("{:>9.3}s  {}", at.as_secs_f64(), what.into());
+            return;
+        }
         self.entries
             .lock()
             .unwrap_or_else(|e| e.into_inner())

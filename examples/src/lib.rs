@@ -8,5 +8,6 @@ pub mod cns;
 pub mod demo;
 pub mod journal;
 pub mod lws;
+pub mod meta;
 pub mod mirror;
 pub mod whereabouts;

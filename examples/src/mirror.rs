@@ -47,6 +47,8 @@ use ward::GuardedController;
 use ward_apiserver::ApiServer;
 use ward_guards::await_deletion::AwaitDeletion;
 
+use crate::meta::controller_uid;
+
 /// What a Mirror asks for: a same-named ConfigMap holding `data`.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, PartialEq, JsonSchema)]
 #[kube(group = "ward.dev", version = "v1", kind = "Mirror", namespaced)]
@@ -220,7 +222,7 @@ pub async fn run(variant: Variant) -> Result<Outcome, MirrorError> {
     let gone = tokio::time::Instant::now();
     let own = m2.clone();
     let owned = await_condition(maps.clone(), "m", move |c: Option<&ConfigMap>| {
-        c.is_some_and(|c| controller_uid(c) == own)
+        c.is_some_and(|c| controller_uid(&c.metadata) == own)
     });
     within("M2's own ConfigMap", owned).await??;
     let recreated_after = gone.elapsed();
@@ -229,7 +231,7 @@ pub async fn run(variant: Variant) -> Result<Outcome, MirrorError> {
     recorder.abort();
     let writes = writes.lock().unwrap_or_else(|e| e.into_inner()).clone();
     Ok(Outcome {
-        ends_with_own_child: controller_uid(&end) == m2
+        ends_with_own_child: controller_uid(&end.metadata) == m2
             && end.data == Some([("a".to_string(), "2".to_string())].into()),
         m1,
         m2,
@@ -238,21 +240,13 @@ pub async fn run(variant: Variant) -> Result<Outcome, MirrorError> {
     })
 }
 
-fn controller_uid(c: &ConfigMap) -> String {
-    c.owner_references()
-        .iter()
-        .find(|r| r.controller == Some(true))
-        .map(|r| r.uid.clone())
-        .unwrap_or_default()
-}
-
 async fn record(maps: Api<ConfigMap>, writes: Arc<Mutex<Vec<Write>>>) {
     let mut events = watcher(maps, watcher::Config::default()).boxed();
     while let Ok(Some(e)) = events.try_next().await {
         if let watcher::Event::Apply(c) | watcher::Event::InitApply(c) = e {
             let w = Write {
                 child: c.uid().unwrap_or_default(),
-                controller: controller_uid(&c),
+                controller: controller_uid(&c.metadata),
                 written_for: c
                     .annotations()
                     .get(WRITTEN_FOR)

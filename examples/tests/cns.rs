@@ -15,7 +15,7 @@ use ward_examples::cns::invariants::{Checker, Invariant, Violations};
 use ward_examples::cns::kubelet::Kubelet;
 use ward_examples::cns::model::POD_IP;
 use ward_examples::cns::scenario::{NODE, Report, Scenario, run_blocking};
-use ward_examples::demo::{self, Example};
+use ward_examples::demo;
 use ward_examples::journal::Journal;
 
 /// Seeds on which the naive agent ingests the stale NNC and never recovers
@@ -101,26 +101,7 @@ fn guarded_skips_the_stale_nnc_and_purges_a_replaced_nc() {
 
 #[test]
 fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
-    struct GuardedOnly;
-    impl Example for GuardedOnly {
-        fn name(&self) -> &'static str {
-            "cns"
-        }
-        fn scenarios(&self) -> Vec<String> {
-            demo::Cns.scenarios()
-        }
-        fn variants(&self) -> Vec<demo::Variant> {
-            demo::Cns
-                .variants()
-                .into_iter()
-                .filter(|v| v.guarded)
-                .collect()
-        }
-        fn run(&self, s: &str, v: &str, seed: u64) -> Result<demo::RunOutcome, String> {
-            demo::Cns.run(s, v, seed)
-        }
-    }
-    let rows = demo::campaign(&[&GuardedOnly], 0..200, 2, &|| {});
+    let rows = demo::campaign(&[&demo::GuardedOnly(&demo::Cns)], 0..200, 2, &|| {});
     assert_eq!(rows.len(), 3);
     for r in &rows {
         assert_eq!(r.runs, 200);

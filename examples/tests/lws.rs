@@ -6,7 +6,7 @@
 
 use std::process::Command;
 
-use ward_examples::demo::{self, Example};
+use ward_examples::demo;
 use ward_examples::lws::controller::Mode;
 use ward_examples::lws::invariants::Invariant;
 use ward_examples::lws::scenario::{Report, Scenario, run_blocking};
@@ -93,26 +93,7 @@ fn the_guard_does_not_slow_a_template_change() {
 
 #[test]
 fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
-    struct GuardedOnly;
-    impl Example for GuardedOnly {
-        fn name(&self) -> &'static str {
-            "lws"
-        }
-        fn scenarios(&self) -> Vec<String> {
-            demo::Lws.scenarios()
-        }
-        fn variants(&self) -> Vec<demo::Variant> {
-            demo::Lws
-                .variants()
-                .into_iter()
-                .filter(|v| v.guarded)
-                .collect()
-        }
-        fn run(&self, s: &str, v: &str, seed: u64) -> Result<demo::RunOutcome, String> {
-            demo::Lws.run(s, v, seed)
-        }
-    }
-    let rows = demo::campaign(&[&GuardedOnly], 0..200, 2, &|| {});
+    let rows = demo::campaign(&[&demo::GuardedOnly(&demo::Lws)], 0..200, 2, &|| {});
     assert_eq!(rows.len(), 3);
     for r in &rows {
         assert_eq!(r.runs, 200);

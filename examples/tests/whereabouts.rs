@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use ward_examples::demo::{self, Example, Whereabouts};
+use ward_examples::demo::{self, Whereabouts};
 use ward_examples::whereabouts::invariants::Invariant;
 use ward_examples::whereabouts::reconciler::Mode;
 use ward_examples::whereabouts::scenario::{Scenario, run_blocking};
@@ -70,26 +70,7 @@ fn upstream_s1_breaks_when_the_annotation_lags_more_than_750_ms() {
 
 #[test]
 fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
-    struct GuardedOnly;
-    impl Example for GuardedOnly {
-        fn name(&self) -> &'static str {
-            "whereabouts"
-        }
-        fn scenarios(&self) -> Vec<String> {
-            Whereabouts.scenarios()
-        }
-        fn variants(&self) -> Vec<demo::Variant> {
-            Whereabouts
-                .variants()
-                .into_iter()
-                .filter(|v| v.guarded)
-                .collect()
-        }
-        fn run(&self, s: &str, v: &str, seed: u64) -> Result<demo::RunOutcome, String> {
-            Whereabouts.run(s, v, seed)
-        }
-    }
-    let rows = demo::campaign(&[&GuardedOnly], 0..200, 2, &|| {});
+    let rows = demo::campaign(&[&demo::GuardedOnly(&Whereabouts)], 0..200, 2, &|| {});
     assert_eq!(rows.len(), 3);
     for r in &rows {
         assert_eq!(r.runs, 200);

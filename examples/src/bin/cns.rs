@@ -161,7 +161,7 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
 }
 
 async fn run_live(args: RunArgs) -> ExitCode {
-    let journal = Journal::new();
+    let journal = Journal::echo();
     let host = Host::default();
     let cns = Cns::new(&args.node, args.mode, journal.clone());
     if args.cluster {

@@ -152,7 +152,7 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
 }
 
 async fn run_live(args: RunArgs) -> ExitCode {
-    let journal = Journal::new();
+    let journal = Journal::echo();
     if args.cluster {
         let client = match kube::Client::try_default().await {
             Ok(c) => c,

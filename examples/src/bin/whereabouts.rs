@@ -179,7 +179,7 @@ async fn run_live(
     cluster: bool,
     kubeconfig: std::path::PathBuf,
 ) -> ExitCode {
-    let journal = Journal::new();
+    let journal = Journal::echo();
     if cluster {
         let client = match kube::Client::try_default().await {
             Ok(c) => c,

@@ -186,8 +186,14 @@ impl Cns {
                 None
             }
             Mode::Upstream => {
-                let node: Api<Node> = Api::all(client.clone());
-                Some(node.get(&me.node).await?.uid().unwrap_or_default())
+                // Its Node's uid, read once (waiting for the Node to exist).
+                let nodes: Api<Node> = Api::all(client.clone());
+                loop {
+                    if let Some(n) = nodes.get_opt(&me.node).await? {
+                        break Some(n.uid().unwrap_or_default());
+                    }
+                    tokio::time::sleep(Duration::from_secs(2)).await;
+                }
             }
             Mode::Guarded => None,
         };

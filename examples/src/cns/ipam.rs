@@ -57,6 +57,16 @@ pub enum IpamError {
         /// What is wrong.
         detail: String,
     },
+    /// A pod's address (on restore) is assigned to another pod.
+    #[error("pod {pod}'s IP {ip} is assigned to {holder}")]
+    HeldByAnother {
+        /// The pod.
+        pod: String,
+        /// Its address.
+        ip: String,
+        /// The pod CNS has it assigned to.
+        holder: String,
+    },
     /// A pod's address (on restore) is not in state.
     #[error("pod {pod}'s IP {ip} is not in state")]
     UnknownIp {
@@ -157,6 +167,20 @@ fn programmed<'a>(
     let s = ncs.get_mut(nc)?;
     s.host_version = host_version;
     (host_version >= s.version).then_some(&*s)
+}
+
+/// Restore: `c` is `pod`'s, unless another pod holds it.
+fn assign(c: &mut IpConfig, pod: &str) -> Result<(), IpamError> {
+    if let Some(holder) = c.pod.as_deref().filter(|h| *h != pod) {
+        return Err(IpamError::HeldByAnother {
+            pod: pod.into(),
+            ip: c.ip.clone(),
+            holder: holder.into(),
+        });
+    }
+    c.state = IpState::Assigned;
+    c.pod = Some(pod.to_string());
+    Ok(())
 }
 
 /// Upstream's IPAM state: IP configs keyed by address string.
@@ -263,9 +287,7 @@ impl Ipam for ByAddress {
             pod: pod.into(),
             ip: ip.into(),
         })?;
-        c.state = IpState::Assigned;
-        c.pod = Some(pod.to_string());
-        Ok(())
+        assign(c, pod)
     }
 
     fn ncs(&self) -> &BTreeMap<String, NcState> {
@@ -316,40 +338,49 @@ impl Ipam for ByContainer {
             }
         }
         let mut notes = Vec::new();
-        // Purge every dropped NC with its IPs; Assigned ones move to the NC
-        // that now carries the address.
+        // Purge every IP config whose NC no longer carries its address (the
+        // NC was dropped, or its prefix changed); Assigned ones move to the
+        // NC that now carries the address.
         let dropped: Vec<String> = self
             .ncs
             .keys()
             .filter(|id| !keep.contains(id.as_str()))
             .cloned()
             .collect();
+        let stale: Vec<(String, String)> = self
+            .ips
+            .keys()
+            .filter(|(nc, ip)| carrier.get(ip) != Some(nc))
+            .cloned()
+            .collect();
         let mut moving: BTreeMap<String, String> = BTreeMap::new();
+        let mut counts: BTreeMap<String, (usize, usize)> = BTreeMap::new();
+        for key in stale {
+            let c = self.ips.remove(&key).expect("listed above");
+            let (purged, moved) = counts.entry(key.0).or_default();
+            match (c.state, c.pod) {
+                (IpState::Assigned, Some(pod)) if carrier.contains_key(&c.ip) => {
+                    moving.insert(c.ip, pod);
+                    *moved += 1;
+                }
+                (IpState::Assigned, Some(pod)) => {
+                    notes.push(format!("pod {pod} loses {}: no NC carries it now", c.ip));
+                    *purged += 1;
+                }
+                _ => *purged += 1,
+            }
+        }
         for id in dropped {
             self.ncs.remove(&id);
-            let gone: Vec<(String, String)> = self
-                .ips
-                .range((id.clone(), String::new())..)
-                .take_while(|((nc, _), _)| *nc == id)
-                .map(|(k, _)| k.clone())
-                .collect();
-            let (mut purged, mut moved) = (0, 0);
-            for key in gone {
-                let c = self.ips.remove(&key).expect("listed above");
-                match (c.state, c.pod) {
-                    (IpState::Assigned, Some(pod)) if carrier.contains_key(&c.ip) => {
-                        moving.insert(c.ip, pod);
-                        moved += 1;
-                    }
-                    (IpState::Assigned, Some(pod)) => {
-                        notes.push(format!("pod {pod} loses {}: no NC carries it now", c.ip));
-                        purged += 1;
-                    }
-                    _ => purged += 1,
-                }
-            }
+            let (purged, moved) = counts.remove(&id).unwrap_or_default();
             notes.push(format!(
                 "dropped NC {id} with its IPs ({purged} purged, {moved} assigned moved)"
+            ));
+        }
+        for (id, (purged, moved)) in counts {
+            notes.push(format!(
+                "NC {id} no longer carries {} IPs ({purged} purged, {moved} assigned moved)",
+                purged + moved
             ));
         }
         for (nc, ips) in incoming {
@@ -441,9 +472,7 @@ impl Ipam for ByContainer {
                 pod: pod.into(),
                 ip: ip.into(),
             })?;
-        c.state = IpState::Assigned;
-        c.pod = Some(pod.to_string());
-        Ok(())
+        assign(c, pod)
     }
 
     fn ncs(&self) -> &BTreeMap<String, NcState> {
@@ -596,6 +625,24 @@ mod tests {
     }
 
     #[test]
+    fn a_kept_nc_whose_prefix_changed_drops_the_addresses_it_no_longer_carries() {
+        let mut w = ByContainer::default();
+        w.ingest(&[nc("nc1", "10.244.1.0/30")]).unwrap();
+        w.mark_programmed("nc1", 1);
+        w.request("pod-a").unwrap();
+        let notes = w.ingest(&[nc("nc1", "10.244.1.2/31")]).unwrap();
+        assert!(
+            notes.iter().any(|n| n.contains("pod-a loses 10.244.1.0")),
+            "{notes:?}"
+        );
+        let ips: Vec<String> = w.configs().into_iter().map(|c| c.ip).collect();
+        assert_eq!(ips, ["10.244.1.2", "10.244.1.3"]);
+        // The freed addresses can go to another NC without a refusal.
+        w.ingest(&[nc("nc1", "10.244.1.2/31"), nc("nc2", "10.244.1.0/31")])
+            .unwrap();
+    }
+
+    #[test]
     fn request_release_and_restore() {
         for s in [
             &mut ByAddress::default() as &mut dyn Ipam,
@@ -604,6 +651,10 @@ mod tests {
             s.ingest(&[nc("nc1", "10.244.1.0/31")]).unwrap();
             assert_eq!(s.request("p"), Err(IpamError::NoneAvailable));
             s.restore("old", "10.244.1.1").unwrap();
+            assert!(matches!(
+                s.restore("other", "10.244.1.1"),
+                Err(IpamError::HeldByAnother { .. })
+            ));
             assert!(matches!(
                 s.restore("x", "10.9.9.9"),
                 Err(IpamError::UnknownIp { .. })

@@ -103,6 +103,10 @@ impl Kubelet {
             tick.tick().await;
             let keys: Vec<String> = self.lock().keys().cloned().collect();
             for key in keys {
+                // Deleted while an earlier pod's record was being written.
+                if !self.lock().contains_key(&key) {
+                    continue;
+                }
                 let (result, available) = cns.add(&key);
                 match result {
                     Ok(c) => {

@@ -120,9 +120,7 @@ impl NodeNetworkConfig {
     /// Its controller ownerReference, if any.
     #[must_use]
     pub fn controller(&self) -> Option<&OwnerReference> {
-        self.owner_references()
-            .iter()
-            .find(|r| r.controller == Some(true))
+        crate::meta::controller_ref(&self.metadata)
     }
 
     /// Its network containers (none before the controller wrote status).

@@ -41,6 +41,7 @@ use ward_guards::await_deletion::AwaitDeletion;
 use super::model::{HASH_LABEL, LeaderWorkerSet, NAME_LABEL, WRITTEN_FOR};
 use super::revision;
 use crate::journal::Journal;
+use crate::meta::controller_uid;
 
 /// The field manager of every write.
 pub const MANAGER: &str = "lws";
@@ -237,17 +238,6 @@ async fn reconcile(lws: Arc<LeaderWorkerSet>, ctx: Arc<Ctx>) -> Result<Action, L
         log(format!("status: current revision {current}"));
     }
     Ok(Action::await_change())
-}
-
-/// The controller ownerReference's uid of an object ("" without one).
-#[must_use]
-pub fn controller_uid(meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta) -> String {
-    meta.owner_references
-        .iter()
-        .flatten()
-        .find(|r| r.controller == Some(true))
-        .map(|r| r.uid.clone())
-        .unwrap_or_default()
 }
 
 fn new_revision(lws: &LeaderWorkerSet, hash: &str, number: i64) -> ControllerRevision {

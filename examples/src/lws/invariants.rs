@@ -21,11 +21,11 @@ use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 use ward_apiserver::resources::StorageKey;
-use ward_apiserver::store::Store;
+use ward_apiserver::store::{Event, EventType, Store};
 
-use super::controller::controller_uid;
 use super::model::{HASH_LABEL, LeaderWorkerSet, WRITTEN_FOR};
 use super::revision;
+use crate::meta::controller_uid;
 
 /// Which invariant.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -97,58 +97,92 @@ impl Checker {
         }
     }
 
-    /// I1 and I4, now.
-    pub fn check(&mut self) {
+    /// The collision count of every LWS, by uid.
+    fn collisions(&self) -> BTreeMap<String, i32> {
         let lws: Vec<LeaderWorkerSet> =
             list(&self.store, "leaderworkerset.x-k8s.io", "leaderworkersets");
-        let collisions: BTreeMap<String, i32> = lws
-            .iter()
+        lws.iter()
             .map(|l| {
                 let c = l.status.as_ref().and_then(|s| s.collision_count);
                 (l.uid().unwrap_or_default(), c.unwrap_or(0))
             })
-            .collect();
-        let revs: Vec<ControllerRevision> = list(&self.store, "apps", "controllerrevisions");
-        for r in &revs {
-            let owner = controller_uid(&r.metadata);
-            let Some(max) = collisions.get(&owner) else {
-                continue;
-            };
-            if !revision::label_matches_data(r, *max) {
-                self.violations.violate(
-                    Invariant::I1,
-                    r.uid().unwrap_or_default(),
-                    format!(
-                        "revision {} of LWS uid {owner} is labelled {} but stores another template",
-                        r.name_any(),
-                        r.labels().get(HASH_LABEL).cloned().unwrap_or_default()
-                    ),
-                );
-            }
+            .collect()
+    }
+
+    /// I1 on one revision.
+    fn revision(&self, r: &ControllerRevision, collisions: &BTreeMap<String, i32>) {
+        let owner = controller_uid(&r.metadata);
+        let Some(max) = collisions.get(&owner) else {
+            return;
+        };
+        if !revision::label_matches_data(r, *max) {
+            self.violations.violate(
+                Invariant::I1,
+                r.uid().unwrap_or_default(),
+                format!(
+                    "revision {} of LWS uid {owner} is labelled {} but stores another template",
+                    r.name_any(),
+                    r.labels().get(HASH_LABEL).cloned().unwrap_or_default()
+                ),
+            );
         }
-        let sets: Vec<StatefulSet> = list(&self.store, "apps", "statefulsets");
-        for s in &sets {
-            let uid = s.uid().unwrap_or_default();
-            let first = self
-                .created_for
-                .entry(uid.clone())
-                .or_insert_with(|| controller_uid(&s.metadata))
-                .clone();
-            let written = s
-                .annotations()
-                .get(WRITTEN_FOR)
-                .cloned()
-                .unwrap_or_default();
-            if written != first {
-                self.violations.violate(
-                    Invariant::I4,
-                    uid.clone(),
-                    format!(
-                        "StatefulSet {} (uid {uid}) of LWS uid {first} was written for LWS uid {written}",
-                        s.name_any()
-                    ),
-                );
+    }
+
+    /// I4 on one version of a StatefulSet.
+    fn set(&mut self, s: &StatefulSet) {
+        let uid = s.uid().unwrap_or_default();
+        let first = self
+            .created_for
+            .entry(uid.clone())
+            .or_insert_with(|| controller_uid(&s.metadata))
+            .clone();
+        let written = s
+            .annotations()
+            .get(WRITTEN_FOR)
+            .cloned()
+            .unwrap_or_default();
+        if written != first {
+            self.violations.violate(
+                Invariant::I4,
+                uid.clone(),
+                format!(
+                    "StatefulSet {} (uid {uid}) of LWS uid {first} was written for LWS uid {written}",
+                    s.name_any()
+                ),
+            );
+        }
+    }
+
+    /// I1 and I4 on every object in the store now.
+    pub fn check(&mut self) {
+        let collisions = self.collisions();
+        for r in list::<ControllerRevision>(&self.store, "apps", "controllerrevisions") {
+            self.revision(&r, &collisions);
+        }
+        for s in list::<StatefulSet>(&self.store, "apps", "statefulsets") {
+            self.set(&s);
+        }
+    }
+
+    /// I1 and I4 on the object a store event carries: every version is
+    /// judged, even one a later write replaced before a list could see it.
+    fn event(&mut self, e: &Event) {
+        if e.kind == EventType::Deleted || e.key.group != "apps" {
+            return;
+        }
+        let v = e.object.value();
+        match e.key.plural.as_str() {
+            "controllerrevisions" => {
+                if let Ok(r) = serde_json::from_value::<ControllerRevision>(v) {
+                    self.revision(&r, &self.collisions());
+                }
             }
+            "statefulsets" => {
+                if let Ok(s) = serde_json::from_value::<StatefulSet>(v) {
+                    self.set(&s);
+                }
+            }
+            _ => {}
         }
     }
 
@@ -218,7 +252,8 @@ impl Checker {
             tokio::select! {
                 biased;
                 ev = rx.recv() => match ev {
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
+                    Ok(e) => self.event(&e),
+                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
                     Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
                 },
                 _ = tick.tick() => {}

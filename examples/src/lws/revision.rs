@@ -1,13 +1,15 @@
-//! Revisions as Kubernetes' controller history names them: the revision
+//! Revisions, named as Kubernetes' controller history names them: the revision
 //! patch (only `spec.leaderWorkerTemplate`), its hash, the revision name
 //! `<lws>-<hash>`, the next `.revision` number and which revisions to keep.
 //!
-//! Kubernetes hashes a revision's raw data with FNV-32 and writes the sum
-//! with `rand.SafeEncodeString` (digits mapped to consonants and digits, so
-//! a hash never spells a word). Here the data is the patch serialised as
-//! JSON by serde (field order fixed by the Rust types, maps sorted), hashed
-//! with FNV-32a, with the collision count folded in as 4 little-endian
-//! bytes, as Kubernetes folds it.
+//! The hash: FNV-32a of the patch serialised as JSON by serde (field order
+//! fixed by the Rust types, maps sorted), with the collision count folded in
+//! as 4 little-endian bytes, written with `rand.SafeEncodeString` (digits
+//! mapped to consonants and digits, so a hash never spells a word) as
+//! Kubernetes writes it. Kubernetes' own `HashControllerRevision` differs in
+//! the details: FNV-32 (not 32a) over the raw data, and the collision count
+//! appended as a decimal string; the naming (`<prefix>-<hash>`, the prefix
+//! cut to 223 characters) is the same.
 
 use k8s_openapi::api::apps::v1::ControllerRevision;
 use kube::ResourceExt;

@@ -45,16 +45,8 @@ impl fmt::Display for Invariant {
     }
 }
 
-/// A broken invariant.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Violation {
-    /// Which.
-    pub invariant: Invariant,
-    /// Simulated time since the scenario started.
-    pub at: Duration,
-    /// What exactly.
-    pub detail: String,
-}
+/// A broken whereabouts invariant.
+pub type Violation = crate::journal::Violation<Invariant>;
 
 /// One allocation as the checker sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]

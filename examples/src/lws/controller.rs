@@ -1,7 +1,7 @@
 //! The LWS controller: a `GuardedController` over LeaderWorkerSets owning
-//! their leader StatefulSets, writing the StatefulSet, a headless Service,
-//! ControllerRevisions and status with server-side apply under one field
-//! manager.
+//! their leader StatefulSets, writing the StatefulSet, a headless Service
+//! and status with server-side apply under one field manager (`lws`), and
+//! creating and deleting ControllerRevisions.
 //!
 //! Every reconcile: the StatefulSet named like the LWS is read; the hash it
 //! runs (its `template-revision-hash` label, or the LWS's own hash when it
@@ -38,7 +38,7 @@ use serde_json::json;
 use ward::GuardedController;
 use ward_guards::await_deletion::AwaitDeletion;
 
-use super::model::{HASH_LABEL, LeaderWorkerSet, NAME_LABEL, WRITTEN_FOR};
+use super::model::{HASH_LABEL, LeaderWorkerSet, LeaderWorkerSetStatus, NAME_LABEL, WRITTEN_FOR};
 use super::revision;
 use crate::journal::Journal;
 use crate::meta::controller_uid;
@@ -206,10 +206,11 @@ async fn reconcile(lws: Arc<LeaderWorkerSet>, ctx: Arc<Ctx>) -> Result<Action, L
                     revision::name(&name, &hash),
                     collisions + 1
                 ));
-                let patch = json!({"status": {"collisionCount": collisions + 1}});
-                Api::<LeaderWorkerSet>::namespaced(client.clone(), &ns)
-                    .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
-                    .await?;
+                let bumped = LeaderWorkerSetStatus {
+                    collision_count: Some(collisions + 1),
+                    ..status
+                };
+                apply_status(client, &lws, &bumped).await?;
                 return Ok(Action::await_change());
             }
             Err(e) => return Err(e.into()),
@@ -227,17 +228,40 @@ async fn reconcile(lws: Arc<LeaderWorkerSet>, ctx: Arc<Ctx>) -> Result<Action, L
         || status.update_revision.as_deref() != Some(&current)
         || status.replicas != replicas
     {
-        let patch = json!({"status": {
-            "replicas": replicas, "readyReplicas": replicas,
-            "currentRevision": current, "updateRevision": current,
-            "conditions": [{"type": "Available", "status": "True", "reason": "AllGroupsReady",
-                            "message": "All replicas are ready"}]}});
-        Api::<LeaderWorkerSet>::namespaced(client.clone(), &ns)
-            .patch_status(&name, &PatchParams::default(), &Patch::Merge(patch))
-            .await?;
+        let ready = LeaderWorkerSetStatus {
+            replicas,
+            ready_replicas: replicas,
+            current_revision: Some(current.clone()),
+            update_revision: Some(current.clone()),
+            collision_count: status.collision_count,
+            conditions: vec![json!({"type": "Available", "status": "True",
+                "reason": "AllGroupsReady", "message": "All replicas are ready"})],
+        };
+        apply_status(client, &lws, &ready).await?;
         log(format!("status: current revision {current}"));
     }
     Ok(Action::await_change())
+}
+
+/// Apply the whole status (server-side apply under [`MANAGER`]: a field the
+/// manager leaves out of an apply is removed, so every apply carries all of
+/// it).
+async fn apply_status(
+    client: &Client,
+    lws: &LeaderWorkerSet,
+    status: &LeaderWorkerSetStatus,
+) -> Result<(), LwsError> {
+    let body = json!({
+        "apiVersion": LeaderWorkerSet::api_version(&()), "kind": LeaderWorkerSet::kind(&()),
+        "status": status});
+    Api::<LeaderWorkerSet>::namespaced(client.clone(), &lws.namespace().unwrap_or_default())
+        .patch_status(
+            &lws.name_any(),
+            &PatchParams::apply(MANAGER).force(),
+            &Patch::Apply(body),
+        )
+        .await?;
+    Ok(())
 }
 
 fn new_revision(lws: &LeaderWorkerSet, hash: &str, number: i64) -> ControllerRevision {

@@ -258,129 +258,77 @@ pub fn guarded_failed(rows: &[Row]) -> bool {
         .any(|r| r.guarded && (r.violating_runs > 0 || r.errors > 0))
 }
 
-/// The whereabouts example.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Whereabouts;
-
-impl Example for Whereabouts {
-    fn name(&self) -> &'static str {
-        "whereabouts"
-    }
-
-    fn scenarios(&self) -> Vec<String> {
-        crate::whereabouts::scenario::Scenario::ALL
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    }
-
-    fn variants(&self) -> Vec<Variant> {
-        use crate::whereabouts::reconciler::Mode;
-        Mode::ALL
-            .iter()
-            .map(|m| Variant {
-                name: m.to_string(),
-                guarded: *m == Mode::Guarded,
-            })
-            .collect()
-    }
-
-    fn run(&self, scenario: &str, variant: &str, seed: u64) -> Result<RunOutcome, String> {
-        let s = scenario.parse()?;
-        let m = variant.parse()?;
-        let report =
-            crate::whereabouts::scenario::run_blocking(s, m, seed).map_err(|e| e.to_string())?;
-        Ok(RunOutcome {
-            violations: report
-                .violations
-                .iter()
-                .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
-                .collect(),
+/// The scenarios and variants every example has: S1–S3, naive, upstream
+/// and guarded (the guarded one built from Ward's guards).
+fn standard() -> (Vec<String>, Vec<Variant>) {
+    use crate::run::{Mode, Scenario};
+    let scenarios = Scenario::ALL.iter().map(ToString::to_string).collect();
+    let variants = Mode::ALL
+        .iter()
+        .map(|m| Variant {
+            name: m.to_string(),
+            guarded: *m == Mode::Guarded,
         })
-    }
+        .collect();
+    (scenarios, variants)
 }
 
-/// The CNS example.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Cns;
+/// One run of an example whose scenario module has `run_blocking(scenario,
+/// mode, seed)` returning a report with its violations.
+macro_rules! example {
+    ($(#[$doc:meta])* $ty:ident, $name:literal, $module:path) => {
+        $(#[$doc])*
+        #[derive(Debug, Default, Clone, Copy)]
+        pub struct $ty;
 
-impl Example for Cns {
-    fn name(&self) -> &'static str {
-        "cns"
-    }
+        impl Example for $ty {
+            fn name(&self) -> &'static str {
+                $name
+            }
 
-    fn scenarios(&self) -> Vec<String> {
-        crate::cns::scenario::Scenario::ALL
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    }
+            fn scenarios(&self) -> Vec<String> {
+                standard().0
+            }
 
-    fn variants(&self) -> Vec<Variant> {
-        use crate::cns::agent::Mode;
-        Mode::ALL
-            .iter()
-            .map(|m| Variant {
-                name: m.to_string(),
-                guarded: *m == Mode::Guarded,
-            })
-            .collect()
-    }
+            fn variants(&self) -> Vec<Variant> {
+                standard().1
+            }
 
-    fn run(&self, scenario: &str, variant: &str, seed: u64) -> Result<RunOutcome, String> {
-        let s = scenario.parse()?;
-        let m = variant.parse()?;
-        let report = crate::cns::scenario::run_blocking(s, m, seed).map_err(|e| e.to_string())?;
-        Ok(RunOutcome {
-            violations: report
-                .violations
-                .iter()
-                .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
-                .collect(),
-        })
-    }
+            fn run(&self, scenario: &str, variant: &str, seed: u64) -> Result<RunOutcome, String> {
+                use $module as scenario_module;
+                let report =
+                    scenario_module::run_blocking(scenario.parse()?, variant.parse()?, seed)
+                        .map_err(|e| e.to_string())?;
+                Ok(RunOutcome {
+                    violations: report
+                        .violations
+                        .iter()
+                        .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
+                        .collect(),
+                })
+            }
+        }
+    };
 }
 
-/// The LWS example.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Lws;
-
-impl Example for Lws {
-    fn name(&self) -> &'static str {
-        "lws"
-    }
-
-    fn scenarios(&self) -> Vec<String> {
-        crate::lws::scenario::Scenario::ALL
-            .iter()
-            .map(|s| s.to_string())
-            .collect()
-    }
-
-    fn variants(&self) -> Vec<Variant> {
-        use crate::lws::controller::Mode;
-        Mode::ALL
-            .iter()
-            .map(|m| Variant {
-                name: m.to_string(),
-                guarded: *m == Mode::Guarded,
-            })
-            .collect()
-    }
-
-    fn run(&self, scenario: &str, variant: &str, seed: u64) -> Result<RunOutcome, String> {
-        let s = scenario.parse()?;
-        let m = variant.parse()?;
-        let report = crate::lws::scenario::run_blocking(s, m, seed).map_err(|e| e.to_string())?;
-        Ok(RunOutcome {
-            violations: report
-                .violations
-                .iter()
-                .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
-                .collect(),
-        })
-    }
-}
+example!(
+    /// The whereabouts example.
+    Whereabouts,
+    "whereabouts",
+    crate::whereabouts::scenario
+);
+example!(
+    /// The Azure CNS example.
+    Cns,
+    "cns",
+    crate::cns::scenario
+);
+example!(
+    /// The LWS example.
+    Lws,
+    "lws",
+    crate::lws::scenario
+);
 
 #[cfg(test)]
 mod tests {

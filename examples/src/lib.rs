@@ -10,4 +10,5 @@ pub mod journal;
 pub mod lws;
 pub mod meta;
 pub mod mirror;
+pub mod run;
 pub mod whereabouts;

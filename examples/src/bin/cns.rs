@@ -26,6 +26,7 @@ use ward_examples::cns::invariants::{Invariant, RECOVERY};
 use ward_examples::cns::model::NodeNetworkConfig;
 use ward_examples::cns::scenario::{self, Scenario};
 use ward_examples::journal::Journal;
+use ward_examples::run;
 
 /// The CNS stale-NNC race, naive vs upstream vs guarded.
 #[derive(Debug, Parser)]
@@ -120,39 +121,15 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
         }
     };
     ward_base::outln!("scenario {s}, mode {mode}, seed {seed} (recovery bound {RECOVERY:?})");
-    for inv in Invariant::ALL {
-        let broken: Vec<_> = report
-            .violations
-            .iter()
-            .filter(|v| v.invariant == inv)
-            .collect();
-        match broken.first() {
-            None => ward_base::outln!("  {inv}: holds"),
-            Some(v) => ward_base::outln!(
-                "  {inv}: VIOLATED at {:?}: {} ({} time(s))",
-                v.at,
-                v.detail,
-                broken.len()
-            ),
-        }
+    run::print_invariants(&Invariant::ALL, &report.violations);
+    if report.violations.is_empty() {
+        ward_base::outln!("all invariants hold");
     }
-    let until = match report.violations.iter().map(|v| v.at).max() {
-        None => {
-            ward_base::outln!("all invariants hold; events:");
-            None
-        }
-        Some(at) => {
-            ward_base::outln!("\nevents up to {at:?}:");
-            Some(at)
-        }
-    };
-    for (at, what) in report
-        .journal
-        .iter()
-        .filter(|(at, _)| until.is_none_or(|u| *at <= u))
-    {
-        ward_base::outln!("  {:>9.3}s  {what}", at.as_secs_f64());
-    }
+    // The history up to the last violation (the node that never recovers).
+    run::print_events(
+        &report.journal,
+        report.violations.iter().map(|v| v.at).max(),
+    );
     if report.violations.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -23,6 +23,7 @@ use ward_examples::lws::controller::{self, Mode};
 use ward_examples::lws::invariants::Invariant;
 use ward_examples::lws::model::LeaderWorkerSet;
 use ward_examples::lws::scenario::{self, Scenario};
+use ward_examples::run;
 
 /// The LWS revision race, naive vs upstream vs guarded.
 #[derive(Debug, Parser)]
@@ -116,34 +117,15 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
         }
     };
     ward_base::outln!("scenario {s}, mode {mode}, seed {seed}");
-    for inv in Invariant::ALL {
-        let broken: Vec<_> = report
-            .violations
-            .iter()
-            .filter(|v| v.invariant == inv)
-            .collect();
-        match broken.first() {
-            None => ward_base::outln!("  {inv}: holds"),
-            Some(v) => ward_base::outln!(
-                "  {inv}: VIOLATED at {:?}: {} ({} time(s))",
-                v.at,
-                v.detail,
-                broken.len()
-            ),
-        }
-    }
+    run::print_invariants(&Invariant::ALL, &report.violations);
     match report.settled_after {
         Some(d) => ward_base::outln!("  settled {d:?} after the last change"),
         None => ward_base::outln!("  never settled"),
     }
     if report.violations.is_empty() {
-        ward_base::outln!("all invariants hold; events:");
-    } else {
-        ward_base::outln!("\nevents:");
+        ward_base::outln!("all invariants hold");
     }
-    for (at, what) in &report.journal {
-        ward_base::outln!("  {:>9.3}s  {what}", at.as_secs_f64());
-    }
+    run::print_events(&report.journal, None);
     if report.violations.is_empty() {
         ExitCode::SUCCESS
     } else {

@@ -21,6 +21,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use kube::CustomResourceExt;
 use ward_examples::journal::Journal;
+use ward_examples::run;
 use ward_examples::whereabouts::invariants::Invariant;
 use ward_examples::whereabouts::model::IPPool;
 use ward_examples::whereabouts::reconciler::{self, Mode, ReconcilerConfig};
@@ -140,22 +141,7 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
     ward_base::outln!(
         "scenario {s}, mode {mode}, seed {seed} (reconciler every {INTERVAL:?}, grace {GRACE:?})"
     );
-    for inv in [Invariant::I1, Invariant::I2, Invariant::I3, Invariant::I4] {
-        let broken: Vec<_> = report
-            .violations
-            .iter()
-            .filter(|v| v.invariant == inv)
-            .collect();
-        match broken.first() {
-            None => ward_base::outln!("  {inv}: holds"),
-            Some(v) => ward_base::outln!(
-                "  {inv}: VIOLATED at {:?}: {} ({} time(s))",
-                v.at,
-                v.detail,
-                broken.len()
-            ),
-        }
-    }
+    run::print_invariants(&Invariant::ALL, &report.violations);
     let Some(first) = report.violations.first() else {
         ward_base::outln!("all invariants hold");
         return ExitCode::SUCCESS;
@@ -167,10 +153,7 @@ fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
         .find(|v| v.invariant == Invariant::I1)
         .unwrap_or(first)
         .at;
-    ward_base::outln!("\nevents up to {until:?}:");
-    for (at, what) in report.journal.iter().filter(|(at, _)| *at <= until) {
-        ward_base::outln!("  {:>9.3}s  {what}", at.as_secs_f64());
-    }
+    run::print_events(&report.journal, Some(until));
     ExitCode::from(1)
 }
 

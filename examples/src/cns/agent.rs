@@ -14,8 +14,6 @@
 //!   IPAM state [`ByContainer`], which holds the other three fixes by
 //!   construction.
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -33,52 +31,15 @@ use super::ipam::{ByAddress, ByContainer, IpConfig, Ipam, IpamError};
 use super::model::{NAMESPACE, NodeNetworkConfig, POD_IP};
 use crate::journal::Journal;
 
-/// Which CNS.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Mode {
-    /// Before the fixes.
-    Naive,
-    /// The merged upstream fix only.
-    Upstream,
-    /// Ward's guard and IPAM state.
-    Guarded,
-}
+pub use crate::run::Mode;
 
-impl Mode {
-    /// Every mode.
-    pub const ALL: [Mode; 3] = [Mode::Naive, Mode::Upstream, Mode::Guarded];
-
-    /// A fresh, empty IPAM state of this mode's model.
-    #[must_use]
-    pub fn fresh_ipam(self) -> Box<dyn Ipam> {
-        match self {
-            Mode::Naive | Mode::Upstream => Box::new(ByAddress::default()),
-            Mode::Guarded => Box::new(ByContainer::default()),
-        }
-    }
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mode::Naive => "naive",
-            Mode::Upstream => "upstream",
-            Mode::Guarded => "guarded",
-        })
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "naive" => Ok(Mode::Naive),
-            "upstream" => Ok(Mode::Upstream),
-            "guarded" => Ok(Mode::Guarded),
-            other => Err(format!(
-                "unknown mode {other:?}: naive, upstream or guarded"
-            )),
-        }
+/// A fresh, empty IPAM state of `mode`'s model: upstream's for naive and
+/// upstream, Ward's for guarded.
+#[must_use]
+pub fn fresh_ipam(mode: Mode) -> Box<dyn Ipam> {
+    match mode {
+        Mode::Naive | Mode::Upstream => Box::new(ByAddress::default()),
+        Mode::Guarded => Box::new(ByContainer::default()),
     }
 }
 
@@ -124,7 +85,7 @@ impl Cns {
             node: node.into(),
             mode,
             state: Arc::new(Mutex::new(State {
-                ipam: mode.fresh_ipam(),
+                ipam: fresh_ipam(mode),
                 ready: false,
             })),
             journal,
@@ -139,7 +100,7 @@ impl Cns {
     /// Forget everything (the agent died): empty state, not serving.
     pub fn reset(&self) {
         *self.state() = State {
-            ipam: self.mode.fresh_ipam(),
+            ipam: fresh_ipam(self.mode),
             ready: false,
         };
     }

@@ -204,8 +204,7 @@ impl Checker {
         let now = Instant::now();
         let late: Vec<(String, Duration)> = self
             .waiting
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .borrow()
             .iter()
             .map(|(pod, t)| (pod.clone(), now.duration_since((*t).max(programmed))))
             .filter(|(_, d)| *d > RECOVERY)
@@ -222,18 +221,6 @@ impl Checker {
     /// Check after every change of the store, and at least every second
     /// (CNS's state changes between store events too), until aborted.
     pub async fn run(self) {
-        let (_, _, mut rx) = self.store.snapshot_all_and_subscribe();
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                biased;
-                ev = rx.recv() => match ev {
-                    Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                },
-                _ = tick.tick() => {}
-            }
-            self.check();
-        }
+        crate::run::follow_store(&self.store, |_| self.check()).await;
     }
 }

@@ -169,6 +169,40 @@ fn programmed<'a>(
     (host_version >= s.version).then_some(&*s)
 }
 
+/// CNI ADD over either model's configs: the IP `pod` holds, or the first
+/// Available one, provided its NC is in state (else the seed's assignment
+/// error, and the IP stays Available).
+fn request<K>(
+    ips: &mut BTreeMap<K, IpConfig>,
+    ncs: &BTreeMap<String, NcState>,
+    pod: &str,
+) -> Result<IpConfig, IpamError> {
+    if let Some(c) = ips.values().find(|c| c.pod.as_deref() == Some(pod)) {
+        return Ok(c.clone());
+    }
+    let c = ips
+        .values_mut()
+        .find(|c| c.state == IpState::Available)
+        .ok_or(IpamError::NoneAvailable)?;
+    if !ncs.contains_key(&c.nc) {
+        return Err(IpamError::NcNotFound {
+            ip: c.ip.clone(),
+            nc: c.nc.clone(),
+        });
+    }
+    c.state = IpState::Assigned;
+    c.pod = Some(pod.to_string());
+    Ok(c.clone())
+}
+
+/// CNI DEL over either model's configs.
+fn release<K>(ips: &mut BTreeMap<K, IpConfig>, pod: &str) -> Option<IpConfig> {
+    let c = ips.values_mut().find(|c| c.pod.as_deref() == Some(pod))?;
+    c.state = IpState::Available;
+    c.pod = None;
+    Some(c.clone())
+}
+
 /// Restore: `c` is `pod`'s, unless another pod holds it.
 fn assign(c: &mut IpConfig, pod: &str) -> Result<(), IpamError> {
     if let Some(holder) = c.pod.as_deref().filter(|h| *h != pod) {
@@ -253,33 +287,11 @@ impl Ipam for ByAddress {
     }
 
     fn request(&mut self, pod: &str) -> Result<IpConfig, IpamError> {
-        if let Some(c) = self.ips.values().find(|c| c.pod.as_deref() == Some(pod)) {
-            return Ok(c.clone());
-        }
-        let c = self
-            .ips
-            .values_mut()
-            .find(|c| c.state == IpState::Available)
-            .ok_or(IpamError::NoneAvailable)?;
-        if !self.ncs.contains_key(&c.nc) {
-            return Err(IpamError::NcNotFound {
-                ip: c.ip.clone(),
-                nc: c.nc.clone(),
-            });
-        }
-        c.state = IpState::Assigned;
-        c.pod = Some(pod.to_string());
-        Ok(c.clone())
+        request(&mut self.ips, &self.ncs, pod)
     }
 
     fn release(&mut self, pod: &str) -> Option<IpConfig> {
-        let c = self
-            .ips
-            .values_mut()
-            .find(|c| c.pod.as_deref() == Some(pod))?;
-        c.state = IpState::Available;
-        c.pod = None;
-        Some(c.clone())
+        release(&mut self.ips, pod)
     }
 
     fn restore(&mut self, pod: &str, ip: &str) -> Result<(), IpamError> {
@@ -432,35 +444,13 @@ impl Ipam for ByContainer {
     }
 
     fn request(&mut self, pod: &str) -> Result<IpConfig, IpamError> {
-        if let Some(c) = self.ips.values().find(|c| c.pod.as_deref() == Some(pod)) {
-            return Ok(c.clone());
-        }
-        let c = self
-            .ips
-            .values_mut()
-            .find(|c| c.state == IpState::Available)
-            .ok_or(IpamError::NoneAvailable)?;
-        if !self.ncs.contains_key(&c.nc) {
-            // Unreachable by construction (dropping an NC purges its IPs);
-            // kept so a broken invariant is an error, not a bad assignment.
-            return Err(IpamError::NcNotFound {
-                ip: c.ip.clone(),
-                nc: c.nc.clone(),
-            });
-        }
-        c.state = IpState::Assigned;
-        c.pod = Some(pod.to_string());
-        Ok(c.clone())
+        // An Available IP always names an NC in state here (dropping an NC
+        // purges its IPs); `request` still checks.
+        request(&mut self.ips, &self.ncs, pod)
     }
 
     fn release(&mut self, pod: &str) -> Option<IpConfig> {
-        let c = self
-            .ips
-            .values_mut()
-            .find(|c| c.pod.as_deref() == Some(pod))?;
-        c.state = IpState::Available;
-        c.pod = None;
-        Some(c.clone())
+        release(&mut self.ips, pod)
     }
 
     fn restore(&mut self, pod: &str, ip: &str) -> Result<(), IpamError> {

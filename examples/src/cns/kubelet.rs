@@ -7,13 +7,14 @@
 //! IPs is a violation, reported to the [`Violations`] sink.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use serde_json::json;
+use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::agent::{AgentError, Cns};
@@ -24,8 +25,9 @@ use crate::journal::Journal;
 /// The namespace the workload's pods live in.
 pub const NAMESPACE: &str = "default";
 
-/// Pods waiting for an IP, by key, with when they began to wait.
-pub type Waiting = Arc<Mutex<BTreeMap<String, Instant>>>;
+/// Pods waiting for an IP, by key, with when they began to wait; a watch
+/// channel, so a scenario can wait for "no pod waits" as a condition.
+pub type Waiting = Arc<watch::Sender<BTreeMap<String, Instant>>>;
 
 /// One node's kubelet, as far as pod networking goes.
 #[derive(Debug, Clone)]
@@ -44,7 +46,7 @@ impl Kubelet {
         Kubelet {
             node: node.into(),
             pods: Api::namespaced(client, NAMESPACE),
-            waiting: Waiting::default(),
+            waiting: Arc::new(watch::Sender::new(BTreeMap::new())),
             journal,
             violations,
         }
@@ -56,10 +58,6 @@ impl Kubelet {
         self.waiting.clone()
     }
 
-    fn lock(&self) -> MutexGuard<'_, BTreeMap<String, Instant>> {
-        self.waiting.lock().unwrap_or_else(|e| e.into_inner())
-    }
-
     /// Create pod `name` on the node; it waits for an IP.
     pub async fn create(&self, name: &str) -> Result<(), kube::Error> {
         let pod: Pod = serde_json::from_value(json!({
@@ -67,8 +65,9 @@ impl Kubelet {
             "spec": {"nodeName": self.node, "containers": [{"name": "app", "image": "app"}]}}))
         .expect("a valid pod");
         self.pods.create(&PostParams::default(), &pod).await?;
-        self.lock()
-            .insert(format!("{NAMESPACE}/{name}"), Instant::now());
+        self.waiting.send_modify(|w| {
+            w.insert(format!("{NAMESPACE}/{name}"), Instant::now());
+        });
         self.journal
             .log(format!("pod {name} created on {}", self.node));
         Ok(())
@@ -77,7 +76,9 @@ impl Kubelet {
     /// CNI DEL, then delete pod `name` at once (grace 0).
     pub async fn delete(&self, cns: &Cns, name: &str) -> Result<(), kube::Error> {
         let key = format!("{NAMESPACE}/{name}");
-        self.lock().remove(&key);
+        self.waiting.send_modify(|w| {
+            w.remove(&key);
+        });
         if let Some(c) = cns.del(&key) {
             self.journal
                 .log(format!("pod {name}: CNI DEL freed {}", c.ip));
@@ -91,7 +92,7 @@ impl Kubelet {
     /// Forget every pod: the node is gone with its pods (the caller
     /// deletes their objects).
     pub fn forget_all(&self) {
-        self.lock().clear();
+        self.waiting.send_modify(BTreeMap::clear);
     }
 
     /// Retry CNI ADD for every waiting pod every half second, until
@@ -101,10 +102,10 @@ impl Kubelet {
         let mut failing: BTreeMap<String, String> = BTreeMap::new();
         loop {
             tick.tick().await;
-            let keys: Vec<String> = self.lock().keys().cloned().collect();
+            let keys: Vec<String> = self.waiting.borrow().keys().cloned().collect();
             for key in keys {
                 // Deleted while an earlier pod's record was being written.
-                if !self.lock().contains_key(&key) {
+                if !self.waiting.borrow().contains_key(&key) {
                     continue;
                 }
                 let (result, available) = cns.add(&key);
@@ -121,7 +122,9 @@ impl Kubelet {
                                 .log(format!("pod {name}: recording its IP failed: {e}"));
                             continue;
                         }
-                        self.lock().remove(&key);
+                        self.waiting.send_modify(|w| {
+                            w.remove(&key);
+                        });
                         failing.remove(&key);
                         self.journal
                             .log(format!("pod {name}: CNI ADD got {} (NC {})", c.ip, c.nc));

@@ -13,8 +13,7 @@
 //! - **S3** CNS restarts while pods hold IPs: its state is rebuilt from the
 //!   NNC and the pods; nothing lost, nothing assigned twice.
 
-use std::fmt;
-use std::str::FromStr;
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -40,39 +39,7 @@ pub const PREFIX: &str = "10.244.1.0/28";
 /// The subnet the prefixes are carved from.
 pub const SUBNET: &str = "10.244.0.0/16";
 
-/// Which scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Scenario {
-    /// The seed race.
-    S1,
-    /// NC replaced inside a valid NNC.
-    S2,
-    /// CNS restart while pods hold IPs.
-    S3,
-}
-
-impl Scenario {
-    /// Every scenario.
-    pub const ALL: [Scenario; 3] = [Scenario::S1, Scenario::S2, Scenario::S3];
-}
-
-impl fmt::Display for Scenario {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self:?}")
-    }
-}
-
-impl FromStr for Scenario {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "S1" | "s1" => Ok(Scenario::S1),
-            "S2" | "s2" => Ok(Scenario::S2),
-            "S3" | "s3" => Ok(Scenario::S3),
-            other => Err(format!("unknown scenario {other:?}: S1, S2 or S3")),
-        }
-    }
-}
+pub use crate::run::Scenario;
 
 /// Errors setting a scenario up or driving it.
 #[derive(Debug, thiserror::Error)]
@@ -109,12 +76,7 @@ pub struct Report {
 /// Run `scenario` with `mode` and `seed` on its own single-threaded
 /// runtime with a paused clock (simulated time).
 pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a tokio runtime")
-        .block_on(run(scenario, mode, seed))
+    crate::run::simulate(run(scenario, mode, seed))
 }
 
 /// Install the NodeNetworkConfig CRD and wait until it is served.
@@ -181,15 +143,9 @@ impl Site {
 
     /// Wait (bounded, in simulated time) until no pod waits for an IP.
     async fn served(&self, within: Duration) -> bool {
-        let waiting = self.kubelet.waiting();
-        let deadline = tokio::time::Instant::now() + within;
-        while tokio::time::Instant::now() < deadline {
-            if waiting.lock().unwrap_or_else(|e| e.into_inner()).is_empty() {
-                return true;
-            }
-            tokio::time::sleep(Duration::from_millis(500)).await;
-        }
-        false
+        let mut waiting = self.kubelet.waiting().subscribe();
+        let empty = waiting.wait_for(BTreeMap::is_empty);
+        matches!(tokio::time::timeout(within, empty).await, Ok(Ok(_)))
     }
 
     async fn create_pods(

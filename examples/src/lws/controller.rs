@@ -22,8 +22,6 @@
 //!   StatefulSet is terminating OR its controller uid is not the live LWS's,
 //!   woken by its DELETED event (no polling).
 
-use std::fmt;
-use std::str::FromStr;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -46,45 +44,7 @@ use crate::meta::controller_uid;
 /// The field manager of every write.
 pub const MANAGER: &str = "lws";
 
-/// Which controller.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Mode {
-    /// Before #733.
-    Naive,
-    /// #733.
-    Upstream,
-    /// Ward's AwaitDeletion.
-    Guarded,
-}
-
-impl Mode {
-    /// Every mode.
-    pub const ALL: [Mode; 3] = [Mode::Naive, Mode::Upstream, Mode::Guarded];
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mode::Naive => "naive",
-            Mode::Upstream => "upstream",
-            Mode::Guarded => "guarded",
-        })
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "naive" => Ok(Mode::Naive),
-            "upstream" => Ok(Mode::Upstream),
-            "guarded" => Ok(Mode::Guarded),
-            other => Err(format!(
-                "unknown mode {other:?}: naive, upstream or guarded"
-            )),
-        }
-    }
-}
+pub use crate::run::Mode;
 
 /// Errors of a reconcile.
 #[derive(Debug, thiserror::Error)]

@@ -15,7 +15,6 @@
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::sync::Arc;
-use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use kube::ResourceExt;
@@ -244,21 +243,14 @@ impl Checker {
         }
     }
 
-    /// Check after every change of the store until aborted.
+    /// Judge every revision and StatefulSet version a store event carries,
+    /// and the whole store every second, until aborted.
     pub async fn run(mut self) {
-        let (_, _, mut rx) = self.store.snapshot_all_and_subscribe();
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                biased;
-                ev = rx.recv() => match ev {
-                    Ok(e) => self.event(&e),
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                },
-                _ = tick.tick() => {}
-            }
-            self.check();
-        }
+        let store = self.store.clone();
+        crate::run::follow_store(&store, |e| match e {
+            Some(e) => self.event(e),
+            None => self.check(),
+        })
+        .await;
     }
 }

@@ -12,8 +12,6 @@
 //!   apart), no deletion: the guard must not slow the normal path; the
 //!   journal records when each run settled.
 
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -39,39 +37,7 @@ pub const NAMESPACE: &str = "default";
 /// A finalizer the scenario holds the old StatefulSet with (S1).
 pub const HOLD: &str = "lws.ward.dev/hold";
 
-/// Which scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Scenario {
-    /// Recreated while the StatefulSet is terminating.
-    S1,
-    /// Recreated while the GC lags.
-    S2,
-    /// Template changes, no deletion.
-    S3,
-}
-
-impl Scenario {
-    /// Every scenario.
-    pub const ALL: [Scenario; 3] = [Scenario::S1, Scenario::S2, Scenario::S3];
-}
-
-impl fmt::Display for Scenario {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self:?}")
-    }
-}
-
-impl FromStr for Scenario {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "S1" | "s1" => Ok(Scenario::S1),
-            "S2" | "s2" => Ok(Scenario::S2),
-            "S3" | "s3" => Ok(Scenario::S3),
-            other => Err(format!("unknown scenario {other:?}: S1, S2 or S3")),
-        }
-    }
-}
+pub use crate::run::Scenario;
 
 /// Errors setting a scenario up or driving it.
 #[derive(Debug, thiserror::Error)]
@@ -108,12 +74,7 @@ pub struct Report {
 /// Run `scenario` with `mode` and `seed` on its own single-threaded
 /// runtime with a paused clock (simulated time).
 pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a tokio runtime")
-        .block_on(run(scenario, mode, seed))
+    crate::run::simulate(run(scenario, mode, seed))
 }
 
 /// Install the LeaderWorkerSet CRD and wait until it is served.

@@ -34,6 +34,11 @@ pub enum Invariant {
     I4,
 }
 
+impl Invariant {
+    /// Every invariant.
+    pub const ALL: [Invariant; 4] = [Invariant::I1, Invariant::I2, Invariant::I3, Invariant::I4];
+}
+
 impl fmt::Display for Invariant {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(match self {
@@ -320,21 +325,14 @@ impl Checker {
     /// Check after every change of the store, and at least every second,
     /// until the task is aborted.
     pub async fn run(mut self, done: Arc<Mutex<Vec<Violation>>>) {
-        let (_, _, mut rx) = self.store.snapshot_all_and_subscribe();
-        let mut tick = tokio::time::interval(Duration::from_secs(1));
-        loop {
-            tokio::select! {
-                biased;
-                ev = rx.recv() => match ev {
-                    Ok(e) if e.key.plural == "pods" || e.key.plural == "ippools" => {}
-                    Ok(_) => continue,
-                    Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => {}
-                    Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
-                },
-                _ = tick.tick() => {}
+        let store = self.store.clone();
+        crate::run::follow_store(&store, |e| {
+            if e.is_some_and(|e| e.key.plural != "pods" && e.key.plural != "ippools") {
+                return;
             }
             self.check();
             *done.lock().unwrap_or_else(|e| e.into_inner()) = self.violations.clone();
-        }
+        })
+        .await;
     }
 }

@@ -17,8 +17,6 @@
 //!   entry and re-decides on conflict ([`ward_guards::occ_patch`]).
 
 use std::collections::BTreeMap;
-use std::fmt;
-use std::str::FromStr;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -45,45 +43,7 @@ pub enum ReconcileError {
     Liveness(#[from] ward_guards::liveness::LivenessError),
 }
 
-/// Which reconciler.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Mode {
-    /// Upstream 2021.
-    Naive,
-    /// Upstream today.
-    Upstream,
-    /// Built from ward-guards.
-    Guarded,
-}
-
-impl Mode {
-    /// Every mode.
-    pub const ALL: [Mode; 3] = [Mode::Naive, Mode::Upstream, Mode::Guarded];
-}
-
-impl fmt::Display for Mode {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Mode::Naive => "naive",
-            Mode::Upstream => "upstream",
-            Mode::Guarded => "guarded",
-        })
-    }
-}
-
-impl FromStr for Mode {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "naive" => Ok(Mode::Naive),
-            "upstream" => Ok(Mode::Upstream),
-            "guarded" => Ok(Mode::Guarded),
-            other => Err(format!(
-                "unknown mode {other:?}: naive, upstream or guarded"
-            )),
-        }
-    }
-}
+pub use crate::run::Mode;
 
 /// Reconciler settings.
 #[derive(Debug, Clone)]

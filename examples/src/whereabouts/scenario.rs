@@ -11,8 +11,6 @@
 //!   its allocation must not leak forever.
 
 use std::collections::HashSet;
-use std::fmt;
-use std::str::FromStr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -31,39 +29,7 @@ use super::reconciler::{self, Mode, ReconcilerConfig};
 use crate::journal::Journal;
 use ward_base::Rng;
 
-/// Which scenario.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Scenario {
-    /// The seed race.
-    S1,
-    /// Node crash.
-    S2,
-    /// Stuck Pending.
-    S3,
-}
-
-impl Scenario {
-    /// Every scenario.
-    pub const ALL: [Scenario; 3] = [Scenario::S1, Scenario::S2, Scenario::S3];
-}
-
-impl fmt::Display for Scenario {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "{self:?}")
-    }
-}
-
-impl FromStr for Scenario {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        match s {
-            "S1" | "s1" => Ok(Scenario::S1),
-            "S2" | "s2" => Ok(Scenario::S2),
-            "S3" | "s3" => Ok(Scenario::S3),
-            other => Err(format!("unknown scenario {other:?}: S1, S2 or S3")),
-        }
-    }
-}
+pub use crate::run::Scenario;
 
 /// Errors setting a scenario up.
 #[derive(Debug, thiserror::Error)]
@@ -118,12 +84,7 @@ pub fn networks() -> Vec<Network> {
 /// Run `scenario` with `mode` and `seed` on its own single-threaded
 /// runtime with a paused clock (simulated time).
 pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a tokio runtime")
-        .block_on(run(scenario, mode, seed))
+    crate::run::simulate(run(scenario, mode, seed))
 }
 
 /// Install the IPPool CRD and the pools.

@@ -135,3 +135,110 @@ fn the_deployed_crd_is_the_one_the_binary_generates() {
     let deployed = include_str!("../lws/deploy/crd.yaml");
     assert_eq!(String::from_utf8_lossy(&crds.stdout), deployed);
 }
+
+#[test]
+fn the_readme_shows_the_deployment_and_lease_rbac_as_shipped() {
+    let readme = include_str!("../../README.md");
+    let deployment = include_str!("../lws/deploy/deployment.yaml");
+    assert!(readme.contains(&format!("```yaml\n{deployment}```")));
+    let rbac = include_str!("../lws/deploy/rbac.yaml");
+    let lease = &rbac[rbac.find("kind: Role\n").expect("the Lease Role")..];
+    assert!(lease.contains("resources: [leases]"));
+    assert!(
+        readme.contains(lease),
+        "README.md lacks the Lease RBAC of rbac.yaml"
+    );
+}
+
+/// One GET over a fresh connection; the status and body.
+fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr)?;
+    stream.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut raw = String::new();
+    stream.read_to_string(&mut raw)?;
+    let status = raw
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = raw.split_once("\r\n\r\n").map(|(_, b)| b.to_string());
+    Ok((status, body.unwrap_or_default()))
+}
+
+/// The binary as a Deployment runs it (leader election, the endpoint),
+/// on its embedded server: ready, leading, and on SIGTERM it releases the
+/// Lease and exits 0. Real time: every wait is bounded.
+#[test]
+fn the_binary_behind_leader_election_is_ready_and_releases_on_sigterm() {
+    use std::io::BufRead;
+    use std::time::{Duration, Instant};
+    let kubeconfig =
+        std::env::temp_dir().join(format!("lws-e2e-{}.kubeconfig", std::process::id()));
+    let mut child = Command::new(env!("CARGO_BIN_EXE_lws"))
+        .args(["run", "--leader-elect", "--identity", "e2e"])
+        .args(["--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
+        .arg(&kubeconfig)
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    let stdout = child.stdout.take().unwrap();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout)
+            .lines()
+            .map_while(Result::ok)
+        {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let next_line = || rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
+    let addr = loop {
+        let line = next_line().expect("the endpoint's address");
+        if let Some(a) = line.strip_prefix("serving /metrics, /healthz and /readyz on http://") {
+            break a.to_string();
+        }
+    };
+    // Ready once it answers the Lease and its controller has synced.
+    loop {
+        let (status, body) = http_get(&addr, "/readyz").unwrap();
+        if status == 200 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "never ready: {body}");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, metrics) = http_get(&addr, "/metrics").unwrap();
+    assert!(
+        metrics.contains(r#"ward_leader{lease="default/ward-lws",identity="e2e"} 1"#),
+        "{metrics}"
+    );
+    assert!(metrics.contains("# TYPE ward_reconcile_duration_seconds histogram"));
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let released = loop {
+        match next_line() {
+            Ok(line) if line == "released the Lease" => break true,
+            Ok(_) => {}
+            Err(_) => break false,
+        }
+    };
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(Instant::now() < deadline, "still running after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let _ = std::fs::remove_file(&kubeconfig);
+    assert!(released, "no release after SIGTERM");
+    assert_eq!(status.code(), Some(0));
+}

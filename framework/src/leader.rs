@@ -21,11 +21,15 @@
 //!   is cleared, so the next candidate takes over at its next retry instead
 //!   of waiting for the Lease to expire.
 //!
-//! Metrics (labels `lease` = `namespace/name`, `identity`): gauge
-//! `ward_leader` (1 while leading, else 0); counters
+//! Metrics (labels `lease` = `namespace/name`, `identity`), every series
+//! present from the start, followers' included: gauge `ward_leader` (1
+//! while leading, else 0); counters
 //! `ward_leader_transitions_total{event=acquired|lost|released}`,
+//! `ward_leader_acquire_attempts_total{result=acquired|held|conflict|error}`,
 //! `ward_leader_renew_failures_total{reason=timeout|conflict|error}` and
 //! `ward_leader_late_renewals_total{result=conflict|renewed|error}`.
+//! [`LeaderElection::readiness`] adds a readiness check that passes while
+//! the candidate is healthy, leading or not.
 //!
 //! [`LeaderElection::run`] ties it together: it waits for leadership, then
 //! runs the work with a [`Lost`] future that completes as soon as the work
@@ -45,21 +49,24 @@
 //!     Ok(Action::await_change())
 //! }
 //!
-//! # async fn demo(client: kube::Client) -> Result<(), ward::leader::LeaderError> {
+//! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! let api = Api::<ConfigMap>::namespaced(client.clone(), "default");
+//! let readiness = ward::Readiness::new(); // served at /readyz by ward::Observability
 //! let outcome = LeaderElection::new(client, "default", "my-controller", "pod-a")
+//!     .readiness(readiness.clone())
 //!     .run(
-//!         // Called once leadership is acquired; `lost` completes when it ends.
+//!         // Called once leadership is acquired; `lost` completes when it
+//!         // ends: leadership lost, or SIGTERM/SIGINT (then the Lease is
+//!         // released once the controller has stopped).
 //!         |lost| async move {
 //!             GuardedController::new(api, watcher::Config::default())
+//!                 .readiness(readiness)
 //!                 .graceful_shutdown_on(lost)
 //!                 .run(reconcile, |_, _, _| Action::await_change(), Arc::new(()))
 //!                 .for_each(|_| async {})
 //!                 .await;
 //!         },
-//!         async {
-//!             let _ = tokio::signal::ctrl_c().await;
-//!         },
+//!         ward::shutdown::signal()?,
 //!     )
 //!     .await?;
 //! if let Outcome::Lost(reason) = outcome {
@@ -87,6 +94,8 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::clock::Clock;
+use crate::observe::readiness::FailOnDrop;
+use crate::observe::{Readiness, ReadyCheck, catalog};
 
 /// Errors from leader election.
 #[derive(Debug, thiserror::Error)]
@@ -288,6 +297,10 @@ pub struct LeaderElection {
     identity: String,
     timing: Timing,
     clock: Clock,
+    readiness: Option<Readiness>,
+    ready_only_when_leading: bool,
+    /// Set by `run` when `readiness` is.
+    check: Option<ReadyCheck>,
 }
 
 impl LeaderElection {
@@ -308,6 +321,9 @@ impl LeaderElection {
             identity: identity.into(),
             timing: Timing::default(),
             clock: Clock::new(),
+            readiness: None,
+            ready_only_when_leading: false,
+            check: None,
         }
     }
 
@@ -352,6 +368,30 @@ impl LeaderElection {
         self
     }
 
+    /// Drive a readiness check named `leader-election/<namespace>/<name>`
+    /// from [`run`](Self::run): it passes while this candidate is healthy —
+    /// its last attempt to acquire got an answer from the API server (the
+    /// Lease held by another candidate counts), or it leads — and fails
+    /// when an attempt errs and once `run` returns. Followers are ready, so
+    /// they do not stall a rolling update; the `ward_leader` gauge says who
+    /// leads. See [`ready_only_when_leading`](Self::ready_only_when_leading)
+    /// for the other meaning.
+    #[must_use]
+    pub fn readiness(mut self, readiness: Readiness) -> Self {
+        self.readiness = Some(readiness);
+        self
+    }
+
+    /// Make the [`readiness`](Self::readiness) check pass only while this
+    /// candidate leads (a Service then sends traffic to the leader alone;
+    /// a Deployment's rollout waits on followers that are never ready, so
+    /// use `maxUnavailable` accordingly).
+    #[must_use]
+    pub fn ready_only_when_leading(mut self) -> Self {
+        self.ready_only_when_leading = true;
+        self
+    }
+
     /// Wait for leadership, run `work` while leading, and release the Lease
     /// on shutdown.
     ///
@@ -373,15 +413,23 @@ impl LeaderElection {
         S: Future,
     {
         self.timing.validate()?;
-        let me = Arc::new(self);
-        me.gauge(false);
+        let mut this = self;
+        catalog::register_election(&this.lease, &this.identity);
+        this.check = this
+            .readiness
+            .as_ref()
+            .map(|r| r.check(format!("leader-election/{}", this.lease)));
+        // The candidate stops with `run` (or when its future is dropped).
+        let _stopped = this.check.clone().map(FailOnDrop);
+        let me = Arc::new(this);
+        me.leading(false);
         let mut shutdown = pin!(shutdown);
         let (lease, valid_from) = tokio::select! {
             biased;
             _ = &mut shutdown => return Ok(Outcome::NeverLed),
             got = me.acquire() => got,
         };
-        me.gauge(true);
+        me.leading(true);
         me.count("ward_leader_transitions_total", "event", "acquired");
         tracing::info!(lease = %me.lease, identity = %me.identity, "acquired leadership");
 
@@ -433,9 +481,25 @@ impl LeaderElection {
         }
     }
 
-    fn gauge(&self, leading: bool) {
+    /// Leadership began or ended: the gauge, and readiness when it means leading.
+    fn leading(&self, leading: bool) {
         metrics::gauge!("ward_leader", "lease" => self.lease.clone(), "identity" => self.identity.clone())
             .set(if leading { 1.0 } else { 0.0 });
+        if let Some(check) = &self.check
+            && (leading || self.ready_only_when_leading)
+        {
+            check.set(leading);
+        }
+    }
+
+    /// An attempt to acquire got an answer (`true`) or failed: readiness
+    /// when it means a healthy candidate.
+    fn healthy(&self, answered: bool) {
+        if let Some(check) = &self.check
+            && !self.ready_only_when_leading
+        {
+            check.set(answered);
+        }
     }
 
     /// Count one event in the counter `name`, labelled with `key` = `value`.
@@ -472,12 +536,12 @@ impl LeaderElection {
     }
 
     /// One attempt: the Lease if this candidate holds it now.
-    async fn try_acquire(&self) -> Result<Option<Lease>, kube::Error> {
+    async fn try_acquire(&self) -> Result<Attempt, kube::Error> {
         let current = self.api.get_opt(&self.name).await?;
         let spec = current.as_ref().and_then(|l| l.spec.clone());
         let (now, fallback) = (self.clock.now(), self.timing.lease_duration);
         if spec.is_some_and(|s| !available(&s, &self.identity, now, fallback)) {
-            return Ok(None);
+            return Ok(Attempt::Held);
         }
         let pp = PostParams::default();
         let written = match current {
@@ -489,9 +553,9 @@ impl LeaderElection {
             }
         };
         match written {
-            Ok(l) => Ok(Some(l)),
+            Ok(l) => Ok(Attempt::Acquired(Box::new(l))),
             // Another candidate wrote first.
-            Err(e) if is_conflict(&e) => Ok(None),
+            Err(e) if is_conflict(&e) => Ok(Attempt::Conflict),
             Err(e) => Err(e),
         }
     }
@@ -501,14 +565,23 @@ impl LeaderElection {
     async fn acquire(&self) -> (Lease, Instant) {
         loop {
             let started = Instant::now();
-            match self.try_acquire().await {
-                Ok(Some(lease)) if Instant::now() < self.timing.deadline(started) => {
-                    return (lease, started);
+            let attempt = self.try_acquire().await;
+            let result = match &attempt {
+                Ok(Attempt::Acquired(_)) => "acquired",
+                Ok(Attempt::Held) => "held",
+                Ok(Attempt::Conflict) => "conflict",
+                Err(_) => "error",
+            };
+            self.count("ward_leader_acquire_attempts_total", "result", result);
+            self.healthy(attempt.is_ok());
+            match attempt {
+                Ok(Attempt::Acquired(lease)) if Instant::now() < self.timing.deadline(started) => {
+                    return (*lease, started);
                 }
-                Ok(Some(_)) => {
+                Ok(Attempt::Acquired(_)) => {
                     tracing::warn!(lease = %self.lease, "acquired too late to lead; trying again")
                 }
-                Ok(None) => {}
+                Ok(Attempt::Held | Attempt::Conflict) => {}
                 Err(e) => {
                     tracing::warn!(lease = %self.lease, error = %e, "acquiring the lease failed")
                 }
@@ -532,7 +605,7 @@ impl LeaderElection {
                 biased;
                 _ = async { drop(stop.wait_for(|s| *s).await) } => {
                     let released = self.release(lease).await;
-                    self.gauge(false);
+                    self.leading(false);
                     self.count("ward_leader_transitions_total", "event", "released");
                     tracing::info!(lease = %self.lease, identity = %self.identity, "released leadership");
                     return Kept::Released(released);
@@ -556,7 +629,7 @@ impl LeaderElection {
             }
         };
         phase.send_replace(Phase::Lost);
-        self.gauge(false);
+        self.leading(false);
         self.count("ward_leader_transitions_total", "event", "lost");
         tracing::warn!(lease = %self.lease, identity = %self.identity, %reason, "lost leadership");
         Kept::Lost(reason)
@@ -668,6 +741,15 @@ impl LeaderElection {
             Err(_) => Err(LeaderError::ReleaseTimeout { lease }),
         }
     }
+}
+
+/// One attempt to acquire.
+enum Attempt {
+    Acquired(Box<Lease>),
+    /// Another candidate holds it.
+    Held,
+    /// Another candidate wrote first.
+    Conflict,
 }
 
 /// How the keeper ended.
@@ -809,6 +891,31 @@ mod tests {
             retry_every: ms(retry_ms),
             clock_skew: skew_ms.map(ms),
         }
+    }
+
+    /// The README shows the module's example as it is compiled here.
+    #[test]
+    fn the_readme_shows_the_module_example() {
+        let source = include_str!("leader.rs");
+        let block = source
+            .split_once("//! ```no_run\n")
+            .and_then(|(_, rest)| rest.split_once("//! ```\n"))
+            .map(|(b, _)| b)
+            .expect("the module example");
+        let visible: String = block
+            .lines()
+            .map(|l| {
+                l.strip_prefix("//! ")
+                    .unwrap_or(l.trim_start_matches("//!"))
+            })
+            .filter(|l| !(l.starts_with("# ") || *l == "#"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let readme = include_str!("../../README.md");
+        assert!(
+            readme.contains(&format!("```rust\n{visible}```")),
+            "README.md lacks the leader example as compiled:\n{visible}"
+        );
     }
 
     #[test]

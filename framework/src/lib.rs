@@ -22,8 +22,9 @@ pub mod fresh;
 pub mod guard;
 pub mod leader;
 pub mod observe;
+pub mod shutdown;
 
-pub use controller::{Error, ErrorBackoff, GuardedController, RunResult};
+pub use controller::{Error, ErrorBackoff, GuardedController, RunResult, Synced};
 pub use guard::{Guard, GuardContext, GuardError, Verdict, Wait, run_guards};
 pub use leader::{LeaderElection, LeaderError};
-pub use observe::{Observability, ObserveError, ObserveHandle, Readiness};
+pub use observe::{Observability, ObserveError, ObserveHandle, Readiness, ReadyCheck};

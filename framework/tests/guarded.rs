@@ -184,7 +184,9 @@ async fn guards_run_in_order_the_first_non_proceed_wins_and_verdicts_are_counted
     ] {
         assert!(text.contains(line), "{line} missing from:\n{text}");
     }
-    assert!(!text.contains(r#"guard="order-last",verdict="skip""#));
+    // Present from the start, never counted.
+    let never = r#"ward_guard_verdicts_total{guard="order-last",verdict="skip"} 0"#;
+    assert!(text.contains(never), "{never} missing from:\n{text}");
     task.abort();
 }
 

@@ -1,6 +1,6 @@
 //! The metrics and health endpoint over real HTTP/1.1 on 127.0.0.1 (a
 //! hand-written client on tokio's TcpStream): Prometheus text at /metrics,
-//! /healthz, /readyz flipping with the handle, one global recorder per
+//! /healthz, /readyz reporting its named checks, one global recorder per
 //! process, a given recorder served as is, and shutdown.
 //!
 //! Real sockets, so real time: every wait is bounded by a timeout.
@@ -147,12 +147,33 @@ async fn the_endpoint_serves_metrics_health_and_readiness_from_the_global_record
     let h = get(addr, "/healthz").await;
     assert_eq!((h.status, h.body.as_str()), (200, "ok"));
 
-    assert_eq!(get(addr, "/readyz").await.status, 503);
-    obs.set_ready(true);
+    let r = get(addr, "/readyz").await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (503, "[-]no checks registered\nreadyz check failed\n")
+    );
+    let synced = obs.readiness().check("synced/ConfigMap");
+    let leader = obs.readiness().check("leader-election");
+    synced.set(true);
+    let r = get(addr, "/readyz").await;
+    assert_eq!(
+        (r.status, r.body.as_str()),
+        (
+            503,
+            "[-]leader-election failed\n[+]synced/ConfigMap ok\nreadyz check failed\n"
+        )
+    );
+    leader.set(true);
+    assert!(obs.is_ready());
     let r = get(addr, "/readyz").await;
     assert_eq!((r.status, r.body.as_str()), (200, "ok"));
-    let readiness = obs.readiness();
-    readiness.set_ready(false);
+    assert!(
+        get(addr, "/metrics")
+            .await
+            .body
+            .contains(r#"ward_ready{check="leader-election"} 1"#)
+    );
+    synced.set(false);
     assert!(!obs.is_ready());
     assert_eq!(get(addr, "/readyz").await.status, 503);
     assert_eq!(

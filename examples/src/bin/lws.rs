@@ -9,7 +9,12 @@
 //! - `lws [--mode M]` (or `lws run`): the controller in real time against
 //!   an embedded ward-apiserver (whose kubeconfig it writes), or with
 //!   `--cluster` against the cluster of the usual kube config (KUBECONFIG
-//!   or in-cluster), as the Deployment runs it.
+//!   or in-cluster), as the Deployment runs it: `--metrics-addr` serves
+//!   `/metrics`, `/healthz` and `/readyz` (ready once the controller's
+//!   watches have synced, or — with `--leader-elect` — while this replica
+//!   is a healthy candidate); `--leader-elect` runs the controller only
+//!   while this replica holds the Lease `ward-lws`. SIGTERM or SIGINT stops
+//!   it gracefully and releases the Lease.
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -18,12 +23,17 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 use kube::CustomResourceExt;
+use ward::leader::{LeaderElection, Outcome};
+use ward::{Observability, Readiness};
 use ward_examples::journal::Journal;
 use ward_examples::lws::controller::{self, Mode};
 use ward_examples::lws::invariants::Invariant;
 use ward_examples::lws::model::LeaderWorkerSet;
 use ward_examples::lws::scenario::{self, Scenario};
 use ward_examples::run;
+
+/// The Lease replicas elect a leader on.
+const LEASE: &str = "ward-lws";
 
 /// The LWS revision race, naive vs upstream vs guarded.
 #[derive(Debug, Parser)]
@@ -51,6 +61,20 @@ struct RunArgs {
     /// Where to write the embedded server's kubeconfig.
     #[arg(long, default_value = "lws.kubeconfig")]
     kubeconfig: std::path::PathBuf,
+    /// Serve /metrics, /healthz and /readyz here (0.0.0.0:9090 in a pod, so
+    /// the kubelet's probes reach it).
+    #[arg(long)]
+    metrics_addr: Option<std::net::SocketAddr>,
+    /// Reconcile only while holding the Lease `ward-lws` (run two replicas).
+    #[arg(long)]
+    leader_elect: bool,
+    /// This replica's identity in the election [default: $POD_NAME, else
+    /// the host name].
+    #[arg(long)]
+    identity: Option<String>,
+    /// The Lease's namespace [default: $POD_NAMESPACE, else default].
+    #[arg(long)]
+    lease_namespace: Option<String>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -148,11 +172,7 @@ async fn run_live(args: RunArgs) -> ExitCode {
             args.mode,
             args.namespace
         );
-        tokio::select! {
-            () = controller::run(client, &args.namespace, args.mode, journal) => {}
-            () = shutdown() => {}
-        }
-        return ExitCode::SUCCESS;
+        return serve(client, &args, journal).await;
     }
     let server = match ward_apiserver::ApiServer::start(
         ward_apiserver::ServerConfig::default().listen(([127, 0, 0, 1], 0).into()),
@@ -183,25 +203,88 @@ async fn run_live(args: RunArgs) -> ExitCode {
         args.mode,
         args.namespace
     );
-    tokio::select! {
-        () = controller::run(client, &args.namespace, args.mode, journal) => {}
-        () = shutdown() => {}
-    }
+    let code = serve(client, &args, journal).await;
     server.shutdown().await;
-    ExitCode::SUCCESS
+    code
 }
 
-async fn shutdown() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
+/// Run the controller until SIGTERM or SIGINT: behind leader election if
+/// asked (the Lease released before returning), with the metrics and health
+/// endpoint if asked.
+async fn serve(client: kube::Client, args: &RunArgs, journal: Journal) -> ExitCode {
+    let fail = |what: String| {
+        eprintln!("lws: {what}");
+        ExitCode::from(2)
+    };
+    let stop = match ward::shutdown::signal() {
+        Ok(s) => s,
+        Err(e) => return fail(format!("cannot install signal handlers: {e}")),
+    };
+    let readiness = Readiness::new();
+    let endpoint = match args.metrics_addr {
+        None => None,
+        Some(addr) => match Observability::new()
+            .listen(addr)
+            .readiness(readiness.clone())
+            .start()
+            .await
+        {
+            Ok(h) => {
+                ward_base::outln!(
+                    "serving /metrics, /healthz and /readyz on http://{}",
+                    h.addr()
+                );
+                Some(h)
             }
-            return;
+            Err(e) => return fail(e.to_string()),
+        },
+    };
+    let (ns, mode) = (args.namespace.clone(), args.mode);
+    let code = if args.leader_elect {
+        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+        let identity = args
+            .identity
+            .clone()
+            .or_else(|| env("POD_NAME"))
+            .or_else(|| env("HOSTNAME"))
+            .unwrap_or_else(|| format!("lws-{}", std::process::id()));
+        let lease_ns = args
+            .lease_namespace
+            .clone()
+            .or_else(|| env("POD_NAMESPACE"))
+            .unwrap_or_else(|| "default".into());
+        ward_base::outln!("leader election on Lease {lease_ns}/{LEASE} as {identity}");
+        let work = {
+            let (client, readiness) = (client.clone(), readiness.clone());
+            move |lost| async move {
+                controller::run_until(client, &ns, mode, journal, Some(readiness), lost).await
+            }
+        };
+        match LeaderElection::new(client, &lease_ns, LEASE, identity)
+            .readiness(readiness)
+            .run(work, stop)
+            .await
+        {
+            Ok(Outcome::Lost(reason)) => {
+                // Exit so the pod restarts as a fresh candidate.
+                eprintln!("lws: leadership lost: {reason}");
+                ExitCode::from(1)
+            }
+            Ok(Outcome::Released) => {
+                ward_base::outln!("released the Lease");
+                ExitCode::SUCCESS
+            }
+            Ok(Outcome::NeverLed) => ExitCode::SUCCESS,
+            Err(e) => fail(e.to_string()),
         }
+    } else {
+        controller::run_until(client, &ns, mode, journal, Some(readiness), stop).await;
+        ExitCode::SUCCESS
+    };
+    if let Some(h) = endpoint
+        && let Err(e) = h.shutdown().await
+    {
+        eprintln!("lws: {e}");
     }
-    let _ = tokio::signal::ctrl_c().await;
+    code
 }

@@ -33,7 +33,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
-use ward::GuardedController;
+use ward::{GuardedController, Readiness};
 use ward_guards::await_deletion::AwaitDeletion;
 
 use super::model::{HASH_LABEL, LeaderWorkerSet, LeaderWorkerSetStatus, NAME_LABEL, WRITTEN_FOR};
@@ -63,10 +63,36 @@ struct Ctx {
 /// Run the controller over `namespace` until aborted (a restarted
 /// controller starts from the server's state: it keeps nothing in memory).
 pub async fn run(client: Client, namespace: &str, mode: Mode, journal: Journal) {
+    run_until(
+        client,
+        namespace,
+        mode,
+        journal,
+        None,
+        std::future::pending(),
+    )
+    .await;
+}
+
+/// [`run`] as a deployed controller runs: readiness (if given) driven by
+/// the controller's sync, and a graceful stop when `shutdown` completes
+/// (reconciles in flight finish first).
+pub async fn run_until(
+    client: Client,
+    namespace: &str,
+    mode: Mode,
+    journal: Journal,
+    readiness: Option<Readiness>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+) {
     let lws: Api<LeaderWorkerSet> = Api::namespaced(client.clone(), namespace);
     let sts: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
     let mut ctl = GuardedController::new(lws, watcher::Config::default())
-        .owns(sts, watcher::Config::default());
+        .owns(sts, watcher::Config::default())
+        .graceful_shutdown_on(shutdown);
+    if let Some(r) = readiness {
+        ctl = ctl.readiness(r);
+    }
     if mode == Mode::Guarded {
         ctl = ctl.guard(AwaitDeletion::<LeaderWorkerSet, StatefulSet>::new(|l| {
             l.name_any()

@@ -12,6 +12,8 @@
 mod run;
 pub use run::RunResult;
 mod stale;
+mod sync;
+pub use sync::Synced;
 
 use std::fmt::Debug;
 use std::future::Future;
@@ -22,12 +24,13 @@ use futures::channel::mpsc;
 use futures::{Stream, StreamExt, TryStreamExt};
 use kube::api::Api;
 use kube::runtime::controller::{self, Controller};
-use kube::runtime::reflector::{ObjectRef, Store};
+use kube::runtime::reflector::{self, ObjectRef, Store};
 use kube::runtime::{WatchStreamExt, watcher};
 use kube::{Client, Resource};
 use serde::de::DeserializeOwned;
 
 use crate::guard::{Guard, GuardContext, GuardError};
+use crate::observe::Readiness;
 use stale::StaleTriggers;
 
 /// Why a guarded reconcile failed.
@@ -100,6 +103,8 @@ where
     backoff: Option<ErrorBackoff>,
     wake_tx: mpsc::UnboundedSender<ObjectRef<K>>,
     stale: Arc<StaleTriggers<K>>,
+    synced: Synced,
+    readiness: Option<Readiness>,
 }
 
 impl<K> GuardedController<K>
@@ -120,11 +125,16 @@ where
     #[must_use]
     pub fn new_with(api: Api<K>, wc: watcher::Config, dyntype: K::DynamicType) -> Self {
         let client = api.clone().into_client();
-        Self::wrap(
-            Controller::new_with(api, wc, dyntype.clone()),
-            dyntype,
-            client,
-        )
+        // What `Controller::new_with` builds, with the watch's sync tracked
+        // after the reflector has applied it.
+        let writer = reflector::store::Writer::<K>::new(dyntype.clone());
+        let reader = writer.as_reader();
+        let synced = Synced::new();
+        let trigger = synced
+            .track(reflector::reflector(writer, watcher::watcher(api, wc)))
+            .applied_objects();
+        let inner = Controller::for_stream_with(trigger, reader, dyntype.clone());
+        Self::wrap(inner, dyntype, client, synced)
     }
 
     /// A controller driven by `trigger`, whose objects `reader` caches, as
@@ -150,7 +160,7 @@ where
         client: Client,
     ) -> Self {
         let inner = Controller::for_stream_with(trigger, reader, dyntype.clone());
-        Self::wrap(inner, dyntype, client)
+        Self::wrap(inner, dyntype, client, Synced::new())
     }
 
     /// A controller driven by a shared stream, as
@@ -176,10 +186,10 @@ where
         client: Client,
     ) -> Self {
         let inner = Controller::for_shared_stream_with(trigger, reader, dyntype.clone());
-        Self::wrap(inner, dyntype, client)
+        Self::wrap(inner, dyntype, client, Synced::new())
     }
 
-    fn wrap(inner: Controller<K>, dyntype: K::DynamicType, client: Client) -> Self {
+    fn wrap(inner: Controller<K>, dyntype: K::DynamicType, client: Client, synced: Synced) -> Self {
         let (wake_tx, wake_rx) = mpsc::unbounded();
         let stale = StaleTriggers::new(inner.store(), dyntype.clone());
         // Guard wake-ups re-enter through kube-runtime's scheduler.
@@ -192,6 +202,8 @@ where
             backoff: None,
             wake_tx,
             stale,
+            synced,
+            readiness: None,
         }
     }
 
@@ -230,9 +242,38 @@ where
     }
 
     /// The controller's cache of `K`.
+    ///
+    /// Do not await its `wait_until_ready` while the controller runs:
+    /// kube-runtime's store wakes only the last of concurrent waiters, and
+    /// the controller is one, so either may hang. Await
+    /// [`synced`](Self::synced) instead.
     #[must_use]
     pub fn store(&self) -> Store<K> {
         self.inner.store()
+    }
+
+    /// Whether the watches this controller opened (its own from
+    /// [`new`](Self::new), and each [`owns`](Self::owns) and
+    /// [`watches`](Self::watches)) have delivered their initial lists, so
+    /// [`store`](Self::store) holds every object. Safe to await from any
+    /// number of tasks while the controller runs. A stream passed in
+    /// (`for_stream*`, `*_stream`) is not seen by Ward and not counted.
+    #[must_use]
+    pub fn synced(&self) -> Synced {
+        self.synced.clone()
+    }
+
+    /// Drive a readiness check named `synced/<Kind>` from this controller:
+    /// failing from [`run`](Self::run) until [`synced`](Self::synced), then
+    /// passing while the run's stream lives (it fails again once the stream
+    /// is dropped, e.g. after shutdown). Register it on the
+    /// [`Observability`](crate::Observability) endpoint's
+    /// [`Readiness`](crate::Readiness) so `/readyz` says "ready once the
+    /// cache is synced".
+    #[must_use]
+    pub fn readiness(mut self, readiness: Readiness) -> Self {
+        self.readiness = Some(readiness);
+        self
     }
 
     /// Reconcile the owner when a `Child` it owns changes, as
@@ -267,7 +308,10 @@ where
         // kube-runtime's own `owns_with` does the same: an `Api<Child>`
         // cannot become an `Api<PartialObjectMeta<Child>>` keeping its scope.
         #[allow(deprecated)]
-        let children = kube::runtime::metadata_watcher(api, wc).touched_objects();
+        let children = self
+            .synced
+            .track(kube::runtime::metadata_watcher(api, wc))
+            .touched_objects();
         self.owns_stream_with(children, dyntype)
     }
 
@@ -350,7 +394,7 @@ where
     /// [`watches`](Self::watches) for a dynamic type (`Controller::watches_with`).
     #[must_use]
     pub fn watches_with<Other, I>(
-        mut self,
+        self,
         api: Api<Other>,
         dyntype: Other::DynamicType,
         wc: watcher::Config,
@@ -362,8 +406,11 @@ where
         I: 'static + IntoIterator<Item = ObjectRef<K>>,
         I::IntoIter: Send,
     {
-        self.inner = self.inner.watches_with(api, dyntype, wc, mapper);
-        self
+        let others = self
+            .synced
+            .track(watcher::watcher(api, wc))
+            .touched_objects();
+        self.watches_stream_with(others, mapper, dyntype)
     }
 
     /// Mapped triggers from a stream (`Controller::watches_stream`).

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc;
 use futures::future::BoxFuture;
-use futures::{Stream, TryFuture, TryFutureExt};
+use futures::{Stream, StreamExt, TryFuture, TryFutureExt};
 use kube::Resource;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -20,6 +20,8 @@ use tracing::Instrument;
 use super::stale::StaleTriggers;
 use super::{Error, ErrorBackoff, GuardedController};
 use crate::guard::{Guard, GuardContext, Verdict, run_guards};
+use crate::observe::catalog;
+use crate::observe::readiness::FailOnDrop;
 
 /// One item of [`GuardedController::run`]'s stream: the object and the
 /// action taken, or kube-runtime's error wrapping Ward's [`Error`].
@@ -156,11 +158,19 @@ where
         ReconcilerFut: TryFuture<Ok = Action> + Send + 'static,
         ReconcilerFut::Error: std::error::Error + Send + 'static,
     {
+        let kind = K::kind(&self.dyntype).into_owned();
+        let names: Vec<_> = self.guards.iter().map(|g| g.name()).collect();
+        catalog::register_controller(&kind, &names);
+        let ready = self.readiness.map(|r| {
+            let check = r.check(format!("synced/{kind}"));
+            self.synced.pass_when_synced(check.clone());
+            FailOnDrop(check)
+        });
         let shared = Arc::new(Shared {
             guards: self.guards,
             gctx: self.gctx,
             reader: self.inner.store(),
-            kind: K::kind(&self.dyntype).into_owned(),
+            kind,
             dyntype: self.dyntype,
             wake_tx: self.wake_tx,
             waits: Mutex::new(HashMap::new()),
@@ -169,31 +179,37 @@ where
             stale: self.stale,
         });
         let on_error = shared.clone();
-        self.inner.run(
-            move |obj: Arc<K>, ctx: Arc<Ctx>| {
-                let fut = reconciler(obj.clone(), ctx);
-                let oref = ObjectRef::from_obj_with(&*obj, shared.dyntype.clone());
-                let uid = obj.meta().uid.clone();
-                let stale_trigger = shared.stale.take(&oref);
-                let span = tracing::info_span!("reconcile", object = %oref,
+        self.inner
+            .run(
+                move |obj: Arc<K>, ctx: Arc<Ctx>| {
+                    let fut = reconciler(obj.clone(), ctx);
+                    let oref = ObjectRef::from_obj_with(&*obj, shared.dyntype.clone());
+                    let uid = obj.meta().uid.clone();
+                    let stale_trigger = shared.stale.take(&oref);
+                    let span = tracing::info_span!("reconcile", object = %oref,
                     uid = uid.as_deref().unwrap_or(""), stale_trigger);
-                guarded(shared.clone(), obj, fut, oref, uid).instrument(span)
-            },
-            move |obj: Arc<K>, err: &Error<ReconcilerFut::Error>, ctx: Arc<Ctx>| {
-                let oref = ObjectRef::from_obj_with(&*obj, on_error.dyntype.clone());
-                match (err, on_error.backoff) {
-                    (Error::Reconcile(e), None) => error_policy(obj, e, ctx),
-                    (Error::Reconcile(e), Some(backoff)) => {
-                        error_policy(obj, e, ctx);
-                        on_error.failed(oref, backoff)
+                    guarded(shared.clone(), obj, fut, oref, uid).instrument(span)
+                },
+                move |obj: Arc<K>, err: &Error<ReconcilerFut::Error>, ctx: Arc<Ctx>| {
+                    let oref = ObjectRef::from_obj_with(&*obj, on_error.dyntype.clone());
+                    match (err, on_error.backoff) {
+                        (Error::Reconcile(e), None) => error_policy(obj, e, ctx),
+                        (Error::Reconcile(e), Some(backoff)) => {
+                            error_policy(obj, e, ctx);
+                            on_error.failed(oref, backoff)
+                        }
+                        (Error::Guard { .. }, backoff) => {
+                            on_error.failed(oref, backoff.unwrap_or_default())
+                        }
                     }
-                    (Error::Guard { .. }, backoff) => {
-                        on_error.failed(oref, backoff.unwrap_or_default())
-                    }
-                }
-            },
-            context,
-        )
+                },
+                context,
+            )
+            // The readiness check lives (and passes, once synced) as long as the stream.
+            .map(move |item| {
+                let _alive = &ready;
+                item
+            })
     }
 }
 

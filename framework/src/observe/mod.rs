@@ -3,22 +3,45 @@
 //!
 //! [`Observability::start`] binds the listener (127.0.0.1:9090 unless told
 //! otherwise; port 0 picks a free one), installs a Prometheus recorder as the
-//! process-wide `metrics` recorder, and serves until the returned
-//! [`ObserveHandle`] is shut down or dropped. Readiness starts false; set it
-//! once the controller can do its job (its cache is synced, leadership
-//! acquired), through the handle or a cloned [`Readiness`].
+//! process-wide `metrics` recorder (Ward's histogram buckets, every metric
+//! described: see [`catalog`]), and serves until the returned
+//! [`ObserveHandle`] is shut down or dropped.
+//!
+//! **`/readyz` means "a healthy candidate that can do its job"**, not "the
+//! leader": the [`Readiness`] it reports is a set of named checks, each
+//! driven by the part it speaks for —
+//! [`GuardedController::readiness`](crate::GuardedController::readiness)
+//! passes once the controller's watches have synced,
+//! [`LeaderElection::readiness`](crate::LeaderElection::readiness) once the
+//! candidate reaches the API server (followers included, so a Deployment's
+//! rolling update is not stalled by unready followers; leadership shows in
+//! the `ward_leader` gauge). Nothing registered: not ready. `/readyz` answers
+//! 200 `ok`, or 503 listing each check (`[+]name ok` / `[-]name failed`).
 //!
 //! ```no_run
-//! # async fn demo() -> Result<(), ward::observe::ObserveError> {
+//! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
+//! use std::sync::Arc;
+//! use futures::StreamExt;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::Api;
+//! use kube::runtime::{controller::Action, watcher};
+//! use ward::GuardedController;
 //! use ward::observe::Observability;
 //!
 //! let obs = Observability::new()
 //!     .listen("0.0.0.0:9090".parse().unwrap())
 //!     .start()
 //!     .await?;
-//! metrics::counter!("ward_reconciles_total", "result" => "success").increment(1);
-//! obs.set_ready(true); // e.g. once leadership is acquired
-//! // ... run the controller ...
+//! GuardedController::new(Api::<ConfigMap>::all(client), watcher::Config::default())
+//!     .readiness(obs.readiness()) // ready once the ConfigMap watch has synced
+//!     .shutdown_on_signal()
+//!     .run(
+//!         |_, _: Arc<()>| async { Ok::<_, kube::Error>(Action::await_change()) },
+//!         |_, _, _| Action::await_change(),
+//!         Arc::new(()),
+//!     )
+//!     .for_each(|_| async {})
+//!     .await;
 //! obs.shutdown().await?;
 //! # Ok(())
 //! # }
@@ -27,12 +50,16 @@
 //! Only one recorder can be installed per process: a second `start` fails
 //! with [`ObserveError::RecorderInstalled`]. To serve a recorder installed
 //! elsewhere (or a local one, in tests), pass its handle with
-//! [`Observability::prometheus`]; nothing is installed then.
+//! [`Observability::prometheus`]; nothing is installed then (build it from
+//! [`catalog::prometheus_builder`] for Ward's buckets).
+
+pub mod catalog;
+pub(crate) mod readiness;
+
+pub use readiness::{Readiness, ReadyCheck};
 
 use std::fmt;
 use std::net::SocketAddr;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use axum::Router;
@@ -40,7 +67,7 @@ use axum::extract::State;
 use axum::http::{StatusCode, header};
 use axum::response::IntoResponse;
 use axum::routing::get;
-use metrics_exporter_prometheus::{BuildError, PrometheusBuilder, PrometheusHandle};
+use metrics_exporter_prometheus::{BuildError, PrometheusHandle};
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
@@ -80,37 +107,19 @@ pub enum ObserveError {
 /// Install a Prometheus recorder as the process-wide `metrics` recorder and
 /// return its handle (for [`Observability::prometheus`], when metrics must
 /// be recorded before the endpoint starts).
+///
+/// The recorder has Ward's histogram buckets
+/// ([`catalog::prometheus_builder`]) and every Ward metric described
+/// ([`catalog::register`]).
 pub fn install_recorder() -> Result<PrometheusHandle, ObserveError> {
-    PrometheusBuilder::new()
+    let handle = catalog::prometheus_builder()
         .install_recorder()
         .map_err(|e| match e {
             BuildError::FailedToSetGlobalRecorder(_) => ObserveError::RecorderInstalled,
             e => ObserveError::Recorder(e),
-        })
-}
-
-/// Whether the process is ready to serve; cheap to clone, every clone
-/// flips the same flag.
-#[derive(Debug, Clone, Default)]
-pub struct Readiness(Arc<AtomicBool>);
-
-impl Readiness {
-    /// Not ready.
-    #[must_use]
-    pub fn new() -> Self {
-        Self::default()
-    }
-
-    /// Set readiness (`/readyz` answers 200 when true, 503 when false).
-    pub fn set_ready(&self, ready: bool) {
-        self.0.store(ready, Ordering::SeqCst);
-    }
-
-    /// Whether ready.
-    #[must_use]
-    pub fn is_ready(&self) -> bool {
-        self.0.load(Ordering::SeqCst)
-    }
+        })?;
+    catalog::register();
+    Ok(handle)
 }
 
 /// The metrics and health endpoint's settings (see the [module docs](self)).
@@ -228,14 +237,12 @@ fn router(prometheus: PrometheusHandle, readiness: Readiness) -> Router {
         .route(
             "/readyz",
             get(move || {
-                let ready = readiness.is_ready();
-                async move {
-                    if ready {
-                        (StatusCode::OK, "ok")
-                    } else {
-                        (StatusCode::SERVICE_UNAVAILABLE, "not ready")
-                    }
-                }
+                let answer = if readiness.is_ready() {
+                    (StatusCode::OK, "ok".to_string())
+                } else {
+                    (StatusCode::SERVICE_UNAVAILABLE, readiness.report())
+                };
+                async move { answer }
             }),
         )
         .route("/healthz", get(|| async { "ok" }))
@@ -274,18 +281,13 @@ impl ObserveHandle {
         self.addr
     }
 
-    /// Set readiness (`/readyz`: 200 when true, 503 when false).
-    pub fn set_ready(&self, ready: bool) {
-        self.readiness.set_ready(ready);
-    }
-
     /// Whether `/readyz` answers 200.
     #[must_use]
     pub fn is_ready(&self) -> bool {
         self.readiness.is_ready()
     }
 
-    /// A clone of the readiness flag, to hand to whatever decides it.
+    /// A clone of the readiness checks, to hand to what drives them.
     #[must_use]
     pub fn readiness(&self) -> Readiness {
         self.readiness.clone()
@@ -323,17 +325,7 @@ impl Drop for ObserveHandle {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn readiness_clones_share_one_flag() {
-        let r = Readiness::new();
-        let r2 = r.clone();
-        assert!(!r.is_ready());
-        r2.set_ready(true);
-        assert!(r.is_ready());
-        r.set_ready(false);
-        assert!(!r2.is_ready());
-    }
+    use metrics_exporter_prometheus::PrometheusBuilder;
 
     #[test]
     fn defaults_listen_on_loopback_9090() {

@@ -1,0 +1,296 @@
+//! Every metric Ward records: name, type, labels and help text, in one
+//! table ([`METRICS`]) that describes them to the recorder (the `# HELP`
+//! lines), sets the reconcile-duration histogram's buckets, and that the
+//! README's metric table is checked against.
+//!
+//! Counters whose label values are known in advance are present at zero
+//! from the start: the fixed ones once [`register`] runs, the per-kind,
+//! per-guard and per-lease ones when a controller or an election starts.
+
+use metrics::Unit;
+use metrics_exporter_prometheus::{Matcher, PrometheusBuilder};
+
+/// A metric's type in the Prometheus exposition format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum MetricType {
+    /// A monotonic count.
+    Counter,
+    /// A value that goes up and down.
+    Gauge,
+    /// Observations in buckets, with their sum and count.
+    Histogram,
+}
+
+impl MetricType {
+    /// The name Prometheus' `# TYPE` line uses.
+    #[must_use]
+    pub fn as_str(self) -> &'static str {
+        match self {
+            MetricType::Counter => "counter",
+            MetricType::Gauge => "gauge",
+            MetricType::Histogram => "histogram",
+        }
+    }
+}
+
+/// One metric Ward records.
+#[derive(Debug, Clone, Copy)]
+pub struct Metric {
+    /// Its name.
+    pub name: &'static str,
+    /// Its type.
+    pub kind: MetricType,
+    /// Its label names.
+    pub labels: &'static [&'static str],
+    /// Its `# HELP` text.
+    pub help: &'static str,
+}
+
+/// `ward_reconciles_total`'s `result` label values.
+pub const RECONCILE_RESULTS: &[&str] = &["success", "error", "skipped", "waiting", "guard_error"];
+/// `ward_guard_verdicts_total`'s `verdict` label values.
+pub const VERDICTS: &[&str] = &["proceed", "wait", "skip"];
+/// `ward_stale_triggers_total`'s `source` label values.
+pub const STALE_SOURCES: &[&str] = &["owner", "wake"];
+/// `ward_occ_*`'s `verb` label values.
+pub const OCC_VERBS: &[&str] = &["update", "delete"];
+/// `ward_leader_transitions_total`'s `event` label values.
+pub const LEADER_EVENTS: &[&str] = &["acquired", "lost", "released"];
+/// `ward_leader_renew_failures_total`'s `reason` label values.
+pub const RENEW_FAILURES: &[&str] = &["timeout", "conflict", "error"];
+/// `ward_leader_late_renewals_total`'s `result` label values.
+pub const LATE_RENEWALS: &[&str] = &["conflict", "renewed", "error"];
+/// `ward_leader_acquire_attempts_total`'s `result` label values.
+pub const ACQUIRE_RESULTS: &[&str] = &["acquired", "held", "conflict", "error"];
+
+/// The reconcile-duration histogram's bucket bounds, in seconds: a
+/// reconcile is a few API calls, so 1 ms to 30 s.
+pub const RECONCILE_BUCKETS: &[f64] = &[
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
+];
+
+const LEASE: &[&str] = &["lease", "identity"];
+
+/// Every metric Ward records.
+pub const METRICS: &[Metric] = &[
+    Metric {
+        name: "ward_reconciles_total",
+        kind: MetricType::Counter,
+        labels: &["kind", "result"],
+        help: "Reconciles by outcome: success, error (the reconciler's), skipped or waiting (a guard's verdict), guard_error.",
+    },
+    Metric {
+        name: "ward_reconcile_duration_seconds",
+        kind: MetricType::Histogram,
+        labels: &["kind"],
+        help: "Time from a reconcile's start to its outcome, guards included.",
+    },
+    Metric {
+        name: "ward_guard_verdicts_total",
+        kind: MetricType::Counter,
+        labels: &["guard", "verdict"],
+        help: "Guard verdicts: proceed, wait or skip.",
+    },
+    Metric {
+        name: "ward_queue_depth",
+        kind: MetricType::Gauge,
+        labels: &["kind"],
+        help: "Objects waiting on a guard or backing off after an error (kube-runtime's own queue is not observable).",
+    },
+    Metric {
+        name: "ward_stale_triggers_total",
+        kind: MetricType::Counter,
+        labels: &["source"],
+        help: "Triggers naming a replaced object: owner (a child of a replaced owner woke the live one), wake (a guard wake-up for an object since replaced).",
+    },
+    Metric {
+        name: "ward_fresh_reads_total",
+        kind: MetricType::Counter,
+        labels: &[],
+        help: "Quorum reads sent by guards' fresh reads (coalesced checks share one).",
+    },
+    Metric {
+        name: "ward_occ_conflicts_total",
+        kind: MetricType::Counter,
+        labels: &["verb"],
+        help: "Optimistic-concurrency conflicts that made OccPatch re-read and decide again.",
+    },
+    Metric {
+        name: "ward_occ_gave_up_total",
+        kind: MetricType::Counter,
+        labels: &["verb"],
+        help: "OccPatch writes abandoned after their deadline or attempt cap.",
+    },
+    Metric {
+        name: "ward_leader",
+        kind: MetricType::Gauge,
+        labels: LEASE,
+        help: "1 while this candidate leads, else 0 (a follower shows 0).",
+    },
+    Metric {
+        name: "ward_leader_transitions_total",
+        kind: MetricType::Counter,
+        labels: &["lease", "identity", "event"],
+        help: "Leadership acquired, lost or released.",
+    },
+    Metric {
+        name: "ward_leader_acquire_attempts_total",
+        kind: MetricType::Counter,
+        labels: &["lease", "identity", "result"],
+        help: "Attempts to take the Lease: acquired, held (another candidate holds it), conflict (another wrote first), error.",
+    },
+    Metric {
+        name: "ward_leader_renew_failures_total",
+        kind: MetricType::Counter,
+        labels: &["lease", "identity", "reason"],
+        help: "Renews that failed: timeout (past the lease), conflict, error.",
+    },
+    Metric {
+        name: "ward_leader_late_renewals_total",
+        kind: MetricType::Counter,
+        labels: &["lease", "identity", "result"],
+        help: "Renews abandoned at their deadline that completed later: conflict, renewed (then given back), error.",
+    },
+    Metric {
+        name: "ward_ready",
+        kind: MetricType::Gauge,
+        labels: &["check"],
+        help: "1 while the readiness check passes, else 0.",
+    },
+];
+
+/// A `PrometheusBuilder` with Ward's histogram buckets; use it for a
+/// recorder you install yourself (Ward's [`install_recorder`](super::install_recorder)
+/// does).
+#[must_use]
+pub fn prometheus_builder() -> PrometheusBuilder {
+    PrometheusBuilder::new()
+        .set_buckets_for_metric(
+            Matcher::Full("ward_reconcile_duration_seconds".into()),
+            RECONCILE_BUCKETS,
+        )
+        // Non-empty constant buckets: this cannot fail.
+        .expect("non-empty buckets")
+}
+
+/// Describe every metric to the installed recorder (its `# HELP` line) and
+/// set the counters with fixed labels to zero. Idempotent; Ward calls it
+/// when a recorder is installed through it, and when a controller or an
+/// election starts.
+pub fn register() {
+    for m in METRICS {
+        let unit = m.name.ends_with("_seconds").then_some(Unit::Seconds);
+        match (m.kind, unit) {
+            (MetricType::Counter, _) => metrics::describe_counter!(m.name, m.help),
+            (MetricType::Gauge, _) => metrics::describe_gauge!(m.name, m.help),
+            (MetricType::Histogram, Some(u)) => metrics::describe_histogram!(m.name, u, m.help),
+            (MetricType::Histogram, None) => metrics::describe_histogram!(m.name, m.help),
+        }
+    }
+    for source in STALE_SOURCES {
+        metrics::counter!("ward_stale_triggers_total", "source" => *source).increment(0);
+    }
+    for verb in OCC_VERBS {
+        metrics::counter!("ward_occ_conflicts_total", "verb" => *verb).increment(0);
+        metrics::counter!("ward_occ_gave_up_total", "verb" => *verb).increment(0);
+    }
+    metrics::counter!("ward_fresh_reads_total").increment(0);
+}
+
+/// Present a controller's per-kind and per-guard series at zero.
+pub(crate) fn register_controller(kind: &str, guards: &[&'static str]) {
+    register();
+    for result in RECONCILE_RESULTS {
+        metrics::counter!("ward_reconciles_total", "kind" => kind.to_string(), "result" => *result)
+            .increment(0);
+    }
+    metrics::gauge!("ward_queue_depth", "kind" => kind.to_string()).set(0.0);
+    // Registering the histogram renders its buckets at zero.
+    let _ = metrics::histogram!("ward_reconcile_duration_seconds", "kind" => kind.to_string());
+    for guard in guards {
+        for verdict in VERDICTS {
+            metrics::counter!("ward_guard_verdicts_total", "guard" => *guard, "verdict" => *verdict)
+                .increment(0);
+        }
+    }
+}
+
+/// Present an election's per-lease series at zero (the gauge at 0).
+pub(crate) fn register_election(lease: &str, identity: &str) {
+    register();
+    let labels = |k: &'static str, v: &'static str| {
+        [
+            ("lease", lease.to_string()),
+            ("identity", identity.to_string()),
+            (k, v.to_string()),
+        ]
+    };
+    metrics::gauge!("ward_leader", "lease" => lease.to_string(), "identity" => identity.to_string())
+        .set(0.0);
+    for (name, key, values) in [
+        ("ward_leader_transitions_total", "event", LEADER_EVENTS),
+        (
+            "ward_leader_acquire_attempts_total",
+            "result",
+            ACQUIRE_RESULTS,
+        ),
+        ("ward_leader_renew_failures_total", "reason", RENEW_FAILURES),
+        ("ward_leader_late_renewals_total", "result", LATE_RENEWALS),
+    ] {
+        for v in values {
+            metrics::counter!(name, &labels(key, v)).increment(0);
+        }
+    }
+}
+
+/// Set the `ward_ready` gauge of one check.
+pub(crate) fn ready_gauge(check: &str, ok: bool) {
+    metrics::gauge!("ward_ready", "check" => check.to_string()).set(if ok { 1.0 } else { 0.0 });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_are_unique_and_prometheus_safe() {
+        let mut names: Vec<_> = METRICS.iter().map(|m| m.name).collect();
+        names.sort_unstable();
+        names.dedup();
+        assert_eq!(names.len(), METRICS.len(), "a metric listed twice");
+        for m in METRICS {
+            assert!(m.name.starts_with("ward_"), "{}", m.name);
+            assert!(
+                m.name
+                    .chars()
+                    .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_'),
+                "{}",
+                m.name
+            );
+            assert_eq!(
+                m.kind == MetricType::Counter,
+                m.name.ends_with("_total"),
+                "{}: counters and only counters end in _total",
+                m.name
+            );
+        }
+    }
+
+    /// The README's table lists every metric with its type and labels.
+    #[test]
+    fn the_readme_table_lists_every_metric() {
+        let readme = include_str!("../../../README.md");
+        for m in METRICS {
+            let labels = if m.labels.is_empty() {
+                "-".to_string()
+            } else {
+                m.labels.join(", ")
+            };
+            let row = format!("| `{}` | {} | {} |", m.name, m.kind.as_str(), labels);
+            assert!(
+                readme.lines().any(|l| l.starts_with(&row)),
+                "README.md has no row starting {row:?}"
+            );
+        }
+    }
+}

@@ -146,3 +146,16 @@ pub fn print_events(journal: &[(std::time::Duration, String)], until: Option<std
         ward_base::outln!("  {:>9.3}s  {what}", at.as_secs_f64());
     }
 }
+
+/// Complete on SIGTERM or SIGINT ([`ward::shutdown::signal`]). Should the
+/// handlers fail to install, never complete: the signals then keep their
+/// default action and end the process.
+pub async fn until_signal() {
+    match ward::shutdown::signal() {
+        Ok(signal) => signal.await,
+        Err(e) => {
+            tracing::warn!(error = %e, "no signal handlers: SIGTERM ends the process at once");
+            std::future::pending().await
+        }
+    }
+}

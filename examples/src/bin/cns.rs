@@ -207,21 +207,6 @@ async fn serve(
                 ExitCode::from(2)
             }
         },
-        () = shutdown() => ExitCode::SUCCESS,
+        () = run::until_signal() => ExitCode::SUCCESS,
     }
-}
-
-async fn shutdown() {
-    #[cfg(unix)]
-    {
-        use tokio::signal::unix::{SignalKind, signal};
-        if let Ok(mut term) = signal(SignalKind::terminate()) {
-            tokio::select! {
-                _ = tokio::signal::ctrl_c() => {}
-                _ = term.recv() => {}
-            }
-            return;
-        }
-    }
-    let _ = tokio::signal::ctrl_c().await;
 }

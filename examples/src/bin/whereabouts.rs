@@ -176,7 +176,7 @@ async fn run_live(
             config.mode
         );
         let task = tokio::spawn(reconciler::run(client, config, journal.clone()));
-        let _ = tokio::signal::ctrl_c().await;
+        run::until_signal().await;
         task.abort();
         return ExitCode::SUCCESS;
     }
@@ -229,7 +229,7 @@ async fn run_live(
             cfg,
         )));
     }
-    let _ = tokio::signal::ctrl_c().await;
+    run::until_signal().await;
     for t in tasks {
         t.abort();
     }

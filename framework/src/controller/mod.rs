@@ -269,7 +269,8 @@ where
     /// is dropped, e.g. after shutdown). Register it on the
     /// [`Observability`](crate::Observability) endpoint's
     /// [`Readiness`](crate::Readiness) so `/readyz` says "ready once the
-    /// cache is synced".
+    /// cache is synced". Two controllers of one kind in a process share the
+    /// name: the one run last owns the check.
     #[must_use]
     pub fn readiness(mut self, readiness: Readiness) -> Self {
         self.readiness = Some(readiness);

@@ -94,7 +94,7 @@ use tokio::task::JoinHandle;
 use tokio::time::{Instant, sleep_until, timeout_at};
 
 use crate::clock::Clock;
-use crate::observe::readiness::FailOnDrop;
+use crate::observe::readiness::RemoveOnDrop;
 use crate::observe::{Readiness, ReadyCheck, catalog};
 
 /// Errors from leader election.
@@ -371,8 +371,8 @@ impl LeaderElection {
     /// Drive a readiness check named `leader-election/<namespace>/<name>`
     /// from [`run`](Self::run): it passes while this candidate is healthy —
     /// its last attempt to acquire got an answer from the API server (the
-    /// Lease held by another candidate counts), or it leads — and fails
-    /// when an attempt errs and once `run` returns. Followers are ready, so
+    /// Lease held by another candidate counts), or it leads — fails when
+    /// an attempt errs, and is removed once `run` returns. Followers are ready, so
     /// they do not stall a rolling update; the `ward_leader` gauge says who
     /// leads. See [`ready_only_when_leading`](Self::ready_only_when_leading)
     /// for the other meaning.
@@ -420,7 +420,7 @@ impl LeaderElection {
             .as_ref()
             .map(|r| r.check(format!("leader-election/{}", this.lease)));
         // The candidate stops with `run` (or when its future is dropped).
-        let _stopped = this.check.clone().map(FailOnDrop);
+        let _stopped = this.check.clone().map(RemoveOnDrop);
         let me = Arc::new(this);
         me.leading(false);
         let mut shutdown = pin!(shutdown);

@@ -22,7 +22,10 @@ use std::future::Future;
 /// A future that completes on the first SIGTERM or SIGINT (Ctrl-C) after
 /// this call. The handlers are installed at once, not at the first poll,
 /// so a signal that comes before the future is polled is not lost (and
-/// does not kill the process). Must be called inside a tokio runtime.
+/// does not kill the process). A second signal after that exits the
+/// process at once (status 130), as a second Ctrl-C forces
+/// kube-runtime's shutdown: a stuck reconcile cannot keep it alive. Must
+/// be called inside a tokio runtime.
 ///
 /// # Errors
 /// The signal handlers could not be installed.
@@ -34,9 +37,17 @@ pub fn signal() -> std::io::Result<impl Future<Output = ()> + Send + Sync + 'sta
         let mut int = signal(SignalKind::interrupt())?;
         Ok(async move {
             tokio::select! {
-                _ = term.recv() => tracing::info!("SIGTERM: shutting down"),
-                _ = int.recv() => tracing::info!("SIGINT: shutting down"),
+                _ = term.recv() => tracing::info!("SIGTERM: shutting down (again to force)"),
+                _ = int.recv() => tracing::info!("SIGINT: shutting down (again to force)"),
             }
+            tokio::spawn(async move {
+                tokio::select! {
+                    _ = term.recv() => {}
+                    _ = int.recv() => {}
+                }
+                tracing::warn!("second signal: exiting now");
+                std::process::exit(130);
+            });
         })
     }
     #[cfg(not(unix))]

@@ -160,7 +160,7 @@ where
         client: Client,
     ) -> Self {
         let inner = Controller::for_stream_with(trigger, reader, dyntype.clone());
-        Self::wrap(inner, dyntype, client, Synced::new())
+        Self::wrap(inner, dyntype, client, Synced::unseen())
     }
 
     /// A controller driven by a shared stream, as
@@ -186,7 +186,7 @@ where
         client: Client,
     ) -> Self {
         let inner = Controller::for_shared_stream_with(trigger, reader, dyntype.clone());
-        Self::wrap(inner, dyntype, client, Synced::new())
+        Self::wrap(inner, dyntype, client, Synced::unseen())
     }
 
     fn wrap(inner: Controller<K>, dyntype: K::DynamicType, client: Client, synced: Synced) -> Self {
@@ -256,8 +256,12 @@ where
     /// [`new`](Self::new), and each [`owns`](Self::owns) and
     /// [`watches`](Self::watches)) have delivered their initial lists, so
     /// [`store`](Self::store) holds every object. Safe to await from any
-    /// number of tasks while the controller runs. A stream passed in
-    /// (`for_stream*`, `*_stream`) is not seen by Ward and not counted.
+    /// number of tasks while the controller runs (the watches sync only
+    /// then). Ward cannot see a stream passed in: a `*_stream` trigger is
+    /// not counted, and a controller built with `for_stream*` — whose
+    /// objects come from a reflector you run — never counts as synced
+    /// (rather than claim a sync it cannot know); learn that one from your
+    /// own watcher's `InitDone`.
     #[must_use]
     pub fn synced(&self) -> Synced {
         self.synced.clone()
@@ -265,12 +269,14 @@ where
 
     /// Drive a readiness check named `synced/<Kind>` from this controller:
     /// failing from [`run`](Self::run) until [`synced`](Self::synced), then
-    /// passing while the run's stream lives (it fails again once the stream
-    /// is dropped, e.g. after shutdown). Register it on the
+    /// passing while the run's stream lives (removed once the stream is
+    /// dropped, e.g. after shutdown or lost leadership). Register it on the
     /// [`Observability`](crate::Observability) endpoint's
     /// [`Readiness`](crate::Readiness) so `/readyz` says "ready once the
     /// cache is synced". Two controllers of one kind in a process share the
-    /// name: the one run last owns the check.
+    /// name: the one run last owns the check. A controller built from a
+    /// stream (`for_stream*`) never passes it: Ward cannot see that
+    /// stream's initial list (see [`synced`](Self::synced)).
     #[must_use]
     pub fn readiness(mut self, readiness: Readiness) -> Self {
         self.readiness = Some(readiness);

@@ -21,7 +21,7 @@ use super::stale::StaleTriggers;
 use super::{Error, ErrorBackoff, GuardedController};
 use crate::guard::{Guard, GuardContext, Verdict, run_guards};
 use crate::observe::catalog;
-use crate::observe::readiness::FailOnDrop;
+use crate::observe::readiness::RemoveOnDrop;
 
 /// One item of [`GuardedController::run`]'s stream: the object and the
 /// action taken, or kube-runtime's error wrapping Ward's [`Error`].
@@ -164,7 +164,7 @@ where
         let ready = self.readiness.map(|r| {
             let check = r.check(format!("synced/{kind}"));
             self.synced.pass_when_synced(check.clone());
-            FailOnDrop(check)
+            RemoveOnDrop(check)
         });
         let shared = Arc::new(Shared {
             guards: self.guards,

@@ -43,6 +43,14 @@ impl Synced {
         }))
     }
 
+    /// One watch pending for good: the main stream of a controller built
+    /// from a stream, whose initial list Ward cannot see.
+    pub(super) fn unseen() -> Self {
+        let s = Self::new();
+        s.0.pending.send_replace(1);
+        s
+    }
+
     /// Pass `check` once every watch has synced (at once if they have).
     pub(super) fn pass_when_synced(&self, check: ReadyCheck) {
         let mut waiting = self.0.lock();

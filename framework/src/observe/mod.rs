@@ -17,6 +17,10 @@
 //! rolling update is not stalled by unready followers; leadership shows in
 //! the `ward_leader` gauge). Nothing registered: not ready. `/readyz` answers
 //! 200 `ok`, or 503 listing each check (`[+]name ok` / `[-]name failed`).
+//! A part that stops (a controller's stream dropped, an election's `run`
+//! returned) removes its check. Start the endpoint (which installs the
+//! recorder) before the controller or election, so their metrics are
+//! described and present at zero from the start.
 //!
 //! ```no_run
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
@@ -237,10 +241,9 @@ fn router(prometheus: PrometheusHandle, readiness: Readiness) -> Router {
         .route(
             "/readyz",
             get(move || {
-                let answer = if readiness.is_ready() {
-                    (StatusCode::OK, "ok".to_string())
-                } else {
-                    (StatusCode::SERVICE_UNAVAILABLE, readiness.report())
+                let answer = match readiness.verdict() {
+                    (true, _) => (StatusCode::OK, "ok".to_string()),
+                    (false, report) => (StatusCode::SERVICE_UNAVAILABLE, report),
                 };
                 async move { answer }
             }),

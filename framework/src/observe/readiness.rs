@@ -47,10 +47,14 @@ impl Shared {
     }
 
     fn publish(&self, checks: &BTreeMap<String, (u64, bool)>) {
-        let ready = !checks.is_empty() && checks.values().all(|(_, ok)| *ok);
+        let ready = all_pass(checks);
         self.ready
             .send_if_modified(|r| std::mem::replace(r, ready) != ready);
     }
+}
+
+fn all_pass(checks: &BTreeMap<String, (u64, bool)>) -> bool {
+    !checks.is_empty() && checks.values().all(|(_, ok)| *ok)
 }
 
 impl Readiness {
@@ -74,8 +78,8 @@ impl Readiness {
         let generation = checks.get(&name).map_or(0, |(g, _)| g + 1);
         checks.insert(name.clone(), (generation, false));
         self.0.publish(&checks);
-        drop(checks);
         catalog::ready_gauge(&name, false);
+        drop(checks);
         ReadyCheck {
             readiness: self.clone(),
             name: Arc::from(name),
@@ -107,13 +111,18 @@ impl Readiness {
     /// verbose format).
     #[must_use]
     pub fn report(&self) -> String {
+        self.verdict().1
+    }
+
+    /// Whether ready, and the [`report`](Self::report) — read together.
+    pub(crate) fn verdict(&self) -> (bool, String) {
         let checks = self.0.lock();
         let mut out = String::new();
         for (name, (_, ok)) in checks.iter() {
             let (sign, word) = if *ok { ('+', "ok") } else { ('-', "failed") };
             out.push_str(&format!("[{sign}]{name} {word}\n"));
         }
-        let all = !checks.is_empty() && checks.values().all(|(_, ok)| *ok);
+        let all = all_pass(&checks);
         if checks.is_empty() {
             out.push_str("[-]no checks registered\n");
         }
@@ -122,7 +131,7 @@ impl Readiness {
         } else {
             "readyz check failed\n"
         });
-        out
+        (all, out)
     }
 }
 
@@ -155,8 +164,23 @@ impl ReadyCheck {
             _ => return,
         }
         shared.publish(&checks);
-        drop(checks);
         catalog::ready_gauge(&self.name, ok);
+    }
+
+    /// Unregister the check (a no-op once registered again): what it spoke
+    /// for has stopped, and no longer has a say.
+    pub(crate) fn remove(&self) {
+        let shared = &self.readiness.0;
+        let mut checks = shared.lock();
+        if checks
+            .get(&*self.name)
+            .is_none_or(|(g, _)| *g != self.generation)
+        {
+            return;
+        }
+        checks.remove(&*self.name);
+        shared.publish(&checks);
+        catalog::ready_gauge(&self.name, false);
     }
 
     /// The check's name.
@@ -166,12 +190,13 @@ impl ReadyCheck {
     }
 }
 
-/// Fails its check when dropped: what it speaks for has stopped.
-pub(crate) struct FailOnDrop(pub(crate) ReadyCheck);
+/// Removes its check when dropped: what it speaks for has stopped (a
+/// process left with no checks is not ready).
+pub(crate) struct RemoveOnDrop(pub(crate) ReadyCheck);
 
-impl Drop for FailOnDrop {
+impl Drop for RemoveOnDrop {
     fn drop(&mut self) {
-        self.0.set(false);
+        self.0.remove();
     }
 }
 
@@ -212,6 +237,26 @@ mod tests {
         assert!(!r.is_ready(), "the old handle changes nothing");
         new.set(true);
         assert!(r.is_ready());
+    }
+
+    #[test]
+    fn a_removed_check_has_no_say() {
+        let r = Readiness::new();
+        let (a, b) = (r.check("a"), r.check("b"));
+        a.set(true);
+        drop(RemoveOnDrop(b.clone()));
+        assert!(r.is_ready(), "b stopped; a passes");
+        b.set(false);
+        assert!(r.is_ready(), "a removed check's handle changes nothing");
+        let a2 = r.check("a");
+        a.remove();
+        assert_eq!(
+            r.report(),
+            "[-]a failed\nreadyz check failed\n",
+            "not the newer a"
+        );
+        drop(RemoveOnDrop(a2));
+        assert!(!r.is_ready(), "no checks left");
     }
 
     #[tokio::test]

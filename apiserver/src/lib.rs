@@ -22,6 +22,7 @@
 
 #![warn(missing_docs)]
 
+pub mod builtins;
 pub mod clock;
 pub mod crd;
 pub mod discovery;

@@ -69,7 +69,7 @@ impl ResourceInfo {
 
     /// The verbs discovery advertises, and the only ones the handler
     /// routes (405 for the others). Namespaces, as in Kubernetes, have no
-    /// deletecollection.
+    /// deletecollection; componentstatuses are read-only.
     #[must_use]
     pub fn verbs(&self) -> &'static [&'static str] {
         const ALL: &[&str] = &[
@@ -85,10 +85,12 @@ impl ResourceInfo {
         const NO_DELETECOLLECTION: &[&str] = &[
             "create", "delete", "get", "list", "patch", "update", "watch",
         ];
-        if self.group.is_empty() && self.plural == "namespaces" {
-            NO_DELETECOLLECTION
-        } else {
-            ALL
+        // componentstatuses: the real server computes them on read.
+        const READ_ONLY: &[&str] = &["get", "list"];
+        match (self.group.is_empty(), self.plural.as_str()) {
+            (true, "namespaces") => NO_DELETECOLLECTION,
+            (true, "componentstatuses") => READ_ONLY,
+            _ => ALL,
         }
     }
 }
@@ -166,103 +168,24 @@ fn builtin(
     }
 }
 
-/// The built-in kinds served from the start.
+/// The built-in kinds served from the start ([`crate::builtins::BUILTINS`]).
 #[must_use]
 pub fn builtin_resources() -> Vec<ResourceInfo> {
-    let mut v = vec![
-        builtin(
-            "",
-            "v1",
-            "namespaces",
-            "Namespace",
-            false,
-            &["ns"],
-            true,
-            true,
-        ),
-        builtin("", "v1", "nodes", "Node", false, &["no"], true, true),
-        builtin("", "v1", "pods", "Pod", true, &["po"], true, true),
-        builtin(
-            "",
-            "v1",
-            "configmaps",
-            "ConfigMap",
-            true,
-            &["cm"],
-            false,
-            false,
-        ),
-        builtin("", "v1", "secrets", "Secret", true, &[], false, false),
-        builtin("", "v1", "services", "Service", true, &["svc"], true, true),
-        builtin(
-            "",
-            "v1",
-            "serviceaccounts",
-            "ServiceAccount",
-            true,
-            &["sa"],
-            false,
-            false,
-        ),
-        builtin("", "v1", "events", "Event", true, &["ev"], false, false),
-        builtin(
-            "apps",
-            "v1",
-            "statefulsets",
-            "StatefulSet",
-            true,
-            &["sts"],
-            true,
-            true,
-        ),
-        builtin(
-            "apps",
-            "v1",
-            "controllerrevisions",
-            "ControllerRevision",
-            true,
-            &[],
-            false,
-            false,
-        ),
-        builtin(
-            "coordination.k8s.io",
-            "v1",
-            "leases",
-            "Lease",
-            true,
-            &[],
-            false,
-            true,
-        ),
-        builtin(
-            "events.k8s.io",
-            "v1",
-            "events",
-            "Event",
-            true,
-            &["ev"],
-            false,
-            false,
-        ),
-        builtin(
-            "apiextensions.k8s.io",
-            "v1",
-            "customresourcedefinitions",
-            "CustomResourceDefinition",
-            false,
-            &["crd", "crds"],
-            true,
-            true,
-        ),
-    ];
-    // kubectl's "all" category covers workloads and services.
-    for r in &mut v {
-        if matches!(r.plural.as_str(), "pods" | "services" | "statefulsets") {
-            r.categories.push("all".into());
-        }
-    }
-    v
+    crate::builtins::BUILTINS
+        .iter()
+        .map(
+            |&(api_version, kind, plural, namespaced, status, spec, short)| {
+                let (group, version) = api_version.rsplit_once('/').unwrap_or(("", api_version));
+                let mut r = builtin(
+                    group, version, plural, kind, namespaced, short, status, spec,
+                );
+                if crate::builtins::ALL_CATEGORY.contains(&plural) {
+                    r.categories.push("all".into());
+                }
+                r
+            },
+        )
+        .collect()
 }
 
 /// The live table of served resources, shared by every request.

@@ -270,7 +270,67 @@ async fn scenario(name: &str, validate: &[&'static str]) {
     config_maps(&k).await;
     stateful_sets(&k).await;
     deletion(&k, &server).await;
+    shipped_manifests(&k).await;
     server.shutdown().await;
+}
+
+/// The example controllers' deploy/ manifests, as a user applies them:
+/// CRDs, ServiceAccounts and RBAC (Roles, ClusterRoles and bindings), a
+/// DaemonSet and two Deployments.
+async fn shipped_manifests(k: &Ctl) {
+    let manifests = [
+        (
+            "lws-crd.yaml",
+            include_str!("../../examples/lws/deploy/crd.yaml"),
+        ),
+        (
+            "lws-rbac.yaml",
+            include_str!("../../examples/lws/deploy/rbac.yaml"),
+        ),
+        (
+            "lws-deployment.yaml",
+            include_str!("../../examples/lws/deploy/deployment.yaml"),
+        ),
+        (
+            "cns-crd.yaml",
+            include_str!("../../examples/cns/deploy/crd.yaml"),
+        ),
+        (
+            "cns-rbac.yaml",
+            include_str!("../../examples/cns/deploy/rbac.yaml"),
+        ),
+        (
+            "cns-daemonset.yaml",
+            include_str!("../../examples/cns/deploy/daemonset.yaml"),
+        ),
+        (
+            "wa-crd.yaml",
+            include_str!("../../examples/whereabouts/deploy/crd.yaml"),
+        ),
+        (
+            "wa-rbac.yaml",
+            include_str!("../../examples/whereabouts/deploy/rbac.yaml"),
+        ),
+        (
+            "wa-deployment.yaml",
+            include_str!("../../examples/whereabouts/deploy/deployment.yaml"),
+        ),
+    ];
+    for (file, yaml) in manifests {
+        k.with_file(&["apply"], file, yaml).await;
+    }
+    let lws = k
+        .json(&["deployment", "ward-lws", "-n", "kube-system"])
+        .await;
+    assert_eq!(lws["spec"]["replicas"], 2);
+    let role = k
+        .json(&["role", "ward-lws-leader-election", "-n", "kube-system"])
+        .await;
+    assert_eq!(role["rules"][0]["resources"][0], "leases");
+    says(
+        &k.ok(&["get", "clusterrolebindings", "-o", "name"]).await,
+        "clusterrolebinding.rbac.authorization.k8s.io/ward-lws",
+    );
 }
 
 const CRD: &str = "apiVersion: apiextensions.k8s.io/v1

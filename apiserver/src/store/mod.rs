@@ -232,8 +232,53 @@ fn paginate<'a>(
     }
 }
 
+/// What a fresh cluster holds that clients look up: the four initial
+/// namespaces, the `default/kubernetes` Service, and the bootstrap
+/// ClusterRoles `cluster-admin` (bound to `system:masters`), `admin`,
+/// `edit` and `view`. The last three carry their aggregation rules with
+/// empty rules: no controller aggregates them here.
+fn bootstrap_objects() -> Vec<serde_json::Value> {
+    let mut objects: Vec<_> = ["default", "kube-system", "kube-public", "kube-node-lease"]
+        .into_iter()
+        .map(|name| {
+            json!({"apiVersion": "v1", "kind": "Namespace",
+                "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
+                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
+        })
+        .collect();
+    objects.push(json!({"apiVersion": "v1", "kind": "Service",
+        "metadata": {"name": "kubernetes", "namespace": "default",
+            "labels": {"component": "apiserver", "provider": "kubernetes"}},
+        "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
+            "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
+            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
+            "sessionAffinity": "None", "internalTrafficPolicy": "Cluster"}}));
+    let bootstrap = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
+    let autoupdate = json!({"rbac.authorization.kubernetes.io/autoupdate": "true"});
+    objects.push(
+        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+        "metadata": {"name": "cluster-admin", "labels": bootstrap, "annotations": autoupdate},
+        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
+                  {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
+    );
+    objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
+        "metadata": {"name": "cluster-admin", "labels": bootstrap, "annotations": autoupdate},
+        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
+        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]}));
+    for name in ["admin", "edit", "view"] {
+        let label = format!("rbac.authorization.k8s.io/aggregate-to-{name}");
+        objects.push(
+            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
+            "metadata": {"name": name, "labels": bootstrap, "annotations": autoupdate},
+            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {label: "true"}}]},
+            "rules": []}),
+        );
+    }
+    objects
+}
+
 impl Store {
-    /// An empty store holding the four initial namespaces.
+    /// A store holding what a fresh cluster holds ([`bootstrap_objects`]).
     #[must_use]
     pub fn new(config: StoreConfig, clock: Clock, rules: Arc<dyn Rules>) -> Self {
         let (events, _) = broadcast::channel(config.watch_buffer.max(16));
@@ -250,17 +295,18 @@ impl Store {
             rules,
             uids: AtomicU64::new(0),
         };
-        let ns = crate::resources::builtin_resources()
-            .into_iter()
-            .find(|r| r.plural == "namespaces")
-            .expect("namespaces is built in");
-        for name in ["default", "kube-system", "kube-public", "kube-node-lease"] {
-            let obj = json!({"apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
-                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}});
+        let builtins = crate::resources::builtin_resources();
+        for obj in bootstrap_objects() {
+            let info = builtins
+                .iter()
+                .find(|r| {
+                    r.is_api_version(obj["apiVersion"].as_str().unwrap_or(""))
+                        && r.kind == obj["kind"]
+                })
+                .expect("bootstrap kinds are built in");
             store
-                .create(&ns, obj)
-                .expect("initial namespaces are valid");
+                .create(info, obj)
+                .expect("bootstrap objects are valid");
         }
         store
     }

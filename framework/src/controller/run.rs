@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc;
 use futures::future::BoxFuture;
-use futures::{Stream, StreamExt, TryFuture, TryFutureExt};
+use futures::{Stream, TryFuture, TryFutureExt};
 use kube::Resource;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -179,37 +179,34 @@ where
             stale: self.stale,
         });
         let on_error = shared.clone();
-        self.inner
-            .run(
-                move |obj: Arc<K>, ctx: Arc<Ctx>| {
-                    let fut = reconciler(obj.clone(), ctx);
-                    let oref = ObjectRef::from_obj_with(&*obj, shared.dyntype.clone());
-                    let uid = obj.meta().uid.clone();
-                    let stale_trigger = shared.stale.take(&oref);
-                    let span = tracing::info_span!("reconcile", object = %oref,
-                    uid = uid.as_deref().unwrap_or(""), stale_trigger);
-                    guarded(shared.clone(), obj, fut, oref, uid).instrument(span)
-                },
-                move |obj: Arc<K>, err: &Error<ReconcilerFut::Error>, ctx: Arc<Ctx>| {
-                    let oref = ObjectRef::from_obj_with(&*obj, on_error.dyntype.clone());
-                    match (err, on_error.backoff) {
-                        (Error::Reconcile(e), None) => error_policy(obj, e, ctx),
-                        (Error::Reconcile(e), Some(backoff)) => {
-                            error_policy(obj, e, ctx);
-                            on_error.failed(oref, backoff)
-                        }
-                        (Error::Guard { .. }, backoff) => {
-                            on_error.failed(oref, backoff.unwrap_or_default())
-                        }
-                    }
-                },
-                context,
-            )
-            // The readiness check lives (and passes, once synced) as long as the stream.
-            .map(move |item| {
+        self.inner.run(
+            move |obj: Arc<K>, ctx: Arc<Ctx>| {
+                // The readiness check lives (and passes, once synced) as
+                // long as the run's stream, which owns this closure.
                 let _alive = &ready;
-                item
-            })
+                let fut = reconciler(obj.clone(), ctx);
+                let oref = ObjectRef::from_obj_with(&*obj, shared.dyntype.clone());
+                let uid = obj.meta().uid.clone();
+                let stale_trigger = shared.stale.take(&oref);
+                let span = tracing::info_span!("reconcile", object = %oref,
+                    uid = uid.as_deref().unwrap_or(""), stale_trigger);
+                guarded(shared.clone(), obj, fut, oref, uid).instrument(span)
+            },
+            move |obj: Arc<K>, err: &Error<ReconcilerFut::Error>, ctx: Arc<Ctx>| {
+                let oref = ObjectRef::from_obj_with(&*obj, on_error.dyntype.clone());
+                match (err, on_error.backoff) {
+                    (Error::Reconcile(e), None) => error_policy(obj, e, ctx),
+                    (Error::Reconcile(e), Some(backoff)) => {
+                        error_policy(obj, e, ctx);
+                        on_error.failed(oref, backoff)
+                    }
+                    (Error::Guard { .. }, backoff) => {
+                        on_error.failed(oref, backoff.unwrap_or_default())
+                    }
+                }
+            },
+            context,
+        )
     }
 }
 

@@ -69,8 +69,6 @@ pub const RECONCILE_BUCKETS: &[f64] = &[
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0,
 ];
 
-const LEASE: &[&str] = &["lease", "identity"];
-
 /// Every metric Ward records.
 pub const METRICS: &[Metric] = &[
     Metric {
@@ -124,7 +122,7 @@ pub const METRICS: &[Metric] = &[
     Metric {
         name: "ward_leader",
         kind: MetricType::Gauge,
-        labels: LEASE,
+        labels: &["lease", "identity"],
         help: "1 while this candidate leads, else 0 (a follower shows 0).",
     },
     Metric {

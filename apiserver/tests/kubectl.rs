@@ -540,6 +540,24 @@ async fn config_maps(k: &Ctl) {
     says(&k.fails(&failing).await, "test failed");
     assert_eq!(k.json(&["cm", "demo"]).await["data"]["k"], "3");
 
+    // --dry-run=server: answered as the write would be, never stored.
+    let dry = ["apply", "--dry-run=server"];
+    let out = k
+        .with_file(&dry, "cm-dry.yaml", &config_map("k: \"9\"", "app: demo"))
+        .await;
+    says(&out, "configmap/demo configured (server dry run)");
+    let other = "apiVersion: v1\nkind: ConfigMap\nmetadata:\n  name: dry\ndata: {a: b}\n";
+    let out = k
+        .with_file(&["create", "--dry-run=server"], "cm-new.yaml", other)
+        .await;
+    says(&out, "configmap/dry created (server dry run)");
+    let out = k
+        .ok(&["delete", "configmap", "demo", "--dry-run=server"])
+        .await;
+    says(&out, "(server dry run)");
+    k.gone("configmap/dry").await;
+    assert_eq!(k.json(&["cm", "demo"]).await["data"]["k"], "3");
+
     let out = k.ok(&["delete", "configmap", "demo"]).await;
     says(&out, "configmap \"demo\" deleted");
     watch.expect(&["DELETED", "demo", "3"]).await;

@@ -202,12 +202,7 @@ fn bad_params(verb: Verb) -> Vec<String> {
         "labelSelector=a%20in%20(",
         "fieldSelector=spec.x%3Dy",
     ];
-    let write = [
-        "dryRun=Some",
-        "dryRun=All",
-        "fieldValidation=Loose",
-        "fieldManager=a%01b",
-    ];
+    let write = ["dryRun=Some", "fieldValidation=Loose", "fieldManager=a%01b"];
     let mut v: Vec<String> = match verb {
         Verb::Get => vec!["resourceVersion=abc".into(), "resourceVersion=-3".into()],
         Verb::List => {
@@ -226,7 +221,7 @@ fn bad_params(verb: Verb) -> Vec<String> {
                 [
                     "gracePeriodSeconds=x",
                     "propagationPolicy=Up",
-                    "dryRun=All",
+                    "dryRun=x",
                     "watch=1",
                 ]
                 .map(String::from),
@@ -237,7 +232,6 @@ fn bad_params(verb: Verb) -> Vec<String> {
             "gracePeriodSeconds=x",
             "gracePeriodSeconds=",
             "propagationPolicy=Up",
-            "dryRun=All",
             "dryRun=x",
         ]
         .map(String::from)

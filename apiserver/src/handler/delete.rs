@@ -7,24 +7,37 @@ use serde_json::{Value, json};
 
 use super::{Req, Resp, Target, committed, json_response, ns_of, render};
 use crate::status::ApiError;
-use crate::store::{DeleteSpec, Deleted, StoredObject};
+use crate::store::{Commit, DeleteSpec, Deleted, StoredObject};
 
 /// DeleteOptions as kube-apiserver reads them: from the body when there
-/// is one, else from the query (never a mix). A dry run is refused
-/// wherever it is asked for: ward-apiserver cannot run one, and deleting
-/// for real instead would be worse than saying so.
+/// is one, else from the query (never a mix). One difference: a query's
+/// `dryRun` beside a body is refused (400), where kube-apiserver ignores it
+/// and deletes for real.
 pub(super) fn delete_spec(req: &Req<'_>) -> Result<DeleteSpec, ApiError> {
     let (opts, pre) = if req.body.iter().all(u8::is_ascii_whitespace) {
         (DeleteOptions::from_query(&req.query)?, json!({}))
     } else {
-        params::refuse_dry_run(&req.query.dry_run())?;
+        if !req.query.dry_run().is_empty() {
+            return Err(ApiError::bad_request(
+                "dryRun in the query is ignored when DeleteOptions come in the body (kube-apiserver would delete for real): put dryRun in the body",
+            ));
+        }
         let body: Value = serde_json::from_slice(&req.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
         check_delete_options(&body)?;
+        // The types are checked above: `dryRun` is a list of strings.
+        let dry_run: Vec<&str> = body["dryRun"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        params::invalid_options("DeleteOptions", params::dry_run_errors(&dry_run))?;
         let opts = DeleteOptions {
             grace_period_seconds: body["gracePeriodSeconds"].as_i64(),
             orphan_dependents: body["orphanDependents"].as_bool(),
             propagation_policy: body["propagationPolicy"].as_str().map(String::from),
+            commit: params::commit_of(&dry_run),
         };
         (opts, body["preconditions"].clone())
     };
@@ -32,6 +45,7 @@ pub(super) fn delete_spec(req: &Req<'_>) -> Result<DeleteSpec, ApiError> {
         grace_period_seconds,
         orphan_dependents,
         propagation_policy: policy,
+        commit,
     } = opts;
     let mut errs = Vec::new();
     if policy.is_some() && orphan_dependents.is_some() {
@@ -58,12 +72,12 @@ pub(super) fn delete_spec(req: &Req<'_>) -> Result<DeleteSpec, ApiError> {
         resource_version: pre["resourceVersion"].as_str().map(String::from),
         add_finalizers,
         grace_period_seconds: grace_period_seconds.map(|g| g.max(0)),
+        commit,
     })
 }
 
 /// DeleteOptions must be an object whose known fields have the types the
-/// real server decodes (400 otherwise, before anything is deleted); a dry
-/// run in the body is refused like one in the query.
+/// real server decodes (400 otherwise, before anything is deleted).
 pub(super) fn check_delete_options(body: &Value) -> Result<(), ApiError> {
     if !body.is_object() {
         return Err(ApiError::bad_request("DeleteOptions must be a JSON object"));
@@ -92,15 +106,7 @@ pub(super) fn check_delete_options(body: &Value) -> Result<(), ApiError> {
             )));
         }
     }
-    // The types are checked above: `dryRun` is a list of strings.
-    let dry_run: Vec<&str> = body["dryRun"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    params::invalid_options("DeleteOptions", params::dry_run_errors(&dry_run))?;
-    params::refuse_dry_run(&dry_run)
+    Ok(())
 }
 
 pub(super) fn delete(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
@@ -110,7 +116,9 @@ pub(super) fn delete(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         Deleted::Removed(o) => (o, true),
         Deleted::Terminating(o) => (o, false),
     };
-    committed(req, t, &obj);
+    if spec.commit == Commit::Store {
+        committed(req, t, &obj);
+    }
     if removed && !crate::strategy::returns_deleted_object(&t.info) {
         return Ok(json_response(StatusCode::OK, &deleted_status(t, &obj)));
     }
@@ -165,7 +173,9 @@ pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiEr
         // Namespaces have no deletecollection (the router refuses it).
         match st.store.delete(&t.info, o.namespace(), o.name(), &spec) {
             Ok(Deleted::Removed(o) | Deleted::Terminating(o)) => {
-                committed(req, t, &o);
+                if spec.commit == Commit::Store {
+                    committed(req, t, &o);
+                }
                 items.push(o);
             }
             // Deleted concurrently: nothing to do.

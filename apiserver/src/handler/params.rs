@@ -22,6 +22,7 @@ use std::time::Duration;
 
 use super::read::decode_continue;
 use crate::status::ApiError;
+use crate::store::Commit;
 
 /// The raw query: every `key=value` pair, percent-decoded, in order.
 #[derive(Debug, Default)]
@@ -269,6 +270,8 @@ pub(super) struct WriteOptions {
     pub field_manager: Option<String>,
     /// `force` (apply only).
     pub force: bool,
+    /// `dryRun=All`: validate and answer, store nothing.
+    pub commit: Commit,
 }
 
 /// Longest `fieldManager` accepted, in bytes.
@@ -305,10 +308,10 @@ impl WriteOptions {
             WriteVerb::Patch | WriteVerb::Apply => "PatchOptions",
         };
         invalid_options(kind, errs)?;
-        refuse_dry_run(&q.dry_run())?;
         Ok(WriteOptions {
             field_manager: manager.map(String::from),
             force: force.unwrap_or(false),
+            commit: commit_of(&q.dry_run()),
         })
     }
 }
@@ -343,14 +346,13 @@ pub(super) fn dry_run_errors(values: &[&str]) -> Vec<String> {
     }
 }
 
-/// A valid dry run is still refused: ward-apiserver cannot run one yet, and
-/// doing the write for real instead would be worse than saying so.
-pub(super) fn refuse_dry_run(values: &[&str]) -> Result<(), ApiError> {
-    match values.first() {
-        None => Ok(()),
-        Some(v) => Err(ApiError::bad_request(format!(
-            "dryRun={v} is not supported by ward-apiserver"
-        ))),
+/// A valid `dryRun` (every value `All`, checked by [`dry_run_errors`]):
+/// a dry run when it holds any value.
+pub(super) fn commit_of(values: &[&str]) -> Commit {
+    if values.is_empty() {
+        Commit::Store
+    } else {
+        Commit::DryRun
     }
 }
 
@@ -365,21 +367,23 @@ pub(super) struct DeleteOptions {
     pub orphan_dependents: Option<bool>,
     /// `propagationPolicy`.
     pub propagation_policy: Option<String>,
+    /// `dryRun=All`.
+    pub commit: Commit,
 }
 
 impl DeleteOptions {
-    /// Decode the query's delete options (400), and refuse a dry run
-    /// wherever it is asked for.
+    /// Decode the query's delete options (400; 422 for a `dryRun` other
+    /// than `All`).
     pub(super) fn from_query(q: &Query) -> Result<Self, ApiError> {
         // Decoding (400) comes before validation (422), as in kube-apiserver.
         let grace_period_seconds = q.int("gracePeriodSeconds")?;
         let dry_run = q.dry_run();
         invalid_options("DeleteOptions", dry_run_errors(&dry_run))?;
-        refuse_dry_run(&dry_run)?;
         Ok(DeleteOptions {
             grace_period_seconds,
             orphan_dependents: q.flag("orphanDependents"),
             propagation_policy: q.string("propagationPolicy").map(String::from),
+            commit: commit_of(&dry_run),
         })
     }
 }
@@ -499,7 +503,7 @@ mod tests {
             ("force=false".into(), WriteVerb::Patch, 422),
             ("force=true".into(), WriteVerb::Apply, 422),
             ("dryRun=Some".into(), WriteVerb::Create, 422),
-            ("dryRun=All".into(), WriteVerb::Create, 400),
+            ("dryRun=All&dryRun=x".into(), WriteVerb::Create, 422),
             ("fieldValidation=Loose".into(), WriteVerb::Update, 422),
         ];
         for (query, verb, code) in cases {
@@ -507,7 +511,11 @@ mod tests {
             assert_eq!(e.code, code, "{query}: {e}");
         }
         let ok = WriteOptions::from_query(&q("fieldManager=kube&force=1"), WriteVerb::Apply);
-        assert!(ok.unwrap().force);
+        let ok = ok.unwrap();
+        assert!(ok.force);
+        assert_eq!(ok.commit, Commit::Store);
+        let dry = WriteOptions::from_query(&q("dryRun=All"), WriteVerb::Create).unwrap();
+        assert_eq!(dry.commit, Commit::DryRun);
         let fm = "m".repeat(128);
         assert!(
             WriteOptions::from_query(&q(&format!("fieldManager={fm}")), WriteVerb::Create).is_ok()

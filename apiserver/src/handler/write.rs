@@ -10,7 +10,7 @@ use super::{Req, Resp, Target, committed, ns_of, render};
 use crate::patch::{self, PatchError, PatchKind};
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
-use crate::store::StoredObject;
+use crate::store::{Commit, StoredObject};
 use crate::strategy::{self, Subresource};
 
 /// Parse a request body as a JSON (or, for `application/yaml`, YAML) object.
@@ -139,8 +139,10 @@ fn is_api_version(info: &ResourceInfo, av: &str) -> bool {
 }
 
 /// The answer to a successful update, patch or apply.
-fn written(req: &Req<'_>, t: &Target, stored: &StoredObject) -> Resp {
-    committed(req, t, stored);
+fn written(req: &Req<'_>, t: &Target, stored: &StoredObject, commit: Commit) -> Resp {
+    if commit == Commit::Store {
+        committed(req, t, stored);
+    }
     render(req, t, stored, StatusCode::OK)
 }
 
@@ -148,7 +150,7 @@ pub(super) fn create(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let opts = WriteOptions::from_query(&req.query, WriteVerb::Create)?;
     let mut obj = parse_body(req)?;
     let manager = req.field_manager(&opts);
-    let stored = create_object(req, t, &mut obj, None, &manager)?;
+    let stored = create_object(req, t, &mut obj, None, &manager, opts.commit)?;
     Ok(render(req, t, &stored, StatusCode::CREATED))
 }
 
@@ -158,6 +160,7 @@ pub(super) fn create_object(
     obj: &mut Value,
     url_name: Option<&str>,
     manager: &str,
+    commit: Commit,
 ) -> Result<Arc<StoredObject>, ApiError> {
     check_identity(t, obj, url_name)?;
     let meta = &mut obj["metadata"];
@@ -182,8 +185,10 @@ pub(super) fn create_object(
     if obj["metadata"].get("managedFields").is_none() {
         patch::record_update(None, obj, manager, &now, &t.info.api_version(), None);
     }
-    let stored = req.state.store.create(&t.info, obj.take())?;
-    committed(req, t, &stored);
+    let stored = req.state.store.create_with(&t.info, obj.take(), commit)?;
+    if commit == Commit::Store {
+        committed(req, t, &stored);
+    }
     Ok(stored)
 }
 
@@ -208,18 +213,21 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let manager = req.field_manager(&opts);
     let now = req.state.store.clock().rfc3339();
     let av = t.info.api_version();
-    let stored = req.state.store.update(&t.info, ns_of(t), name, |old| {
-        let mut new = strategy::prepare_update(&t.info, t.sub, old, body.clone());
-        if new["metadata"].get("managedFields").is_none()
-            && let Some(mf) = old["metadata"].get("managedFields")
-        {
-            new["metadata"]["managedFields"] = mf.clone();
-        }
-        let sub = (t.sub == Subresource::Status).then_some("status");
-        patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
-        Ok(new)
-    })?;
-    Ok(written(req, t, &stored))
+    let stored = req
+        .state
+        .store
+        .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
+            let mut new = strategy::prepare_update(&t.info, t.sub, old, body.clone());
+            if new["metadata"].get("managedFields").is_none()
+                && let Some(mf) = old["metadata"].get("managedFields")
+            {
+                new["metadata"]["managedFields"] = mf.clone();
+            }
+            let sub = (t.sub == Subresource::Status).then_some("status");
+            patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
+            Ok(new)
+        })?;
+    Ok(written(req, t, &stored, opts.commit))
 }
 
 pub(super) fn patch_error(t: &Target, name: &str, e: PatchError) -> ApiError {
@@ -258,31 +266,34 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         return apply(req, t, &name, &now, &opts);
     }
     let manager = req.field_manager(&opts);
-    let stored = req.state.store.update(&t.info, ns_of(t), &name, |old| {
-        let mut new = old.clone();
-        let res = match kind {
-            PatchKind::Json => patch::apply_json_patch(&mut new, &req.body),
-            PatchKind::Merge => patch::apply_merge_patch(&mut new, &req.body),
-            PatchKind::Strategic => {
-                patch::apply_strategic_merge_patch(&mut new, &req.body, &t.info.kind)
+    let stored = req
+        .state
+        .store
+        .update_with(&t.info, ns_of(t), &name, opts.commit, |old| {
+            let mut new = old.clone();
+            let res = match kind {
+                PatchKind::Json => patch::apply_json_patch(&mut new, &req.body),
+                PatchKind::Merge => patch::apply_merge_patch(&mut new, &req.body),
+                PatchKind::Strategic => {
+                    patch::apply_strategic_merge_patch(&mut new, &req.body, &t.info.kind)
+                }
+                PatchKind::Apply => unreachable!("handled above"),
+            };
+            res.map_err(|e| patch_error(t, &name, e))?;
+            if !new.is_object() {
+                return Err(ApiError::unprocessable(
+                    "the patch did not produce an object",
+                ));
             }
-            PatchKind::Apply => unreachable!("handled above"),
-        };
-        res.map_err(|e| patch_error(t, &name, e))?;
-        if !new.is_object() {
-            return Err(ApiError::unprocessable(
-                "the patch did not produce an object",
-            ));
-        }
-        check_identity(t, &mut new, Some(&name))?;
-        if t.sub == Subresource::Main {
-            strategy::validate(&t.info, &new)?;
-        }
-        let mut new = strategy::prepare_update(&t.info, t.sub, old, new);
-        patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
-        Ok(new)
-    })?;
-    Ok(written(req, t, &stored))
+            check_identity(t, &mut new, Some(&name))?;
+            if t.sub == Subresource::Main {
+                strategy::validate(&t.info, &new)?;
+            }
+            let mut new = strategy::prepare_update(&t.info, t.sub, old, new);
+            patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
+            Ok(new)
+        })?;
+    Ok(written(req, t, &stored, opts.commit))
 }
 
 pub(super) fn apply(
@@ -307,18 +318,21 @@ pub(super) fn apply(
     // Update if present, create if absent; a create that loses a race with
     // another create retries as an update.
     for _ in 0..3 {
-        let res = req.state.store.update(&t.info, ns_of(t), name, |old| {
-            let mut merged = patch::server_side_apply(Some(old), &req.body, &apply_opts)
-                .map_err(|e| patch_error(t, name, e))?;
-            check_identity(t, &mut merged, Some(name))?;
-            if t.sub == Subresource::Main {
-                strategy::validate(&t.info, &merged)?;
-            }
-            Ok(strategy::prepare_update(&t.info, t.sub, old, merged))
-        });
+        let res = req
+            .state
+            .store
+            .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
+                let mut merged = patch::server_side_apply(Some(old), &req.body, &apply_opts)
+                    .map_err(|e| patch_error(t, name, e))?;
+                check_identity(t, &mut merged, Some(name))?;
+                if t.sub == Subresource::Main {
+                    strategy::validate(&t.info, &merged)?;
+                }
+                Ok(strategy::prepare_update(&t.info, t.sub, old, merged))
+            });
         match res {
             Ok(stored) => {
-                return Ok(written(req, t, &stored));
+                return Ok(written(req, t, &stored, opts.commit));
             }
             Err(e) if e.code == 404 && e.reason == "NotFound" && t.sub == Subresource::Main => {
                 let create = patch::ApplyOptions {
@@ -327,7 +341,7 @@ pub(super) fn apply(
                 };
                 let mut obj = patch::server_side_apply(None, &req.body, &create)
                     .map_err(|e| patch_error(t, name, e))?;
-                match create_object(req, t, &mut obj, Some(name), &manager) {
+                match create_object(req, t, &mut obj, Some(name), &manager, opts.commit) {
                     Ok(stored) => return Ok(render(req, t, &stored, StatusCode::CREATED)),
                     Err(e) if e.reason == "AlreadyExists" => continue,
                     Err(e) => return Err(e),

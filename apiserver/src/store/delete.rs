@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::write::{Change, Written, finalizers};
+use super::write::{Change, Commit, Written, finalizers};
 use super::*;
 
 impl Store {
@@ -23,7 +23,7 @@ impl Store {
         let key = info.storage_key();
         let ns = if info.namespaced { ns } else { "" };
         let deleted = self.delete_at(&key, ns, name, spec)?;
-        if key == namespaces_key() {
+        if key == namespaces_key() && spec.commit == Commit::Store {
             return Ok(self.empty_namespace(name, deleted));
         }
         Ok(deleted)
@@ -36,7 +36,7 @@ impl Store {
         name: &str,
         spec: &DeleteSpec,
     ) -> Result<Deleted, ApiError> {
-        let written = self.write(key, ns, name, |old| {
+        let written = self.write(key, ns, name, spec.commit, |old| {
             let old = old.ok_or_else(|| ApiError::not_found(&key.group, &key.plural, name))?;
             if let Some(uid) = &spec.uid
                 && !old.uid.is(uid)
@@ -125,7 +125,7 @@ impl Store {
         uid: &str,
     ) -> Result<Deleted, ApiError> {
         let key = info.storage_key();
-        let written = self.write(&key, ns, name, |old| {
+        let written = self.write(&key, ns, name, Commit::Store, |old| {
             let old = old
                 .filter(|o| o.uid.is(uid) && o.terminating)
                 .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
@@ -187,7 +187,7 @@ impl Store {
             return;
         }
         // Gone meanwhile: nothing to finish.
-        let _ = self.write(&key, "", ns, |old| {
+        let _ = self.write(&key, "", ns, Commit::Store, |old| {
             let Some(old) = old.filter(|o| o.terminating) else {
                 return Err(ApiError::not_found("", "namespaces", ns));
             };
@@ -221,7 +221,7 @@ impl Store {
             };
             for o in objects {
                 // Gone meanwhile: nothing to drop.
-                let _ = self.write(key, o.namespace(), o.name(), |old| {
+                let _ = self.write(key, o.namespace(), o.name(), Commit::Store, |old| {
                     let old =
                         old.ok_or_else(|| ApiError::not_found(&key.group, &key.plural, ""))?;
                     Ok(Change::Remove(old.value()))

@@ -85,7 +85,7 @@ impl Store {
     fn state_at_locked(inner: &Inner, key: &StorageKey, at: u64) -> Vec<Arc<StoredObject>> {
         let mut state: Collection = inner.collections.get(key).cloned().unwrap_or_default();
         let take = |state: &mut Collection, o: &StoredObject| {
-            let id: &dyn Named = &(o.namespace(), o.name());
+            let id: &dyn Named = &Id::new(o.namespace(), o.name());
             state.take(id)
         };
         for e in inner.history.iter().rev() {
@@ -100,7 +100,7 @@ impl Store {
                     take(&mut state, &e.object);
                 }
                 (_, Some(prev)) => {
-                    state.replace(Slot(prev.clone()));
+                    state.replace(Slot::new(prev.clone()));
                 }
                 (_, None) => {}
             }

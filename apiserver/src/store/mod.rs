@@ -30,8 +30,9 @@ mod history;
 mod object;
 mod write;
 
-use object::{Named, Slot};
+use object::{Id, Named, Slot};
 pub use object::{OwnerRef, RefUid, StoredObject, Uid};
+pub use write::Commit;
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -109,7 +110,7 @@ struct Inner {
 
 impl Inner {
     fn get(&self, key: &StorageKey, ns: &str, name: &str) -> Option<&Arc<StoredObject>> {
-        let id: &dyn Named = &(ns, name);
+        let id: &dyn Named = &Id::new(ns, name);
         self.collections.get(key)?.get(id).map(|s| &s.0)
     }
 }
@@ -138,6 +139,8 @@ pub struct DeleteSpec {
     /// `gracePeriodSeconds` asked for; the kind's [`Rules::grace`] decides
     /// what the object gets.
     pub grace_period_seconds: Option<i64>,
+    /// Delete for real, or only its dry run (`dryRun=All`).
+    pub commit: Commit,
 }
 
 /// What a delete did.
@@ -354,11 +357,11 @@ impl Store {
         let (after_id, ns_start);
         let lower: Bound<&dyn Named> = match (after, ns) {
             (Some(a), _) => {
-                after_id = (a.0.as_str(), a.1.as_str());
+                after_id = Id::new(a.0.as_str(), a.1.as_str());
                 Bound::Excluded(&after_id)
             }
             (None, Some(ns)) => {
-                ns_start = (ns, "");
+                ns_start = Id::new(ns, "");
                 Bound::Included(&ns_start)
             }
             (None, None) => Bound::Unbounded,

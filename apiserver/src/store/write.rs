@@ -9,7 +9,7 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Map, Value};
 
-use super::object::{Named, Prepared, Slot};
+use super::object::{Id, Named, Prepared, Slot};
 use super::*;
 
 /// What a write decides, given the current object.
@@ -20,6 +20,16 @@ pub(super) enum Change {
     Put(Value),
     /// Remove the object; this is its last state, which the DELETED event carries.
     Remove(Value),
+}
+
+/// Whether a write is stored or only tried (`dryRun=All`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Commit {
+    /// Store the write and emit its event.
+    #[default]
+    Store,
+    /// Decide and validate it, answer what would be stored, store nothing.
+    DryRun,
 }
 
 /// What a committed write left.
@@ -40,11 +50,18 @@ impl Store {
     /// the whole write holds the lock, so `decide` must not call back into
     /// the store. So writes to different objects run in parallel, and each
     /// write is decided on the state it replaces.
+    ///
+    /// A [`Commit::DryRun`] write decides, validates and checks everything a
+    /// commit would (the name free, the namespace accepting), and answers
+    /// the object it would have stored, at the current object's
+    /// resourceVersion (none for a create) — storing nothing and emitting no
+    /// event.
     pub(super) fn write<F>(
         &self,
         key: &StorageKey,
         ns: &str,
         name: &str,
+        mode: Commit,
         mut decide: F,
     ) -> Result<Written, ApiError>
     where
@@ -67,6 +84,9 @@ impl Store {
                 Change::Put(v) => (v, false),
                 Change::Remove(v) => (v, true),
             };
+            if mode == Commit::DryRun {
+                return self.dry_run(key, ns, old, new, remove);
+            }
             // Indexed and serialized before taking the lock; only the
             // resourceVersion is spliced in under it.
             let size_hint = old.as_ref().map_or(0, |o| o.raw.len() + 32);
@@ -87,6 +107,35 @@ impl Store {
             }
         }
         unreachable!("the last attempt holds the lock")
+    }
+
+    /// What [`Store::write`] answers for a dry run of `new` over `old`.
+    fn dry_run(
+        &self,
+        key: &StorageKey,
+        ns: &str,
+        old: Option<Arc<StoredObject>>,
+        mut new: Value,
+        removed: bool,
+    ) -> Result<Written, ApiError> {
+        let rv = match &old {
+            Some(old) => old.rv,
+            None => {
+                if !ns.is_empty() {
+                    let name = new["metadata"]["name"].as_str().unwrap_or_default();
+                    Self::namespace_accepts(&self.lock(), key, ns, name)?;
+                }
+                // Never stored, so it has no resourceVersion.
+                if let Some(m) = new["metadata"].as_object_mut() {
+                    m.remove("resourceVersion");
+                }
+                0
+            }
+        };
+        Ok(Written {
+            object: Prepared::new(&new, 0).finish(rv),
+            removed,
+        })
     }
 
     /// Write `new` over `old` at the next resourceVersion (or remove the
@@ -115,14 +164,14 @@ impl Store {
             None if old.is_none() => inner.collections.entry(Arc::new(key.clone())).or_default(),
             None => return Ok(None),
         };
-        let id: &dyn Named = &(ns, stored.name());
+        let id: &dyn Named = &Id::new(ns, stored.name());
         let displaced = if remove {
             coll.take(id)
         } else {
-            coll.replace(Slot(stored.clone()))
+            coll.replace(Slot::new(stored.clone()))
         };
         match (displaced, &old) {
-            (Some(Slot(current)), Some(old)) if Arc::ptr_eq(&current, old) => {}
+            (Some(current), Some(old)) if Arc::ptr_eq(&current.0, old) => {}
             (None, None) => {}
             (Some(current), _) => {
                 coll.replace(current);
@@ -208,10 +257,16 @@ impl Store {
     /// Create an object. The caller has validated and defaulted it; the store
     /// assigns uid, creationTimestamp, generation and resourceVersion, and
     /// checks that the name is free and the namespace exists.
-    pub fn create(
+    pub fn create(&self, info: &ResourceInfo, obj: Value) -> Result<Arc<StoredObject>, ApiError> {
+        self.create_with(info, obj, Commit::Store)
+    }
+
+    /// [`Store::create`], or only its dry run.
+    pub fn create_with(
         &self,
         info: &ResourceInfo,
         mut obj: Value,
+        mode: Commit,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let key = info.storage_key();
         let meta = obj["metadata"]
@@ -245,7 +300,7 @@ impl Store {
             meta.remove("namespace");
         }
         let mut obj = Some(obj);
-        let written = self.write(&key, &ns, &name, |current| match current {
+        let written = self.write(&key, &ns, &name, mode, |current| match current {
             Some(_) => Err(ApiError::already_exists(&info.group, &info.plural, &name)),
             // Only a lost race runs this twice, and it ends in the arm above.
             None => Ok(Change::Put(obj.take().unwrap_or_default())),
@@ -273,6 +328,21 @@ impl Store {
         info: &ResourceInfo,
         ns: &str,
         name: &str,
+        f: F,
+    ) -> Result<Arc<StoredObject>, ApiError>
+    where
+        F: FnMut(&Value) -> Result<Value, ApiError>,
+    {
+        self.update_with(info, ns, name, Commit::Store, f)
+    }
+
+    /// [`Store::update`], or only its dry run.
+    pub fn update_with<F>(
+        &self,
+        info: &ResourceInfo,
+        ns: &str,
+        name: &str,
+        mode: Commit,
         mut f: F,
     ) -> Result<Arc<StoredObject>, ApiError>
     where
@@ -280,7 +350,7 @@ impl Store {
     {
         let key = info.storage_key();
         let ns = if info.namespaced { ns } else { "" };
-        let written = self.write(&key, ns, name, |old| {
+        let written = self.write(&key, ns, name, mode, |old| {
             let old = old.ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
             let old_v = old.value();
             let new = f(&old_v)?;

@@ -93,6 +93,9 @@ pub struct Phase {
     pub sync_reconciles_per_sec: f64,
     /// Whether the sync finished before the timeout.
     pub synced: bool,
+    /// Reads of an owner (requests to `/nodes`) the controller sent
+    /// during the sync: 0 for bare, one per check at most for guarded.
+    pub sync_owner_reads: u64,
     /// Length of the churn window, seconds.
     pub churn_secs: f64,
     /// Creates, updates, deletes written during the window.
@@ -141,6 +144,8 @@ pub struct Summary {
     pub churn_cpu_secs: f64,
     /// Mean CPU seconds per sync.
     pub sync_cpu_secs: f64,
+    /// Owner reads per object reconciled during the sync (mean).
+    pub sync_owner_reads_per_object: f64,
     /// Largest peak RSS of its phases, MiB.
     pub peak_rss_mib: f64,
     /// Mean fraction of writes reconciled.
@@ -206,6 +211,7 @@ pub struct ChurnResults {
 pub struct Probe {
     reconciles: AtomicU64,
     churn_start: AtomicU64,
+    owner_reads: Arc<AtomicU64>,
     latencies: Mutex<Vec<u64>>,
 }
 
@@ -342,13 +348,27 @@ impl Churner {
     }
 }
 
+/// A client of `server` that counts the requests for Nodes (the owners).
+fn counting_client(server: &ApiServer, owner_reads: Arc<AtomicU64>) -> kube::Client {
+    let svc = tower::ServiceBuilder::new()
+        .map_request(move |req: http::Request<kube::client::Body>| {
+            if req.uri().path().contains("/nodes") {
+                owner_reads.fetch_add(1, Ordering::Relaxed);
+            }
+            req
+        })
+        .service(server.service());
+    kube::Client::new(svc, NAMESPACE)
+}
+
 fn spawn_controller(
     server: &ApiServer,
     variant: Variant,
     probe: Arc<Probe>,
     stop: tokio::sync::oneshot::Receiver<()>,
 ) -> tokio::task::JoinHandle<()> {
-    let api: Api<ConfigMap> = Api::namespaced(server.client(), NAMESPACE);
+    let client = counting_client(server, probe.owner_reads.clone());
+    let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
     let stop = async move {
         let _ = stop.await;
     };
@@ -401,6 +421,7 @@ async fn phase(
     }
     let sync_secs = t0.elapsed().as_secs_f64();
     let cpu1 = sys::cpu_seconds();
+    let sync_owner_reads = probe.owner_reads.load(Ordering::Relaxed);
     // Let the last sync reconciles settle before churning.
     tokio::time::sleep(Duration::from_millis(100)).await;
     let cpu2 = sys::cpu_seconds();
@@ -448,6 +469,7 @@ async fn phase(
         sync_secs,
         sync_reconciles_per_sec: ratio(objects as f64, sync_secs),
         synced,
+        sync_owner_reads,
         churn_secs,
         writes,
         reconciles,
@@ -482,6 +504,7 @@ fn summarize(phases: &[Phase], variant: Variant) -> Summary {
         p99_ms: quantile(&lat, 0.99) as f64 / 1000.0,
         churn_cpu_secs: mean(&|p| p.churn_cpu_secs),
         sync_cpu_secs: mean(&|p| p.sync_cpu_secs),
+        sync_owner_reads_per_object: mean(&|p| ratio(p.sync_owner_reads as f64, p.objects as f64)),
         peak_rss_mib: ps.iter().map(|p| p.peak_rss_mib).fold(0.0, f64::max),
         reconciled_fraction: mean(&|p| p.reconciled_fraction),
     }
@@ -510,9 +533,10 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
                     let (p, back) = phase(&server, churner, variant, round, config).await;
                     churner = back;
                     log(&format!(
-                        "  churn n={n} round {round} {variant:?}: sync {:.2}s ({:.0}/s), {:.0} reconciles/s, p50 {:.2} ms, p99 {:.2} ms, cpu {:.2}s, peak {:.0} MiB, stopped in {:.2}s",
+                        "  churn n={n} round {round} {variant:?}: sync {:.2}s ({:.0}/s, {} owner reads), {:.0} reconciles/s, p50 {:.2} ms, p99 {:.2} ms, cpu {:.2}s, peak {:.0} MiB, stopped in {:.2}s",
                         p.sync_secs,
                         p.sync_reconciles_per_sec,
+                        p.sync_owner_reads,
                         p.reconciles_per_sec,
                         p.p50_ms,
                         p.p99_ms,

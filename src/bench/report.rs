@@ -377,12 +377,12 @@ pub fn markdown(r: &Results) -> String {
         c.rounds,
         c.guards.join(", ")
     );
-    s.push_str("| objects | reconciles/s bare / guarded (ratio) | p50 ms bare / guarded | p99 ms bare / guarded (ratio) | CPU s bare / guarded (ratio) | peak RSS MiB bare / guarded | sync reconciles/s bare / guarded (ratio) | sync reconciles/s, a GET per check (ratio) |\n|---|---|---|---|---|---|---|---|\n");
+    s.push_str("| objects | reconciles/s bare / guarded (ratio) | p50 ms bare / guarded | p99 ms bare / guarded (ratio) | CPU s bare / guarded (ratio) | peak RSS MiB bare / guarded | sync reconciles/s bare / guarded (ratio) | sync reconciles/s, a GET per check (ratio) | sync owner reads per object, shared / a GET per check |\n|---|---|---|---|---|---|---|---|---|\n");
     for z in &c.sizes {
         let (b, g, q) = (&z.bare, &z.guarded, &z.ratios);
         let _ = writeln!(
             s,
-            "| {} | {:.0} / {:.0} ({:.3}) | {:.2} / {:.2} | {:.2} / {:.2} ({:.2}) | {:.2} / {:.2} ({:.2}) | {:.0} / {:.0} | {} / {} ({:.2}) | {} ({:.2}) |",
+            "| {} | {:.0} / {:.0} ({:.3}) | {:.2} / {:.2} | {:.2} / {:.2} ({:.2}) | {:.2} / {:.2} ({:.2}) | {:.0} / {:.0} | {} / {} ({:.2}) | {} ({:.2}) | {:.3} / {:.3} |",
             count(z.objects),
             b.reconciles_per_sec,
             g.reconciles_per_sec,
@@ -401,7 +401,9 @@ pub fn markdown(r: &Results) -> String {
             k(g.sync_reconciles_per_sec),
             q.sync_throughput,
             k(z.guarded_get.sync_reconciles_per_sec),
-            z.sync_throughput_get
+            z.sync_throughput_get,
+            g.sync_owner_reads_per_object,
+            z.guarded_get.sync_owner_reads_per_object
         );
     }
     s.push_str("\n**API server** (raw watch streams, every watcher receives every event; the last rows, store writes at each object count, are the median of rounds that interleave the sizes):\n\n");

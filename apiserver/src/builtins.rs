@@ -416,6 +416,15 @@ pub const BUILTINS: &[Builtin] = &[
     ),
 ];
 
+/// The (group, plural) of the workloads served with a `/scale`
+/// subresource, as kube-apiserver serves them.
+pub const SCALED: &[(&str, &str)] = &[
+    ("apps", "deployments"),
+    ("apps", "replicasets"),
+    ("apps", "statefulsets"),
+    ("", "replicationcontrollers"),
+];
+
 /// kubectl's `all` category: the workloads and services `kubectl get all` lists.
 pub const ALL_CATEGORY: &[&str] = &[
     "pods",

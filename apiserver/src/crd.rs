@@ -13,7 +13,7 @@ use std::sync::Arc;
 use serde_json::{Value, json};
 use tokio::sync::broadcast::error::RecvError;
 
-use crate::resources::{Registry, ResourceInfo, StorageKey};
+use crate::resources::{Registry, ResourceInfo, ScalePaths, StorageKey};
 use crate::status::ApiError;
 use crate::store::{EventType, Store};
 
@@ -117,9 +117,26 @@ pub fn resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
             status_subresource: v["subresources"]["status"].is_object(),
             builtin: false,
             has_spec: true,
+            scale: scale_paths(&v["subresources"]["scale"]),
         });
     }
     Ok(out)
+}
+
+/// A version's `subresources.scale`, when it declares one with its two
+/// required paths.
+fn scale_paths(scale: &Value) -> Option<ScalePaths> {
+    let path = |k: &str| {
+        scale[k]
+            .as_str()
+            .filter(|p| p.starts_with('.'))
+            .map(String::from)
+    };
+    Some(ScalePaths {
+        spec_replicas: path("specReplicasPath")?,
+        status_replicas: path("statusReplicasPath")?,
+        label_selector: path("labelSelectorPath"),
+    })
 }
 
 /// Accept a CRD as the real server does at once when its names do not

@@ -131,6 +131,17 @@ fn resource_json(r: &ResourceInfo) -> Vec<Value> {
             "verbs": ["get", "patch", "update"],
         }));
     }
+    if r.scale.is_some() {
+        out.push(json!({
+            "name": format!("{}/scale", r.plural),
+            "singularName": "",
+            "namespaced": r.namespaced,
+            "group": "autoscaling",
+            "version": "v1",
+            "kind": "Scale",
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
     out
 }
 
@@ -189,12 +200,23 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
     if !r.categories.is_empty() {
         out["categories"] = json!(r.categories);
     }
+    let mut subresources = Vec::new();
     if r.status_subresource {
-        out["subresources"] = json!([{
+        subresources.push(json!({
             "subresource": "status",
             "responseKind": kind,
             "verbs": ["get", "patch", "update"],
-        }]);
+        }));
+    }
+    if r.scale.is_some() {
+        subresources.push(json!({
+            "subresource": "scale",
+            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
+            "verbs": ["get", "patch", "update"],
+        }));
+    }
+    if !subresources.is_empty() {
+        out["subresources"] = subresources.into();
     }
     out
 }

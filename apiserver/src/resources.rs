@@ -32,6 +32,34 @@ pub struct ResourceInfo {
     /// Whether the `spec` field drives `metadata.generation` (false for kinds
     /// without a spec such as ConfigMap, where any non-metadata change counts).
     pub has_spec: bool,
+    /// Where a `/scale` subresource reads and writes, when one is served.
+    pub scale: Option<ScalePaths>,
+}
+
+/// The fields behind a `/scale` subresource, as JSON paths (`.spec.replicas`),
+/// as a CRD's `subresources.scale` declares them.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ScalePaths {
+    /// `specReplicasPath`: the desired replicas.
+    pub spec_replicas: String,
+    /// `statusReplicasPath`: the observed replicas.
+    pub status_replicas: String,
+    /// `labelSelectorPath`: the pods' selector (a string, or for built-ins
+    /// the `LabelSelector` or map of `.spec.selector`).
+    pub label_selector: Option<String>,
+}
+
+impl ScalePaths {
+    /// What the built-in workloads (Deployments, ReplicaSets, StatefulSets,
+    /// ReplicationControllers) scale.
+    #[must_use]
+    pub fn workload() -> Self {
+        ScalePaths {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: Some(".spec.selector".into()),
+        }
+    }
 }
 
 impl ResourceInfo {
@@ -165,6 +193,7 @@ fn builtin(
         status_subresource: status,
         builtin: true,
         has_spec,
+        scale: None,
     }
 }
 
@@ -181,6 +210,9 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
                 );
                 if crate::builtins::ALL_CATEGORY.contains(&plural) {
                     r.categories.push("all".into());
+                }
+                if crate::builtins::SCALED.contains(&(group, plural)) {
+                    r.scale = Some(ScalePaths::workload());
                 }
                 r
             },

@@ -18,6 +18,8 @@ pub enum Subresource {
     Main,
     /// `/status`: only status changes.
     Status,
+    /// `/scale`: an `autoscaling/v1` Scale onto the replicas (`handler::scale`).
+    Scale,
 }
 
 /// Validate an object's name and labels for its kind (422 on failure).
@@ -131,7 +133,7 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
 #[must_use]
 pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut new: Value) -> Value {
     match sub {
-        Subresource::Main => {
+        Subresource::Main | Subresource::Scale => {
             if info.status_subresource {
                 match old.get("status") {
                     Some(s) => new["status"] = s.clone(),

@@ -629,6 +629,17 @@ async fn stateful_sets(k: &Ctl) {
     assert_eq!(rows[0], ["NAME", "READY", "AGE"], "{table}");
     assert_eq!(rows[1][..2], ["web", "0/2"], "{table}");
 
+    // The /scale subresource: kubectl scale, with its precondition.
+    let out = k.ok(&["scale", "sts/web", "--replicas=4"]).await;
+    says(&out, "statefulset.apps/web scaled");
+    let sts = k.json(&["sts", "web"]).await;
+    assert_eq!(sts["spec"]["replicas"], 4);
+    assert_eq!(sts["metadata"]["generation"], 4);
+    let stale = k
+        .fails(&["scale", "sts/web", "--replicas=1", "--current-replicas=2"])
+        .await;
+    says(&stale, "Expected replicas to be 2, was 4");
+
     k.ok(&["delete", "sts", "web"]).await;
     k.gone("statefulset/web").await;
 }

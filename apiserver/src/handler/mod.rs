@@ -5,6 +5,7 @@
 mod delete;
 mod params;
 mod read;
+mod scale;
 mod write;
 
 use std::sync::{Arc, Mutex};
@@ -482,6 +483,7 @@ fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiE
     let sub = match p.sub {
         None => Subresource::Main,
         Some("status") if info.status_subresource => Subresource::Status,
+        Some("scale") if info.scale.is_some() => Subresource::Scale,
         Some(sub @ ("log" | "exec" | "attach" | "portforward" | "proxy"))
             if info.group.is_empty() && info.plural == "pods" =>
         {
@@ -504,6 +506,9 @@ fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiE
     let action = action(req.method, &t)?;
     if let Some(name) = &t.name {
         check_path_segment_name(name)?;
+    }
+    if t.sub == Subresource::Scale {
+        return scale::serve(req, &t, action);
     }
     // Every option is decoded and validated before the store is touched.
     let q = &req.query;

@@ -1,0 +1,271 @@
+//! The `/scale` subresource (`kubectl scale`, a HorizontalPodAutoscaler):
+//! an `autoscaling/v1` Scale read from and written to the object — for
+//! Deployments, ReplicaSets, StatefulSets, ReplicationControllers, and
+//! custom resources whose CRD declares `subresources.scale`.
+//!
+//! GET answers the Scale; PUT takes a Scale; PATCH (merge, JSON or
+//! strategic) patches the Scale as it is now. A write changes only the
+//! replicas at the spec path, in one optimistic update of the object: a
+//! Scale's `metadata.resourceVersion`, when given, must be the object's
+//! (409), and `spec.replicas` must be a non-negative integer (422).
+//! `dryRun=All` answers without storing, as for every write.
+
+use http::{StatusCode, header};
+use serde_json::{Value, json};
+
+use super::params::{GetOptions, WriteOptions, WriteVerb};
+use super::write::{parse_body, patch_error};
+use super::{Action, Req, Resp, Target, json_response, ns_of};
+use crate::patch::{self, PatchKind};
+use crate::resources::{ResourceInfo, ScalePaths};
+use crate::status::ApiError;
+use crate::store::Commit;
+use crate::strategy::{self, Subresource};
+
+/// Serve `action` on `t`'s `/scale` (the router only sends get, update, patch).
+pub(super) fn serve(req: &Req<'_>, t: &Target, action: Action) -> Result<Resp, ApiError> {
+    let paths = t
+        .info
+        .scale
+        .as_ref()
+        .ok_or_else(|| ApiError::not_found("", "", ""))?;
+    let name = t.name.as_deref().unwrap_or_default();
+    match action {
+        Action::Get => {
+            GetOptions::from_query(&req.query)?;
+            let o = req
+                .state
+                .store
+                .get(&t.info.storage_key(), ns_of(t), name)
+                .ok_or_else(|| ApiError::not_found(&t.info.group, &t.info.plural, name))?;
+            Ok(json_response(StatusCode::OK, &scale_of(&o.value(), paths)))
+        }
+        Action::Update => {
+            let opts = WriteOptions::from_query(&req.query, WriteVerb::Update)?;
+            let body = parse_body(req)?;
+            write(req, t, paths, &opts, |_| Ok(body.clone()))
+        }
+        Action::Patch => {
+            let ct = req.header(header::CONTENT_TYPE);
+            let kind = PatchKind::from_content_type(ct)
+                .filter(|k| *k != PatchKind::Apply)
+                .ok_or_else(|| {
+                    ApiError::unsupported_media_type(format!(
+                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {ct:?})"
+                    ))
+                })?;
+            let opts = WriteOptions::from_query(&req.query, WriteVerb::Patch)?;
+            write(req, t, paths, &opts, |current| {
+                let mut scale = current.clone();
+                match kind {
+                    PatchKind::Json => patch::apply_json_patch(&mut scale, &req.body),
+                    PatchKind::Strategic => {
+                        patch::apply_strategic_merge_patch(&mut scale, &req.body, "Scale")
+                    }
+                    _ => patch::apply_merge_patch(&mut scale, &req.body),
+                }
+                .map_err(|e| patch_error(t, name, e))?;
+                Ok(scale)
+            })
+        }
+        _ => Err(ApiError::method_not_allowed(req.method.as_str())),
+    }
+}
+
+/// Update the object's replicas to those of the Scale `to_scale` makes
+/// from its current Scale; answer the Scale of the result.
+fn write(
+    req: &Req<'_>,
+    t: &Target,
+    paths: &ScalePaths,
+    opts: &WriteOptions,
+    to_scale: impl Fn(&Value) -> Result<Value, ApiError>,
+) -> Result<Resp, ApiError> {
+    let name = t.name.as_deref().unwrap_or_default();
+    let manager = req.field_manager(opts);
+    let now = req.state.store.clock().rfc3339();
+    let av = t.info.api_version();
+    let stored = req
+        .state
+        .store
+        .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
+            let scale = to_scale(&scale_of(old, paths))?;
+            let replicas = replicas_of(&t.info, name, &scale)?;
+            if let Some(rv) = scale["metadata"]["resourceVersion"].as_str().filter(|s| !s.is_empty())
+                && Some(rv) != old["metadata"]["resourceVersion"].as_str()
+            {
+                return Err(ApiError::conflict(format!(
+                    "Operation cannot be fulfilled on {}.{} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
+                    t.info.plural, t.info.group
+                )));
+            }
+            let mut new = old.clone();
+            set_path(&mut new, &paths.spec_replicas, replicas.into());
+            let mut new = strategy::prepare_update(&t.info, Subresource::Main, old, new);
+            patch::record_update(Some(old), &mut new, &manager, &now, &av, Some("scale"));
+            Ok(new)
+        })?;
+    if opts.commit == Commit::Store {
+        super::committed(req, t, &stored);
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &scale_of(&stored.value(), paths),
+    ))
+}
+
+/// `spec.replicas` of a Scale: a non-negative integer (422 otherwise).
+fn replicas_of(info: &ResourceInfo, name: &str, scale: &Value) -> Result<i64, ApiError> {
+    let invalid = |why: &str| {
+        ApiError::invalid(
+            "Scale.autoscaling",
+            name,
+            format!(
+                "spec.replicas: Invalid value: {}: {why}",
+                scale["spec"]["replicas"]
+            ),
+        )
+    };
+    if scale["metadata"]["name"]
+        .as_str()
+        .is_some_and(|n| n != name)
+    {
+        return Err(ApiError::bad_request(format!(
+            "the name of the Scale ({}) does not match the name of the {} ({name})",
+            scale["metadata"]["name"], info.kind
+        )));
+    }
+    match &scale["spec"]["replicas"] {
+        Value::Null => Ok(0),
+        v => match v.as_i64() {
+            Some(n) if n >= 0 => Ok(n),
+            Some(_) => Err(invalid("must be greater than or equal to 0")),
+            None => Err(invalid("must be an integer")),
+        },
+    }
+}
+
+/// The `autoscaling/v1` Scale of `obj`.
+#[must_use]
+pub fn scale_of(obj: &Value, paths: &ScalePaths) -> Value {
+    let m = &obj["metadata"];
+    let mut meta = json!({"name": m["name"], "uid": m["uid"],
+        "resourceVersion": m["resourceVersion"], "creationTimestamp": m["creationTimestamp"]});
+    if m["namespace"].is_string() {
+        meta["namespace"] = m["namespace"].clone();
+    }
+    let mut status =
+        json!({"replicas": get_path(obj, &paths.status_replicas).as_i64().unwrap_or(0)});
+    if let Some(sel) = paths.label_selector.as_deref().map(|p| get_path(obj, p))
+        && let Some(s) = selector_string(sel)
+    {
+        status["selector"] = s.into();
+    }
+    json!({
+        "kind": "Scale",
+        "apiVersion": "autoscaling/v1",
+        "metadata": meta,
+        "spec": {"replicas": get_path(obj, &paths.spec_replicas).as_i64().unwrap_or(0)},
+        "status": status,
+    })
+}
+
+/// A label selector as a string: kept when it is one (a CRD's
+/// `labelSelectorPath`); a `LabelSelector` (`matchLabels`,
+/// `matchExpressions`) or a plain map (a ReplicationController's) printed
+/// as kube-apiserver prints them.
+fn selector_string(v: &Value) -> Option<String> {
+    let label_map = |m: &serde_json::Map<String, Value>| {
+        m.iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(m) if m.contains_key("matchLabels") || m.contains_key("matchExpressions") => {
+            let mut parts = m
+                .get("matchLabels")
+                .and_then(Value::as_object)
+                .map(label_map)
+                .unwrap_or_default();
+            for e in m
+                .get("matchExpressions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let key = e["key"].as_str().unwrap_or_default();
+                let values: Vec<&str> = e["values"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                parts.push(match e["operator"].as_str().unwrap_or_default() {
+                    "In" => format!("{key} in ({})", values.join(",")),
+                    "NotIn" => format!("{key} notin ({})", values.join(",")),
+                    "Exists" => key.to_string(),
+                    _ => format!("!{key}"),
+                });
+            }
+            Some(parts.join(","))
+        }
+        Value::Object(m) => Some(label_map(m).join(",")),
+        _ => None,
+    }
+}
+
+/// The value at a `.a.b.c` path (Null when absent).
+fn get_path<'a>(obj: &'a Value, path: &str) -> &'a Value {
+    path.trim_start_matches('.')
+        .split('.')
+        .fold(obj, |v, k| v.get(k).unwrap_or(&Value::Null))
+}
+
+/// Set the value at a `.a.b.c` path, making the objects on the way.
+fn set_path(obj: &mut Value, path: &str, value: Value) {
+    let mut at = obj;
+    for k in path.trim_start_matches('.').split('.') {
+        if !at.is_object() {
+            *at = json!({});
+        }
+        at = &mut at[k];
+    }
+    *at = value;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn selectors_print_as_kube_apiserver_prints_them() {
+        let cases = [
+            (json!("app=x"), "app=x"),
+            (json!({"app": "x"}), "app=x"),
+            (json!({"matchLabels": {"a": "1", "b": "2"}}), "a=1,b=2"),
+            (
+                json!({"matchLabels": {"a": "1"}, "matchExpressions": [
+                    {"key": "t", "operator": "In", "values": ["p", "q"]},
+                    {"key": "u", "operator": "NotIn", "values": ["r"]},
+                    {"key": "v", "operator": "Exists"},
+                    {"key": "w", "operator": "DoesNotExist"}]}),
+                "a=1,t in (p,q),u notin (r),v,!w",
+            ),
+        ];
+        for (sel, want) in cases {
+            assert_eq!(selector_string(&sel).as_deref(), Some(want), "{sel}");
+        }
+        assert_eq!(selector_string(&Value::Null), None);
+    }
+
+    #[test]
+    fn paths_read_and_write_nested_fields() {
+        let mut o = json!({"spec": {"replicas": 3}});
+        assert_eq!(get_path(&o, ".spec.replicas"), &json!(3));
+        assert_eq!(get_path(&o, ".status.replicas"), &Value::Null);
+        set_path(&mut o, ".spec.deep.count", json!(5));
+        assert_eq!(o["spec"]["deep"]["count"], 5);
+        assert_eq!(o["spec"]["replicas"], 3);
+    }
+}

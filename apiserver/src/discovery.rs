@@ -131,6 +131,17 @@ fn resource_json(r: &ResourceInfo) -> Vec<Value> {
             "verbs": ["get", "patch", "update"],
         }));
     }
+    for (sub, group, version, kind) in acting_subresources(r) {
+        out.push(json!({
+            "name": format!("{}/{sub}", r.plural),
+            "singularName": "",
+            "namespaced": r.namespaced,
+            "group": group,
+            "version": version,
+            "kind": kind,
+            "verbs": ["create"],
+        }));
+    }
     if r.scale.is_some() {
         out.push(json!({
             "name": format!("{}/scale", r.plural),
@@ -143,6 +154,21 @@ fn resource_json(r: &ResourceInfo) -> Vec<Value> {
         }));
     }
     out
+}
+
+/// The POST-only subresources of `r` (`handler::act`): (subresource,
+/// group, version, kind of its body).
+fn acting_subresources(
+    r: &ResourceInfo,
+) -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
+    match (r.group.as_str(), r.plural.as_str()) {
+        ("", "pods") => vec![
+            ("binding", "", "v1", "Binding"),
+            ("eviction", "policy", "v1", "Eviction"),
+        ],
+        ("", "serviceaccounts") => vec![("token", "authentication.k8s.io", "v1", "TokenRequest")],
+        _ => Vec::new(),
+    }
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`, or None when not served.
@@ -206,6 +232,13 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
             "subresource": "status",
             "responseKind": kind,
             "verbs": ["get", "patch", "update"],
+        }));
+    }
+    for (sub, group, version, kind) in acting_subresources(r) {
+        subresources.push(json!({
+            "subresource": sub,
+            "responseKind": {"group": group, "version": version, "kind": kind},
+            "verbs": ["create"],
         }));
     }
     if r.scale.is_some() {

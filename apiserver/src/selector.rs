@@ -380,8 +380,79 @@ fn unescape(s: &str) -> Result<String, SelectorError> {
     Ok(out)
 }
 
+/// A label selector as a string (what a Scale reports, what an eviction
+/// matches pods with): kept when it is one (a CRD's
+/// `labelSelectorPath`); a `LabelSelector` (`matchLabels`,
+/// `matchExpressions`) or a plain map (a ReplicationController's) printed
+/// as kube-apiserver prints them.
+pub fn selector_string(v: &serde_json::Value) -> Option<String> {
+    use serde_json::Value;
+    let label_map = |m: &serde_json::Map<String, Value>| {
+        m.iter()
+            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
+            .collect::<Vec<_>>()
+    };
+    match v {
+        Value::String(s) => Some(s.clone()),
+        Value::Object(m) if m.contains_key("matchLabels") || m.contains_key("matchExpressions") => {
+            let mut parts = m
+                .get("matchLabels")
+                .and_then(Value::as_object)
+                .map(label_map)
+                .unwrap_or_default();
+            for e in m
+                .get("matchExpressions")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+            {
+                let key = e["key"].as_str().unwrap_or_default();
+                let values: Vec<&str> = e["values"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(Value::as_str)
+                    .collect();
+                parts.push(match e["operator"].as_str().unwrap_or_default() {
+                    "In" => format!("{key} in ({})", values.join(",")),
+                    "NotIn" => format!("{key} notin ({})", values.join(",")),
+                    "Exists" => key.to_string(),
+                    _ => format!("!{key}"),
+                });
+            }
+            Some(parts.join(","))
+        }
+        Value::Object(m) => Some(label_map(m).join(",")),
+        _ => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn selectors_print_as_kube_apiserver_prints_them() {
+        let cases = [
+            (serde_json::json!("app=x"), "app=x"),
+            (serde_json::json!({"app": "x"}), "app=x"),
+            (
+                serde_json::json!({"matchLabels": {"a": "1", "b": "2"}}),
+                "a=1,b=2",
+            ),
+            (
+                serde_json::json!({"matchLabels": {"a": "1"}, "matchExpressions": [
+                    {"key": "t", "operator": "In", "values": ["p", "q"]},
+                    {"key": "u", "operator": "NotIn", "values": ["r"]},
+                    {"key": "v", "operator": "Exists"},
+                    {"key": "w", "operator": "DoesNotExist"}]}),
+                "a=1,t in (p,q),u notin (r),v,!w",
+            ),
+        ];
+        for (sel, want) in cases {
+            assert_eq!(selector_string(&sel).as_deref(), Some(want), "{sel}");
+        }
+        assert_eq!(selector_string(&serde_json::Value::Null), None);
+    }
+
     use super::*;
 
     /// `k=v k2=v2` (space separated) to a label map; a bare `k` means `k=""`.

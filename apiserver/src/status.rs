@@ -112,6 +112,12 @@ impl ApiError {
         )
     }
 
+    /// 429 TooManyRequests with a message of its own (an eviction a
+    /// PodDisruptionBudget does not allow).
+    pub fn too_many(message: impl Into<String>) -> Self {
+        Self::new(429, "TooManyRequests", message)
+    }
+
     /// 413 RequestEntityTooLarge.
     pub fn too_large(limit: usize) -> Self {
         Self::new(

@@ -2,6 +2,7 @@
 //! `Service` and HTTP): routing, body limits, and the verbs get, list,
 //! watch, create, update, patch, delete and deletecollection.
 
+mod act;
 mod delete;
 mod params;
 mod read;
@@ -491,6 +492,13 @@ fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiE
                 return Err(ApiError::no_route(path));
             };
             return Err(needs_kubelet(req, &info, ns, name, sub));
+        }
+        Some(sub) if act::serves(&info, sub) => {
+            let (Some(ns), Some(name)) = (namespace, name) else {
+                return Err(ApiError::no_route(path));
+            };
+            check_path_segment_name(name)?;
+            return act::serve(req, &info, ns, name, sub);
         }
         Some(_) => return Err(ApiError::no_route(path)),
     };

@@ -157,7 +157,7 @@ pub fn scale_of(obj: &Value, paths: &ScalePaths) -> Value {
     let mut status =
         json!({"replicas": get_path(obj, &paths.status_replicas).as_i64().unwrap_or(0)});
     if let Some(sel) = paths.label_selector.as_deref().map(|p| get_path(obj, p))
-        && let Some(s) = selector_string(sel)
+        && let Some(s) = crate::selector::selector_string(sel)
     {
         status["selector"] = s.into();
     }
@@ -168,51 +168,6 @@ pub fn scale_of(obj: &Value, paths: &ScalePaths) -> Value {
         "spec": {"replicas": get_path(obj, &paths.spec_replicas).as_i64().unwrap_or(0)},
         "status": status,
     })
-}
-
-/// A label selector as a string: kept when it is one (a CRD's
-/// `labelSelectorPath`); a `LabelSelector` (`matchLabels`,
-/// `matchExpressions`) or a plain map (a ReplicationController's) printed
-/// as kube-apiserver prints them.
-fn selector_string(v: &Value) -> Option<String> {
-    let label_map = |m: &serde_json::Map<String, Value>| {
-        m.iter()
-            .map(|(k, v)| format!("{k}={}", v.as_str().unwrap_or_default()))
-            .collect::<Vec<_>>()
-    };
-    match v {
-        Value::String(s) => Some(s.clone()),
-        Value::Object(m) if m.contains_key("matchLabels") || m.contains_key("matchExpressions") => {
-            let mut parts = m
-                .get("matchLabels")
-                .and_then(Value::as_object)
-                .map(label_map)
-                .unwrap_or_default();
-            for e in m
-                .get("matchExpressions")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-            {
-                let key = e["key"].as_str().unwrap_or_default();
-                let values: Vec<&str> = e["values"]
-                    .as_array()
-                    .into_iter()
-                    .flatten()
-                    .filter_map(Value::as_str)
-                    .collect();
-                parts.push(match e["operator"].as_str().unwrap_or_default() {
-                    "In" => format!("{key} in ({})", values.join(",")),
-                    "NotIn" => format!("{key} notin ({})", values.join(",")),
-                    "Exists" => key.to_string(),
-                    _ => format!("!{key}"),
-                });
-            }
-            Some(parts.join(","))
-        }
-        Value::Object(m) => Some(label_map(m).join(",")),
-        _ => None,
-    }
 }
 
 /// The value at a `.a.b.c` path (Null when absent).
@@ -237,27 +192,6 @@ fn set_path(obj: &mut Value, path: &str, value: Value) {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn selectors_print_as_kube_apiserver_prints_them() {
-        let cases = [
-            (json!("app=x"), "app=x"),
-            (json!({"app": "x"}), "app=x"),
-            (json!({"matchLabels": {"a": "1", "b": "2"}}), "a=1,b=2"),
-            (
-                json!({"matchLabels": {"a": "1"}, "matchExpressions": [
-                    {"key": "t", "operator": "In", "values": ["p", "q"]},
-                    {"key": "u", "operator": "NotIn", "values": ["r"]},
-                    {"key": "v", "operator": "Exists"},
-                    {"key": "w", "operator": "DoesNotExist"}]}),
-                "a=1,t in (p,q),u notin (r),v,!w",
-            ),
-        ];
-        for (sel, want) in cases {
-            assert_eq!(selector_string(&sel).as_deref(), Some(want), "{sel}");
-        }
-        assert_eq!(selector_string(&Value::Null), None);
-    }
 
     #[test]
     fn paths_read_and_write_nested_fields() {

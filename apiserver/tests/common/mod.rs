@@ -118,6 +118,7 @@ pub fn reason(code: u16) -> &'static str {
         413 => "RequestEntityTooLarge",
         415 => "UnsupportedMediaType",
         422 => "Invalid",
+        429 => "TooManyRequests",
         _ => panic!("no reason known for {code}"),
     }
 }

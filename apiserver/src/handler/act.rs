@@ -1,0 +1,242 @@
+//! Subresources that act rather than store a representation of their own,
+//! each a POST answering 201:
+//! - `pods/eviction` (a `policy/v1` Eviction): deletes the pod unless a
+//!   PodDisruptionBudget selecting it allows no disruption (429). No PDB
+//!   means allowed; a PDB's `status.disruptionsAllowed` (no disruption
+//!   controller runs here: a client or test sets it) is decremented and the
+//!   pod recorded in `status.disruptedPods`, as kube-apiserver does.
+//! - `pods/binding` (a Binding to a Node): sets `spec.nodeName` once (409
+//!   when the pod is already bound), what a scheduler does.
+//! - `serviceaccounts/token` (a TokenRequest): answers a token and its
+//!   expiry. ward-apiserver authenticates nobody, so the token is an opaque
+//!   string that names the account; it proves nothing.
+
+use http::StatusCode;
+use serde_json::{Value, json};
+
+use super::params::commit_of;
+use super::write::parse_body;
+use super::{Req, Resp, json_response};
+use crate::resources::ResourceInfo;
+use crate::selector::{LabelSelector, selector_string};
+use crate::status::ApiError;
+use crate::store::{Commit, DeleteSpec, Deleted};
+
+/// Whether `sub` of `info` is one of these subresources.
+pub(super) fn serves(info: &ResourceInfo, sub: &str) -> bool {
+    info.group.is_empty()
+        && matches!(
+            (info.plural.as_str(), sub),
+            ("pods", "eviction" | "binding") | ("serviceaccounts", "token")
+        )
+}
+
+/// POST `sub` of object `ns/name` of `info` (see [`serves`]).
+pub(super) fn serve(
+    req: &Req<'_>,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    sub: &str,
+) -> Result<Resp, ApiError> {
+    if req.method != http::Method::POST {
+        return Err(ApiError::method_not_allowed(req.method.as_str()));
+    }
+    let body = parse_body(req)?;
+    if let Some(n) = body["metadata"]["name"]
+        .as_str()
+        .filter(|n| !n.is_empty() && *n != name)
+    {
+        return Err(ApiError::bad_request(format!(
+            "name in URL does not match name in {sub} object: {name} != {n}"
+        )));
+    }
+    match sub {
+        "eviction" => evict(req, info, ns, name, &body),
+        "binding" => bind(req, info, ns, name, &body),
+        _ => token(req, info, ns, name, &body),
+    }
+}
+
+fn success() -> Resp {
+    json_response(
+        StatusCode::CREATED,
+        &json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Success"}),
+    )
+}
+
+fn evict(
+    req: &Req<'_>,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    body: &Value,
+) -> Result<Resp, ApiError> {
+    let store = &req.state.store;
+    let pod = store
+        .get(&info.storage_key(), ns, name)
+        .ok_or_else(|| ApiError::not_found("", "pods", name))?;
+    let opts = &body["deleteOptions"];
+    let dry_run: Vec<&str> = opts["dryRun"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    let mut commit = commit_of(&req.query.dry_run());
+    if commit_of(&dry_run) == Commit::DryRun {
+        commit = Commit::DryRun;
+    }
+    let pod_v = pod.value();
+    let done = matches!(
+        pod_v["status"]["phase"].as_str(),
+        Some("Succeeded" | "Failed")
+    );
+    if !done && !pod.terminating {
+        let pdbs = req
+            .state
+            .registry
+            .get("policy", "v1", "poddisruptionbudgets")
+            .ok_or_else(|| ApiError::internal("policy/v1 poddisruptionbudgets are not served"))?;
+        let matching: Vec<_> = store
+            .list(&pdbs.storage_key(), Some(ns), None, None, |b| {
+                selector_string(&b.value()["spec"]["selector"])
+                    .and_then(|s| LabelSelector::parse(&s).ok())
+                    .is_some_and(|sel| sel.matches(|k| pod.label(k)))
+            })
+            .items;
+        match matching.as_slice() {
+            [] => {}
+            [pdb] => {
+                let now = store.clock().rfc3339();
+                store.update_with(&pdbs, ns, pdb.name(), commit, |b| {
+                    let allowed = b["status"]["disruptionsAllowed"].as_i64().unwrap_or(0);
+                    if allowed < 1 {
+                        return Err(ApiError::too_many(format!(
+                            "Cannot evict pod as it would violate the pod's disruption budget. The disruption budget {} needs {} healthy pods and has {} currently",
+                            b["metadata"]["name"].as_str().unwrap_or_default(),
+                            b["status"]["desiredHealthy"].as_i64().unwrap_or(0),
+                            b["status"]["currentHealthy"].as_i64().unwrap_or(0),
+                        )));
+                    }
+                    let mut b = b.clone();
+                    b["status"]["disruptionsAllowed"] = (allowed - 1).into();
+                    b["status"]["disruptedPods"][name] = now.clone().into();
+                    Ok(b)
+                })?;
+            }
+            _ => {
+                return Err(ApiError::internal(
+                    "This pod has more than one PodDisruptionBudget, which the eviction subresource does not support.",
+                ));
+            }
+        }
+    }
+    let spec = DeleteSpec {
+        uid: opts["preconditions"]["uid"].as_str().map(String::from),
+        resource_version: opts["preconditions"]["resourceVersion"]
+            .as_str()
+            .map(String::from),
+        grace_period_seconds: opts["gracePeriodSeconds"].as_i64().map(|g| g.max(0)),
+        commit,
+        ..DeleteSpec::default()
+    };
+    match store.delete(info, ns, name, &spec)? {
+        Deleted::Removed(_) | Deleted::Terminating(_) => Ok(success()),
+    }
+}
+
+fn bind(
+    req: &Req<'_>,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    body: &Value,
+) -> Result<Resp, ApiError> {
+    let node = body["target"]["name"]
+        .as_str()
+        .filter(|n| !n.is_empty())
+        .ok_or_else(|| ApiError::invalid("Binding", name, "target.name: Required value"))?;
+    if body["target"]["kind"]
+        .as_str()
+        .is_some_and(|k| !k.is_empty() && k != "Node")
+    {
+        return Err(ApiError::invalid(
+            "Binding",
+            name,
+            format!(
+                "target.kind: Unsupported value: {}: supported values: \"Node\"",
+                body["target"]["kind"]
+            ),
+        ));
+    }
+    let commit = commit_of(&req.query.dry_run());
+    req.state.store.update_with(info, ns, name, commit, |pod| {
+        if pod["metadata"]["deletionTimestamp"].is_string() {
+            return Err(ApiError::conflict(format!(
+                "pod {name} is being deleted, cannot be assigned to a host"
+            )));
+        }
+        match pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
+            Some(bound) => Err(ApiError::conflict(format!(
+                "pod {name} is already assigned to node \"{bound}\""
+            ))),
+            None => {
+                let mut pod = pod.clone();
+                pod["spec"]["nodeName"] = node.into();
+                Ok(pod)
+            }
+        }
+    })?;
+    Ok(success())
+}
+
+fn token(
+    req: &Req<'_>,
+    info: &ResourceInfo,
+    ns: &str,
+    name: &str,
+    body: &Value,
+) -> Result<Resp, ApiError> {
+    let sa = req
+        .state
+        .store
+        .get(&info.storage_key(), ns, name)
+        .ok_or_else(|| ApiError::not_found("", "serviceaccounts", name))?;
+    let seconds = match &body["spec"]["expirationSeconds"] {
+        Value::Null => 3600,
+        v => match v.as_i64() {
+            Some(s) if s >= 600 => s,
+            Some(_) => {
+                return Err(ApiError::invalid(
+                    "TokenRequest.authentication.k8s.io",
+                    name,
+                    "spec.expirationSeconds: Invalid value: may not specify a duration less than 10 minutes",
+                ));
+            }
+            None => {
+                return Err(ApiError::bad_request(
+                    "spec.expirationSeconds must be an integer",
+                ));
+            }
+        },
+    };
+    let clock = req.state.store.clock();
+    let expiry = clock
+        .now()
+        .saturating_add(jiff::SignedDuration::from_secs(seconds))
+        .unwrap_or_else(|_| clock.now());
+    let mut out = body.clone();
+    out["kind"] = "TokenRequest".into();
+    out["apiVersion"] = "authentication.k8s.io/v1".into();
+    out["metadata"] = json!({"name": name, "namespace": ns, "creationTimestamp": clock.rfc3339()});
+    out["spec"]["expirationSeconds"] = seconds.into();
+    if !out["spec"]["audiences"].is_array() {
+        out["spec"]["audiences"] = json!([]);
+    }
+    out["status"] = json!({
+        "token": format!("ward-unverified.{ns}.{name}.{}.{}", sa.uid, req.state.random_suffix()),
+        "expirationTimestamp": crate::clock::format_time(expiry),
+    });
+    Ok(json_response(StatusCode::CREATED, &out))
+}

@@ -122,9 +122,9 @@ fn resource_json(r: &ResourceInfo) -> Vec<Value> {
         main["categories"] = json!(r.categories);
     }
     let mut out = vec![main];
-    if r.status_subresource {
+    for sub in object_subresources(r) {
         out.push(json!({
-            "name": format!("{}/status", r.plural),
+            "name": format!("{}/{sub}", r.plural),
             "singularName": "",
             "namespaced": r.namespaced,
             "kind": r.kind,
@@ -154,6 +154,21 @@ fn resource_json(r: &ResourceInfo) -> Vec<Value> {
         }));
     }
     out
+}
+
+/// The subresources of `r` that read and write the object itself, a part
+/// of it each (`strategy::Subresource`).
+fn object_subresources(r: &ResourceInfo) -> Vec<&'static str> {
+    let mut subs = Vec::new();
+    if r.status_subresource {
+        subs.push("status");
+    }
+    match (r.group.as_str(), r.plural.as_str()) {
+        ("", "pods") => subs.push("ephemeralcontainers"),
+        ("certificates.k8s.io", "certificatesigningrequests") => subs.push("approval"),
+        _ => {}
+    }
+    subs
 }
 
 /// The POST-only subresources of `r` (`handler::act`): (subresource,
@@ -227,9 +242,9 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
         out["categories"] = json!(r.categories);
     }
     let mut subresources = Vec::new();
-    if r.status_subresource {
+    for sub in object_subresources(r) {
         subresources.push(json!({
-            "subresource": "status",
+            "subresource": sub,
             "responseKind": kind,
             "verbs": ["get", "patch", "update"],
         }));

@@ -20,6 +20,123 @@ pub enum Subresource {
     Status,
     /// `/scale`: an `autoscaling/v1` Scale onto the replicas (`handler::scale`).
     Scale,
+    /// `pods/ephemeralcontainers`: only `spec.ephemeralContainers`, added to, never changed.
+    EphemeralContainers,
+    /// `certificatesigningrequests/approval`: only `status.conditions`.
+    Approval,
+}
+
+impl Subresource {
+    /// The subresource's name in a URL and in managedFields (`None` for the object).
+    #[must_use]
+    pub fn name(self) -> Option<&'static str> {
+        match self {
+            Subresource::Main => None,
+            Subresource::Status => Some("status"),
+            Subresource::Scale => Some("scale"),
+            Subresource::EphemeralContainers => Some("ephemeralcontainers"),
+            Subresource::Approval => Some("approval"),
+        }
+    }
+
+    /// The one field a write to this subresource may change.
+    fn owned_path(self) -> &'static [&'static str] {
+        match self {
+            Subresource::EphemeralContainers => &["spec", "ephemeralContainers"],
+            Subresource::Approval => &["status", "conditions"],
+            _ => &["status"],
+        }
+    }
+}
+
+/// What kube-apiserver checks of a write to a subresource beyond the
+/// object's own validation (422): ephemeral containers are only added
+/// (each with a name and an image, names unique in the pod), never changed
+/// or removed; a CSR's approval conditions are `Approved`, `Denied` or
+/// `Failed`, and not both approved and denied.
+pub fn check_subresource(
+    info: &ResourceInfo,
+    sub: Subresource,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
+    let invalid = |msg: String| ApiError::invalid(&info.kind, name, msg);
+    match sub {
+        Subresource::EphemeralContainers => {
+            let list = |v: &Value| {
+                v["spec"]["ephemeralContainers"]
+                    .as_array()
+                    .cloned()
+                    .unwrap_or_default()
+            };
+            let (before, after) = (list(old), list(new));
+            for c in &before {
+                match after.iter().find(|n| n["name"] == c["name"]) {
+                    None => {
+                        return Err(invalid(format!(
+                            "spec.ephemeralContainers: Forbidden: existing ephemeral containers {} may not be removed",
+                            c["name"]
+                        )));
+                    }
+                    Some(n) if n != c => {
+                        return Err(invalid(format!(
+                            "spec.ephemeralContainers: Forbidden: existing ephemeral containers {} may not be changed",
+                            c["name"]
+                        )));
+                    }
+                    Some(_) => {}
+                }
+            }
+            let mut names: Vec<&str> = old["spec"]["containers"]
+                .as_array()
+                .into_iter()
+                .chain(old["spec"]["initContainers"].as_array())
+                .flatten()
+                .filter_map(|c| c["name"].as_str())
+                .collect();
+            for (i, c) in after.iter().enumerate() {
+                for field in ["name", "image"] {
+                    if c[field].as_str().is_none_or(str::is_empty) {
+                        return Err(invalid(format!(
+                            "spec.ephemeralContainers[{i}].{field}: Required value"
+                        )));
+                    }
+                }
+                let n = c["name"].as_str().unwrap_or_default();
+                if names.contains(&n) {
+                    return Err(invalid(format!(
+                        "spec.ephemeralContainers[{i}].name: Duplicate value: \"{n}\""
+                    )));
+                }
+                names.push(n);
+            }
+            Ok(())
+        }
+        Subresource::Approval => {
+            let types: Vec<&str> = new["status"]["conditions"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| c["type"].as_str().unwrap_or_default())
+                .collect();
+            if let Some(t) = types
+                .iter()
+                .find(|t| !matches!(**t, "Approved" | "Denied" | "Failed"))
+            {
+                return Err(invalid(format!(
+                    "status.conditions[].type: Unsupported value: \"{t}\": supported values: \"Approved\", \"Denied\", \"Failed\""
+                )));
+            }
+            if types.contains(&"Approved") && types.contains(&"Denied") {
+                return Err(invalid(
+                    "status.conditions: Invalid value: Approved and Denied conditions are mutually exclusive".to_string(),
+                ));
+            }
+            Ok(())
+        }
+        _ => Ok(()),
+    }
 }
 
 /// Validate an object's name and labels for its kind (422 on failure).
@@ -129,7 +246,8 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
 
 /// Build the stored object of an update from the old object and the
 /// client's `new` one: a write to the object keeps the old status (when a
-/// status subresource exists), a write to `/status` keeps everything but status.
+/// status subresource exists), a write to `/status` keeps everything but
+/// status (`ephemeralcontainers`, `approval`: everything but their field).
 #[must_use]
 pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut new: Value) -> Value {
     match sub {
@@ -152,13 +270,25 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
             }
             new
         }
-        Subresource::Status => {
+        Subresource::Status | Subresource::EphemeralContainers | Subresource::Approval => {
             let mut out = old.clone();
-            match new.get("status") {
-                Some(s) => out["status"] = s.clone(),
+            let (parent, field) = sub.owned_path().split_at(sub.owned_path().len() - 1);
+            let get = |v: &Value| {
+                parent
+                    .iter()
+                    .try_fold(v, |v, k| v.get(*k))
+                    .and_then(|v| v.get(field[0]))
+                    .cloned()
+            };
+            match get(&new) {
+                Some(v) => {
+                    let at = parent.iter().fold(&mut out, |o, k| &mut o[*k]);
+                    at[field[0]] = v;
+                }
                 None => {
-                    if let Some(m) = out.as_object_mut() {
-                        m.remove("status");
+                    let at = parent.iter().try_fold(&mut out, |o, k| o.get_mut(*k));
+                    if let Some(m) = at.and_then(Value::as_object_mut) {
+                        m.remove(field[0]);
                     }
                 }
             }

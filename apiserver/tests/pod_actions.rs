@@ -1,13 +1,15 @@
 //! The subresources that act: `pods/eviction` (honouring
-//! PodDisruptionBudgets), `pods/binding` and `serviceaccounts/token` — by
-//! raw requests and through kube-rs's own calls.
+//! PodDisruptionBudgets), `pods/binding` and `serviceaccounts/token`; and
+//! those that write one field of the object: `pods/ephemeralcontainers`
+//! and `certificatesigningrequests/approval` — by raw requests and through
+//! kube-rs's own calls.
 
 mod common;
 
 use common::*;
 use http::StatusCode;
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, EvictParams};
+use kube::api::{Api, EvictParams, Patch, PatchParams};
 use serde_json::{Value, json};
 use ward_apiserver::ApiServer;
 
@@ -196,4 +198,89 @@ async fn kube_rs_evicts_a_pod() {
     };
     api.evict("p", &params).await.unwrap();
     assert!(api.get_opt("p").await.unwrap().is_none());
+}
+
+#[tokio::test]
+async fn ephemeral_containers_are_added_never_changed() {
+    let s = server().await;
+    pod(&s, "p", "x").await;
+    let api: Api<Pod> = Api::default_namespaced(s.client());
+    let debug = json!({"spec": {"ephemeralContainers": [
+        {"name": "debugger", "image": "busybox", "stdin": true, "tty": true}]}});
+    let p = api
+        .patch_ephemeral_containers("p", &PatchParams::default(), &Patch::Strategic(debug))
+        .await
+        .unwrap();
+    let eph = p.spec.unwrap().ephemeral_containers.unwrap();
+    assert_eq!(eph[0].name, "debugger");
+    let uri = format!("{PODS}/p/ephemeralcontainers");
+    // Only that field: a label in the same patch is not written.
+    let more = json!({"metadata": {"labels": {"x": "y"}}, "spec": {"ephemeralContainers": [
+        {"name": "debugger", "image": "busybox", "stdin": true, "tty": true},
+        {"name": "second", "image": "alpine"}]}});
+    let r = send(&s, "PATCH", &uri, MERGE, &more).await;
+    assert_eq!(r.code, StatusCode::OK, "{:?}", r.body);
+    let p = body(&send(&s, "GET", &format!("{PODS}/p"), "", "").await);
+    assert_eq!(
+        p["spec"]["ephemeralContainers"].as_array().unwrap().len(),
+        2
+    );
+    assert_eq!(p["metadata"]["labels"], json!({"app": "x"}));
+
+    let changed = json!({"spec": {"ephemeralContainers": [
+        {"name": "debugger", "image": "other"}, {"name": "second", "image": "alpine"}]}});
+    let st = rejected(&s, "PATCH", &uri, MERGE, &changed, 422).await;
+    assert!(st.contains("may not be changed"), "{st}");
+    let removed = json!({"spec": {"ephemeralContainers": [{"name": "second", "image": "alpine"}]}});
+    rejected(&s, "PATCH", &uri, MERGE, &removed, 422).await;
+    let clash = json!([{"op": "add", "path": "/spec/ephemeralContainers/-", "value": {"name": "c", "image": "x"}}]);
+    let st = rejected(&s, "PATCH", &uri, JSON_PATCH, &clash, 422).await;
+    assert!(st.contains("Duplicate value"), "{st}");
+}
+
+#[tokio::test]
+async fn a_csr_is_approved_through_its_approval() {
+    let s = server().await;
+    let csrs = "/apis/certificates.k8s.io/v1/certificatesigningrequests";
+    let csr = json!({"apiVersion": "certificates.k8s.io/v1", "kind": "CertificateSigningRequest",
+        "metadata": {"name": "c"},
+        "spec": {"request": "LS0t", "signerName": "example.com/signer", "usages": ["client auth"]}});
+    created(&s, csrs, &csr).await;
+    let uri = format!("{csrs}/c/approval");
+    let mut c = body(&send(&s, "GET", &uri, "", "").await);
+    c["status"] = json!({"conditions": [{"type": "Approved", "status": "True",
+        "reason": "Test", "message": "approved by the test"}]});
+    c["spec"]["signerName"] = "example.com/other".into();
+    let r = send(&s, "PUT", &uri, JSON, &c).await;
+    assert_eq!(r.code, StatusCode::OK, "{:?}", r.body);
+    let got = body(&send(&s, "GET", &format!("{csrs}/c"), "", "").await);
+    assert_eq!(got["status"]["conditions"][0]["type"], "Approved");
+    assert_eq!(
+        got["spec"]["signerName"], "example.com/signer",
+        "approval writes conditions only"
+    );
+    assert!(
+        got["metadata"]["managedFields"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .any(|e| e["subresource"] == "approval")
+    );
+
+    let both = json!({"status": {"conditions": [
+        {"type": "Approved", "status": "True"}, {"type": "Denied", "status": "True"}]}});
+    rejected(&s, "PATCH", &uri, MERGE, &both, 422).await;
+    let odd = json!({"status": {"conditions": [{"type": "Maybe", "status": "True"}]}});
+    rejected(&s, "PATCH", &uri, MERGE, &odd, 422).await;
+    let disc = body(&send(&s, "GET", "/apis/certificates.k8s.io/v1", "", "").await);
+    let names: Vec<&str> = disc["resources"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(|r| r["name"].as_str())
+        .collect();
+    assert!(
+        names.contains(&"certificatesigningrequests/approval"),
+        "{names:?}"
+    );
 }

@@ -485,6 +485,15 @@ fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiE
         None => Subresource::Main,
         Some("status") if info.status_subresource => Subresource::Status,
         Some("scale") if info.scale.is_some() => Subresource::Scale,
+        Some("ephemeralcontainers") if info.group.is_empty() && info.plural == "pods" => {
+            Subresource::EphemeralContainers
+        }
+        Some("approval")
+            if info.group == "certificates.k8s.io"
+                && info.plural == "certificatesigningrequests" =>
+        {
+            Subresource::Approval
+        }
         Some(sub @ ("log" | "exec" | "attach" | "portforward" | "proxy"))
             if info.group.is_empty() && info.plural == "pods" =>
         {

@@ -217,13 +217,14 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         .state
         .store
         .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
+            strategy::check_subresource(&t.info, t.sub, name, old, &body)?;
             let mut new = strategy::prepare_update(&t.info, t.sub, old, body.clone());
             if new["metadata"].get("managedFields").is_none()
                 && let Some(mf) = old["metadata"].get("managedFields")
             {
                 new["metadata"]["managedFields"] = mf.clone();
             }
-            let sub = (t.sub == Subresource::Status).then_some("status");
+            let sub = t.sub.name();
             patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
             Ok(new)
         })?;
@@ -261,7 +262,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let opts = WriteOptions::from_query(&req.query, verb)?;
     let now = req.state.store.clock().rfc3339();
     let av = t.info.api_version();
-    let sub = (t.sub == Subresource::Status).then_some("status");
+    let sub = t.sub.name();
     if kind == PatchKind::Apply {
         return apply(req, t, &name, &now, &opts);
     }
@@ -289,6 +290,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             if t.sub == Subresource::Main {
                 strategy::validate(&t.info, &new)?;
             }
+            strategy::check_subresource(&t.info, t.sub, &name, old, &new)?;
             let mut new = strategy::prepare_update(&t.info, t.sub, old, new);
             patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
             Ok(new)
@@ -313,7 +315,7 @@ pub(super) fn apply(
         api_version: &av,
         kind: &t.info.kind,
         name,
-        subresource: (t.sub == Subresource::Status).then_some("status"),
+        subresource: t.sub.name(),
     };
     // Update if present, create if absent; a create that loses a race with
     // another create retries as an update.
@@ -328,6 +330,7 @@ pub(super) fn apply(
                 if t.sub == Subresource::Main {
                     strategy::validate(&t.info, &merged)?;
                 }
+                strategy::check_subresource(&t.info, t.sub, name, old, &merged)?;
                 Ok(strategy::prepare_update(&t.info, t.sub, old, merged))
             });
         match res {

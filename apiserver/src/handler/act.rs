@@ -20,7 +20,7 @@ use super::{Req, Resp, json_response};
 use crate::resources::ResourceInfo;
 use crate::selector::{LabelSelector, selector_string};
 use crate::status::ApiError;
-use crate::store::{Commit, DeleteSpec, Deleted};
+use crate::store::{Commit, DeleteSpec};
 
 /// Whether `sub` of `info` is one of these subresources.
 pub(super) fn serves(info: &ResourceInfo, sub: &str) -> bool {
@@ -141,9 +141,8 @@ fn evict(
         commit,
         ..DeleteSpec::default()
     };
-    match store.delete(info, ns, name, &spec)? {
-        Deleted::Removed(_) | Deleted::Terminating(_) => Ok(success()),
-    }
+    store.delete(info, ns, name, &spec)?;
+    Ok(success())
 }
 
 fn bind(

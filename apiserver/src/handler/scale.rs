@@ -91,16 +91,15 @@ fn write(
         .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
             let scale = to_scale(&scale_of(old, paths))?;
             let replicas = replicas_of(&t.info, name, &scale)?;
-            if let Some(rv) = scale["metadata"]["resourceVersion"].as_str().filter(|s| !s.is_empty())
-                && Some(rv) != old["metadata"]["resourceVersion"].as_str()
-            {
-                return Err(ApiError::conflict(format!(
-                    "Operation cannot be fulfilled on {}.{} \"{name}\": the object has been modified; please apply your changes to the latest version and try again",
-                    t.info.plural, t.info.group
-                )));
-            }
             let mut new = old.clone();
             set_path(&mut new, &paths.spec_replicas, replicas.into());
+            // The Scale's resourceVersion, when given, is the store's precondition (409).
+            if let Some(rv) = scale["metadata"]["resourceVersion"]
+                .as_str()
+                .filter(|s| !s.is_empty())
+            {
+                new["metadata"]["resourceVersion"] = rv.into();
+            }
             let mut new = strategy::prepare_update(&t.info, Subresource::Main, old, new);
             patch::record_update(Some(old), &mut new, &manager, &now, &av, Some("scale"));
             Ok(new)

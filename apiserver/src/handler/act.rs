@@ -14,7 +14,7 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 
-use super::params::commit_of;
+use super::params::{WriteOptions, WriteVerb};
 use super::write::parse_body;
 use super::{Req, Resp, json_response};
 use crate::resources::ResourceInfo;
@@ -51,11 +51,31 @@ pub(super) fn serve(
             "name in URL does not match name in {sub} object: {name} != {n}"
         )));
     }
+    let call = Call {
+        req,
+        info,
+        ns,
+        name,
+        body: &body,
+        commit: WriteOptions::from_query(&req.query, WriteVerb::Create)?.commit,
+    };
     match sub {
-        "eviction" => evict(req, info, ns, name, &body),
-        "binding" => bind(req, info, ns, name, &body),
-        _ => token(req, info, ns, name, &body),
+        "eviction" => evict(&call),
+        "binding" => bind(&call),
+        _ => token(&call),
     }
+}
+
+/// One POST to a subresource: the request, the object's kind and name,
+/// the decoded body and whether it is a dry run (`dryRun=All`).
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    req: &'a Req<'a>,
+    info: &'a ResourceInfo,
+    ns: &'a str,
+    name: &'a str,
+    body: &'a Value,
+    commit: Commit,
 }
 
 fn success() -> Resp {
@@ -65,28 +85,28 @@ fn success() -> Resp {
     )
 }
 
-fn evict(
-    req: &Req<'_>,
-    info: &ResourceInfo,
-    ns: &str,
-    name: &str,
-    body: &Value,
-) -> Result<Resp, ApiError> {
+fn evict(c: &Call<'_>) -> Result<Resp, ApiError> {
+    let Call {
+        req,
+        info,
+        ns,
+        name,
+        body,
+        commit,
+    } = *c;
     let store = &req.state.store;
     let pod = store
         .get(&info.storage_key(), ns, name)
         .ok_or_else(|| ApiError::not_found("", "pods", name))?;
-    let opts = &body["deleteOptions"];
-    let dry_run: Vec<&str> = opts["dryRun"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter_map(Value::as_str)
-        .collect();
-    let mut commit = commit_of(&req.query.dry_run());
-    if commit_of(&dry_run) == Commit::DryRun {
-        commit = Commit::DryRun;
+    // kube-apiserver validates the Eviction's deleteOptions as a DELETE's.
+    let mut spec = match &body["deleteOptions"] {
+        Value::Null => DeleteSpec::default(),
+        opts => super::delete::spec_from_body(opts)?,
+    };
+    if commit == Commit::DryRun {
+        spec.commit = Commit::DryRun;
     }
+    let commit = spec.commit;
     let pod_v = pod.value();
     let done = matches!(
         pod_v["status"]["phase"].as_str(),
@@ -132,26 +152,19 @@ fn evict(
             }
         }
     }
-    let spec = DeleteSpec {
-        uid: opts["preconditions"]["uid"].as_str().map(String::from),
-        resource_version: opts["preconditions"]["resourceVersion"]
-            .as_str()
-            .map(String::from),
-        grace_period_seconds: opts["gracePeriodSeconds"].as_i64().map(|g| g.max(0)),
-        commit,
-        ..DeleteSpec::default()
-    };
     store.delete(info, ns, name, &spec)?;
     Ok(success())
 }
 
-fn bind(
-    req: &Req<'_>,
-    info: &ResourceInfo,
-    ns: &str,
-    name: &str,
-    body: &Value,
-) -> Result<Resp, ApiError> {
+fn bind(c: &Call<'_>) -> Result<Resp, ApiError> {
+    let Call {
+        req,
+        info,
+        ns,
+        name,
+        body,
+        commit,
+    } = *c;
     let node = body["target"]["name"]
         .as_str()
         .filter(|n| !n.is_empty())
@@ -169,7 +182,6 @@ fn bind(
             ),
         ));
     }
-    let commit = commit_of(&req.query.dry_run());
     req.state.store.update_with(info, ns, name, commit, |pod| {
         if pod["metadata"]["deletionTimestamp"].is_string() {
             return Err(ApiError::conflict(format!(
@@ -190,13 +202,15 @@ fn bind(
     Ok(success())
 }
 
-fn token(
-    req: &Req<'_>,
-    info: &ResourceInfo,
-    ns: &str,
-    name: &str,
-    body: &Value,
-) -> Result<Resp, ApiError> {
+fn token(c: &Call<'_>) -> Result<Resp, ApiError> {
+    let Call {
+        req,
+        info,
+        ns,
+        name,
+        body,
+        commit: _,
+    } = *c;
     let sa = req
         .state
         .store

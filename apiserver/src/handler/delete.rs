@@ -14,33 +14,42 @@ use crate::store::{Commit, DeleteSpec, Deleted, StoredObject};
 /// `dryRun` beside a body is refused (400), where kube-apiserver ignores it
 /// and deletes for real.
 pub(super) fn delete_spec(req: &Req<'_>) -> Result<DeleteSpec, ApiError> {
-    let (opts, pre) = if req.body.iter().all(u8::is_ascii_whitespace) {
-        (DeleteOptions::from_query(&req.query)?, json!({}))
-    } else {
-        if !req.query.dry_run().is_empty() {
-            return Err(ApiError::bad_request(
-                "dryRun in the query is ignored when DeleteOptions come in the body (kube-apiserver would delete for real): put dryRun in the body",
-            ));
-        }
-        let body: Value = serde_json::from_slice(&req.body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
-        check_delete_options(&body)?;
-        // The types are checked above: `dryRun` is a list of strings.
-        let dry_run: Vec<&str> = body["dryRun"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-            .collect();
-        params::invalid_options("DeleteOptions", params::dry_run_errors(&dry_run))?;
-        let opts = DeleteOptions {
-            grace_period_seconds: body["gracePeriodSeconds"].as_i64(),
-            orphan_dependents: body["orphanDependents"].as_bool(),
-            propagation_policy: body["propagationPolicy"].as_str().map(String::from),
-            commit: params::commit_of(&dry_run),
-        };
-        (opts, body["preconditions"].clone())
+    if req.body.iter().all(u8::is_ascii_whitespace) {
+        return spec_of(DeleteOptions::from_query(&req.query)?, &json!({}));
+    }
+    if !req.query.dry_run().is_empty() {
+        return Err(ApiError::bad_request(
+            "dryRun in the query is ignored when DeleteOptions come in the body (kube-apiserver would delete for real): put dryRun in the body",
+        ));
+    }
+    let body: Value = serde_json::from_slice(&req.body)
+        .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
+    spec_from_body(&body)
+}
+
+/// DeleteOptions given as a JSON object: a DELETE's body, an Eviction's
+/// `deleteOptions`.
+pub(super) fn spec_from_body(body: &Value) -> Result<DeleteSpec, ApiError> {
+    check_delete_options(body)?;
+    // The types are checked above: `dryRun` is a list of strings.
+    let dry_run: Vec<&str> = body["dryRun"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(Value::as_str)
+        .collect();
+    params::invalid_options("DeleteOptions", params::dry_run_errors(&dry_run))?;
+    let opts = DeleteOptions {
+        grace_period_seconds: body["gracePeriodSeconds"].as_i64(),
+        orphan_dependents: body["orphanDependents"].as_bool(),
+        propagation_policy: body["propagationPolicy"].as_str().map(String::from),
+        commit: params::commit_of(&dry_run),
     };
+    spec_of(opts, &body["preconditions"])
+}
+
+/// Validate decoded options (422) and turn them into the store's spec.
+fn spec_of(opts: DeleteOptions, pre: &Value) -> Result<DeleteSpec, ApiError> {
     let DeleteOptions {
         grace_period_seconds,
         orphan_dependents,

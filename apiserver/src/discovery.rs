@@ -122,68 +122,22 @@ fn resource_json(r: &ResourceInfo) -> Vec<Value> {
         main["categories"] = json!(r.categories);
     }
     let mut out = vec![main];
-    for sub in object_subresources(r) {
-        out.push(json!({
-            "name": format!("{}/{sub}", r.plural),
+    for sub in r.subresources() {
+        let mut entry = json!({
+            "name": format!("{}/{}", r.plural, sub.name),
             "singularName": "",
             "namespaced": r.namespaced,
             "kind": r.kind,
-            "verbs": ["get", "patch", "update"],
-        }));
-    }
-    for (sub, group, version, kind) in acting_subresources(r) {
-        out.push(json!({
-            "name": format!("{}/{sub}", r.plural),
-            "singularName": "",
-            "namespaced": r.namespaced,
-            "group": group,
-            "version": version,
-            "kind": kind,
-            "verbs": ["create"],
-        }));
-    }
-    if r.scale.is_some() {
-        out.push(json!({
-            "name": format!("{}/scale", r.plural),
-            "singularName": "",
-            "namespaced": r.namespaced,
-            "group": "autoscaling",
-            "version": "v1",
-            "kind": "Scale",
-            "verbs": ["get", "patch", "update"],
-        }));
+            "verbs": sub.verbs,
+        });
+        if let Some((group, version, kind)) = sub.kind {
+            entry["group"] = group.into();
+            entry["version"] = version.into();
+            entry["kind"] = kind.into();
+        }
+        out.push(entry);
     }
     out
-}
-
-/// The subresources of `r` that read and write the object itself, a part
-/// of it each (`strategy::Subresource`).
-fn object_subresources(r: &ResourceInfo) -> Vec<&'static str> {
-    let mut subs = Vec::new();
-    if r.status_subresource {
-        subs.push("status");
-    }
-    match (r.group.as_str(), r.plural.as_str()) {
-        ("", "pods") => subs.push("ephemeralcontainers"),
-        ("certificates.k8s.io", "certificatesigningrequests") => subs.push("approval"),
-        _ => {}
-    }
-    subs
-}
-
-/// The POST-only subresources of `r` (`handler::act`): (subresource,
-/// group, version, kind of its body).
-fn acting_subresources(
-    r: &ResourceInfo,
-) -> Vec<(&'static str, &'static str, &'static str, &'static str)> {
-    match (r.group.as_str(), r.plural.as_str()) {
-        ("", "pods") => vec![
-            ("binding", "", "v1", "Binding"),
-            ("eviction", "policy", "v1", "Eviction"),
-        ],
-        ("", "serviceaccounts") => vec![("token", "authentication.k8s.io", "v1", "TokenRequest")],
-        _ => Vec::new(),
-    }
 }
 
 /// `/api/v1` or `/apis/{group}/{version}`, or None when not served.
@@ -241,28 +195,19 @@ fn aggregated_resource(r: &ResourceInfo) -> Value {
     if !r.categories.is_empty() {
         out["categories"] = json!(r.categories);
     }
-    let mut subresources = Vec::new();
-    for sub in object_subresources(r) {
-        subresources.push(json!({
-            "subresource": sub,
-            "responseKind": kind,
-            "verbs": ["get", "patch", "update"],
-        }));
-    }
-    for (sub, group, version, kind) in acting_subresources(r) {
-        subresources.push(json!({
-            "subresource": sub,
-            "responseKind": {"group": group, "version": version, "kind": kind},
-            "verbs": ["create"],
-        }));
-    }
-    if r.scale.is_some() {
-        subresources.push(json!({
-            "subresource": "scale",
-            "responseKind": {"group": "autoscaling", "version": "v1", "kind": "Scale"},
-            "verbs": ["get", "patch", "update"],
-        }));
-    }
+    let subresources: Vec<Value> = r
+        .subresources()
+        .into_iter()
+        .map(|sub| {
+            let response = match sub.kind {
+                Some((group, version, kind)) => {
+                    json!({"group": group, "version": version, "kind": kind})
+                }
+                None => kind.clone(),
+            };
+            json!({"subresource": sub.name, "responseKind": response, "verbs": sub.verbs})
+        })
+        .collect();
     if !subresources.is_empty() {
         out["subresources"] = subresources.into();
     }

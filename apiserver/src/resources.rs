@@ -62,7 +62,52 @@ impl ScalePaths {
     }
 }
 
+/// A subresource served on a resource, as discovery lists it and the
+/// router finds it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServedSubresource {
+    /// Its name in the URL, e.g. `status`.
+    pub name: &'static str,
+    /// (group, version, kind) of what it takes and answers; `None`: the object's own.
+    pub kind: Option<(&'static str, &'static str, &'static str)>,
+    /// Its verbs: `get, patch, update` for those that read and write (a
+    /// part of) the object, `create` for those that act (`handler::act`).
+    pub verbs: &'static [&'static str],
+}
+
 impl ResourceInfo {
+    /// The subresources served on this resource, in discovery's order.
+    #[must_use]
+    pub fn subresources(&self) -> Vec<ServedSubresource> {
+        const RW: &[&str] = &["get", "patch", "update"];
+        const CREATE: &[&str] = &["create"];
+        let sub = |name, kind, verbs| ServedSubresource { name, kind, verbs };
+        let mut out = Vec::new();
+        if self.status_subresource {
+            out.push(sub("status", None, RW));
+        }
+        match (self.group.as_str(), self.plural.as_str()) {
+            ("", "pods") => out.extend([
+                sub("ephemeralcontainers", None, RW),
+                sub("binding", Some(("", "v1", "Binding")), CREATE),
+                sub("eviction", Some(("policy", "v1", "Eviction")), CREATE),
+            ]),
+            ("", "serviceaccounts") => out.push(sub(
+                "token",
+                Some(("authentication.k8s.io", "v1", "TokenRequest")),
+                CREATE,
+            )),
+            ("certificates.k8s.io", "certificatesigningrequests") => {
+                out.push(sub("approval", None, RW));
+            }
+            _ => {}
+        }
+        if self.scale.is_some() {
+            out.push(sub("scale", Some(("autoscaling", "v1", "Scale")), RW));
+        }
+        out
+    }
+
     /// `v1` for the core group, `group/version` otherwise.
     #[must_use]
     pub fn api_version(&self) -> String {

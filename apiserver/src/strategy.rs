@@ -39,6 +39,19 @@ impl Subresource {
         }
     }
 
+    /// The subresource served under `name` that reads and writes the
+    /// object (`None` for one that acts, or none at all).
+    #[must_use]
+    pub fn from_name(name: &str) -> Option<Self> {
+        match name {
+            "status" => Some(Subresource::Status),
+            "scale" => Some(Subresource::Scale),
+            "ephemeralcontainers" => Some(Subresource::EphemeralContainers),
+            "approval" => Some(Subresource::Approval),
+            _ => None,
+        }
+    }
+
     /// The one field a write to this subresource may change.
     fn owned_path(self) -> &'static [&'static str] {
         match self {

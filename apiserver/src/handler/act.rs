@@ -22,16 +22,8 @@ use crate::selector::{LabelSelector, selector_string};
 use crate::status::ApiError;
 use crate::store::{Commit, DeleteSpec};
 
-/// Whether `sub` of `info` is one of these subresources.
-pub(super) fn serves(info: &ResourceInfo, sub: &str) -> bool {
-    info.group.is_empty()
-        && matches!(
-            (info.plural.as_str(), sub),
-            ("pods", "eviction" | "binding") | ("serviceaccounts", "token")
-        )
-}
-
-/// POST `sub` of object `ns/name` of `info` (see [`serves`]).
+/// POST `sub` of object `ns/name` of `info` (one that acts, per
+/// [`ResourceInfo::subresources`]).
 pub(super) fn serve(
     req: &Req<'_>,
     info: &ResourceInfo,

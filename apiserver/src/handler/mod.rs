@@ -483,17 +483,6 @@ fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiE
     }
     let sub = match p.sub {
         None => Subresource::Main,
-        Some("status") if info.status_subresource => Subresource::Status,
-        Some("scale") if info.scale.is_some() => Subresource::Scale,
-        Some("ephemeralcontainers") if info.group.is_empty() && info.plural == "pods" => {
-            Subresource::EphemeralContainers
-        }
-        Some("approval")
-            if info.group == "certificates.k8s.io"
-                && info.plural == "certificatesigningrequests" =>
-        {
-            Subresource::Approval
-        }
         Some(sub @ ("log" | "exec" | "attach" | "portforward" | "proxy"))
             if info.group.is_empty() && info.plural == "pods" =>
         {
@@ -502,14 +491,20 @@ fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiE
             };
             return Err(needs_kubelet(req, &info, ns, name, sub));
         }
-        Some(sub) if act::serves(&info, sub) => {
-            let (Some(ns), Some(name)) = (namespace, name) else {
-                return Err(ApiError::no_route(path));
-            };
-            check_path_segment_name(name)?;
-            return act::serve(req, &info, ns, name, sub);
+        Some(sub) if !info.subresources().iter().any(|s| s.name == sub) => {
+            return Err(ApiError::no_route(path));
         }
-        Some(_) => return Err(ApiError::no_route(path)),
+        Some(sub) => match Subresource::from_name(sub) {
+            Some(object_part) => object_part,
+            // The rest act (POST): eviction, binding, token.
+            None => {
+                let (Some(ns), Some(name)) = (namespace, name) else {
+                    return Err(ApiError::no_route(path));
+                };
+                check_path_segment_name(name)?;
+                return act::serve(req, &info, ns, name, sub);
+            }
+        },
     };
     if info.namespaced && namespace.is_none() && name.is_some() {
         return Err(ApiError::no_route(path));

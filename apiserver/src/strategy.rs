@@ -52,12 +52,35 @@ impl Subresource {
         }
     }
 
-    /// The one field a write to this subresource may change.
-    fn owned_path(self) -> &'static [&'static str] {
+    /// The one field a write to this subresource may change, as a JSON pointer.
+    fn owned_field(self) -> &'static str {
         match self {
-            Subresource::EphemeralContainers => &["spec", "ephemeralContainers"],
-            Subresource::Approval => &["status", "conditions"],
-            _ => &["status"],
+            Subresource::EphemeralContainers => "/spec/ephemeralContainers",
+            Subresource::Approval => "/status/conditions",
+            _ => "/status",
+        }
+    }
+}
+
+/// Set (`Some`) or remove (`None`) the field at JSON pointer `pointer`
+/// (no escapes), making the objects on the way to set it.
+pub(crate) fn put_field(obj: &mut Value, pointer: &str, value: Option<Value>) {
+    let (parent, field) = pointer.rsplit_once('/').unwrap_or(("", pointer));
+    match value {
+        Some(v) => {
+            let mut at = obj;
+            for k in parent.split('/').filter(|k| !k.is_empty()) {
+                if !at.is_object() {
+                    *at = json!({});
+                }
+                at = &mut at[k];
+            }
+            at[field] = v;
+        }
+        None => {
+            if let Some(m) = obj.pointer_mut(parent).and_then(Value::as_object_mut) {
+                m.remove(field);
+            }
         }
     }
 }
@@ -285,26 +308,8 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
         }
         Subresource::Status | Subresource::EphemeralContainers | Subresource::Approval => {
             let mut out = old.clone();
-            let (parent, field) = sub.owned_path().split_at(sub.owned_path().len() - 1);
-            let get = |v: &Value| {
-                parent
-                    .iter()
-                    .try_fold(v, |v, k| v.get(*k))
-                    .and_then(|v| v.get(field[0]))
-                    .cloned()
-            };
-            match get(&new) {
-                Some(v) => {
-                    let at = parent.iter().fold(&mut out, |o, k| &mut o[*k]);
-                    at[field[0]] = v;
-                }
-                None => {
-                    let at = parent.iter().try_fold(&mut out, |o, k| o.get_mut(*k));
-                    if let Some(m) = at.and_then(Value::as_object_mut) {
-                        m.remove(field[0]);
-                    }
-                }
-            }
+            let field = sub.owned_field();
+            put_field(&mut out, field, new.pointer(field).cloned());
             // The rv the client sent stays a precondition; managedFields follow the write.
             out["metadata"]["resourceVersion"] = new["metadata"]["resourceVersion"].clone();
             if let Some(mf) = new["metadata"].get("managedFields") {

@@ -92,7 +92,11 @@ fn write(
             let scale = to_scale(&scale_of(old, paths))?;
             let replicas = replicas_of(&t.info, name, &scale)?;
             let mut new = old.clone();
-            set_path(&mut new, &paths.spec_replicas, replicas.into());
+            strategy::put_field(
+                &mut new,
+                &pointer(&paths.spec_replicas),
+                Some(replicas.into()),
+            );
             // The Scale's resourceVersion, when given, is the store's precondition (409).
             if let Some(rv) = scale["metadata"]["resourceVersion"]
                 .as_str()
@@ -169,23 +173,14 @@ pub fn scale_of(obj: &Value, paths: &ScalePaths) -> Value {
     })
 }
 
-/// The value at a `.a.b.c` path (Null when absent).
-fn get_path<'a>(obj: &'a Value, path: &str) -> &'a Value {
-    path.trim_start_matches('.')
-        .split('.')
-        .fold(obj, |v, k| v.get(k).unwrap_or(&Value::Null))
+/// A CRD's `.a.b.c` path as a JSON pointer.
+fn pointer(path: &str) -> String {
+    path.replace('.', "/")
 }
 
-/// Set the value at a `.a.b.c` path, making the objects on the way.
-fn set_path(obj: &mut Value, path: &str, value: Value) {
-    let mut at = obj;
-    for k in path.trim_start_matches('.').split('.') {
-        if !at.is_object() {
-            *at = json!({});
-        }
-        at = &mut at[k];
-    }
-    *at = value;
+/// The value at a `.a.b.c` path (Null when absent).
+fn get_path<'a>(obj: &'a Value, path: &str) -> &'a Value {
+    obj.pointer(&pointer(path)).unwrap_or(&Value::Null)
 }
 
 #[cfg(test)]
@@ -197,8 +192,10 @@ mod tests {
         let mut o = json!({"spec": {"replicas": 3}});
         assert_eq!(get_path(&o, ".spec.replicas"), &json!(3));
         assert_eq!(get_path(&o, ".status.replicas"), &Value::Null);
-        set_path(&mut o, ".spec.deep.count", json!(5));
+        strategy::put_field(&mut o, &pointer(".spec.deep.count"), Some(json!(5)));
         assert_eq!(o["spec"]["deep"]["count"], 5);
         assert_eq!(o["spec"]["replicas"], 3);
+        strategy::put_field(&mut o, &pointer(".spec.deep"), None);
+        assert_eq!(o, json!({"spec": {"replicas": 3}}));
     }
 }

@@ -451,17 +451,6 @@ async fn delete_with_malformed_options() {
         400,
     )
     .await;
-    // A dry run in the query beside a body: kube-apiserver would ignore it
-    // and delete for real; refused instead.
-    rejected(
-        &s,
-        "DELETE",
-        &format!("{CM}?dryRun=All"),
-        JSON,
-        &json!({}),
-        400,
-    )
-    .await;
 }
 
 #[tokio::test]

@@ -213,21 +213,29 @@ fn the_binary_behind_leader_election_is_ready_and_releases_on_sigterm() {
             break a.to_string();
         }
     };
-    // Ready once it answers the Lease and its controller has synced.
-    loop {
+    // Ready once it answers the Lease — a follower is ready too, so /readyz
+    // can pass before the leader's controller has registered its own check.
+    // The controller is up once its synced check reports 1 in /metrics.
+    let synced = r#"ward_ready{check="synced/LeaderWorkerSet"} 1"#;
+    let metrics = loop {
         let (status, body) = http_get(&addr, "/readyz").unwrap();
         if status == 200 {
-            break;
+            let (_, metrics) = http_get(&addr, "/metrics").unwrap();
+            if metrics.contains(synced) {
+                break metrics;
+            }
         }
-        assert!(Instant::now() < deadline, "never ready: {body}");
+        assert!(Instant::now() < deadline, "never ready and synced: {body}");
         std::thread::sleep(Duration::from_millis(50));
-    }
-    let (_, metrics) = http_get(&addr, "/metrics").unwrap();
+    };
     assert!(
         metrics.contains(r#"ward_leader{lease="default/ward-lws",identity="e2e"} 1"#),
         "{metrics}"
     );
-    assert!(metrics.contains("# TYPE ward_reconcile_duration_seconds histogram"));
+    assert!(
+        metrics.contains("# TYPE ward_reconcile_duration_seconds histogram"),
+        "{metrics}"
+    );
     let kill = Command::new("kill")
         .args(["-TERM", &child.0.id().to_string()])
         .status()

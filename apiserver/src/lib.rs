@@ -35,6 +35,7 @@ pub mod openapi;
 pub mod partial;
 pub mod patch;
 pub mod pods;
+pub mod proto;
 pub mod resources;
 pub mod selector;
 pub mod server;

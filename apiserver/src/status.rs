@@ -146,6 +146,11 @@ impl ApiError {
         Self::new(415, "UnsupportedMediaType", message)
     }
 
+    /// 406 NotAcceptable: no answer in a media type the client takes.
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
+    }
+
     /// 422 Invalid: `Pod "x" is invalid: metadata.name: Invalid value: ...`.
     pub fn invalid(kind: &str, name: &str, message: impl std::fmt::Display) -> Self {
         Self::new(

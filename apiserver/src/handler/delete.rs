@@ -22,9 +22,7 @@ pub(super) fn delete_spec(req: &Req<'_>) -> Result<DeleteSpec, ApiError> {
             "dryRun in the query is ignored when DeleteOptions come in the body (kube-apiserver would delete for real): put dryRun in the body",
         ));
     }
-    let body: Value = serde_json::from_slice(&req.body)
-        .map_err(|e| ApiError::bad_request(format!("error decoding DeleteOptions: {e}")))?;
-    spec_from_body(&body)
+    spec_from_body(&super::write::parse_body(req)?)
 }
 
 /// DeleteOptions given as a JSON object: a DELETE's body, an Eviction's

@@ -176,12 +176,58 @@ where
         query,
         body,
     };
-    match route(&req, &path, resource_path) {
+    let resp = match route(&req, &path, resource_path) {
         Ok(r) => r,
         Err(e) => {
             tracing::debug!(code = e.code, reason = e.reason, message = %e.message, "request failed");
             error_response(&e)
         }
+    };
+    drop(_enter);
+    match parts.headers.get(header::ACCEPT).map(|a| a.to_str()) {
+        Some(Ok(accept)) => answer_as_asked(accept, resp).await,
+        _ => resp,
+    }
+}
+
+/// Marks a response whose body is a stream (a watch): never re-encoded.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Streamed;
+
+/// A JSON answer re-encoded as protobuf when the client prefers it and its
+/// kind has a protobuf form; kept as JSON when the client also takes JSON
+/// (a custom resource, a Table), 406 when it takes protobuf only. Watches
+/// stay JSON (a protobuf watch stream is not served).
+async fn answer_as_asked(accept: &str, resp: Resp) -> Resp {
+    let crate::proto::Wants::Protobuf { or_json } = crate::proto::wants(accept) else {
+        return resp;
+    };
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|ct| ct == "application/json");
+    if !is_json || resp.extensions().get::<Streamed>().is_some() {
+        return resp;
+    }
+    let (mut parts, body) = resp.into_parts();
+    let Ok(bytes) = body.collect().await.map(|b| b.to_bytes()) else {
+        return error_response(&ApiError::internal("reading a response body"));
+    };
+    let encoded = serde_json::from_slice::<Value>(&bytes)
+        .map_err(|e| crate::proto::ProtoError::Type(e.to_string()))
+        .and_then(|v| crate::proto::encode_object(&v));
+    match encoded {
+        Ok(pb) => {
+            parts.headers.insert(
+                header::CONTENT_TYPE,
+                http::HeaderValue::from_static(crate::proto::MEDIA_TYPE),
+            );
+            Response::from_parts(parts, Body::from(pb))
+        }
+        Err(_) if or_json => Response::from_parts(parts, Body::from(bytes)),
+        Err(e) => error_response(&ApiError::not_acceptable(format!(
+            "only the following media types are accepted: application/json, application/yaml ({e})"
+        ))),
     }
 }
 

@@ -174,6 +174,7 @@ pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp
     Ok(Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/json")
+        .extension(super::Streamed)
         .body(Body::from_stream(stream))
         .expect("static response parts are valid"))
 }

@@ -13,7 +13,8 @@ use crate::status::ApiError;
 use crate::store::{Commit, StoredObject};
 use crate::strategy::{self, Subresource};
 
-/// Parse a request body as a JSON (or, for `application/yaml`, YAML) object.
+/// Parse a request body as a JSON object: JSON, YAML (`application/yaml`)
+/// or, for a built-in kind, protobuf (`application/vnd.kubernetes.protobuf`).
 pub(super) fn parse_body(req: &Req<'_>) -> Result<Value, ApiError> {
     let ct = req.header(header::CONTENT_TYPE);
     let essence = ct
@@ -25,6 +26,13 @@ pub(super) fn parse_body(req: &Req<'_>) -> Result<Value, ApiError> {
     let v: Value = match essence.as_str() {
         "" | "application/json" | "*/*" => serde_json::from_slice(&req.body)
             .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?,
+        crate::proto::MEDIA_TYPE => crate::proto::decode_object(&req.body).map_err(|e| match e {
+            // As kube-apiserver answers a protobuf body for a custom resource.
+            crate::proto::ProtoError::UnknownKind { .. } => ApiError::unsupported_media_type(
+                format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({e})"),
+            ),
+            e => ApiError::bad_request(format!("error decoding protobuf body: {e}")),
+        })?,
         "application/yaml" => {
             let s = std::str::from_utf8(&req.body)
                 .map_err(|_| ApiError::bad_request("error decoding YAML body: not UTF-8"))?;

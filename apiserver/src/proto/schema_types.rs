@@ -1,0 +1,94 @@
+//! The shape of the generated schema (`schema.rs`) and its index.
+
+use std::collections::HashMap;
+use std::sync::LazyLock;
+
+/// A protobuf message: its name (`module.Message`, k8s-pb's module path)
+/// and fields.
+#[derive(Debug)]
+pub(super) struct Message {
+    pub name: &'static str,
+    pub fields: &'static [Field],
+}
+
+/// A field: its tag, JSON name (empty for a Go embedded struct, whose
+/// fields JSON inlines into the parent), type, repetition, and whether it
+/// is a plain Go scalar with `omitempty` (zero means unset: Go writes it
+/// to protobuf anyway, its JSON omits it).
+#[derive(Debug)]
+pub(super) struct Field {
+    pub tag: u32,
+    pub json: &'static str,
+    pub ty: Ty,
+    pub repeated: bool,
+    pub omit_zero: bool,
+}
+
+/// A field's type as the wire carries it.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Ty {
+    String,
+    Bool,
+    Int32,
+    Int64,
+    Double,
+    /// Bytes (base64 in JSON).
+    Bytes,
+    Message(&'static str),
+    /// `map<string, string>`.
+    MapString,
+    /// `map<string, bytes>` (base64 values in JSON).
+    MapBytes,
+    /// `map<string, Message>`.
+    MapMessage(&'static str),
+}
+
+/// Messages by name, and by lowercased name (kinds' messages are found
+/// from `kind`, whose acronyms k8s-pb writes in camel case: `CSIDriver` is
+/// `CsiDriver`).
+struct Index {
+    by_name: HashMap<&'static str, &'static Message>,
+    by_lower: HashMap<String, &'static Message>,
+}
+
+static INDEX: LazyLock<Index> = LazyLock::new(|| Index {
+    by_name: super::schema::MESSAGES
+        .iter()
+        .map(|m| (m.name, m))
+        .collect(),
+    by_lower: super::schema::MESSAGES
+        .iter()
+        .map(|m| (m.name.to_ascii_lowercase(), m))
+        .collect(),
+});
+
+/// The message named `name` (`module.Message`).
+pub(super) fn message(name: &str) -> Option<&'static Message> {
+    INDEX.by_name.get(name).copied()
+}
+
+/// The message of `kind` in `apiVersion`: the kind's own module, or
+/// apimachinery's meta/v1 for the kinds every group version shares
+/// (Status, DeleteOptions, WatchEvent, PartialObjectMetadata…).
+pub(super) fn message_of_kind(api_version: &str, kind: &str) -> Option<&'static Message> {
+    let module = super::schema::MODULES
+        .iter()
+        .find(|(av, _)| *av == api_version)
+        .map(|(_, m)| *m);
+    // Go registers meta/v1's kinds in every built-in group version.
+    let meta = (module.is_some() || api_version == "meta.k8s.io/v1")
+        .then_some("apimachinery.pkg.apis.meta.v1");
+    [module, meta].into_iter().flatten().find_map(|m| {
+        INDEX
+            .by_lower
+            .get(&format!("{m}.{kind}").to_ascii_lowercase())
+            .copied()
+    })
+}
+
+impl Message {
+    /// The field with `tag`.
+    pub(super) fn field(&self, tag: u32) -> Option<&'static Field> {
+        self.fields.iter().find(|f| f.tag == tag)
+    }
+}

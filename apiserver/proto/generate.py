@@ -43,7 +43,8 @@ RENAMED = {
 SCALARS = {"string": "String", "bool": "Bool", "int32": "Int32", "int64": "Int64",
            "double": "Double", "bytes": "Bytes"}
 
-STRUCT_RE = re.compile(r"pub struct (\w+) \{(.*?)\n\}", re.S)
+# An empty message is `pub struct X {}` on one line.
+STRUCT_RE = re.compile(r"pub struct (\w+) \{(\}|.*?\n\})", re.S)
 FIELD_RE = re.compile(r"#\[prost\((?P<attr>[^]]*)\)\]\s*pub (?P<name>r#\w+|\w+):\s*")
 RESOURCE_RE = re.compile(
     r"impl crate::Resource for (\w+) \{\s*const API_VERSION: &'static str = \"([^\"]*)\";")
@@ -63,7 +64,7 @@ def type_at(body, start):
         c = body[i]
         depth += (c == "<") - (c == ">")
         if c == "," and depth == 0:
-            return re.sub(r"\s+", "", body[start:i])
+            return re.sub(r"\s+", "", body[start:i]).replace(",>", ">")
     raise ValueError(body[start:start + 80])
 
 
@@ -139,7 +140,7 @@ def parse_pb():
             continue
         src = open(path).read()
         for sm in STRUCT_RE.finditer(src):
-            body, fields = sm.group(2) + "\n", []
+            body, fields = sm.group(2).removesuffix("}") + "\n", []
             for fm in FIELD_RE.finditer(body):
                 attr, ty = fm.group("attr"), type_at(body, fm.end())
                 field = {"name": fm.group("name").removeprefix("r#"),

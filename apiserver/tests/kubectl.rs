@@ -268,10 +268,61 @@ async fn scenario(name: &str, validate: &[&'static str]) {
 
     custom_resources(&k).await;
     config_maps(&k).await;
+    generators(&k).await;
     stateful_sets(&k).await;
     deletion(&k, &server).await;
     shipped_manifests(&k).await;
     server.shutdown().await;
+}
+
+/// kubectl's imperative generators with default flags: from 1.32 their
+/// typed clients send protobuf bodies (and prefer protobuf answers), before
+/// JSON; either way the server stores the same objects — a pointer's zero
+/// (`--replicas=0`) kept, Go's omitted empties (`nodeName: ""`) absent.
+async fn generators(k: &Ctl) {
+    says(
+        &k.ok(&["create", "namespace", "gen"]).await,
+        "namespace/gen created",
+    );
+    let n = ["-n", "gen"];
+    let create = |args: &'static [&'static str]| async move {
+        says(
+            &k.ok(&[&["create"], args, &n[..]].concat()).await,
+            "created",
+        );
+    };
+    create(&["configmap", "cm", "--from-literal=a=b", "--from-literal=c="]).await;
+    create(&["secret", "generic", "s", "--from-literal=k=v"]).await;
+    create(&["service", "clusterip", "svc", "--tcp=80:8080"]).await;
+    create(&["deployment", "d", "--image=nginx", "--replicas=0"]).await;
+    create(&["serviceaccount", "sa"]).await;
+    let cm = k.json(&["configmap", "cm", "-n", "gen"]).await;
+    assert_eq!(cm["data"], json!({"a": "b", "c": ""}), "{cm}");
+    let s = k.json(&["secret", "s", "-n", "gen"]).await;
+    assert_eq!(s["data"], json!({"k": "dg=="}), "{s}");
+    let svc = k.json(&["service", "svc", "-n", "gen"]).await;
+    let port = &svc["spec"]["ports"][0];
+    assert_eq!(
+        (&port["port"], &port["targetPort"]),
+        (&json!(80), &json!(8080)),
+        "{svc}"
+    );
+    assert_eq!(port["protocol"], "TCP", "{svc}");
+    assert!(port.get("nodePort").is_none(), "{svc}");
+    assert!(svc["spec"].get("clusterIP").is_none(), "{svc}");
+    let d = k.json(&["deployment", "d", "-n", "gen"]).await;
+    assert_eq!(d["spec"]["replicas"], 0, "{d}");
+    let pod = &d["spec"]["template"]["spec"];
+    assert_eq!(pod["containers"][0]["image"], "nginx", "{d}");
+    assert!(
+        pod.get("nodeName").is_none() && pod.get("hostNetwork").is_none(),
+        "{d}"
+    );
+    says(
+        &k.ok(&["create", "token", "sa", "-n", "gen"]).await,
+        "ward-unverified.gen.sa.",
+    );
+    says(&k.ok(&["delete", "namespace", "gen"]).await, "deleted");
 }
 
 /// The example controllers' deploy/ manifests, as a user applies them:

@@ -21,6 +21,8 @@
 //! their zeros.
 
 mod codec;
+// Generated, one line per field: left as the generator writes it.
+#[rustfmt::skip]
 mod schema;
 mod schema_types;
 

@@ -92,3 +92,49 @@ impl Message {
         self.fields.iter().find(|f| f.tag == tag)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_built_in_kind_and_its_list_has_a_message() {
+        for (api_version, kind, ..) in crate::builtins::BUILTINS {
+            for kind in [kind.to_string(), format!("{kind}List")] {
+                assert!(
+                    message_of_kind(api_version, &kind).is_some(),
+                    "{api_version} {kind}"
+                );
+            }
+        }
+        for (api_version, kind) in [
+            ("v1", "Status"),
+            ("meta.k8s.io/v1", "DeleteOptions"),
+            ("apps/v1", "DeleteOptions"),
+            ("policy/v1", "Eviction"),
+            ("autoscaling/v1", "Scale"),
+            ("authentication.k8s.io/v1", "TokenRequest"),
+        ] {
+            assert!(message_of_kind(api_version, kind).is_some(), "{kind}");
+        }
+        assert!(message_of_kind("example.com/v1", "Status").is_none());
+    }
+
+    #[test]
+    fn every_message_a_field_names_is_in_the_schema() {
+        let special = ["Time", "MicroTime", "Timestamp", "Duration", "Quantity"];
+        for m in super::super::schema::MESSAGES {
+            for f in m.fields {
+                if let Ty::Message(name) | Ty::MapMessage(name) = f.ty {
+                    let short = name.rsplit('.').next().unwrap_or("");
+                    assert!(
+                        message(name).is_some() || special.contains(&short),
+                        "{}.{} refers to {name}",
+                        m.name,
+                        f.json
+                    );
+                }
+            }
+        }
+    }
+}

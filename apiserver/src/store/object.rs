@@ -483,7 +483,21 @@ impl Prepared {
     }
 }
 
-/// `v` as compact JSON (byte for byte what `serde_json::to_vec` writes), with
+/// The keys an object's JSON starts with, in Kubernetes' order (Go writes
+/// TypeMeta's `kind`, `apiVersion`, then ObjectMeta); the rest follow in
+/// key order.
+const LEADING: [&str; 3] = ["kind", "apiVersion", "metadata"];
+
+/// An object's top-level entries in the order its JSON is written.
+fn in_kubernetes_order(
+    top: &serde_json::Map<String, Value>,
+) -> impl Iterator<Item = (&String, &Value)> {
+    let leading = LEADING.iter().filter_map(|k| top.get_key_value(*k));
+    leading.chain(top.iter().filter(|(k, _)| !LEADING.contains(&k.as_str())))
+}
+
+/// `v` as compact JSON (what `serde_json::to_vec` writes, but for the
+/// top-level order: `kind`, `apiVersion`, `metadata` first), with
 /// `metadata.resourceVersion` written as `""`; returns where its digits go.
 fn serialize_without_rv(v: &Value, size_hint: usize) -> (Vec<u8>, Option<usize>) {
     fn put(out: &mut Vec<u8>, v: &impl serde::Serialize) {
@@ -496,7 +510,7 @@ fn serialize_without_rv(v: &Value, size_hint: usize) -> (Vec<u8>, Option<usize>)
     };
     let mut at = None;
     out.push(b'{');
-    for (i, (k, val)) in top.iter().enumerate() {
+    for (i, (k, val)) in in_kubernetes_order(top).enumerate() {
         if i > 0 {
             out.push(b',');
         }
@@ -776,7 +790,18 @@ mod tests {
             "spec": {"list": [1, 2.5, null, true], "resourceVersion": ""}});
         let o = StoredObject::from_value(&v, 1234);
         v["metadata"]["resourceVersion"] = "1234".into();
-        assert_eq!(&o.raw[..], &serde_json::to_vec(&v).unwrap()[..]);
+        // serde's bytes, with kind, apiVersion and metadata moved first.
+        let part = |k: &str| format!("{:?}:{}", k, v[k]);
+        let want = format!(
+            "{{{},{},{},{},{}}}",
+            part("kind"),
+            part("apiVersion"),
+            part("metadata"),
+            part("aaa"),
+            part("spec")
+        );
+        assert_eq!(std::str::from_utf8(&o.raw).unwrap(), want);
+        assert_eq!(o.value(), v);
         // Without metadata.resourceVersion (or metadata) the JSON is as given.
         for v in [
             json!({"metadata": {"name": "a"}}),
@@ -786,6 +811,8 @@ mod tests {
             let o = StoredObject::from_value(&v, 9);
             assert_eq!(&o.raw[..], &serde_json::to_vec(&v).unwrap()[..]);
         }
+        let o = StoredObject::from_value(&json!({"apiVersion": "v1", "data": {}, "kind": "K"}), 9);
+        assert_eq!(&o.raw[..], br#"{"kind":"K","apiVersion":"v1","data":{}}"#);
     }
 
     #[test]

@@ -25,6 +25,7 @@
 pub mod builtins;
 pub mod clock;
 pub mod crd;
+pub mod defaults;
 pub mod discovery;
 pub mod faults;
 pub mod filter;

@@ -278,6 +278,7 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
     if let Some(m) = obj["metadata"].as_object_mut() {
         m.remove("selfLink");
     }
+    crate::defaults::apply(info, obj);
 }
 
 /// Build the stored object of an update from the old object and the
@@ -304,6 +305,7 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
                     .unwrap_or_default();
                 crate::crd::accept(&mut new, now);
             }
+            crate::defaults::apply(info, &mut new);
             new
         }
         Subresource::Status | Subresource::EphemeralContainers | Subresource::Approval => {

@@ -1,4 +1,5 @@
-//! Property test over seeded random requests: whatever the method, path,
+//! Property test over seeded random requests, and the request-path fuzz
+//! target: whatever the method, path,
 //! query, headers and body, the server never answers 5xx, every error is a
 //! `metav1.Status`, and nothing is written unless the request was valid.
 //!
@@ -28,11 +29,35 @@ use ward_apiserver::faults::Rng;
 const SEEDS: u64 = 40;
 const REQUESTS: usize = 120;
 
-fn pick<'a, T>(rng: &mut Rng, items: &'a [T]) -> &'a T {
+/// Where a generator's choices come from: a seeded [`Rng`], or a fuzzer's
+/// input bytes ([`FuzzInput`]).
+trait Draw {
+    fn next_u64(&mut self) -> u64;
+}
+
+impl Draw for Rng {
+    fn next_u64(&mut self) -> u64 {
+        Rng::next_u64(self)
+    }
+}
+
+/// A fuzzer's input, two bytes per choice (zeros once it runs out): a
+/// mutation of one byte changes one choice.
+struct FuzzInput<'a>(&'a [u8]);
+
+impl Draw for FuzzInput<'_> {
+    fn next_u64(&mut self) -> u64 {
+        let (head, rest) = self.0.split_at(self.0.len().min(2));
+        self.0 = rest;
+        head.iter().rev().fold(0, |acc, b| acc << 8 | u64::from(*b))
+    }
+}
+
+fn pick<'a, T>(rng: &mut impl Draw, items: &'a [T]) -> &'a T {
     &items[(rng.next_u64() % items.len() as u64) as usize]
 }
 
-fn chance(rng: &mut Rng, percent: u64) -> bool {
+fn chance(rng: &mut impl Draw, percent: u64) -> bool {
     rng.next_u64() % 100 < percent
 }
 
@@ -427,9 +452,10 @@ const CONTENT_TYPES: &[&str] = &[
     APPLY,
     "text/plain",
     "application/json; charset=utf-8",
+    "application/vnd.kubernetes.protobuf",
 ];
 
-fn any_body(rng: &mut Rng) -> Vec<u8> {
+fn any_body(rng: &mut impl Draw) -> Vec<u8> {
     let name = *pick(rng, &["cm", "cm2", "w", "fuzz", "", "BAD NAME"]);
     let shapes: Vec<Value> = vec![
         json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"k": "v"}}),
@@ -443,17 +469,31 @@ fn any_body(rng: &mut Rng) -> Vec<u8> {
         json!({"metadata": {"finalizers": ["ward.dev/hold"]}}),
         json!(7),
     ];
-    match rng.next_u64() % 4 {
+    match rng.next_u64() % 6 {
         0 => Vec::new(),
         1 => {
             let len = (rng.next_u64() % 24) as usize;
             (0..len).map(|_| rng.next_u64() as u8).collect()
         }
+        // Protobuf: a shape that has a protobuf form, cut short or with
+        // bytes flipped now and then.
+        2 => {
+            let shape = pick(rng, &shapes[..3]);
+            let mut pb = ward_apiserver::proto::encode_object(shape).unwrap_or_default();
+            if chance(rng, 30) && !pb.is_empty() {
+                let at = (rng.next_u64() as usize) % pb.len();
+                pb[at] ^= rng.next_u64() as u8 | 1;
+            }
+            if chance(rng, 30) {
+                pb.truncate((rng.next_u64() as usize) % (pb.len() + 1));
+            }
+            pb
+        }
         _ => serde_json::to_vec(pick(rng, &shapes)).unwrap(),
     }
 }
 
-fn anything(rng: &mut Rng) -> Gen {
+fn anything(rng: &mut impl Draw) -> Gen {
     let method = *pick(rng, METHODS);
     let path = *pick(rng, PATHS);
     let n = (rng.next_u64() % 4) as usize;
@@ -481,6 +521,45 @@ fn anything(rng: &mut Rng) -> Gen {
     g
 }
 
+/// What one request did.
+enum Outcome {
+    /// The http crate cannot represent it: never sent.
+    Unbuildable,
+    Refused,
+    Accepted { wrote: bool },
+}
+
+/// Send `g` and check the invariants: no 5xx, every error a Status, the
+/// store unchanged by a refusal, its resourceVersion never going back, and
+/// every stored object parsing as a JSON object.
+async fn send_and_check(s: &ApiServer, g: &Gen, what: &str) -> Outcome {
+    // Background work (the garbage collector) settles first, so that only
+    // this request can change the store meanwhile.
+    s.gc_caught_up().await;
+    let before = snapshot(s);
+    let Some((code, reply)) = send_gen(s, g).await else {
+        return Outcome::Unbuildable;
+    };
+    assert!(code < 500, "{what}: answered {code}");
+    let after = snapshot(s);
+    assert!(after.0 >= before.0, "{what}: the resourceVersion went back");
+    for line in after.1.lines().filter(|l| !l.starts_with("== ")) {
+        let v: Value = serde_json::from_str(line)
+            .unwrap_or_else(|e| panic!("{what}: a stored object does not parse ({e}): {line}"));
+        assert!(v.is_object(), "{what}: stored {line}");
+    }
+    match reply {
+        None => Outcome::Accepted {
+            wrote: after != before,
+        },
+        Some(reply) => {
+            assert_status(&reply, None, what);
+            assert_eq!(after, before, "{what}: refused with {code} yet the store changed");
+            Outcome::Refused
+        }
+    }
+}
+
 #[tokio::test]
 async fn anything_writes_only_when_it_succeeds() {
     let (mut accepted, mut writes, mut unbuildable) = (0, 0, 0);
@@ -490,27 +569,12 @@ async fn anything_writes_only_when_it_succeeds() {
         for i in 0..REQUESTS {
             let g = anything(&mut rng);
             let what = format!("seed {} request {i}: {}", 1000 + seed, g.show());
-            // Background work (the garbage collector) settles first, so
-            // that only this request can change the store meanwhile.
-            s.gc_caught_up().await;
-            let before = snapshot(&s);
-            let Some((code, reply)) = send_gen(&s, &g).await else {
-                unbuildable += 1;
-                continue;
-            };
-            assert!(code < 500, "{what}: answered {code}");
-            match reply {
-                None => {
+            match send_and_check(&s, &g, &what).await {
+                Outcome::Unbuildable => unbuildable += 1,
+                Outcome::Refused => {}
+                Outcome::Accepted { wrote } => {
                     accepted += 1;
-                    writes += usize::from(snapshot(&s) != before);
-                }
-                Some(reply) => {
-                    assert_status(&reply, None, &what);
-                    assert_eq!(
-                        snapshot(&s),
-                        before,
-                        "{what}: refused with {code} yet the store changed"
-                    );
+                    writes += usize::from(wrote);
                 }
             }
         }
@@ -525,4 +589,50 @@ async fn anything_writes_only_when_it_succeeds() {
     );
     assert!(accepted > total / 20, "only {accepted} of {total} accepted");
     assert!(writes > total / 100, "only {writes} of {total} wrote");
+}
+
+/// The fuzz target: the anything generator driven by a fuzzer's bytes
+/// (two per choice), one populated server for the whole run, the
+/// invariants of [`send_and_check`] after every input. Under `cargo test`
+/// it replays the inputs a fuzzing run saved (`tests/__fuzz__/`, if any)
+/// and draws no random ones — bolero's random engine seeds from the OS,
+/// and tests here are deterministic; [`fuzz_inputs_from_seeds`] covers
+/// that ground with seeded inputs. Coverage-guided (README, "Fuzzing"):
+/// `cargo bolero test fuzz_request_path -p ward-apiserver --test malformed_requests`.
+#[test]
+fn fuzz_request_path() {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let s = rt.block_on(populated());
+    bolero::check!()
+        .with_iterations(0)
+        .for_each(|input: &[u8]| {
+            let g = anything(&mut FuzzInput(input));
+            let what = format!("input {input:?}: {}", g.show());
+            rt.block_on(send_and_check(&s, &g, &what));
+        });
+}
+
+/// The fuzz target's inputs drawn from seeded bytes, as a fuzzer's first
+/// random inputs would be, over one server: the state that builds up
+/// (namespaces, finalizers, deletions) is part of what is exercised.
+#[tokio::test]
+async fn fuzz_inputs_from_seeds() {
+    let s = populated().await;
+    let mut rng = Rng::new(7);
+    let mut refused = 0;
+    for i in 0..1500 {
+        let len = (rng.next_u64() % 64) as usize;
+        let input: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8).collect();
+        let g = anything(&mut FuzzInput(&input));
+        let what = format!("input {i} {input:?}: {}", g.show());
+        refused += usize::from(matches!(
+            send_and_check(&s, &g, &what).await,
+            Outcome::Refused
+        ));
+    }
+    // Most random inputs are refused; some must get through.
+    assert!((500..1500).contains(&refused), "{refused} of 1500 refused");
 }

@@ -221,10 +221,9 @@ fn daemon_set(spec: &mut Value) {
 
 fn job(spec: &mut Value) {
     // Both unset: one pod to completion; otherwise parallelism alone.
-    if spec.get("completions").is_none_or(Value::is_null) {
-        if spec.get("parallelism").is_none_or(Value::is_null) {
-            or(spec, "completions", json!(1));
-        }
+    let unset = |k: &str| spec.get(k).is_none_or(Value::is_null);
+    if unset("completions") && unset("parallelism") {
+        or(spec, "completions", json!(1));
     }
     or(spec, "parallelism", json!(1));
     or(spec, "backoffLimit", json!(6));

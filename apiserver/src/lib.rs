@@ -22,6 +22,11 @@
 
 #![warn(missing_docs)]
 
+// Instrumented fuzzing builds (`cargo bolero test`, README "Fuzzing") link
+// the fuzzer runtime into every binary that uses this crate (see Cargo.toml).
+#[cfg(fuzzing)]
+use bolero as _;
+
 pub mod builtins;
 pub mod clock;
 pub mod crd;

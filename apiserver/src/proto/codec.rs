@@ -475,23 +475,18 @@ pub(super) fn encode_message(
         match f.ty {
             Ty::MapString | Ty::MapBytes | Ty::MapMessage(_) => {
                 let map = v.as_object().ok_or_else(|| mismatch("an object"))?;
+                // An entry's value is field 2 of the entry message.
                 let value = Field {
                     tag: 2,
                     json: f.json,
                     ty: match f.ty {
                         Ty::MapString => Ty::String,
                         Ty::MapBytes => Ty::Bytes,
+                        Ty::MapMessage(name) => Ty::Message(name),
                         other => other,
                     },
                     repeated: false,
                     omit_zero: false,
-                };
-                let value = match f.ty {
-                    Ty::MapMessage(name) => Field {
-                        ty: Ty::Message(name),
-                        ..value
-                    },
-                    _ => value,
                 };
                 for (k, item) in map {
                     let mut entry = Vec::new();

@@ -94,16 +94,18 @@ pub enum Wants {
 #[must_use]
 pub fn wants(accept: &str) -> Wants {
     let mut ranges = accept.split(',').map(|r| {
-        let essence = r.split(';').next().unwrap_or("").trim();
         // A range with parameters asks for something else (a Table, a
         // watch stream, aggregated discovery): not the plain object.
-        let plain = !r.contains(';');
-        (essence.to_ascii_lowercase(), plain)
+        (r.split(';').next().unwrap_or("").trim(), !r.contains(';'))
     });
-    let json_like = |e: &str| matches!(e, "application/json" | "*/*" | "application/*");
+    let json_like = |e: &str| {
+        ["application/json", "*/*", "application/*"]
+            .iter()
+            .any(|j| e.eq_ignore_ascii_case(j))
+    };
     match ranges.next() {
-        Some((e, true)) if e == MEDIA_TYPE => Wants::Protobuf {
-            or_json: ranges.any(|(e, _)| json_like(&e)),
+        Some((e, true)) if e.eq_ignore_ascii_case(MEDIA_TYPE) => Wants::Protobuf {
+            or_json: ranges.any(|(e, _)| json_like(e)),
         },
         _ => Wants::Json,
     }

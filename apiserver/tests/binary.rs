@@ -1,6 +1,11 @@
 //! The `ward-apiserver` binary: listens on the port it reports, writes a
 //! kubeconfig kubectl can use, and stops cleanly on Ctrl-C (SIGINT).
 
+// Instrumented fuzzing builds (README, "Fuzzing") link the fuzzer runtime
+// through the library; this test does not otherwise use it.
+#[cfg(fuzzing)]
+use ward_apiserver as _;
+
 use std::io::{BufRead, BufReader};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};

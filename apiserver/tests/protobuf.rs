@@ -420,6 +420,21 @@ async fn what_has_no_protobuf_form_is_json_or_refused() {
     let r = send_pb(&srv, "GET", WIDGET, PROTOBUF, vec![]).await;
     assert_eq!(r.code, StatusCode::NOT_ACCEPTABLE);
     assert_eq!(r.content_type, "application/json");
+    // Refused before it acts: a create that could not be answered stores nothing.
+    let before = snapshot(&srv);
+    let w2 = serde_json::to_vec(
+        &json!({"apiVersion": "example.ward.dev/v1", "kind": "Widget",
+        "metadata": {"name": "w2"}}),
+    )
+    .unwrap();
+    let req = http::Request::post(WIDGETS)
+        .header("content-type", "application/json")
+        .header("accept", PROTOBUF)
+        .body(http_body_util::Full::new(w2.into()))
+        .unwrap();
+    let r = call(&srv, req).await;
+    assert_status(&r, Some(406), "protobuf-only create of a custom resource");
+    assert_eq!(snapshot(&srv), before);
     // A protobuf body for a custom resource: 415, as kube-apiserver answers.
     let cm = core::ConfigMap::default();
     let body = envelope("example.ward.dev/v1", "Widget", &cm);

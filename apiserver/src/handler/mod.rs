@@ -165,6 +165,27 @@ where
     let query = params::Query::parse(raw_query.or(parts.uri.query()));
     // Split once: write faults and routing read the same parts.
     let resource_path = ResourcePath::parse(&path);
+    // A client that takes only protobuf cannot be answered for a custom
+    // resource: refuse before anything is written, as kube-apiserver
+    // negotiates before it acts.
+    let protobuf_only = parts
+        .headers
+        .get(header::ACCEPT)
+        .and_then(|a| a.to_str().ok())
+        .is_some_and(|a| {
+            crate::proto::wants(a) == crate::proto::Wants::Protobuf { or_json: false }
+        });
+    if protobuf_only
+        && let Some(rp) = resource_path
+        && state
+            .registry
+            .get(rp.group, rp.version, rp.plural)
+            .is_some_and(|info| !info.builtin)
+    {
+        return error_response(&ApiError::not_acceptable(
+            "only the following media types are accepted: application/json, application/yaml (custom resources have no protobuf form)",
+        ));
+    }
     if let Some(e) = write_fault(&state, client, &parts.method, resource_path).await {
         return error_response(&e);
     }

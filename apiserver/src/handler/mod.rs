@@ -165,17 +165,15 @@ where
     let query = params::Query::parse(raw_query.or(parts.uri.query()));
     // Split once: write faults and routing read the same parts.
     let resource_path = ResourcePath::parse(&path);
-    // A client that takes only protobuf cannot be answered for a custom
-    // resource: refuse before anything is written, as kube-apiserver
-    // negotiates before it acts.
-    let protobuf_only = parts
+    // Negotiated once, before anything acts: a client that takes only
+    // protobuf cannot be answered for a custom resource, so it is refused
+    // before a write happens, as kube-apiserver negotiates first.
+    let wants = parts
         .headers
         .get(header::ACCEPT)
         .and_then(|a| a.to_str().ok())
-        .is_some_and(|a| {
-            crate::proto::wants(a) == crate::proto::Wants::Protobuf { or_json: false }
-        });
-    if protobuf_only
+        .map_or(crate::proto::Wants::Json, crate::proto::wants);
+    if wants == (crate::proto::Wants::Protobuf { or_json: false })
         && let Some(rp) = resource_path
         && state
             .registry
@@ -205,9 +203,9 @@ where
         }
     };
     drop(_enter);
-    match parts.headers.get(header::ACCEPT).map(|a| a.to_str()) {
-        Some(Ok(accept)) => answer_as_asked(accept, resp).await,
-        _ => resp,
+    match wants {
+        crate::proto::Wants::Protobuf { or_json } => answer_as_asked(or_json, resp).await,
+        crate::proto::Wants::Json => resp,
     }
 }
 
@@ -215,14 +213,11 @@ where
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Streamed;
 
-/// A JSON answer re-encoded as protobuf when the client prefers it and its
-/// kind has a protobuf form; kept as JSON when the client also takes JSON
+/// For a client that prefers protobuf: a JSON answer re-encoded as
+/// protobuf when its kind has a protobuf form; kept as JSON when the client also takes JSON
 /// (a custom resource, a Table), 406 when it takes protobuf only. Watches
 /// stay JSON (a protobuf watch stream is not served).
-async fn answer_as_asked(accept: &str, resp: Resp) -> Resp {
-    let crate::proto::Wants::Protobuf { or_json } = crate::proto::wants(accept) else {
-        return resp;
-    };
+async fn answer_as_asked(or_json: bool, resp: Resp) -> Resp {
     let is_json = resp
         .headers()
         .get(header::CONTENT_TYPE)

@@ -235,7 +235,8 @@ impl StoredObject {
         }
         let mut v = self.value();
         v["apiVersion"] = api_version.into();
-        Bytes::from(v.to_string())
+        let (json, rv_at) = serialize_without_rv(&v, self.raw.len());
+        Bytes::from(splice_rv(json, rv_at, self.rv))
     }
 
     /// Parse the stored JSON.
@@ -464,23 +465,23 @@ impl Prepared {
             rv_at,
             mut object,
         } = self;
-        let digits = rv.to_string();
-        let raw = match rv_at {
-            Some(at) => {
-                // One exact-size allocation: the stored copy lives as long
-                // as the object.
-                let mut raw = Vec::with_capacity(json.len() + digits.len());
-                raw.extend_from_slice(&json[..at]);
-                raw.extend_from_slice(digits.as_bytes());
-                raw.extend_from_slice(&json[at..]);
-                raw
-            }
-            None => json,
-        };
-        object.raw = Bytes::from(raw);
+        object.raw = Bytes::from(splice_rv(json, rv_at, rv));
         object.rv = rv;
         Arc::new(object)
     }
+}
+
+/// `json` with `rv`'s digits written at `rv_at` (where
+/// [`serialize_without_rv`] left them out).
+fn splice_rv(json: Vec<u8>, rv_at: Option<usize>, rv: u64) -> Vec<u8> {
+    let Some(at) = rv_at else { return json };
+    let digits = rv.to_string();
+    // One exact-size allocation: a stored copy lives as long as the object.
+    let mut raw = Vec::with_capacity(json.len() + digits.len());
+    raw.extend_from_slice(&json[..at]);
+    raw.extend_from_slice(digits.as_bytes());
+    raw.extend_from_slice(&json[at..]);
+    raw
 }
 
 /// The keys an object's JSON starts with, in Kubernetes' order (Go writes
@@ -813,6 +814,15 @@ mod tests {
         }
         let o = StoredObject::from_value(&json!({"apiVersion": "v1", "data": {}, "kind": "K"}), 9);
         assert_eq!(&o.raw[..], br#"{"kind":"K","apiVersion":"v1","data":{}}"#);
+        // Served under another version of its group: the same order.
+        let o = StoredObject::from_value(
+            &json!({"apiVersion": "g/v1", "kind": "K", "metadata": {"resourceVersion": "1"}, "a": 1}),
+            12,
+        );
+        assert_eq!(
+            &o.bytes_at("g/v2")[..],
+            br#"{"kind":"K","apiVersion":"g/v2","metadata":{"resourceVersion":"12"},"a":1}"#
+        );
     }
 
     #[test]

@@ -1,9 +1,12 @@
-//! The /openapi/v3 documents kubectl's default validation needs: an index of
-//! group-versions, and per group-version a document with a PATCH operation
-//! per kind carrying `x-kubernetes-group-version-kind` and the
-//! `fieldValidation` query parameter (which tells kubectl the server
-//! validates fields itself). Schemas are permissive objects: this server
-//! does not validate fields against a schema (see the README).
+//! The OpenAPI documents kubectl's default validation needs: `/openapi/v3`
+//! (kubectl 1.29+), an index of group-versions and per group-version a
+//! document; and `/openapi/v2` (kubectl 1.27 and 1.28, which fetch it as
+//! gnostic protobuf, see [`crate::proto::openapi_v2`]), one Swagger 2.0
+//! document for every kind. Both carry per kind a PATCH operation with
+//! `x-kubernetes-group-version-kind` and the `fieldValidation` query
+//! parameter, which tells kubectl the server validates fields itself.
+//! Schemas are permissive objects: this server does not validate fields
+//! against a schema (see the README).
 
 use serde_json::{Map, Value, json};
 
@@ -101,20 +104,10 @@ pub fn document(registry: &Registry, group: &str, version: &str) -> Option<Value
     if rs.is_empty() {
         return None;
     }
-    let prefix = if group.is_empty() {
-        format!("/api/{version}")
-    } else {
-        format!("/apis/{group}/{version}")
-    };
     let mut paths = Map::new();
     let mut schemas = Map::new();
     for r in &rs {
-        let item = if r.namespaced {
-            format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
-        } else {
-            format!("{prefix}/{}/{{name}}", r.plural)
-        };
-        paths.insert(item, operations(r));
+        paths.insert(item_path(r), operations(r));
         schemas.insert(
             schema_name(r),
             json!({
@@ -131,4 +124,74 @@ pub fn document(registry: &Registry, group: &str, version: &str) -> Option<Value
         "paths": paths,
         "components": {"schemas": schemas},
     }))
+}
+
+/// The item path of a kind: `/api/v1/namespaces/{namespace}/configmaps/{name}`.
+fn item_path(r: &ResourceInfo) -> String {
+    let prefix = format!("/{}", gv_path(&r.group, &r.version));
+    if r.namespaced {
+        format!("{prefix}/namespaces/{{namespace}}/{}/{{name}}", r.plural)
+    } else {
+        format!("{prefix}/{}/{{name}}", r.plural)
+    }
+}
+
+/// `/openapi/v2`: one Swagger 2.0 document with every served kind — per
+/// kind its item path's get, put, patch and delete (the query parameters
+/// [`parameters`] lists, in Swagger 2.0's form) and a permissive
+/// definition. As in the v3 documents, PATCH does not advertise strategic
+/// merge: kubectl 1.27/1.28 then compute apply's patch from their
+/// compiled-in types, as against a real cluster.
+#[must_use]
+pub fn v2(registry: &Registry) -> Value {
+    let params: Vec<Value> = parameters()
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|p| {
+            let mut q = json!({"name": p["name"], "in": "query", "uniqueItems": true,
+                               "type": p["schema"]["type"]});
+            if let Some(d) = p.get("description") {
+                q["description"] = d.clone();
+            }
+            q
+        })
+        .collect();
+    let mut paths = Map::new();
+    let mut definitions = Map::new();
+    for r in registry.all() {
+        let gvk = json!({"group": r.group, "version": r.version, "kind": r.kind});
+        let op = |action: &str, verb: &str| {
+            json!({"operationId": format!("{verb}{}", r.kind),
+                   "responses": {"200": {"description": "OK"}},
+                   "x-kubernetes-action": action, "x-kubernetes-group-version-kind": gvk})
+        };
+        let (mut put, mut patch) = (op("put", "replace"), op("patch", "patch"));
+        put["parameters"] = json!(params);
+        patch["parameters"] = json!(params);
+        patch["consumes"] = json!([
+            "application/json-patch+json",
+            "application/merge-patch+json",
+            "application/apply-patch+yaml",
+        ]);
+        paths.insert(
+            item_path(&r),
+            json!({"get": op("get", "read"), "put": put, "patch": patch,
+                   "delete": op("delete", "delete")}),
+        );
+        definitions.insert(
+            schema_name(&r),
+            json!({
+                "type": "object",
+                "description": format!("{} (ward-apiserver serves a permissive schema)", r.kind),
+                "x-kubernetes-group-version-kind": [gvk],
+            }),
+        );
+    }
+    json!({
+        "swagger": "2.0",
+        "info": {"title": "Kubernetes", "version": format!("v1.{}.0", crate::discovery::KUBE_MINOR)},
+        "paths": paths,
+        "definitions": definitions,
+    })
 }

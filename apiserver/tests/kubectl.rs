@@ -10,9 +10,9 @@
 //! whose binary is not installed is skipped with a printed notice, so a
 //! clone on any machine gets a green run — unless `WARD_REQUIRE_KUBECTL=1`
 //! (which `.ci/run` sets): then a missing binary fails its test, with what
-//! to install. kubectl 1.27 and 1.28 validate through protobuf /openapi/v2,
-//! which the server does not serve, so they run with `--validate=false`;
-//! 1.29+ use /openapi/v3 and run with default flags.
+//! to install. Every version runs with default flags: kubectl 1.27 and 1.28
+//! validate through /openapi/v2 (fetched as gnostic protobuf), 1.29+
+//! through /openapi/v3.
 
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
@@ -31,18 +31,18 @@ const REQUEST_TIMEOUT: &str = "--request-timeout=30s";
 
 /// One test per binary: each runs in parallel with its own server.
 macro_rules! kubectl_tests {
-    ($($test:ident: $bin:literal $(, $flag:literal)*;)*) => {$(
+    ($($test:ident: $bin:literal;)*) => {$(
         #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
         async fn $test() {
-            scenario($bin, &[$($flag),*]).await;
+            scenario($bin).await;
         }
     )*};
 }
 
 kubectl_tests! {
     kubectl_on_path: "kubectl";
-    kubectl_1_27: "kubectl.1.27", "--validate=false";
-    kubectl_1_28: "kubectl.1.28", "--validate=false";
+    kubectl_1_27: "kubectl.1.27";
+    kubectl_1_28: "kubectl.1.28";
     kubectl_1_29: "kubectl.1.29";
     kubectl_1_30: "kubectl.1.30";
     kubectl_1_31: "kubectl.1.31";
@@ -109,11 +109,10 @@ fn says(out: &str, what: &str) {
     assert!(out.contains(what), "expected {what:?} in:\n{out}");
 }
 
-/// One kubectl binary, the flags its create/apply need, and its own
-/// kubeconfig, HOME and manifests in a temporary directory.
+/// One kubectl binary and its own kubeconfig, HOME and manifests in a
+/// temporary directory.
 struct Ctl {
     bin: PathBuf,
-    validate: Vec<&'static str>,
     kubeconfig: PathBuf,
     dir: tempfile::TempDir,
 }
@@ -134,13 +133,13 @@ impl Ctl {
         text(&out.stderr)
     }
 
-    /// `verb` (create, apply...) `-f file` holding `yaml`, with the
-    /// validation flags; it must succeed. Returns stdout.
+    /// `verb` (create, apply...) `-f file` holding `yaml`; it must
+    /// succeed. Returns stdout.
     async fn with_file(&self, verb: &[&str], file: &str, yaml: &str) -> String {
         let path = self.dir.path().join(file);
         std::fs::write(&path, yaml).unwrap();
         let path = path.to_str().unwrap();
-        let args = [verb, &self.validate, &["-f", path]].concat();
+        let args = [verb, &["-f", path]].concat();
         self.ok(&args).await
     }
 
@@ -226,9 +225,8 @@ impl Watch {
     }
 }
 
-/// The whole scenario for one kubectl: `name` found as in [`find_kubectl`],
-/// `validate` added to every create and apply.
-async fn scenario(name: &str, validate: &[&'static str]) {
+/// The whole scenario for one kubectl: `name` found as in [`find_kubectl`].
+async fn scenario(name: &str) {
     let Some(bin) = find_kubectl(name) else {
         assert!(
             !kubectl_required(),
@@ -247,10 +245,8 @@ async fn scenario(name: &str, validate: &[&'static str]) {
     let kubeconfig = dir.path().join("kubeconfig");
     std::fs::write(&kubeconfig, server.kubeconfig().unwrap()).unwrap();
     std::fs::create_dir(dir.path().join("home")).unwrap();
-    let validate = validate.to_vec();
     let k = Ctl {
         bin,
-        validate,
         kubeconfig,
         dir,
     };
@@ -460,7 +456,6 @@ async fn custom_resources(k: &Ctl) {
     let file = k.dir.path().join("w1-ssa.yaml");
     std::fs::write(&file, widget(3)).unwrap();
     let mut ssa = vec!["apply", "--server-side", "-f", file.to_str().unwrap()];
-    ssa.extend(&k.validate);
     let err = k.fails(&ssa).await;
     says(&err, "conflict with \"kubectl-client-side-apply\"");
     says(&err, ".spec.size");

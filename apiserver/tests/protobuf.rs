@@ -446,3 +446,53 @@ async fn what_has_no_protobuf_form_is_json_or_refused() {
     assert_status(&r, Some(400), "truncated protobuf");
     assert_eq!(snapshot(&srv), before);
 }
+
+#[tokio::test]
+async fn openapi_v2_is_served_as_json_and_as_gnostic_protobuf() {
+    let srv = server_with_widgets().await;
+    let r = send(&srv, "GET", "/openapi/v2", "", "").await;
+    assert_eq!(
+        (r.code, r.content_type.as_str()),
+        (StatusCode::OK, "application/json")
+    );
+    let doc: Value = serde_json::from_slice(&r.body).unwrap();
+    assert_eq!(doc["swagger"], "2.0");
+    // Every served kind, the custom resource included, has a PATCH that
+    // names its kind and takes fieldValidation (what kubectl 1.27/1.28 look for).
+    for (path, kind) in [
+        (
+            "/api/v1/namespaces/{namespace}/configmaps/{name}",
+            "ConfigMap",
+        ),
+        (
+            "/apis/apps/v1/namespaces/{namespace}/deployments/{name}",
+            "Deployment",
+        ),
+        ("/api/v1/nodes/{name}", "Node"),
+        (
+            "/apis/example.ward.dev/v1/namespaces/{namespace}/widgets/{name}",
+            "Widget",
+        ),
+    ] {
+        let patch = &doc["paths"][path]["patch"];
+        assert_eq!(
+            patch["x-kubernetes-group-version-kind"]["kind"], kind,
+            "{path}"
+        );
+        let names: Vec<_> = patch["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| p["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"fieldValidation"), "{path}: {names:?}");
+    }
+    let pb = proto::openapi_v2::MEDIA_TYPE;
+    let r = send_pb(&srv, "GET", "/openapi/v2", pb, vec![]).await;
+    assert_eq!(r.code, StatusCode::OK);
+    assert_eq!(r.content_type, proto::openapi_v2::CONTENT_TYPE);
+    // The body is the JSON document's encoding, nothing else.
+    assert_eq!(r.body, proto::openapi_v2::encode(&doc).unwrap());
+    let r = send(&srv, "POST", "/openapi/v2", "application/json", "{}").await;
+    assert_status(&r, Some(405), "openapi/v2 is GET only");
+}

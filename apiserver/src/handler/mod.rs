@@ -256,6 +256,24 @@ pub struct PeerAddr(pub std::net::SocketAddr);
 #[derive(Debug, Clone)]
 pub struct RawQuery(pub String);
 
+/// `/openapi/v2`: the Swagger 2.0 document, as gnostic protobuf when the
+/// client asks for it (kubectl 1.27 and 1.28 do), else JSON.
+fn openapi_v2(req: &Req<'_>, reg: &crate::resources::Registry) -> Result<Resp, ApiError> {
+    req.only_get()?;
+    let doc = openapi::v2(reg);
+    if !crate::proto::openapi_v2::wanted(req.header(header::ACCEPT)) {
+        return Ok(json_response(StatusCode::OK, &doc));
+    }
+    let body = crate::proto::openapi_v2::encode(&doc)
+        .map_err(|e| ApiError::internal(format!("encoding /openapi/v2: {e}")))?;
+    Ok(Response::builder()
+        .status(StatusCode::OK)
+        .header(header::CONTENT_TYPE, crate::proto::openapi_v2::CONTENT_TYPE)
+        .header(header::VARY, "Accept")
+        .body(Body::from(body))
+        .expect("static response parts are valid"))
+}
+
 /// `/ward/v1/faults`: GET shows the fault configuration, PUT replaces it,
 /// DELETE clears it. The body is [`crate::faults::FaultConfig`] as JSON.
 fn faults_admin(req: &Req<'_>) -> Result<Resp, ApiError> {
@@ -459,6 +477,7 @@ fn route(
         ["api", v] => found(discovery::resource_list(reg, "", v)),
         ["apis", g] => found(discovery::group(reg, g)),
         ["apis", g, v] => found(discovery::resource_list(reg, g, v)),
+        ["openapi", "v2"] => openapi_v2(req, reg),
         ["openapi", "v3"] => found(Some(openapi::index(reg))),
         ["openapi", "v3", "api", v] => found(openapi::document(reg, "", v)),
         ["openapi", "v3", "apis", g, v] => found(openapi::document(reg, g, v)),

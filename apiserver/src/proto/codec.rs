@@ -19,7 +19,7 @@ const META: &str = "apimachinery.pkg.apis.meta.v1";
 const JSON_SCHEMA: &str = "apiextensions_apiserver.pkg.apis.apiextensions.v1";
 
 /// One field's value as the wire carries it.
-enum Wire<'a> {
+pub(super) enum Wire<'a> {
     Varint(u64),
     Fixed64(u64),
     Fixed32,
@@ -58,7 +58,7 @@ fn next_field<'a>(buf: &mut &'a [u8]) -> Result<(u32, Wire<'a>), ProtoError> {
 }
 
 /// Every field of `buf` in order.
-fn fields(mut buf: &[u8]) -> impl Iterator<Item = Result<(u32, Wire<'_>), ProtoError>> {
+pub(super) fn fields(mut buf: &[u8]) -> impl Iterator<Item = Result<(u32, Wire<'_>), ProtoError>> {
     std::iter::from_fn(move || (!buf.is_empty()).then(|| next_field(&mut buf)))
 }
 
@@ -509,13 +509,13 @@ pub(super) fn encode_message(
     Ok(())
 }
 
-fn put_len(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
+pub(super) fn put_len(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
     encode_key(tag, WireType::LengthDelimited, out);
     encode_varint(bytes.len() as u64, out);
     out.extend_from_slice(bytes);
 }
 
-fn put_varint(tag: u32, v: u64, out: &mut Vec<u8>) {
+pub(super) fn put_varint(tag: u32, v: u64, out: &mut Vec<u8>) {
     encode_key(tag, WireType::Varint, out);
     encode_varint(v, out);
 }

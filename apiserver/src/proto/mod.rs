@@ -21,6 +21,7 @@
 //! their zeros.
 
 mod codec;
+pub mod openapi_v2;
 // Generated, one line per field: left as the generator writes it.
 #[rustfmt::skip]
 mod schema;

@@ -406,6 +406,7 @@ const PATHS: &[&str] = &[
     "/version",
     "/openapi/v3",
     "/%ff%00",
+    "/openapi/v2",
 ];
 const PARAMS: &[&str] = &[
     "watch=1",

@@ -438,6 +438,19 @@ impl Faults {
         Ok(self)
     }
 
+    /// Remove the first write fault equal to `fault` (a window of faults
+    /// ending); whether there was one.
+    pub fn remove_write_fault(&self, fault: &WriteFault) -> bool {
+        let mut removed = false;
+        self.edit(|c| {
+            if let Some(i) = c.writes.iter().position(|w| w == fault) {
+                c.writes.remove(i);
+                removed = true;
+            }
+        });
+        removed
+    }
+
     /// Configure the pod stages.
     pub fn set_pod_lifecycle(&self, pods: PodLifecycle) -> &Self {
         self.edit(|c| c.pods = pods);

@@ -1,0 +1,441 @@
+//! The built-in perturbation kinds, after Sieve's (OSDI'22) and the races
+//! Ward exists for:
+//!
+//! | kind | what the target sees |
+//! |---|---|
+//! | `gc-delay` | owners' dependents outlive them for seconds (each collection waits) |
+//! | `gc-pause` | nothing is collected for a window, then everything at once |
+//! | `stale-view` | its watches and cached lists frozen at an older resourceVersion, then released (time travel) |
+//! | `unobserved` | watch events held back and coalesced: intermediate states of an object never seen |
+//! | `crash` | killed right after its k-th write (never sees the answer), restarted with its memory lost |
+//! | `write-faults` | a fraction of its writes answered 409, 429, or delayed |
+//!
+//! Quorum reads stay fresh under a stale view, as they do against a real
+//! API server whose watch cache lags.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use ward_apiserver::{Delay, WriteAction, WriteFault};
+use ward_base::Rng;
+
+use crate::plan::{Action, Perturbation, pick, secs, window};
+use crate::world::World;
+
+/// Every built-in kind, in a fixed order.
+#[must_use]
+pub fn builtin() -> Vec<Arc<dyn Perturbation>> {
+    vec![
+        Arc::new(GcDelay),
+        Arc::new(GcPause),
+        Arc::new(StaleView),
+        Arc::new(Unobserved),
+        Arc::new(Crash),
+        Arc::new(WriteFaults),
+    ]
+}
+
+/// Why a `--perturb` list was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum KindsError {
+    /// A name that is no kind.
+    #[error("unknown perturbation {name:?}: all, none, or a comma-separated list of {known}")]
+    Unknown {
+        /// What was asked for.
+        name: String,
+        /// The kinds there are.
+        known: String,
+    },
+}
+
+/// The kinds `spec` names among `available`: `all`, `none`, or a
+/// comma-separated list (`stale-view,crash`).
+pub fn select(
+    spec: &str,
+    available: &[Arc<dyn Perturbation>],
+) -> Result<Vec<Arc<dyn Perturbation>>, KindsError> {
+    match spec.trim() {
+        "all" => return Ok(available.to_vec()),
+        "none" | "" => return Ok(Vec::new()),
+        _ => {}
+    }
+    let mut out: Vec<Arc<dyn Perturbation>> = Vec::new();
+    for name in spec.split(',').map(str::trim) {
+        let k = available
+            .iter()
+            .find(|k| k.kind() == name)
+            .ok_or_else(|| KindsError::Unknown {
+                name: name.into(),
+                known: available
+                    .iter()
+                    .map(|k| k.kind())
+                    .collect::<Vec<_>>()
+                    .join(", "),
+            })?;
+        if !out.iter().any(|o| o.kind() == name) {
+            out.push(k.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// `gc-delay`: every collection waits `delay` during a window.
+#[derive(Debug, Clone, Copy)]
+pub struct GcDelay;
+
+struct GcDelayAction {
+    at: Duration,
+    len: Duration,
+    delay: Duration,
+}
+
+impl Perturbation for GcDelay {
+    fn kind(&self) -> &'static str {
+        "gc-delay"
+    }
+
+    fn draw(&self, rng: &mut Rng, horizon: Duration, _: &[String]) -> Box<dyn Action> {
+        let (at, len) = window(rng, horizon, horizon / 10, horizon / 2);
+        let delay = rng.between(Duration::from_secs(1), Duration::from_secs(20));
+        Box::new(GcDelayAction { at, len, delay })
+    }
+}
+
+impl fmt::Display for GcDelayAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "each GC waits {} from {} for {}",
+            secs(self.delay),
+            secs(self.at),
+            secs(self.len)
+        )
+    }
+}
+
+impl Action for GcDelayAction {
+    fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
+        let (at, len, delay) = (self.at, self.len, Delay::fixed(self.delay));
+        async move {
+            w.until(at).await;
+            let before = w.faults().gc().delay;
+            w.faults().set_gc_delay(delay);
+            w.log(format!("perturb: GC delayed {}", secs(delay_of(delay))));
+            w.until(at + len).await;
+            // Leave a delay the scenario has set since alone.
+            if w.faults().gc().delay == delay {
+                w.faults().set_gc_delay(before);
+            }
+            w.log("perturb: GC delay lifted".into());
+        }
+        .boxed()
+    }
+}
+
+fn delay_of(d: Delay) -> Duration {
+    Duration::from_millis(d.base_ms)
+}
+
+/// `gc-pause`: nothing is collected during a window.
+#[derive(Debug, Clone, Copy)]
+pub struct GcPause;
+
+struct GcPauseAction {
+    at: Duration,
+    len: Duration,
+}
+
+impl Perturbation for GcPause {
+    fn kind(&self) -> &'static str {
+        "gc-pause"
+    }
+
+    fn draw(&self, rng: &mut Rng, horizon: Duration, _: &[String]) -> Box<dyn Action> {
+        let (at, len) = window(rng, horizon, Duration::from_secs(2), horizon / 3);
+        Box::new(GcPauseAction { at, len })
+    }
+}
+
+impl fmt::Display for GcPauseAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "GC paused from {} for {}", secs(self.at), secs(self.len))
+    }
+}
+
+impl Action for GcPauseAction {
+    fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
+        let (at, len) = (self.at, self.len);
+        async move {
+            w.until(at).await;
+            if w.faults().gc().paused {
+                return; // the scenario's own pause: not ours to lift
+            }
+            w.faults().pause_gc();
+            w.log("perturb: GC paused".into());
+            w.until(at + len).await;
+            w.faults().resume_gc();
+            w.log("perturb: GC resumed".into());
+        }
+        .boxed()
+    }
+}
+
+/// `stale-view`: the target's watches and cached lists frozen at the
+/// resourceVersion of the window's start, then released.
+#[derive(Debug, Clone, Copy)]
+pub struct StaleView;
+
+struct StaleViewAction {
+    target: String,
+    at: Duration,
+    len: Duration,
+}
+
+impl Perturbation for StaleView {
+    fn kind(&self) -> &'static str {
+        "stale-view"
+    }
+
+    fn draw(&self, rng: &mut Rng, horizon: Duration, targets: &[String]) -> Box<dyn Action> {
+        let target = pick(rng, targets);
+        let (at, len) = window(rng, horizon, Duration::from_secs(2), horizon / 3);
+        Box::new(StaleViewAction { target, at, len })
+    }
+}
+
+impl fmt::Display for StaleViewAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}'s view frozen from {} for {}",
+            self.target,
+            secs(self.at),
+            secs(self.len)
+        )
+    }
+}
+
+impl Action for StaleViewAction {
+    fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
+        let (target, at, len) = (self.target.clone(), self.at, self.len);
+        async move {
+            let Some(client) = w.client_of(&target) else {
+                return;
+            };
+            w.until(at).await;
+            let rv = w.current_rv();
+            let mut view = w.faults().view(client);
+            view.frozen_at = Some(rv);
+            w.faults().set_view(client, view);
+            w.log(format!("perturb: {target}'s view frozen at rv {rv}"));
+            w.until(at + len).await;
+            let mut view = w.faults().view(client);
+            view.frozen_at = None;
+            w.faults().set_view(client, view);
+            w.log(format!("perturb: {target}'s view released"));
+        }
+        .boxed()
+    }
+}
+
+/// `unobserved`: the target's watch events held back and coalesced, so it
+/// sees only the latest state of an object that changed meanwhile.
+#[derive(Debug, Clone, Copy)]
+pub struct Unobserved;
+
+struct UnobservedAction {
+    target: String,
+    at: Duration,
+    len: Duration,
+    hold: Duration,
+}
+
+impl Perturbation for Unobserved {
+    fn kind(&self) -> &'static str {
+        "unobserved"
+    }
+
+    fn draw(&self, rng: &mut Rng, horizon: Duration, targets: &[String]) -> Box<dyn Action> {
+        let target = pick(rng, targets);
+        let (at, len) = window(rng, horizon, Duration::from_secs(2), horizon / 3);
+        let hold = rng.between(Duration::from_millis(500), Duration::from_secs(5));
+        Box::new(UnobservedAction {
+            target,
+            at,
+            len,
+            hold,
+        })
+    }
+}
+
+impl fmt::Display for UnobservedAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}'s watch events held {} and coalesced from {} for {}",
+            self.target,
+            secs(self.hold),
+            secs(self.at),
+            secs(self.len)
+        )
+    }
+}
+
+impl Action for UnobservedAction {
+    fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
+        let (target, at, len, hold) = (self.target.clone(), self.at, self.len, self.hold);
+        async move {
+            let Some(client) = w.client_of(&target) else {
+                return;
+            };
+            w.until(at).await;
+            let mut view = w.faults().view(client);
+            view.coalesce = true;
+            view.watch_delay = Delay::fixed(hold);
+            w.faults().set_view(client, view);
+            w.log(format!("perturb: {target} misses intermediate states"));
+            w.until(at + len).await;
+            let mut view = w.faults().view(client);
+            view.coalesce = false;
+            view.watch_delay = Delay::default();
+            w.faults().set_view(client, view);
+            w.log(format!("perturb: {target} sees every state again"));
+        }
+        .boxed()
+    }
+}
+
+/// `crash`: the target killed right after its k-th write from a drawn
+/// moment, and restarted with its memory lost.
+#[derive(Debug, Clone, Copy)]
+pub struct Crash;
+
+struct CrashAction {
+    target: String,
+    at: Duration,
+    k: u64,
+}
+
+impl Perturbation for Crash {
+    fn kind(&self) -> &'static str {
+        "crash"
+    }
+
+    fn draw(&self, rng: &mut Rng, horizon: Duration, targets: &[String]) -> Box<dyn Action> {
+        let target = pick(rng, targets);
+        let (at, _) = window(rng, horizon, Duration::ZERO, Duration::ZERO);
+        let k = 1 + rng.up_to(4);
+        Box::new(CrashAction { target, at, k })
+    }
+}
+
+impl fmt::Display for CrashAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{} crashes right after its write #{} from {}",
+            self.target,
+            self.k,
+            secs(self.at)
+        )
+    }
+}
+
+impl Action for CrashAction {
+    fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
+        let (target, at, k) = (self.target.clone(), self.at, self.k);
+        async move {
+            w.until(at).await;
+            if w.arm_crash(&target, k) {
+                w.log(format!(
+                    "perturb: {target} will crash after {k} more write(s)"
+                ));
+            }
+        }
+        .boxed()
+    }
+}
+
+/// `write-faults`: during a window, a fraction of the target's writes are
+/// answered 409 Conflict or 429 TooManyRequests, or delayed.
+#[derive(Debug, Clone, Copy)]
+pub struct WriteFaults;
+
+struct WriteFaultsAction {
+    target: String,
+    at: Duration,
+    len: Duration,
+    fraction: f64,
+    action: WriteAction,
+}
+
+impl Perturbation for WriteFaults {
+    fn kind(&self) -> &'static str {
+        "write-faults"
+    }
+
+    fn draw(&self, rng: &mut Rng, horizon: Duration, targets: &[String]) -> Box<dyn Action> {
+        let target = pick(rng, targets);
+        let (at, len) = window(rng, horizon, Duration::from_secs(2), horizon / 2);
+        // Hundredths, so the plan prints exactly what runs.
+        let fraction = (10 + rng.up_to(40)) as f64 / 100.0;
+        let action = match rng.up_to(2) {
+            0 => WriteAction::Conflict,
+            1 => WriteAction::TooManyRequests,
+            _ => WriteAction::Latency(Delay::fixed(
+                rng.between(Duration::from_millis(50), Duration::from_secs(2)),
+            )),
+        };
+        Box::new(WriteFaultsAction {
+            target,
+            at,
+            len,
+            fraction,
+            action,
+        })
+    }
+}
+
+impl fmt::Display for WriteFaultsAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.action {
+            WriteAction::Conflict => "409 Conflict".to_string(),
+            WriteAction::TooManyRequests => "429 TooManyRequests".to_string(),
+            WriteAction::InternalError => "500 InternalError".to_string(),
+            WriteAction::Latency(d) => format!("a delay of {}", secs(delay_of(d))),
+        };
+        write!(
+            f,
+            "{:.0}% of {}'s writes get {what} from {} for {}",
+            self.fraction * 100.0,
+            self.target,
+            secs(self.at),
+            secs(self.len)
+        )
+    }
+}
+
+impl Action for WriteFaultsAction {
+    fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
+        let (target, at, len) = (self.target.clone(), self.at, self.len);
+        let (fraction, action) = (self.fraction, self.action);
+        async move {
+            let Some(client) = w.client_of(&target) else {
+                return;
+            };
+            w.until(at).await;
+            let fault = WriteFault::fraction(fraction, action).client(client);
+            if w.faults().add_write_fault(fault.clone()).is_err() {
+                return;
+            }
+            w.log(format!("perturb: {target}'s writes start failing"));
+            w.until(at + len).await;
+            w.faults().remove_write_fault(&fault);
+            w.log(format!("perturb: {target}'s writes succeed again"));
+        }
+        .boxed()
+    }
+}

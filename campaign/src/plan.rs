@@ -1,0 +1,119 @@
+//! A perturbation plan: drawn from a seed, printed, carried out.
+//!
+//! A [`Perturbation`] is a kind of trouble (a stale view, a crash...); it
+//! draws one concrete [`Action`] — when, for how long, against which
+//! controller — from the run's seed. A [`Plan`] is the actions of every
+//! enabled kind. Each kind draws from its own stream of the seed, so
+//! turning one kind off leaves the others' draws unchanged, and the same
+//! seed always yields the same plan.
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use ward_base::Rng;
+
+use crate::world::World;
+
+/// A kind of perturbation; implement it to add your own (see the crate doc).
+pub trait Perturbation: Send + Sync {
+    /// Its name on the command line, e.g. `stale-view`.
+    fn kind(&self) -> &'static str;
+
+    /// One concrete action, drawn from `rng`, for a run whose interesting
+    /// part lasts about `horizon`, aimed at one of `targets` (the names of
+    /// the controllers under test; never empty).
+    fn draw(&self, rng: &mut Rng, horizon: Duration, targets: &[String]) -> Box<dyn Action>;
+}
+
+/// One drawn perturbation. Its `Display` is the plan's line for it.
+pub trait Action: fmt::Display + Send + Sync {
+    /// Carry it out against the run, on (simulated) tokio time: typically
+    /// sleep until its start, change the server's faults, sleep, restore.
+    fn run(&self, world: Arc<World>) -> BoxFuture<'static, ()>;
+}
+
+/// The actions of one run, each with its kind's name.
+pub struct Plan {
+    /// The seed it was drawn from.
+    pub seed: u64,
+    /// The actions, in the order of the kinds.
+    pub actions: Vec<(&'static str, Arc<dyn Action>)>,
+}
+
+impl Plan {
+    /// The plan of `seed`: one action per kind in `kinds`.
+    #[must_use]
+    pub fn draw(
+        seed: u64,
+        kinds: &[Arc<dyn Perturbation>],
+        horizon: Duration,
+        targets: &[String],
+    ) -> Plan {
+        let actions = if targets.is_empty() {
+            Vec::new()
+        } else {
+            kinds
+                .iter()
+                .map(|k| {
+                    let mut rng = Rng::stream(seed, &format!("plan/{}", k.kind()));
+                    (k.kind(), Arc::from(k.draw(&mut rng, horizon, targets)))
+                })
+                .collect()
+        };
+        Plan { seed, actions }
+    }
+
+    /// No perturbation.
+    #[must_use]
+    pub fn none(seed: u64) -> Plan {
+        Plan {
+            seed,
+            actions: Vec::new(),
+        }
+    }
+}
+
+impl fmt::Display for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.actions.is_empty() {
+            return writeln!(f, "plan of seed {}: no perturbation", self.seed);
+        }
+        writeln!(f, "plan of seed {}:", self.seed)?;
+        for (kind, a) in &self.actions {
+            writeln!(f, "  {kind}: {a}")?;
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for Plan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        fmt::Display::fmt(self, f)
+    }
+}
+
+/// A start time and a window length, drawn the same way by every kind:
+/// the start in the first 80% of `horizon`, the length between `min` and
+/// `max`.
+pub fn window(
+    rng: &mut Rng,
+    horizon: Duration,
+    min: Duration,
+    max: Duration,
+) -> (Duration, Duration) {
+    let at = rng.between(Duration::ZERO, horizon.mul_f64(0.8));
+    (at, rng.between(min, max.max(min)))
+}
+
+/// One of `targets`, drawn.
+pub fn pick(rng: &mut Rng, targets: &[String]) -> String {
+    let i = rng.up_to(targets.len().saturating_sub(1) as u64) as usize;
+    targets[i].clone()
+}
+
+/// `1.234s`, as plans print times.
+pub(crate) fn secs(d: Duration) -> String {
+    format!("{:.3}s", d.as_secs_f64())
+}

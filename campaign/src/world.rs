@@ -1,0 +1,248 @@
+//! What a plan acts on: the server's fault knobs and the controllers under
+//! test, each run under a supervisor that can crash and restart it.
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use http::{Method, Request};
+use tokio::sync::Notify;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use ward_apiserver::faults::ClientId;
+use ward_apiserver::store::Store;
+use ward_apiserver::{ApiServer, Faults, WardService};
+
+use crate::plan::Plan;
+
+/// Where a run's perturbation events are written (the scenario's journal).
+pub type Log = Arc<dyn Fn(String) + Send + Sync>;
+
+/// One controller under test, as the plan sees it.
+#[derive(Debug)]
+struct Target {
+    client: ClientId,
+    writes: AtomicU64,
+    /// Crash once the write count reaches this (0: never).
+    crash_at: AtomicU64,
+    crashed: Notify,
+}
+
+impl Target {
+    /// Count a write that has just been answered; true if the controller
+    /// must die now (it never sees the answer).
+    fn count_write(&self) -> bool {
+        let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
+        let at = self.crash_at.load(Ordering::SeqCst);
+        if at != 0 && n >= at {
+            self.crash_at.store(0, Ordering::SeqCst);
+            self.crashed.notify_one();
+            return true;
+        }
+        false
+    }
+}
+
+/// The run a plan acts on (handed to [`Action::run`](crate::Action::run)).
+pub struct World {
+    start: Instant,
+    faults: Faults,
+    store: Arc<Store>,
+    targets: Mutex<BTreeMap<String, Arc<Target>>>,
+    log: Log,
+}
+
+impl World {
+    /// Sleep until `at` after the run started.
+    pub async fn until(&self, at: Duration) {
+        tokio::time::sleep_until(self.start + at).await;
+    }
+
+    /// The server's fault knobs.
+    #[must_use]
+    pub fn faults(&self) -> &Faults {
+        &self.faults
+    }
+
+    /// The server's resourceVersion now.
+    #[must_use]
+    pub fn current_rv(&self) -> u64 {
+        self.store.current_rv()
+    }
+
+    /// The client identity of controller `name` (its views key on it).
+    #[must_use]
+    pub fn client_of(&self, name: &str) -> Option<ClientId> {
+        self.target(name).map(|t| t.client)
+    }
+
+    /// Kill controller `name` right after its `k`-th write from now, and
+    /// restart it with its memory lost. False if there is no such controller.
+    pub fn arm_crash(&self, name: &str, k: u64) -> bool {
+        let Some(t) = self.target(name) else {
+            return false;
+        };
+        let now = t.writes.load(Ordering::SeqCst);
+        t.crash_at.store(now + k.max(1), Ordering::SeqCst);
+        true
+    }
+
+    /// Write a line to the run's history.
+    pub fn log(&self, what: String) {
+        (self.log)(what);
+    }
+
+    fn target(&self, name: &str) -> Option<Arc<Target>> {
+        self.targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .get(name)
+            .cloned()
+    }
+}
+
+/// Runs a plan against one server: register the controllers under test
+/// with [`Perturber::controller`], then [`Perturber::start`] the plan.
+/// Dropping it stops the plan and the controllers.
+pub struct Perturber {
+    world: Arc<World>,
+    plan: Plan,
+    tasks: Vec<JoinHandle<()>>,
+}
+
+impl Perturber {
+    /// A perturber for `server`, carrying out `plan`, writing what it does
+    /// to `log`. The plan's times count from now.
+    #[must_use]
+    pub fn new(
+        server: &ApiServer,
+        plan: Plan,
+        log: impl Fn(String) + Send + Sync + 'static,
+    ) -> Self {
+        Perturber {
+            world: Arc::new(World {
+                start: Instant::now(),
+                faults: server.faults().clone(),
+                store: server.store().clone(),
+                targets: Mutex::default(),
+                log: Arc::new(log),
+            }),
+            plan,
+            tasks: Vec::new(),
+        }
+    }
+
+    /// Run a controller under test as `name`: `start` is called with a
+    /// client of its own (the identity stale views and write faults aim
+    /// at) and the future it returns is the controller. A crash aborts that
+    /// future right after the write it was armed for (the controller never
+    /// sees that answer) and calls `start` again — same identity, nothing
+    /// else kept.
+    pub fn controller<F, Fut>(&mut self, server: &ApiServer, name: &str, start: F)
+    where
+        F: Fn(kube::Client) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        let svc = server.service();
+        let target = Arc::new(Target {
+            client: svc.client_id(),
+            writes: AtomicU64::new(0),
+            crash_at: AtomicU64::new(0),
+            crashed: Notify::new(),
+        });
+        self.world
+            .targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), target.clone());
+        let world = self.world.clone();
+        let name = name.to_string();
+        self.tasks.push(tokio::spawn(async move {
+            loop {
+                let client = kube::Client::new(
+                    Counted {
+                        inner: svc.clone(),
+                        target: target.clone(),
+                    },
+                    "default",
+                );
+                let mut run = tokio::spawn(start(client));
+                tokio::select! {
+                    _ = &mut run => return,
+                    () = target.crashed.notified() => {
+                        run.abort();
+                        let _ = run.await;
+                        world.log(format!(
+                            "crash: {name} killed right after its write #{}; restarted with its memory lost",
+                            target.writes.load(Ordering::SeqCst)
+                        ));
+                    }
+                }
+            }
+        }));
+    }
+
+    /// Start carrying out the plan.
+    pub fn start(&mut self) {
+        for (_, action) in &self.plan.actions {
+            self.tasks
+                .push(tokio::spawn(action.run(self.world.clone())));
+        }
+    }
+
+    /// The plan.
+    #[must_use]
+    pub fn plan(&self) -> &Plan {
+        &self.plan
+    }
+}
+
+impl Drop for Perturber {
+    fn drop(&mut self) {
+        for t in &self.tasks {
+            t.abort();
+        }
+    }
+}
+
+/// A controller's transport: the in-process service, counting writes, and
+/// never answering the write a crash was armed for.
+#[derive(Clone)]
+struct Counted {
+    inner: WardService,
+    target: Arc<Target>,
+}
+
+impl<B> tower::Service<Request<B>> for Counted
+where
+    WardService: tower::Service<Request<B>>,
+    <WardService as tower::Service<Request<B>>>::Future: Send + 'static,
+    <WardService as tower::Service<Request<B>>>::Response: Send + 'static,
+    <WardService as tower::Service<Request<B>>>::Error: Send + 'static,
+{
+    type Response = <WardService as tower::Service<Request<B>>>::Response;
+    type Error = <WardService as tower::Service<Request<B>>>::Error;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        self.inner.poll_ready(cx)
+    }
+
+    fn call(&mut self, req: Request<B>) -> Self::Future {
+        let write = req.method() != Method::GET && req.method() != Method::HEAD;
+        let answer = self.inner.call(req);
+        let target = self.target.clone();
+        Box::pin(async move {
+            let resp = answer.await?;
+            if write && target.count_write() {
+                // Crashed: the write is done, its answer is never seen.
+                std::future::pending::<()>().await;
+            }
+            Ok(resp)
+        })
+    }
+}

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use futures::future::BoxFuture;
 use http::{Method, Request};
-use tokio::sync::Notify;
+use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use ward_apiserver::faults::ClientId;
@@ -49,7 +49,8 @@ impl Target {
 
 /// The run a plan acts on (handed to [`Action::run`](crate::Action::run)).
 pub struct World {
-    start: Instant,
+    /// When the plan started: its times count from here.
+    start: Mutex<Instant>,
     faults: Faults,
     store: Arc<Store>,
     targets: Mutex<BTreeMap<String, Arc<Target>>>,
@@ -57,9 +58,10 @@ pub struct World {
 }
 
 impl World {
-    /// Sleep until `at` after the run started.
+    /// Sleep until `at` after the plan started.
     pub async fn until(&self, at: Duration) {
-        tokio::time::sleep_until(self.start + at).await;
+        let start = *self.start.lock().unwrap_or_else(|e| e.into_inner());
+        tokio::time::sleep_until(start + at).await;
     }
 
     /// The server's fault knobs.
@@ -115,8 +117,8 @@ pub struct Perturber {
 }
 
 impl Perturber {
-    /// A perturber for `server`, carrying out `plan`, writing what it does
-    /// to `log`. The plan's times count from now.
+    /// A perturber for `server`, carrying out `plan` once started,
+    /// writing what it does to `log`.
     #[must_use]
     pub fn new(
         server: &ApiServer,
@@ -125,7 +127,7 @@ impl Perturber {
     ) -> Self {
         Perturber {
             world: Arc::new(World {
-                start: Instant::now(),
+                start: Mutex::new(Instant::now()),
                 faults: server.faults().clone(),
                 store: server.store().clone(),
                 targets: Mutex::default(),
@@ -141,8 +143,10 @@ impl Perturber {
     /// at) and the future it returns is the controller. A crash aborts that
     /// future right after the write it was armed for (the controller never
     /// sees that answer) and calls `start` again — same identity, nothing
-    /// else kept.
-    pub fn controller<F, Fut>(&mut self, server: &ApiServer, name: &str, start: F)
+    /// else kept (state the controller shares outside its future, `start`
+    /// must reset). The scenario can stop and start it too, through the
+    /// returned [`Controller`].
+    pub fn controller<F, Fut>(&mut self, server: &ApiServer, name: &str, start: F) -> Controller
     where
         F: Fn(kube::Client) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
@@ -159,10 +163,19 @@ impl Perturber {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .insert(name.to_string(), target.clone());
+        let (want, mut wanted) = watch::channel(true);
+        // The supervisor holds the sender too: the scenario may drop its
+        // handle without stopping the controller.
+        let want = Arc::new(want);
+        let _keep = want.clone();
         let world = self.world.clone();
         let name = name.to_string();
         self.tasks.push(tokio::spawn(async move {
+            let _keep = _keep;
             loop {
+                if !wait(&mut wanted, true).await {
+                    return;
+                }
                 let client = kube::Client::new(
                     Counted {
                         inner: svc.clone(),
@@ -172,7 +185,12 @@ impl Perturber {
                 );
                 let mut run = tokio::spawn(start(client));
                 tokio::select! {
-                    _ = &mut run => return,
+                    _ = &mut run => {
+                        // Ended on its own: it runs again after a stop and a start.
+                        if !wait(&mut wanted, false).await {
+                            return;
+                        }
+                    }
                     () = target.crashed.notified() => {
                         run.abort();
                         let _ = run.await;
@@ -181,13 +199,19 @@ impl Perturber {
                             target.writes.load(Ordering::SeqCst)
                         ));
                     }
+                    _ = wait(&mut wanted, false) => {
+                        run.abort();
+                        let _ = run.await;
+                    }
                 }
             }
         }));
+        Controller { want }
     }
 
-    /// Start carrying out the plan.
+    /// Start carrying out the plan: its times count from now.
     pub fn start(&mut self) {
+        *self.world.start.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         for (_, action) in &self.plan.actions {
             self.tasks
                 .push(tokio::spawn(action.run(self.world.clone())));
@@ -206,6 +230,30 @@ impl Drop for Perturber {
         for t in &self.tasks {
             t.abort();
         }
+    }
+}
+
+/// Wait until `wanted` says `run`; false once nobody can say anything.
+async fn wait(wanted: &mut watch::Receiver<bool>, run: bool) -> bool {
+    wanted.wait_for(|w| *w == run).await.is_ok()
+}
+
+/// A controller under test, as the scenario holds it: stopped and started
+/// by the scenario's own script (a node dying, say), crashed by the plan.
+#[derive(Debug)]
+pub struct Controller {
+    want: Arc<watch::Sender<bool>>,
+}
+
+impl Controller {
+    /// Stop it (its future is aborted) until [`Controller::start`].
+    pub fn stop(&self) {
+        self.want.send_replace(false);
+    }
+
+    /// Start it again (a fresh call of its `start`).
+    pub fn start(&self) {
+        self.want.send_replace(true);
     }
 }
 

@@ -1,11 +1,15 @@
 //! The campaign runner behind `ward-demo`: every example's scenarios in
-//! every variant over many seeds, and one table of what broke.
+//! every variant over many seeds, each seed with its plan of perturbations
+//! (see [`ward_campaign`]), and one table of what broke.
 //!
 //! An example plugs in by implementing [`Example`].
 
 use std::fmt::Write as _;
-use std::sync::Mutex;
 use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use ward_campaign::Perturbation;
 
 /// One variant of an example's controller.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -21,6 +25,10 @@ pub struct Variant {
 pub struct RunOutcome {
     /// The invariants broken, first first (name, detail).
     pub violations: Vec<(String, String)>,
+    /// The perturbation plan carried out, as printed.
+    pub plan: String,
+    /// What happened, in simulated time (the run's journal).
+    pub history: Vec<(Duration, String)>,
 }
 
 /// An example controller the demo can run.
@@ -31,12 +39,19 @@ pub trait Example: Send + Sync {
     fn scenarios(&self) -> Vec<String>;
     /// Its variants.
     fn variants(&self) -> Vec<Variant>;
-    /// Run one scenario in one variant with one seed (in simulated time).
-    fn run(&self, scenario: &str, variant: &str, seed: u64) -> Result<RunOutcome, String>;
+    /// Run one scenario in one variant with one seed (in simulated time),
+    /// carrying out the seed's plan of the perturbation `kinds`.
+    fn run(
+        &self,
+        scenario: &str,
+        variant: &str,
+        seed: u64,
+        kinds: &[Arc<dyn Perturbation>],
+    ) -> Result<RunOutcome, String>;
 }
 
 /// One row of the table.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct Row {
     /// Example name.
     pub example: String,
@@ -65,27 +80,76 @@ struct Job<'a> {
     seed: u64,
 }
 
-/// Run every example's scenarios × variants over `seeds`, on `threads`
+/// Which runs a campaign makes: the seeds, the perturbation kinds, and
+/// (when set) only one example, scenario or variant.
+#[derive(Clone)]
+pub struct Selection {
+    /// The seeds of every scenario and variant.
+    pub seeds: std::ops::Range<u64>,
+    /// The perturbation kinds each seed's plan draws from.
+    pub kinds: Vec<Arc<dyn Perturbation>>,
+    /// Only this example.
+    pub example: Option<String>,
+    /// Only this scenario.
+    pub scenario: Option<String>,
+    /// Only this variant.
+    pub variant: Option<String>,
+}
+
+impl Selection {
+    /// Every example, scenario and variant over `seeds`, without perturbation.
+    #[must_use]
+    pub fn seeds(seeds: std::ops::Range<u64>) -> Self {
+        Selection {
+            seeds,
+            kinds: Vec::new(),
+            example: None,
+            scenario: None,
+            variant: None,
+        }
+    }
+
+    /// The (example, scenario, variant) triples selected, in table order.
+    #[must_use]
+    pub fn cells<'a>(
+        &self,
+        examples: &[&'a dyn Example],
+    ) -> Vec<(&'a dyn Example, String, Variant)> {
+        let keep = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
+        let mut out = Vec::new();
+        for ex in examples {
+            if !keep(&self.example, ex.name()) {
+                continue;
+            }
+            for s in ex.scenarios() {
+                for v in ex.variants() {
+                    if keep(&self.scenario, &s) && keep(&self.variant, &v.name) {
+                        out.push((*ex, s.clone(), v));
+                    }
+                }
+            }
+        }
+        out
+    }
+}
+
+/// Run the selected scenarios × variants of `examples`, on `threads`
 /// worker threads, reporting each finished run to `progress`.
 pub fn campaign(
     examples: &[&dyn Example],
-    seeds: std::ops::Range<u64>,
+    selection: &Selection,
     threads: usize,
     progress: &(dyn Fn() + Sync),
 ) -> Vec<Row> {
     let mut jobs = Vec::new();
-    for ex in examples {
-        for s in ex.scenarios() {
-            for v in ex.variants() {
-                for seed in seeds.clone() {
-                    jobs.push(Job {
-                        example: *ex,
-                        scenario: s.clone(),
-                        variant: v.clone(),
-                        seed,
-                    });
-                }
-            }
+    for (ex, s, v) in selection.cells(examples) {
+        for seed in selection.seeds.clone() {
+            jobs.push(Job {
+                example: ex,
+                scenario: s.clone(),
+                variant: v.clone(),
+                seed,
+            });
         }
     }
     let results: Mutex<Vec<(usize, Result<RunOutcome, String>)>> = Mutex::new(Vec::new());
@@ -96,7 +160,14 @@ pub fn campaign(
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(job) = jobs.get(i) else { return };
-                    let r = job.example.run(&job.scenario, &job.variant.name, job.seed);
+                    let r = job
+                        .example
+                        .run(&job.scenario, &job.variant.name, job.seed, &selection.kinds)
+                        .map(|mut o| {
+                            // The table needs the violations only.
+                            o.history = Vec::new();
+                            o
+                        });
                     results
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -246,8 +317,14 @@ impl Example for GuardedOnly<'_> {
             .collect()
     }
 
-    fn run(&self, scenario: &str, variant: &str, seed: u64) -> Result<RunOutcome, String> {
-        self.0.run(scenario, variant, seed)
+    fn run(
+        &self,
+        scenario: &str,
+        variant: &str,
+        seed: u64,
+        kinds: &[Arc<dyn Perturbation>],
+    ) -> Result<RunOutcome, String> {
+        self.0.run(scenario, variant, seed, kinds)
     }
 }
 
@@ -294,17 +371,29 @@ macro_rules! example {
                 standard().1
             }
 
-            fn run(&self, scenario: &str, variant: &str, seed: u64) -> Result<RunOutcome, String> {
+            fn run(
+                &self,
+                scenario: &str,
+                variant: &str,
+                seed: u64,
+                kinds: &[Arc<dyn Perturbation>],
+            ) -> Result<RunOutcome, String> {
                 use $module as scenario_module;
-                let report =
-                    scenario_module::run_blocking(scenario.parse()?, variant.parse()?, seed)
-                        .map_err(|e| e.to_string())?;
+                let report = scenario_module::run_blocking_with(
+                    scenario.parse()?,
+                    variant.parse()?,
+                    seed,
+                    kinds,
+                )
+                .map_err(|e| e.to_string())?;
                 Ok(RunOutcome {
                     violations: report
                         .violations
                         .iter()
                         .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
                         .collect(),
+                    plan: report.plan,
+                    history: report.journal,
                 })
             }
         }
@@ -354,7 +443,13 @@ mod tests {
                 },
             ]
         }
-        fn run(&self, _: &str, variant: &str, seed: u64) -> Result<RunOutcome, String> {
+        fn run(
+            &self,
+            _: &str,
+            variant: &str,
+            seed: u64,
+            _: &[Arc<dyn Perturbation>],
+        ) -> Result<RunOutcome, String> {
             let bad = variant == "naive" && seed % 3 == 2;
             Ok(RunOutcome {
                 violations: if bad {
@@ -362,13 +457,14 @@ mod tests {
                 } else {
                     vec![]
                 },
+                ..RunOutcome::default()
             })
         }
     }
 
     #[test]
     fn the_table_counts_runs_and_names_the_first_violating_seed() {
-        let rows = campaign(&[&Fake], 0..9, 2, &|| {});
+        let rows = campaign(&[&Fake], &Selection::seeds(0..9), 2, &|| {});
         assert_eq!(rows.len(), 2);
         assert_eq!(
             (rows[0].runs, rows[0].violating_runs, rows[0].first_seed),

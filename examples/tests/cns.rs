@@ -101,7 +101,12 @@ fn guarded_skips_the_stale_nnc_and_purges_a_replaced_nc() {
 
 #[test]
 fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
-    let rows = demo::campaign(&[&demo::GuardedOnly(&demo::Cns)], 0..200, 2, &|| {});
+    let rows = demo::campaign(
+        &[&demo::GuardedOnly(&demo::Cns)],
+        &demo::Selection::seeds(0..200),
+        2,
+        &|| {},
+    );
     assert_eq!(rows.len(), 3);
     for r in &rows {
         assert_eq!(r.runs, 200);

@@ -93,7 +93,12 @@ fn the_guard_does_not_slow_a_template_change() {
 
 #[test]
 fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
-    let rows = demo::campaign(&[&demo::GuardedOnly(&demo::Lws)], 0..200, 2, &|| {});
+    let rows = demo::campaign(
+        &[&demo::GuardedOnly(&demo::Lws)],
+        &demo::Selection::seeds(0..200),
+        2,
+        &|| {},
+    );
     assert_eq!(rows.len(), 3);
     for r in &rows {
         assert_eq!(r.runs, 200);

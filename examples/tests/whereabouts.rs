@@ -70,7 +70,12 @@ fn upstream_s1_breaks_when_the_annotation_lags_more_than_750_ms() {
 
 #[test]
 fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
-    let rows = demo::campaign(&[&demo::GuardedOnly(&Whereabouts)], 0..200, 2, &|| {});
+    let rows = demo::campaign(
+        &[&demo::GuardedOnly(&Whereabouts)],
+        &demo::Selection::seeds(0..200),
+        2,
+        &|| {},
+    );
     assert_eq!(rows.len(), 3);
     for r in &rows {
         assert_eq!(r.runs, 200);

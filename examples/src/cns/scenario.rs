@@ -14,6 +14,7 @@
 //!   NNC and the pods; nothing lost, nothing assigned twice.
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
@@ -21,9 +22,9 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, CustomResourceExt, ResourceExt};
-use tokio::task::JoinHandle;
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
+use ward_campaign::{Controller, Perturbation, Perturber, Plan};
 
 use super::agent::{Cns, Mode};
 use super::cluster::{Host, Writer, WriterConfig};
@@ -67,6 +68,8 @@ pub struct Report {
     pub mode: Mode,
     /// The seed.
     pub seed: u64,
+    /// The perturbation plan carried out (see [`ward_campaign::Plan`]).
+    pub plan: String,
     /// Every invariant broken, in order.
     pub violations: Vec<Violation>,
     /// What happened, in simulated time.
@@ -76,8 +79,22 @@ pub struct Report {
 /// Run `scenario` with `mode` and `seed` on its own single-threaded
 /// runtime with a paused clock (simulated time).
 pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
-    crate::run::simulate(run(scenario, mode, seed))
+    run_blocking_with(scenario, mode, seed, &[])
 }
+
+/// [`run_blocking`] with the seed's plan of the perturbation `kinds`
+/// carried out against the CNS agent (see [`ward_campaign`]).
+pub fn run_blocking_with(
+    scenario: Scenario,
+    mode: Mode,
+    seed: u64,
+    kinds: &[Arc<dyn Perturbation>],
+) -> Result<Report, ScenarioError> {
+    crate::run::simulate(run(scenario, mode, seed, kinds))
+}
+
+/// How long the part of a run worth perturbing lasts (plans are drawn over it).
+pub const HORIZON: Duration = Duration::from_secs(90);
 
 /// Install the NodeNetworkConfig CRD and wait until it is served.
 pub async fn install(client: &Client) -> Result<(), ScenarioError> {
@@ -110,35 +127,24 @@ pub fn writer_config(seed: u64) -> WriterConfig {
 
 /// Everything running on and for the node.
 struct Site {
-    client: Client,
-    host: Host,
     cns: Cns,
-    agent: JoinHandle<()>,
+    /// The CNS agent, the controller under test (a plan may crash it).
+    agent: Controller,
     kubelet: Kubelet,
     journal: Journal,
 }
 
 impl Site {
-    fn start_agent(cns: &Cns, client: &Client, host: &Host, journal: &Journal) -> JoinHandle<()> {
-        let (cns, client, host, journal) =
-            (cns.clone(), client.clone(), host.clone(), journal.clone());
-        tokio::spawn(async move {
-            if let Err(e) = cns.run(client, host).await {
-                journal.log(format!("cns: failed to start: {e}"));
-            }
-        })
-    }
-
     /// CNS dies: its memory is gone and it serves nothing until restarted.
     fn kill_cns(&mut self) {
-        self.agent.abort();
+        self.agent.stop();
         self.cns.reset();
         self.journal.log("cns: killed (its state is lost)");
     }
 
     fn restart_cns(&mut self) {
         self.journal.log("cns: starting");
-        self.agent = Self::start_agent(&self.cns, &self.client, &self.host, &self.journal);
+        self.agent.start();
     }
 
     /// Wait (bounded, in simulated time) until no pod waits for an IP.
@@ -175,8 +181,14 @@ async fn create_node(nodes: &Api<Node>, journal: &Journal) -> Result<String, Sce
     Ok(uid)
 }
 
-/// Run a scenario (inside a runtime with a paused clock).
-pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
+/// Run a scenario (inside a runtime with a paused clock), carrying out the
+/// seed's plan of `kinds` against the CNS agent.
+pub async fn run(
+    scenario: Scenario,
+    mode: Mode,
+    seed: u64,
+    kinds: &[Arc<dyn Perturbation>],
+) -> Result<Report, ScenarioError> {
     let server = ApiServer::start(ServerConfig::default().seed(seed)).await?;
     let client = server.client();
     install(&client).await?;
@@ -195,10 +207,22 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
     let mut tasks = vec![tokio::spawn(writer.run())];
     let cns = Cns::new(NODE, mode, journal.clone());
     let kubelet = Kubelet::new(client.clone(), NODE, journal.clone(), violations.clone());
+    let plan = Plan::draw(seed, kinds, HORIZON, &["cns".into()]);
+    let plan_text = plan.to_string();
+    let log = journal.clone();
+    let mut perturber = Perturber::new(&server, plan, move |line| log.log(line));
+    let (c, h, log) = (cns.clone(), host.clone(), journal.clone());
+    let agent = perturber.controller(&server, "cns", move |client| {
+        let (cns, host, journal) = (c.clone(), h.clone(), log.clone());
+        async move {
+            // `run` starts from a reset state: a restart loses everything.
+            if let Err(e) = cns.run(client, host).await {
+                journal.log(format!("cns: failed to start: {e}"));
+            }
+        }
+    });
     let mut node = Site {
-        agent: Site::start_agent(&cns, &client, &host, &journal),
-        client: client.clone(),
-        host: host.clone(),
+        agent,
         cns: cns.clone(),
         kubelet: kubelet.clone(),
         journal: journal.clone(),
@@ -219,6 +243,7 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
     if !node.served(Duration::from_secs(60)).await {
         journal.log("setup: the first pods did not all get IPs within 60 s");
     }
+    perturber.start();
     tokio::time::sleep(rng.between(Duration::from_secs(5), Duration::from_secs(20))).await;
 
     match scenario {
@@ -276,14 +301,15 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
     // Long enough for the new NC to be programmed and the recovery bound
     // to pass.
     tokio::time::sleep(Duration::from_secs(90)).await;
-    node.agent.abort();
     for t in &tasks {
         t.abort();
     }
+    drop(perturber);
     let report = Report {
         scenario,
         mode,
         seed,
+        plan: plan_text,
         violations: violations.all(),
         journal: journal.entries(),
     };

@@ -12,6 +12,7 @@
 //!   apart), no deletion: the guard must not slow the normal path; the
 //!   journal records when each run settled.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
@@ -23,6 +24,7 @@ use serde_json::json;
 use ward_apiserver::faults::Delay;
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
+use ward_campaign::{Perturbation, Perturber, Plan};
 
 use super::controller::{self, Mode};
 use super::invariants::{Checker, Violation, Violations};
@@ -62,6 +64,8 @@ pub struct Report {
     pub mode: Mode,
     /// The seed.
     pub seed: u64,
+    /// The perturbation plan carried out (see [`ward_campaign::Plan`]).
+    pub plan: String,
     /// Every invariant broken, in order.
     pub violations: Vec<Violation>,
     /// Simulated time from the last change to the LWS until its status
@@ -74,8 +78,22 @@ pub struct Report {
 /// Run `scenario` with `mode` and `seed` on its own single-threaded
 /// runtime with a paused clock (simulated time).
 pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
-    crate::run::simulate(run(scenario, mode, seed))
+    run_blocking_with(scenario, mode, seed, &[])
 }
+
+/// [`run_blocking`] with the seed's plan of the perturbation `kinds`
+/// carried out against the LWS controller (see [`ward_campaign`]).
+pub fn run_blocking_with(
+    scenario: Scenario,
+    mode: Mode,
+    seed: u64,
+    kinds: &[Arc<dyn Perturbation>],
+) -> Result<Report, ScenarioError> {
+    crate::run::simulate(run(scenario, mode, seed, kinds))
+}
+
+/// How long the part of a run worth perturbing lasts (plans are drawn over it).
+pub const HORIZON: Duration = Duration::from_secs(60);
 
 /// Install the LeaderWorkerSet CRD and wait until it is served.
 pub async fn install(client: &Client) -> Result<(), ScenarioError> {
@@ -141,8 +159,14 @@ async fn settled(api: &Api<LeaderWorkerSet>, image: &str) -> bool {
     matches!(within("the LWS to settle", cond).await, Ok(Ok(_)))
 }
 
-/// Run a scenario (inside a runtime with a paused clock).
-pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
+/// Run a scenario (inside a runtime with a paused clock), carrying out the
+/// seed's plan of `kinds` against the LWS controller.
+pub async fn run(
+    scenario: Scenario,
+    mode: Mode,
+    seed: u64,
+    kinds: &[Arc<dyn Perturbation>],
+) -> Result<Report, ScenarioError> {
     let server = ApiServer::start(ServerConfig::default().seed(seed)).await?;
     let client = server.client();
     install(&client).await?;
@@ -150,13 +174,15 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
     let journal = Journal::new();
     let violations = Violations::new(journal.clone());
     let checker = Checker::new(server.store().clone(), violations.clone());
-    let mut tasks = vec![tokio::spawn(checker.run())];
-    tasks.push(tokio::spawn(controller::run(
-        client.clone(),
-        NAMESPACE,
-        mode,
-        journal.clone(),
-    )));
+    let tasks = vec![tokio::spawn(checker.run())];
+    let plan = Plan::draw(seed, kinds, HORIZON, &["lws".into()]);
+    let plan_text = plan.to_string();
+    let log = journal.clone();
+    let mut perturber = Perturber::new(&server, plan, move |line| log.log(line));
+    let log = journal.clone();
+    perturber.controller(&server, "lws", move |client| {
+        controller::run(client, NAMESPACE, mode, log.clone())
+    });
     let api: Api<LeaderWorkerSet> = Api::namespaced(client.clone(), NAMESPACE);
     let sets: Api<StatefulSet> = Api::namespaced(client.clone(), NAMESPACE);
     let l1 = api.create(&PostParams::default(), &lws("v1")).await?;
@@ -167,6 +193,7 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
     if !settled(&api, "v1").await {
         return Err(ScenarioError::Timeout("the first LWS to settle"));
     }
+    perturber.start();
     tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(10))).await;
 
     let last_change;
@@ -245,10 +272,12 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
     for t in &tasks {
         t.abort();
     }
+    drop(perturber);
     let report = Report {
         scenario,
         mode,
         seed,
+        plan: plan_text,
         violations: violations.all(),
         settled_after,
         journal: journal.entries(),

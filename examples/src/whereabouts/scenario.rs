@@ -28,6 +28,7 @@ use super::model::{IPPool, IPPoolSpec, Range};
 use super::reconciler::{self, Mode, ReconcilerConfig};
 use crate::journal::Journal;
 use ward_base::Rng;
+use ward_campaign::{Perturbation, Perturber, Plan};
 
 pub use crate::run::Scenario;
 
@@ -54,6 +55,8 @@ pub struct Report {
     pub mode: Mode,
     /// The seed.
     pub seed: u64,
+    /// The perturbation plan carried out (see [`ward_campaign::Plan`]).
+    pub plan: String,
     /// Every invariant broken, in order.
     pub violations: Vec<Violation>,
     /// What happened, in simulated time.
@@ -84,8 +87,22 @@ pub fn networks() -> Vec<Network> {
 /// Run `scenario` with `mode` and `seed` on its own single-threaded
 /// runtime with a paused clock (simulated time).
 pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
-    crate::run::simulate(run(scenario, mode, seed))
+    run_blocking_with(scenario, mode, seed, &[])
 }
+
+/// [`run_blocking`] with the seed's plan of the perturbation `kinds`
+/// carried out against the reconciler (see [`ward_campaign`]).
+pub fn run_blocking_with(
+    scenario: Scenario,
+    mode: Mode,
+    seed: u64,
+    kinds: &[Arc<dyn Perturbation>],
+) -> Result<Report, ScenarioError> {
+    crate::run::simulate(run(scenario, mode, seed, kinds))
+}
+
+/// How long the part of a run worth perturbing lasts (plans are drawn over it).
+pub const HORIZON: Duration = Duration::from_secs(180);
 
 /// Install the IPPool CRD and the pools.
 pub async fn install(client: &Client, nets: &[Network]) -> Result<(), ScenarioError> {
@@ -116,8 +133,14 @@ pub async fn install(client: &Client, nets: &[Network]) -> Result<(), ScenarioEr
     Ok(())
 }
 
-/// Run a scenario (inside a runtime with a paused clock).
-pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
+/// Run a scenario (inside a runtime with a paused clock), carrying out the
+/// seed's plan of `kinds` against the reconciler.
+pub async fn run(
+    scenario: Scenario,
+    mode: Mode,
+    seed: u64,
+    kinds: &[Arc<dyn Perturbation>],
+) -> Result<Report, ScenarioError> {
     let server = ApiServer::start(ServerConfig::default().seed(seed)).await?;
     let client = server.client();
     let nets = networks();
@@ -138,7 +161,7 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
         GRACE,
         journal.clone(),
     );
-    let mut tasks = vec![tokio::spawn(checker.run(violations.clone()))];
+    let tasks = vec![tokio::spawn(checker.run(violations.clone()))];
     let stuck: HashSet<String> = if scenario == Scenario::S3 {
         ["web-2".to_string()].into()
     } else {
@@ -163,11 +186,15 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
         namespace: "default".into(),
         clock: server.clock(),
     };
-    tasks.push(tokio::spawn(reconciler::run(
-        server.client(),
-        rc,
-        journal.clone(),
-    )));
+    let plan = Plan::draw(seed, kinds, HORIZON, &["reconciler".into()]);
+    let plan_text = plan.to_string();
+    let log = journal.clone();
+    let mut perturber = Perturber::new(&server, plan, move |line| log.log(line));
+    let log = journal.clone();
+    perturber.controller(&server, "reconciler", move |client| {
+        reconciler::run(client, rc.clone(), log.clone())
+    });
+    perturber.start();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let driver = Driver {
         pods: &pods,
@@ -253,11 +280,13 @@ pub async fn run(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, Sc
     for t in &tasks {
         t.abort();
     }
+    drop(perturber);
     let violations = violations.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let report = Report {
         scenario,
         mode,
         seed,
+        plan: plan_text,
         violations,
         journal: journal.entries(),
     };

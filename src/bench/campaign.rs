@@ -1,14 +1,13 @@
-//! Part 4, campaign speed: seeded runs per second of each example scenario
-//! in each variant (one thread, each run on its own single-threaded
+//! Part 4, campaign speed: seeded runs per second of every example's
+//! scenarios in each variant, each seed under its plan of every
+//! perturbation kind (one thread, each run on its own single-threaded
 //! runtime in simulated time, as `ward-demo` runs them), and of the whole
 //! `ward-demo` campaign on its worker threads.
 
 use std::time::Instant;
 
 use serde::Serialize;
-use ward_examples::demo::{self, Example};
-use ward_examples::whereabouts::reconciler::Mode;
-use ward_examples::whereabouts::scenario::{self, Scenario};
+use ward_examples::demo::{self, Example, Selection};
 
 /// Sizes of the campaign benchmark.
 #[derive(Debug, Clone)]
@@ -26,7 +25,7 @@ pub struct CampaignRow {
     pub example: String,
     /// Scenario.
     pub scenario: String,
-    /// Variant (reconciler mode).
+    /// Variant.
     pub variant: String,
     /// Seeded runs.
     pub runs: u64,
@@ -70,38 +69,45 @@ pub fn run(config: &CampaignConfig, log: &(dyn Fn(&str) + Sync)) -> CampaignResu
             campaign_runs_per_sec: 0.0,
         };
     }
-    for s in Scenario::ALL {
-        for m in Mode::ALL {
-            let t0 = Instant::now();
-            let (mut violating, mut errors) = (0, 0);
-            for seed in 0..config.seeds {
-                match scenario::run_blocking(s, m, seed) {
-                    Ok(r) if !r.violations.is_empty() => violating += 1,
-                    Ok(_) => {}
-                    Err(_) => errors += 1,
+    let examples: Vec<&dyn Example> = vec![&demo::Whereabouts, &demo::Cns, &demo::Lws];
+    let kinds = ward_campaign::builtin();
+    for ex in &examples {
+        for s in ex.scenarios() {
+            for v in ex.variants() {
+                let t0 = Instant::now();
+                let (mut violating, mut errors) = (0, 0);
+                for seed in 0..config.seeds {
+                    match ex.run(&s, &v.name, seed, &kinds) {
+                        Ok(r) if !r.violations.is_empty() => violating += 1,
+                        Ok(_) => {}
+                        Err(_) => errors += 1,
+                    }
                 }
+                let secs = t0.elapsed().as_secs_f64();
+                let row = CampaignRow {
+                    example: ex.name().into(),
+                    scenario: s.clone(),
+                    variant: v.name.clone(),
+                    runs: config.seeds,
+                    violating_runs: violating,
+                    errors,
+                    secs,
+                    runs_per_sec: super::ratio(config.seeds as f64, secs),
+                };
+                log(&format!(
+                    "  campaign {} {} {}: {} runs in {:.2}s ({:.1} runs/s)",
+                    row.example, row.scenario, row.variant, row.runs, row.secs, row.runs_per_sec
+                ));
+                rows.push(row);
             }
-            let secs = t0.elapsed().as_secs_f64();
-            let row = CampaignRow {
-                example: "whereabouts".into(),
-                scenario: s.to_string(),
-                variant: m.to_string(),
-                runs: config.seeds,
-                violating_runs: violating,
-                errors,
-                secs,
-                runs_per_sec: super::ratio(config.seeds as f64, secs),
-            };
-            log(&format!(
-                "  campaign {} {}: {} runs in {:.2}s ({:.1} runs/s)",
-                row.scenario, row.variant, row.runs, row.secs, row.runs_per_sec
-            ));
-            rows.push(row);
         }
     }
-    let examples: Vec<&dyn Example> = vec![&demo::Whereabouts];
     let t0 = Instant::now();
-    let table = demo::campaign(&examples, 0..config.seeds, config.threads, &|| {});
+    let selection = Selection {
+        kinds,
+        ..Selection::seeds(0..config.seeds)
+    };
+    let table = demo::campaign(&examples, &selection, config.threads, &|| {});
     let campaign_secs = t0.elapsed().as_secs_f64();
     let campaign_runs: u64 = table.iter().map(|r| r.runs as u64).sum();
     log(&format!(

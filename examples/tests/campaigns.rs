@@ -1,0 +1,187 @@
+//! Every example under every perturbation kind: the guarded variants hold,
+//! the naive ones still break, a violating seed replays to the identical
+//! history, and `ward-demo` is a usable front end (`--json`, `--replay`,
+//! bad flags).
+
+use std::process::Command;
+use std::sync::Arc;
+
+use ward_campaign::{Perturbation, builtin, select};
+use ward_examples::demo::{self, Example, GuardedOnly, Selection};
+
+fn examples() -> [&'static dyn Example; 3] {
+    [&demo::Whereabouts, &demo::Cns, &demo::Lws]
+}
+
+fn selection(seeds: std::ops::Range<u64>, kinds: Vec<Arc<dyn Perturbation>>) -> Selection {
+    Selection {
+        kinds,
+        ..Selection::seeds(seeds)
+    }
+}
+
+#[test]
+fn guarded_variants_hold_under_each_kind_alone() {
+    let guarded = examples().map(GuardedOnly);
+    let guarded: Vec<&dyn Example> = guarded.iter().map(|g| g as &dyn Example).collect();
+    for kind in builtin() {
+        let rows = demo::campaign(&guarded, &selection(0..6, vec![kind.clone()]), 2, &|| {});
+        assert_eq!(rows.len(), 9);
+        for r in &rows {
+            assert_eq!(r.runs, 6);
+            assert_eq!(
+                (r.violating_runs, r.errors),
+                (0, 0),
+                "{}: {r:?}",
+                kind.kind()
+            );
+        }
+    }
+}
+
+#[test]
+fn guarded_variants_hold_under_every_kind_at_once() {
+    let guarded = examples().map(GuardedOnly);
+    let guarded: Vec<&dyn Example> = guarded.iter().map(|g| g as &dyn Example).collect();
+    let rows = demo::campaign(&guarded, &selection(100..140, builtin()), 2, &|| {});
+    for r in &rows {
+        assert_eq!((r.runs, r.violating_runs, r.errors), (40, 0, 0), "{r:?}");
+    }
+}
+
+#[test]
+fn naive_variants_still_break_under_perturbation() {
+    let sel = Selection {
+        variant: Some("naive".into()),
+        scenario: Some("S1".into()),
+        ..selection(0..20, builtin())
+    };
+    let rows = demo::campaign(&examples(), &sel, 2, &|| {});
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert!(r.violating_runs > 0, "{r:?}");
+        assert_eq!(r.errors, 0, "{r:?}");
+    }
+}
+
+#[test]
+fn a_violating_seed_replays_to_the_identical_history() {
+    let all = builtin();
+    for (ex, scenario, seed) in [
+        (&demo::Whereabouts as &dyn Example, "S1", 4),
+        (&demo::Cns, "S1", 0),
+        (&demo::Lws, "S2", 1),
+    ] {
+        let a = ex.run(scenario, "naive", seed, &all).unwrap();
+        let b = ex.run(scenario, "naive", seed, &all).unwrap();
+        assert!(!a.violations.is_empty(), "{} {scenario} {seed}", ex.name());
+        assert!(a.plan.lines().count() == 7, "one line per kind: {}", a.plan);
+        assert!(
+            a.history.iter().any(|(_, e)| e.starts_with("perturb: ")),
+            "the history shows the plan acting"
+        );
+        assert_eq!(a, b, "{} {scenario} {seed}", ex.name());
+    }
+}
+
+#[test]
+fn kinds_can_be_chosen_and_unknown_ones_are_refused() {
+    let two = select("crash,stale-view", &builtin()).unwrap();
+    let names: Vec<_> = two.iter().map(|k| k.kind()).collect();
+    assert_eq!(names, ["crash", "stale-view"]);
+    let out = demo::Lws.run("S3", "guarded", 3, &two).unwrap();
+    assert!(out.plan.contains("crash:") && out.plan.contains("stale-view:"));
+    assert!(!out.plan.contains("gc-pause"));
+}
+
+fn demo_bin(args: &[&str]) -> (Option<i32>, String, String) {
+    let out = Command::new(env!("CARGO_BIN_EXE_ward-demo"))
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn ward_demo_prints_json_rows_and_nothing_else() {
+    let (code, stdout, stderr) = demo_bin(&[
+        "--example",
+        "lws",
+        "--scenario",
+        "S2",
+        "--seeds",
+        "3",
+        "--first-seed",
+        "1",
+        "--json",
+    ]);
+    assert_eq!(code, Some(0), "{stderr}");
+    let rows: serde_json::Value =
+        serde_json::from_str(&stdout).expect("stdout is one JSON document");
+    let rows = rows.as_array().unwrap();
+    assert_eq!(rows.len(), 3, "{stdout}");
+    let naive = rows.iter().find(|r| r["variant"] == "naive").unwrap();
+    assert_eq!(
+        (naive["example"].as_str(), naive["runs"].as_u64()),
+        (Some("lws"), Some(3))
+    );
+    assert_eq!(naive["first_seed"], 1, "{naive}");
+    let guarded = rows.iter().find(|r| r["variant"] == "guarded").unwrap();
+    assert_eq!(guarded["violating_runs"], 0);
+}
+
+#[test]
+fn ward_demo_replays_one_run_with_its_plan_and_history() {
+    let (code, stdout, stderr) = demo_bin(&["--replay", "lws/S2/naive/1"]);
+    assert_eq!(
+        code,
+        Some(0),
+        "a naive violation is not a failure: {stderr}"
+    );
+    assert!(
+        stdout.starts_with("lws S2 naive seed 1\nplan of seed 1:\n"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("  crash: lws crashes right after its write #"),
+        "{stdout}"
+    );
+    assert!(stdout.contains("\nevents:\n"), "{stdout}");
+    assert!(stdout.contains("\nbroken:\n  I1"), "{stdout}");
+    let (again, _, _) = demo_bin(&["--replay", "lws/S2/naive/1"]);
+    assert_eq!(again, code);
+    assert_eq!(
+        demo_bin(&["--replay", "lws/S2/naive/1"]).1,
+        stdout,
+        "replays are identical"
+    );
+}
+
+#[test]
+fn ward_demo_refuses_bad_selections_with_a_message() {
+    for (args, says) in [
+        (
+            &["--perturb", "bogus"][..],
+            "unknown perturbation \"bogus\"",
+        ),
+        (
+            &["--replay", "lws/S2/naive"],
+            "--replay takes example/scenario/variant/seed",
+        ),
+        (&["--replay", "nope/S1/naive/1"], "unknown example \"nope\""),
+        (&["--replay", "lws/S9/naive/1"], "unknown scenario"),
+        (
+            &["--example", "nope"],
+            "no example, scenario and variant matches",
+        ),
+    ] {
+        let (code, stdout, stderr) = demo_bin(args);
+        assert_eq!(code, Some(2), "{args:?}: {stderr}");
+        assert!(stderr.contains(says), "{args:?}: {stderr}");
+        assert!(stdout.is_empty(), "{args:?}: {stdout}");
+    }
+}

@@ -43,10 +43,15 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
 
     // Part 3 and 4.
     assert_eq!(r.scaling.rows.len(), 2);
-    assert_eq!(r.campaign.rows.len(), 9);
+    // Every example's three scenarios in three variants.
+    assert_eq!(r.campaign.rows.len(), 27);
     assert!(r.campaign.rows.iter().all(|c| c.runs == 1 && c.errors == 0));
     assert!(r.campaign.rows.iter().all(|c| c.runs_per_sec > 0.0));
     assert!(!r.targets.is_empty());
+    assert!(
+        r.targets.iter().any(|t| t.part == "4" && t.name.starts_with("1,000 seeds")),
+        "the campaign target is reported"
+    );
 
     // Output: JSON and one SVG per benchmark.
     for f in [

@@ -49,7 +49,9 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
     assert!(r.campaign.rows.iter().all(|c| c.runs_per_sec > 0.0));
     assert!(!r.targets.is_empty());
     assert!(
-        r.targets.iter().any(|t| t.part == "4" && t.name.starts_with("1,000 seeds")),
+        r.targets
+            .iter()
+            .any(|t| t.part == "4" && t.name.starts_with("1,000 seeds")),
         "the campaign target is reported"
     );
 

@@ -7,7 +7,7 @@
 //! | `gc-pause` | nothing is collected for a window, then everything at once |
 //! | `stale-view` | its watches and cached lists frozen at an older resourceVersion, then released (time travel) |
 //! | `unobserved` | watch events held back and coalesced: intermediate states of an object never seen |
-//! | `crash` | killed right after its k-th write (never sees the answer), restarted with its memory lost |
+//! | `crash` | killed right after its k-th read or write (never sees the answer), restarted with its memory lost |
 //! | `write-faults` | a fraction of its writes answered 409, 429, or delayed |
 //!
 //! Quorum reads stay fresh under a stale view, as they do against a real
@@ -23,7 +23,7 @@ use ward_apiserver::{Delay, WriteAction, WriteFault};
 use ward_base::Rng;
 
 use crate::plan::{Action, Perturbation, pick, secs, window};
-use crate::world::World;
+use crate::world::{Op, World};
 
 /// Every built-in kind, in a fixed order.
 #[must_use]
@@ -308,14 +308,15 @@ impl Action for UnobservedAction {
     }
 }
 
-/// `crash`: the target killed right after its k-th write from a drawn
-/// moment, and restarted with its memory lost.
+/// `crash`: the target killed right after its k-th read or write from a
+/// drawn moment, and restarted with its memory lost.
 #[derive(Debug, Clone, Copy)]
 pub struct Crash;
 
 struct CrashAction {
     target: String,
     at: Duration,
+    op: Op,
     k: u64,
 }
 
@@ -327,8 +328,13 @@ impl Perturbation for Crash {
     fn draw(&self, rng: &mut Rng, horizon: Duration, targets: &[String]) -> Box<dyn Action> {
         let target = pick(rng, targets);
         let (at, _) = window(rng, horizon, Duration::ZERO, Duration::ZERO);
+        let op = if rng.up_to(1) == 0 {
+            Op::Write
+        } else {
+            Op::Read
+        };
         let k = 1 + rng.up_to(4);
-        Box::new(CrashAction { target, at, k })
+        Box::new(CrashAction { target, at, op, k })
     }
 }
 
@@ -336,8 +342,9 @@ impl fmt::Display for CrashAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(
             f,
-            "{} crashes right after its write #{} from {}",
+            "{} crashes right after its {} #{} from {}",
             self.target,
+            self.op,
             self.k,
             secs(self.at)
         )
@@ -346,12 +353,12 @@ impl fmt::Display for CrashAction {
 
 impl Action for CrashAction {
     fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
-        let (target, at, k) = (self.target.clone(), self.at, self.k);
+        let (target, at, op, k) = (self.target.clone(), self.at, self.op, self.k);
         async move {
             w.until(at).await;
-            if w.arm_crash(&target, k) {
+            if w.arm_crash(&target, op, k) {
                 w.log(format!(
-                    "perturb: {target} will crash after {k} more write(s)"
+                    "perturb: {target} will crash after {k} more {op}(s)"
                 ));
             }
         }

@@ -41,7 +41,7 @@ pub use kinds::{
     Crash, GcDelay, GcPause, KindsError, StaleView, Unobserved, WriteFaults, builtin, select,
 };
 pub use plan::{Action, Perturbation, Plan, pick, window};
-pub use world::{Controller, Log, Perturber, World};
+pub use world::{Controller, Log, Op, Perturber, World};
 
 /// Run `fut` on its own single-threaded runtime with tokio's clock paused
 /// (simulated time), as every campaign run does: the same seed then

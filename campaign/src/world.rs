@@ -22,24 +22,54 @@ use crate::plan::Plan;
 /// Where a run's perturbation events are written (the scenario's journal).
 pub type Log = Arc<dyn Fn(String) + Send + Sync>;
 
+/// A request a crash can follow: reads are GET/HEAD (gets, lists, watches),
+/// writes everything else.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Op {
+    /// A GET or HEAD.
+    Read,
+    /// A POST, PUT, PATCH or DELETE.
+    Write,
+}
+
+impl Op {
+    fn index(self) -> usize {
+        match self {
+            Op::Read => 0,
+            Op::Write => 1,
+        }
+    }
+}
+
+impl std::fmt::Display for Op {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Op::Read => "read",
+            Op::Write => "write",
+        })
+    }
+}
+
 /// One controller under test, as the plan sees it.
 #[derive(Debug)]
 struct Target {
     client: ClientId,
-    writes: AtomicU64,
-    /// Crash once the write count reaches this (0: never).
-    crash_at: AtomicU64,
+    /// Requests answered, reads and writes.
+    counts: [AtomicU64; 2],
+    /// Crash once the read (write) count reaches this (0: never).
+    crash_at: [AtomicU64; 2],
     crashed: Notify,
 }
 
 impl Target {
-    /// Count a write that has just been answered; true if the controller
+    /// Count a request that has just been answered; true if the controller
     /// must die now (it never sees the answer).
-    fn count_write(&self) -> bool {
-        let n = self.writes.fetch_add(1, Ordering::SeqCst) + 1;
-        let at = self.crash_at.load(Ordering::SeqCst);
+    fn count(&self, op: Op) -> bool {
+        let i = op.index();
+        let n = self.counts[i].fetch_add(1, Ordering::SeqCst) + 1;
+        let at = self.crash_at[i].load(Ordering::SeqCst);
         if at != 0 && n >= at {
-            self.crash_at.store(0, Ordering::SeqCst);
+            self.crash_at[i].store(0, Ordering::SeqCst);
             self.crashed.notify_one();
             return true;
         }
@@ -82,14 +112,15 @@ impl World {
         self.target(name).map(|t| t.client)
     }
 
-    /// Kill controller `name` right after its `k`-th write from now, and
-    /// restart it with its memory lost. False if there is no such controller.
-    pub fn arm_crash(&self, name: &str, k: u64) -> bool {
+    /// Kill controller `name` right after its `k`-th `op` from now (the
+    /// request is served, the answer never seen), and restart it with its
+    /// memory lost. False if there is no such controller.
+    pub fn arm_crash(&self, name: &str, op: Op, k: u64) -> bool {
         let Some(t) = self.target(name) else {
             return false;
         };
-        let now = t.writes.load(Ordering::SeqCst);
-        t.crash_at.store(now + k.max(1), Ordering::SeqCst);
+        let now = t.counts[op.index()].load(Ordering::SeqCst);
+        t.crash_at[op.index()].store(now + k.max(1), Ordering::SeqCst);
         true
     }
 
@@ -154,8 +185,8 @@ impl Perturber {
         let svc = server.service();
         let target = Arc::new(Target {
             client: svc.client_id(),
-            writes: AtomicU64::new(0),
-            crash_at: AtomicU64::new(0),
+            counts: Default::default(),
+            crash_at: Default::default(),
             crashed: Notify::new(),
         });
         self.world
@@ -167,11 +198,11 @@ impl Perturber {
         // The supervisor holds the sender too: the scenario may drop its
         // handle without stopping the controller.
         let want = Arc::new(want);
-        let _keep = want.clone();
+        let keep_open = want.clone();
         let world = self.world.clone();
         let name = name.to_string();
         self.tasks.push(tokio::spawn(async move {
-            let _keep = _keep;
+            let _keep_open = keep_open;
             loop {
                 if !wait(&mut wanted, true).await {
                     return;
@@ -183,26 +214,24 @@ impl Perturber {
                     },
                     "default",
                 );
-                let mut run = tokio::spawn(start(client));
+                // Aborted with the supervisor, when the perturber is dropped.
+                let mut run = AbortOnDrop(tokio::spawn(start(client)));
                 tokio::select! {
-                    _ = &mut run => {
+                    _ = &mut run.0 => {
                         // Ended on its own: it runs again after a stop and a start.
                         if !wait(&mut wanted, false).await {
                             return;
                         }
                     }
                     () = target.crashed.notified() => {
-                        run.abort();
-                        let _ = run.await;
+                        run.stop().await;
                         world.log(format!(
-                            "crash: {name} killed right after its write #{}; restarted with its memory lost",
-                            target.writes.load(Ordering::SeqCst)
+                            "crash: {name} killed after {} reads and {} writes; restarted with its memory lost",
+                            target.counts[0].load(Ordering::SeqCst),
+                            target.counts[1].load(Ordering::SeqCst),
                         ));
                     }
-                    _ = wait(&mut wanted, false) => {
-                        run.abort();
-                        let _ = run.await;
-                    }
+                    _ = wait(&mut wanted, false) => run.stop().await,
                 }
             }
         }));
@@ -233,6 +262,23 @@ impl Drop for Perturber {
     }
 }
 
+/// A controller's task, aborted when dropped.
+struct AbortOnDrop(JoinHandle<()>);
+
+impl AbortOnDrop {
+    /// Abort it and wait until it is gone.
+    async fn stop(&mut self) {
+        self.0.abort();
+        let _ = (&mut self.0).await;
+    }
+}
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
 /// Wait until `wanted` says `run`; false once nobody can say anything.
 async fn wait(wanted: &mut watch::Receiver<bool>, run: bool) -> bool {
     wanted.wait_for(|w| *w == run).await.is_ok()
@@ -257,8 +303,8 @@ impl Controller {
     }
 }
 
-/// A controller's transport: the in-process service, counting writes, and
-/// never answering the write a crash was armed for.
+/// A controller's transport: the in-process service, counting reads and
+/// writes, and never answering the one a crash was armed for.
 #[derive(Clone)]
 struct Counted {
     inner: WardService,
@@ -281,13 +327,17 @@ where
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
-        let write = req.method() != Method::GET && req.method() != Method::HEAD;
+        let op = if req.method() == Method::GET || req.method() == Method::HEAD {
+            Op::Read
+        } else {
+            Op::Write
+        };
         let answer = self.inner.call(req);
         let target = self.target.clone();
         Box::pin(async move {
             let resp = answer.await?;
-            if write && target.count_write() {
-                // Crashed: the write is done, its answer is never seen.
+            if target.count(op) {
+                // Crashed: the request is served, its answer never seen.
                 std::future::pending::<()>().await;
             }
             Ok(resp)

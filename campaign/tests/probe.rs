@@ -1,7 +1,7 @@
 //! Each perturbation kind changes what a controller sees, shown against a
 //! probe controller: it watches the ConfigMap `in` (which the workload
-//! bumps every half second), records each value it sees, and writes the
-//! value back to the ConfigMap `out`. The workload also creates owners and
+//! bumps every half second), records each value it sees, reads the
+//! ConfigMap `out` and writes the value back to it. The workload also creates owners and
 //! their dependents and deletes the owners, to show the GC's lag. Every
 //! kind's run is compared with the same seed's run without perturbation.
 //! This file is also the complete example of a campaign over a controller
@@ -61,6 +61,10 @@ async fn probe(client: kube::Client, seen: Arc<Mutex<Seen>>) {
             .cloned()
             .unwrap_or_default();
         seen.lock().unwrap().values.push(v.parse().unwrap_or(0));
+        // A fresh read before the write, as a guard makes.
+        if api.get_opt("out").await.is_err() {
+            continue;
+        }
         let patch = json!({"data": {"v": v}});
         if api
             .patch("out", &PatchParams::default(), &Patch::Merge(&patch))
@@ -202,6 +206,22 @@ fn a_crash_restarts_the_probe_with_nothing_remembered() {
         // Restarted: it starts again and re-lists, seeing a value twice.
         p.starts == 2 && p.values.windows(2).any(|w| w[1] <= w[0])
     });
+}
+
+#[test]
+fn a_crash_follows_a_read_or_a_write() {
+    let mut after = Vec::new();
+    for seed in 1..=12 {
+        let p = run(seed, "crash");
+        if p.starts == 2 {
+            for op in ["read", "write"] {
+                if p.history.iter().any(|l| l.contains(&format!("more {op}(s)"))) {
+                    after.push(op);
+                }
+            }
+        }
+    }
+    assert!(after.contains(&"read") && after.contains(&"write"), "{after:?}");
 }
 
 #[test]

@@ -87,6 +87,12 @@ pub struct Checker {
     previous: HashSet<Alloc>,
     seen: HashSet<(Invariant, String)>,
     violations: Vec<Violation>,
+    /// Each pod and pool as last parsed, with its resourceVersion: a check
+    /// parses only the objects written since the last one (most checks are
+    /// the once-a-second tick that times the leak bounds, or follow a
+    /// write to one object).
+    pod_views: HashMap<String, (u64, PodView)>,
+    pool_allocs: HashMap<String, (u64, Vec<Alloc>)>,
 }
 
 fn key(group: &str, plural: &str) -> StorageKey {
@@ -94,6 +100,32 @@ fn key(group: &str, plural: &str) -> StorageKey {
         group: group.into(),
         plural: plural.into(),
     }
+}
+
+/// The allocations a stored IPPool holds.
+fn pool_allocations(o: &ward_apiserver::store::StoredObject) -> Vec<Alloc> {
+    let v: Value = o.value();
+    let Some(range) = v["spec"]["range"]
+        .as_str()
+        .and_then(|r| Range::parse(r).ok())
+    else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    for (off, a) in v["spec"]["allocations"].as_object().into_iter().flatten() {
+        let Some(ip) = off.parse::<u128>().ok().and_then(|o| range.ip(o).ok()) else {
+            continue;
+        };
+        let s = |k: &str| a[k].as_str().unwrap_or("").to_string();
+        out.push(Alloc {
+            pool: o.name().to_string(),
+            ip: ip.to_string(),
+            podref: s("podref"),
+            pod_uid: s("podUid"),
+            id: s("id"),
+        });
+    }
+    out
 }
 
 impl Checker {
@@ -118,6 +150,8 @@ impl Checker {
             previous: HashSet::new(),
             seen: HashSet::new(),
             violations: Vec::new(),
+            pod_views: HashMap::new(),
+            pool_allocs: HashMap::new(),
         }
     }
 
@@ -138,31 +172,39 @@ impl Checker {
         }
     }
 
-    fn pods(&self) -> BTreeMap<String, PodView> {
+    fn pods(&mut self) -> BTreeMap<String, PodView> {
         let page = self
             .store
             .list(&key("", "pods"), None, None, None, |_| true);
-        page.items
-            .iter()
-            .map(|o| {
-                let v = o.value();
-                let ips = v["metadata"]["annotations"][NETWORK_STATUS]
-                    .as_str()
-                    .and_then(|s| serde_json::from_str::<Vec<NetworkStatus>>(s).ok())
-                    .map(|ns| ns.into_iter().flat_map(|n| n.ips).collect())
-                    .unwrap_or_default();
-                let view = PodView {
-                    uid: o.uid.to_string(),
-                    phase: v["status"]["phase"].as_str().unwrap_or("").to_string(),
-                    terminating: o.terminating,
-                    ips,
-                };
-                (format!("{}/{}", o.namespace(), o.name()), view)
-            })
-            .collect()
+        let mut views = HashMap::with_capacity(page.items.len());
+        let mut out = BTreeMap::new();
+        for o in &page.items {
+            let name = format!("{}/{}", o.namespace(), o.name());
+            let view = match self.pod_views.remove(&name) {
+                Some((rv, view)) if rv == o.rv => view,
+                _ => {
+                    let v = o.value();
+                    let ips = v["metadata"]["annotations"][NETWORK_STATUS]
+                        .as_str()
+                        .and_then(|s| serde_json::from_str::<Vec<NetworkStatus>>(s).ok())
+                        .map(|ns| ns.into_iter().flat_map(|n| n.ips).collect())
+                        .unwrap_or_default();
+                    PodView {
+                        uid: o.uid.to_string(),
+                        phase: v["status"]["phase"].as_str().unwrap_or("").to_string(),
+                        terminating: o.terminating,
+                        ips,
+                    }
+                }
+            };
+            views.insert(name.clone(), (o.rv, view.clone()));
+            out.insert(name, view);
+        }
+        self.pod_views = views;
+        out
     }
 
-    fn allocations(&self) -> Vec<Alloc> {
+    fn allocations(&mut self) -> Vec<Alloc> {
         let page = self.store.list(
             &key("whereabouts.cni.cncf.io", "ippools"),
             None,
@@ -170,29 +212,17 @@ impl Checker {
             None,
             |_| true,
         );
+        let mut cached = HashMap::with_capacity(page.items.len());
         let mut out = Vec::new();
         for o in &page.items {
-            let v: Value = o.value();
-            let Some(range) = v["spec"]["range"]
-                .as_str()
-                .and_then(|r| Range::parse(r).ok())
-            else {
-                continue;
+            let allocs = match self.pool_allocs.remove(o.name()) {
+                Some((rv, allocs)) if rv == o.rv => allocs,
+                _ => pool_allocations(o),
             };
-            for (off, a) in v["spec"]["allocations"].as_object().into_iter().flatten() {
-                let Some(ip) = off.parse::<u128>().ok().and_then(|o| range.ip(o).ok()) else {
-                    continue;
-                };
-                let s = |k: &str| a[k].as_str().unwrap_or("").to_string();
-                out.push(Alloc {
-                    pool: o.name().to_string(),
-                    ip: ip.to_string(),
-                    podref: s("podref"),
-                    pod_uid: s("podUid"),
-                    id: s("id"),
-                });
-            }
+            out.extend(allocs.iter().cloned());
+            cached.insert(o.name().to_string(), (o.rv, allocs));
         }
+        self.pool_allocs = cached;
         out
     }
 

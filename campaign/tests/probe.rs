@@ -215,13 +215,19 @@ fn a_crash_follows_a_read_or_a_write() {
         let p = run(seed, "crash");
         if p.starts == 2 {
             for op in ["read", "write"] {
-                if p.history.iter().any(|l| l.contains(&format!("more {op}(s)"))) {
+                if p.history
+                    .iter()
+                    .any(|l| l.contains(&format!("more {op}(s)")))
+                {
                     after.push(op);
                 }
             }
         }
     }
-    assert!(after.contains(&"read") && after.contains(&"write"), "{after:?}");
+    assert!(
+        after.contains(&"read") && after.contains(&"write"),
+        "{after:?}"
+    );
 }
 
 #[test]

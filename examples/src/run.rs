@@ -80,13 +80,27 @@ impl FromStr for Scenario {
 
 /// Run `fut` on its own single-threaded runtime with tokio's clock paused
 /// (simulated time), as every scenario runs.
-pub fn simulate<F: Future>(fut: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a tokio runtime")
-        .block_on(fut)
+pub use ward_campaign::simulate;
+
+/// The seed's plan of `kinds` over the scenario's controller under test
+/// `target`, drawn over `horizon`, and a perturber for it that journals
+/// what it does; with the plan as printed (for the report).
+#[must_use]
+pub fn perturber(
+    server: &ward_apiserver::ApiServer,
+    seed: u64,
+    kinds: &[std::sync::Arc<dyn ward_campaign::Perturbation>],
+    horizon: std::time::Duration,
+    target: &str,
+    journal: &crate::journal::Journal,
+) -> (ward_campaign::Perturber, String) {
+    let plan = ward_campaign::Plan::draw(seed, kinds, horizon, &[target.to_string()]);
+    let text = plan.to_string();
+    let log = journal.clone();
+    (
+        ward_campaign::Perturber::new(server, plan, move |line| log.log(line)),
+        text,
+    )
 }
 
 /// Call `check` on every change of `store` (with the event) and at least

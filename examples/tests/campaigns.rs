@@ -147,7 +147,7 @@ fn ward_demo_replays_one_run_with_its_plan_and_history() {
         "{stdout}"
     );
     assert!(
-        stdout.contains("  crash: lws crashes right after its write #"),
+        stdout.contains("  crash: lws crashes right after its read #4"),
         "{stdout}"
     );
     assert!(stdout.contains("\nevents:\n"), "{stdout}");

@@ -24,7 +24,7 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, CustomResourceExt, ResourceExt};
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
-use ward_campaign::{Controller, Perturbation, Perturber, Plan};
+use ward_campaign::{Controller, Perturbation};
 
 use super::agent::{Cns, Mode};
 use super::cluster::{Host, Writer, WriterConfig};
@@ -207,10 +207,8 @@ pub async fn run(
     let mut tasks = vec![tokio::spawn(writer.run())];
     let cns = Cns::new(NODE, mode, journal.clone());
     let kubelet = Kubelet::new(client.clone(), NODE, journal.clone(), violations.clone());
-    let plan = Plan::draw(seed, kinds, HORIZON, &["cns".into()]);
-    let plan_text = plan.to_string();
-    let log = journal.clone();
-    let mut perturber = Perturber::new(&server, plan, move |line| log.log(line));
+    let (mut perturber, plan_text) =
+        crate::run::perturber(&server, seed, kinds, HORIZON, "cns", &journal);
     let (c, h, log) = (cns.clone(), host.clone(), journal.clone());
     let agent = perturber.controller(&server, "cns", move |client| {
         let (cns, host, journal) = (c.clone(), h.clone(), log.clone());

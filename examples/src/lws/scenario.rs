@@ -24,7 +24,7 @@ use serde_json::json;
 use ward_apiserver::faults::Delay;
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
-use ward_campaign::{Perturbation, Perturber, Plan};
+use ward_campaign::Perturbation;
 
 use super::controller::{self, Mode};
 use super::invariants::{Checker, Violation, Violations};
@@ -175,10 +175,8 @@ pub async fn run(
     let violations = Violations::new(journal.clone());
     let checker = Checker::new(server.store().clone(), violations.clone());
     let tasks = vec![tokio::spawn(checker.run())];
-    let plan = Plan::draw(seed, kinds, HORIZON, &["lws".into()]);
-    let plan_text = plan.to_string();
-    let log = journal.clone();
-    let mut perturber = Perturber::new(&server, plan, move |line| log.log(line));
+    let (mut perturber, plan_text) =
+        crate::run::perturber(&server, seed, kinds, HORIZON, "lws", &journal);
     let log = journal.clone();
     perturber.controller(&server, "lws", move |client| {
         controller::run(client, NAMESPACE, mode, log.clone())

@@ -28,7 +28,7 @@ use super::model::{IPPool, IPPoolSpec, Range};
 use super::reconciler::{self, Mode, ReconcilerConfig};
 use crate::journal::Journal;
 use ward_base::Rng;
-use ward_campaign::{Perturbation, Perturber, Plan};
+use ward_campaign::Perturbation;
 
 pub use crate::run::Scenario;
 
@@ -186,10 +186,8 @@ pub async fn run(
         namespace: "default".into(),
         clock: server.clock(),
     };
-    let plan = Plan::draw(seed, kinds, HORIZON, &["reconciler".into()]);
-    let plan_text = plan.to_string();
-    let log = journal.clone();
-    let mut perturber = Perturber::new(&server, plan, move |line| log.log(line));
+    let (mut perturber, plan_text) =
+        crate::run::perturber(&server, seed, kinds, HORIZON, "reconciler", &journal);
     let log = journal.clone();
     perturber.controller(&server, "reconciler", move |client| {
         reconciler::run(client, rc.clone(), log.clone())

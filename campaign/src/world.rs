@@ -144,29 +144,47 @@ impl World {
 pub struct Perturber {
     world: Arc<World>,
     plan: Plan,
+    events: Arc<Mutex<Vec<String>>>,
     tasks: Vec<JoinHandle<()>>,
 }
 
 impl Perturber {
     /// A perturber for `server`, carrying out `plan` once started,
-    /// writing what it does to `log`.
+    /// writing what it does to `log`. From now on it also records every
+    /// write the server commits (see [`Perturber::events`]).
     #[must_use]
     pub fn new(
         server: &ApiServer,
         plan: Plan,
         log: impl Fn(String) + Send + Sync + 'static,
     ) -> Self {
+        let store = server.store().clone();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let recorder = tokio::spawn(record(store.clone(), events.clone()));
         Perturber {
             world: Arc::new(World {
                 start: Mutex::new(Instant::now()),
                 faults: server.faults().clone(),
-                store: server.store().clone(),
+                store,
                 targets: Mutex::default(),
                 log: Arc::new(log),
             }),
             plan,
-            tasks: Vec::new(),
+            events,
+            tasks: vec![recorder],
         }
+    }
+
+    /// Every write the server committed since [`Perturber::new`], in
+    /// order, as `rv 42 MODIFIED pods default/web-0 (uid …)`: with the
+    /// plan's log and the scenario's journal, a run's history; a replay
+    /// of the seed yields the same lines, resourceVersions included.
+    #[must_use]
+    pub fn events(&self) -> Vec<String> {
+        self.events
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
     }
 
     /// Run a controller under test as `name`: `start` is called with a
@@ -259,6 +277,35 @@ impl Drop for Perturber {
         for t in &self.tasks {
             t.abort();
         }
+    }
+}
+
+/// Record each store event as a line, until the store closes.
+async fn record(store: Arc<Store>, events: Arc<Mutex<Vec<String>>>) {
+    use tokio::sync::broadcast::error::RecvError;
+    let (_, _, mut rx) = store.snapshot_all_and_subscribe();
+    loop {
+        let line = match rx.recv().await {
+            Ok(e) => {
+                let o = &e.object;
+                let ns = if o.namespace().is_empty() {
+                    String::new()
+                } else {
+                    format!("{}/", o.namespace())
+                };
+                format!(
+                    "rv {} {} {} {ns}{} (uid {})",
+                    o.rv,
+                    e.kind.as_str(),
+                    e.key.plural,
+                    o.name(),
+                    o.uid
+                )
+            }
+            Err(RecvError::Lagged(n)) => format!("({n} events not recorded: the recorder lagged)"),
+            Err(RecvError::Closed) => return,
+        };
+        events.lock().unwrap_or_else(|e| e.into_inner()).push(line);
     }
 }
 

@@ -29,6 +29,8 @@ pub struct RunOutcome {
     pub plan: String,
     /// What happened, in simulated time (the run's journal).
     pub history: Vec<(Duration, String)>,
+    /// Every write the server committed, with its resourceVersion.
+    pub events: Vec<String>,
 }
 
 /// An example controller the demo can run.
@@ -166,6 +168,7 @@ pub fn campaign(
                         .map(|mut o| {
                             // The table needs the violations only.
                             o.history = Vec::new();
+                            o.events = Vec::new();
                             o
                         });
                     results
@@ -394,6 +397,7 @@ macro_rules! example {
                         .collect(),
                     plan: report.plan,
                     history: report.journal,
+                    events: report.events,
                 })
             }
         }

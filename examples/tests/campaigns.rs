@@ -80,6 +80,10 @@ fn a_violating_seed_replays_to_the_identical_history() {
             a.history.iter().any(|(_, e)| e.starts_with("perturb: ")),
             "the history shows the plan acting"
         );
+        assert!(
+            a.events.iter().any(|e| e.starts_with("rv ")),
+            "every committed write is recorded"
+        );
         assert_eq!(a, b, "{} {scenario} {seed}", ex.name());
     }
 }
@@ -152,6 +156,10 @@ fn ward_demo_replays_one_run_with_its_plan_and_history() {
     );
     assert!(stdout.contains("\nevents:\n"), "{stdout}");
     assert!(stdout.contains("\nbroken:\n  I1"), "{stdout}");
+    assert!(
+        stdout.contains("\nstore events (every committed write):\n  rv "),
+        "{stdout}"
+    );
     let (again, _, _) = demo_bin(&["--replay", "lws/S2/naive/1"]);
     assert_eq!(again, code);
     assert_eq!(

@@ -40,7 +40,8 @@ struct Args {
     #[arg(long, default_value = "all")]
     perturb: String,
     /// Replay one run, `example/scenario/variant/seed` (e.g.
-    /// `lws/S2/naive/1`): print its plan, its history and what it broke.
+    /// `lws/S2/naive/1`): print its plan, its history (the journal, then
+    /// every committed write with its resourceVersion) and what it broke.
     #[arg(long, value_name = "EXAMPLE/SCENARIO/VARIANT/SEED")]
     replay: Option<String>,
     /// Print the rows as one JSON array, and nothing else on stdout.
@@ -150,6 +151,10 @@ fn replay(
     ward_base::outln!("{example} {scenario} {variant} seed {seed}");
     ward_base::out!("{}", outcome.plan);
     ward_examples::run::print_events(&outcome.history, None);
+    ward_base::outln!("\nstore events (every committed write):");
+    for e in &outcome.events {
+        ward_base::outln!("  {e}");
+    }
     if outcome.violations.is_empty() {
         ward_base::outln!("\nno invariant broken");
     } else {

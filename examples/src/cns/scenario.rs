@@ -70,6 +70,9 @@ pub struct Report {
     pub seed: u64,
     /// The perturbation plan carried out (see [`ward_campaign::Plan`]).
     pub plan: String,
+    /// Every write the server committed, with its resourceVersion (see
+    /// [`ward_campaign::Perturber::events`]).
+    pub events: Vec<String>,
     /// Every invariant broken, in order.
     pub violations: Vec<Violation>,
     /// What happened, in simulated time.
@@ -302,12 +305,14 @@ pub async fn run(
     for t in &tasks {
         t.abort();
     }
+    let events = perturber.events();
     drop(perturber);
     let report = Report {
         scenario,
         mode,
         seed,
         plan: plan_text,
+        events,
         violations: violations.all(),
         journal: journal.entries(),
     };

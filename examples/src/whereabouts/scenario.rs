@@ -57,6 +57,9 @@ pub struct Report {
     pub seed: u64,
     /// The perturbation plan carried out (see [`ward_campaign::Plan`]).
     pub plan: String,
+    /// Every write the server committed, with its resourceVersion (see
+    /// [`ward_campaign::Perturber::events`]).
+    pub events: Vec<String>,
     /// Every invariant broken, in order.
     pub violations: Vec<Violation>,
     /// What happened, in simulated time.
@@ -278,6 +281,7 @@ pub async fn run(
     for t in &tasks {
         t.abort();
     }
+    let events = perturber.events();
     drop(perturber);
     let violations = violations.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let report = Report {
@@ -285,6 +289,7 @@ pub async fn run(
         mode,
         seed,
         plan: plan_text,
+        events,
         violations,
         journal: journal.entries(),
     };

@@ -64,15 +64,6 @@ impl Plan {
         };
         Plan { seed, actions }
     }
-
-    /// No perturbation.
-    #[must_use]
-    pub fn none(seed: u64) -> Plan {
-        Plan {
-            seed,
-            actions: Vec::new(),
-        }
-    }
 }
 
 impl fmt::Display for Plan {

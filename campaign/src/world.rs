@@ -190,7 +190,7 @@ impl Perturber {
     /// Run a controller under test as `name`: `start` is called with a
     /// client of its own (the identity stale views and write faults aim
     /// at) and the future it returns is the controller. A crash aborts that
-    /// future right after the write it was armed for (the controller never
+    /// future right after the read or write it was armed for (the controller never
     /// sees that answer) and calls `start` again — same identity, nothing
     /// else kept (state the controller shares outside its future, `start`
     /// must reset). The scenario can stop and start it too, through the

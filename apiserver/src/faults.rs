@@ -409,7 +409,15 @@ impl Faults {
 
     /// Set what `client` sees.
     pub fn set_view(&self, client: ClientId, view: ClientView) -> &Self {
+        self.update_view(client, |v| *v = view)
+    }
+
+    /// Change what `client` sees, in one step under the lock (so two
+    /// editors of different fields of one view never undo each other).
+    pub fn update_view(&self, client: ClientId, f: impl FnOnce(&mut ClientView)) -> &Self {
         self.edit(|c| {
+            let mut view = c.views.get(&client).copied().unwrap_or_default();
+            f(&mut view);
             if view.is_fresh() {
                 c.views.remove(&client);
             } else {
@@ -537,6 +545,24 @@ fn validate_write(w: &WriteFault) -> Result<(), FaultError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn view_edits_keep_the_other_fields_and_a_fresh_view_is_dropped() {
+        let f = Faults::new(1);
+        f.update_view(7, |v| v.frozen_at = Some(3));
+        f.update_view(7, |v| v.coalesce = true);
+        assert_eq!(
+            f.view(7),
+            ClientView {
+                frozen_at: Some(3),
+                coalesce: true,
+                ..ClientView::default()
+            }
+        );
+        f.update_view(7, |v| v.frozen_at = None);
+        f.update_view(7, |v| v.coalesce = false);
+        assert!(f.config().views.is_empty());
+    }
 
     #[test]
     fn next_n_fires_n_times_then_is_removed() {

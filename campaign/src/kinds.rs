@@ -227,14 +227,10 @@ impl Action for StaleViewAction {
             };
             w.until(at).await;
             let rv = w.current_rv();
-            let mut view = w.faults().view(client);
-            view.frozen_at = Some(rv);
-            w.faults().set_view(client, view);
+            w.faults().update_view(client, |v| v.frozen_at = Some(rv));
             w.log(format!("perturb: {target}'s view frozen at rv {rv}"));
             w.until(at + len).await;
-            let mut view = w.faults().view(client);
-            view.frozen_at = None;
-            w.faults().set_view(client, view);
+            w.faults().update_view(client, |v| v.frozen_at = None);
             w.log(format!("perturb: {target}'s view released"));
         }
         .boxed()
@@ -292,16 +288,16 @@ impl Action for UnobservedAction {
                 return;
             };
             w.until(at).await;
-            let mut view = w.faults().view(client);
-            view.coalesce = true;
-            view.watch_delay = Delay::fixed(hold);
-            w.faults().set_view(client, view);
+            w.faults().update_view(client, |v| {
+                v.coalesce = true;
+                v.watch_delay = Delay::fixed(hold);
+            });
             w.log(format!("perturb: {target} misses intermediate states"));
             w.until(at + len).await;
-            let mut view = w.faults().view(client);
-            view.coalesce = false;
-            view.watch_delay = Delay::default();
-            w.faults().set_view(client, view);
+            w.faults().update_view(client, |v| {
+                v.coalesce = false;
+                v.watch_delay = Delay::default();
+            });
             w.log(format!("perturb: {target} sees every state again"));
         }
         .boxed()

@@ -353,8 +353,9 @@ fn standard() -> (Vec<String>, Vec<Variant>) {
     (scenarios, variants)
 }
 
-/// One run of an example whose scenario module has `run_blocking(scenario,
-/// mode, seed)` returning a report with its violations.
+/// One run of an example whose scenario module has `run(scenario, mode,
+/// seed, kinds)` returning a report with its violations, plan, journal and
+/// committed writes.
 macro_rules! example {
     ($(#[$doc:meta])* $ty:ident, $name:literal, $module:path) => {
         $(#[$doc])*
@@ -382,13 +383,8 @@ macro_rules! example {
                 kinds: &[Arc<dyn Perturbation>],
             ) -> Result<RunOutcome, String> {
                 use $module as scenario_module;
-                let report = scenario_module::run_blocking_with(
-                    scenario.parse()?,
-                    variant.parse()?,
-                    seed,
-                    kinds,
-                )
-                .map_err(|e| e.to_string())?;
+                let run = scenario_module::run(scenario.parse()?, variant.parse()?, seed, kinds);
+                let report = crate::run::simulate(run).map_err(|e| e.to_string())?;
                 Ok(RunOutcome {
                     violations: report
                         .violations

@@ -79,21 +79,10 @@ pub struct Report {
     pub journal: Vec<(Duration, String)>,
 }
 
-/// Run `scenario` with `mode` and `seed` on its own single-threaded
-/// runtime with a paused clock (simulated time).
+/// Run `scenario` with `mode` and `seed`, without perturbation, on its own
+/// single-threaded runtime with a paused clock (simulated time).
 pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
-    run_blocking_with(scenario, mode, seed, &[])
-}
-
-/// [`run_blocking`] with the seed's plan of the perturbation `kinds`
-/// carried out against the CNS agent (see [`ward_campaign`]).
-pub fn run_blocking_with(
-    scenario: Scenario,
-    mode: Mode,
-    seed: u64,
-    kinds: &[Arc<dyn Perturbation>],
-) -> Result<Report, ScenarioError> {
-    crate::run::simulate(run(scenario, mode, seed, kinds))
+    crate::run::simulate(run(scenario, mode, seed, &[]))
 }
 
 /// How long the part of a run worth perturbing lasts (plans are drawn over it).

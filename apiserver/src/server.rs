@@ -67,7 +67,8 @@ impl ServerConfig {
 
     /// The clock the server stamps objects with (creation and deletion
     /// timestamps, managedFields, lease-like ages); by default one anchored
-    /// when the server starts. Hand the same [`Clock`] to the controllers
+    /// on the whole second when the server starts
+    /// ([`Clock::on_the_second`]: a seeded run stamps the same every time). Hand the same [`Clock`] to the controllers
     /// under test so that they and the server agree on "now", also under a
     /// paused tokio clock.
     #[must_use]
@@ -128,7 +129,7 @@ impl ApiServer {
     /// Start a server. Must be called inside a tokio runtime.
     pub async fn start(config: ServerConfig) -> Result<ApiServer, ServerError> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
-        let clock = config.clock.unwrap_or_default();
+        let clock = config.clock.unwrap_or_else(Clock::on_the_second);
         let store = Arc::new(Store::new(
             config.store.clone(),
             clock,

@@ -31,6 +31,20 @@ impl Clock {
         }
     }
 
+    /// Anchored at the current wall time rounded down to a whole second.
+    /// Kubernetes timestamps are whole seconds, so with this anchor the
+    /// second an event is stamped with depends on tokio time alone, not on
+    /// the wall clock's sub-second phase when the clock was made: a seeded
+    /// simulation then stamps, and decides, the same on every run.
+    #[must_use]
+    pub fn on_the_second() -> Self {
+        let now = Timestamp::now();
+        Clock {
+            wall0: Timestamp::from_second(now.as_second()).unwrap_or(now),
+            inst0: Instant::now(),
+        }
+    }
+
     /// The current time.
     #[must_use]
     pub fn now(&self) -> Timestamp {
@@ -73,5 +87,16 @@ mod tests {
         let b = c.now();
         assert_eq!(b.duration_since(a).as_secs(), 90);
         assert!(c.rfc3339().ends_with('Z'));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn on_the_second_stamps_by_tokio_time_alone() {
+        let c = Clock::on_the_second();
+        assert_eq!(c.now().subsec_nanosecond(), 0);
+        let first = c.rfc3339();
+        tokio::time::advance(std::time::Duration::from_millis(999)).await;
+        assert_eq!(c.rfc3339(), first, "still the anchor's second");
+        tokio::time::advance(std::time::Duration::from_millis(1)).await;
+        assert_ne!(c.rfc3339(), first, "the next second, exactly 1 s on");
     }
 }

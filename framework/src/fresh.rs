@@ -25,29 +25,31 @@
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt::Debug;
+use std::future::Future;
 use std::sync::{Arc, Mutex};
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
-use kube::api::Api;
+use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
 
 /// A shared read's answer (an error is shared too, behind an `Arc`).
 pub type FreshRead<T> = Result<Option<Arc<T>>, Arc<kube::Error>>;
 
-type Read<T> = Shared<BoxFuture<'static, FreshRead<T>>>;
+type Call<V> = Shared<BoxFuture<'static, V>>;
+type Key = (TypeId, String);
 
-/// The reads of one object: the one a newcomer may join (not sent yet),
-/// and the latest one created (the next must wait for it).
-struct Slot<T> {
-    open: Option<(u64, Read<T>)>,
-    last: (u64, Read<T>),
+/// The calls of one key: the one a newcomer may join (not sent yet), and
+/// the latest one created (the next must wait for it).
+struct Slot<V> {
+    open: Option<(u64, Call<V>)>,
+    last: (u64, Call<V>),
 }
 
 #[derive(Default)]
 struct Inner {
     next_id: u64,
-    slots: HashMap<(TypeId, String), Box<dyn Any + Send>>,
+    slots: HashMap<Key, Box<dyn Any + Send>>,
 }
 
 /// Coalesced quorum reads (see the module doc); cheap to clone, shared by
@@ -71,69 +73,98 @@ impl FreshReads {
         T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
     {
         let key = (TypeId::of::<T>(), format!("{}/{name}", api.resource_url()));
-        let read = {
+        let (api, name) = (api.clone(), name.to_string());
+        self.call(key, move || async move {
+            metrics::counter!("ward_fresh_reads_total").increment(1);
+            api.get_opt(&name)
+                .await
+                .map(|o| o.map(Arc::new))
+                .map_err(Arc::new)
+        })
+        .await
+    }
+
+    /// The resourceVersion the API server is at now, from a quorum LIST of
+    /// one item of `api`'s kind, or joined with such a read not sent yet.
+    /// `None` when the server's resourceVersion is not a number.
+    pub(crate) async fn current_rv<T>(&self, api: &Api<T>) -> Result<Option<u64>, Arc<kube::Error>>
+    where
+        T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let key = (TypeId::of::<u64>(), api.resource_url().to_string());
+        let api = api.clone();
+        self.call(key, move || async move {
+            metrics::counter!("ward_fresh_rv_reads_total").increment(1);
+            let list = api
+                .list_metadata(&ListParams::default().limit(1))
+                .await
+                .map_err(Arc::new)?;
+            Ok(list
+                .metadata
+                .resource_version
+                .and_then(|rv| rv.parse().ok()))
+        })
+        .await
+    }
+
+    /// Run the call `send` makes for `key`, or join one for the same key
+    /// that has not been sent yet.
+    async fn call<V, F>(&self, key: Key, send: impl FnOnce() -> F + Send + 'static) -> V
+    where
+        V: Clone + Send + Sync + 'static,
+        F: Future<Output = V> + Send + 'static,
+    {
+        let call = {
             let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-            let joinable = inner
+            let slot = inner
                 .slots
                 .get(&key)
-                .and_then(|s| s.downcast_ref::<Slot<T>>())
-                .and_then(|s| s.open.as_ref())
-                .map(|(_, r)| r.clone());
-            match joinable {
-                Some(read) => read,
+                .and_then(|s| s.downcast_ref::<Slot<V>>());
+            match slot.and_then(|s| s.open.as_ref()) {
+                Some((_, call)) => call.clone(),
                 None => {
+                    let before = slot.map(|s| s.last.1.clone());
                     inner.next_id += 1;
                     let id = inner.next_id;
-                    let before = inner
-                        .slots
-                        .get(&key)
-                        .and_then(|s| s.downcast_ref::<Slot<T>>())
-                        .map(|s| s.last.1.clone());
-                    let read =
-                        self.new_read(key.clone(), id, before, api.clone(), name.to_string());
+                    let call = self.new_call(key.clone(), id, before, send);
                     let slot = Slot {
-                        open: Some((id, read.clone())),
-                        last: (id, read.clone()),
+                        open: Some((id, call.clone())),
+                        last: (id, call.clone()),
                     };
                     inner.slots.insert(key, Box::new(slot));
-                    read
+                    call
                 }
             }
         };
-        read.await
+        call.await
     }
 
-    /// Read `id`: wait for the read before it, close itself to newcomers,
-    /// send the GET, and forget the slot if no later read was opened.
-    fn new_read<T>(
+    /// Call `id`: wait for the call before it, close itself to newcomers,
+    /// send, and forget the slot if no later call was opened.
+    fn new_call<V, F>(
         &self,
-        key: (TypeId, String),
+        key: Key,
         id: u64,
-        before: Option<Read<T>>,
-        api: Api<T>,
-        name: String,
-    ) -> Read<T>
+        before: Option<Call<V>>,
+        send: impl FnOnce() -> F + Send + 'static,
+    ) -> Call<V>
     where
-        T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        V: Clone + Send + Sync + 'static,
+        F: Future<Output = V> + Send + 'static,
     {
         let inner = self.inner.clone();
         async move {
             if let Some(before) = before {
                 let _ = before.await;
             }
-            with_slot::<T>(&inner, &key, |slot| {
+            with_slot::<V>(&inner, &key, |slot| {
                 if slot.open.as_ref().is_some_and(|(open, _)| *open == id) {
                     slot.open = None;
                 }
                 false
             });
-            metrics::counter!("ward_fresh_reads_total").increment(1);
-            let answer = api
-                .get_opt(&name)
-                .await
-                .map(|o| o.map(Arc::new))
-                .map_err(Arc::new);
-            with_slot::<T>(&inner, &key, |slot| {
+            let answer = send().await;
+            with_slot::<V>(&inner, &key, |slot| {
                 slot.last.0 == id && slot.open.is_none()
             });
             answer
@@ -144,16 +175,16 @@ impl FreshReads {
 }
 
 /// Run `f` on the slot of `key`; remove the slot when `f` says so.
-fn with_slot<T: Send + Sync + 'static>(
+fn with_slot<V: Send + Sync + 'static>(
     inner: &Mutex<Inner>,
-    key: &(TypeId, String),
-    f: impl FnOnce(&mut Slot<T>) -> bool,
+    key: &Key,
+    f: impl FnOnce(&mut Slot<V>) -> bool,
 ) {
     let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
     let remove = inner
         .slots
         .get_mut(key)
-        .and_then(|s| s.downcast_mut::<Slot<T>>())
+        .and_then(|s| s.downcast_mut::<Slot<V>>())
         .is_some_and(f);
     if remove {
         inner.slots.remove(key);

@@ -11,6 +11,7 @@ use std::fmt;
 use std::time::Duration;
 
 use futures::future::BoxFuture;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 
 /// Errors a guard reports (the reconcile is retried with backoff).
@@ -136,14 +137,32 @@ impl From<Wait> for Verdict {
     }
 }
 
+/// How a guard reads an object it judges by. Every mode is as fresh as a
+/// quorum GET sent when the check began; they differ in what they cost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Reads {
+    /// From a watch cache that has caught up with the server's current
+    /// resourceVersion, else a shared GET ([`GuardContext::get_consistent`]).
+    #[default]
+    Consistent,
+    /// A quorum GET shared by concurrent checks of the same object
+    /// ([`GuardContext::get_fresh`]).
+    Shared,
+    /// A quorum GET of its own per check.
+    Get,
+}
+
 /// What a guard gets besides the object: a client for fresh (quorum) reads
-/// and watches, and [`get_fresh`](Self::get_fresh), a quorum read shared
-/// with the controller's other checks of the same object.
+/// and watches; [`get_fresh`](Self::get_fresh), a quorum read shared with
+/// the controller's other checks of the same object; and
+/// [`get_consistent`](Self::get_consistent), an object's metadata as fresh
+/// as a GET, from a watch cache when it can prove it is current.
 #[derive(Clone)]
 pub struct GuardContext {
     client: Client,
     clock: crate::clock::Clock,
     reads: crate::fresh::FreshReads,
+    caches: crate::consistent::WatchCaches,
 }
 
 impl fmt::Debug for GuardContext {
@@ -160,7 +179,41 @@ impl GuardContext {
             client,
             clock: crate::clock::Clock::new(),
             reads: crate::fresh::FreshReads::default(),
+            caches: crate::consistent::WatchCaches::default(),
         }
+    }
+
+    /// The same context, its consistent reads waiting at most `catch_up`
+    /// for their watch cache before they read with a GET
+    /// (default [`DEFAULT_CATCH_UP`](crate::consistent::DEFAULT_CATCH_UP)).
+    #[must_use]
+    pub fn catch_up(mut self, catch_up: Duration) -> Self {
+        self.caches = crate::consistent::WatchCaches::with_catch_up(catch_up);
+        self
+    }
+
+    /// The metadata of `name` as it is now — as fresh as a quorum GET —
+    /// read from a watch cache of its kind when the cache has caught up
+    /// with the server's current resourceVersion, else with a shared GET
+    /// (see [`crate::consistent`]). `None` when it does not exist.
+    pub async fn get_consistent<T>(
+        &self,
+        api: &kube::Api<T>,
+        name: &str,
+    ) -> Result<Option<std::sync::Arc<ObjectMeta>>, GuardError>
+    where
+        T: kube::Resource
+            + Clone
+            + serde::de::DeserializeOwned
+            + fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        self.caches
+            .get(&self.reads, api, name)
+            .await
+            .map_err(GuardError::SharedRead)
     }
 
     /// The object `name` as it is now: a quorum GET that concurrent checks
@@ -185,6 +238,31 @@ impl GuardContext {
             .get(api, name)
             .await
             .map_err(GuardError::SharedRead)
+    }
+
+    /// The metadata of `name` as it is now, read the way `reads` says.
+    /// `None` when it does not exist.
+    pub async fn read_metadata<T>(
+        &self,
+        reads: Reads,
+        api: &kube::Api<T>,
+        name: &str,
+    ) -> Result<Option<std::sync::Arc<ObjectMeta>>, GuardError>
+    where
+        T: kube::Resource
+            + Clone
+            + serde::de::DeserializeOwned
+            + fmt::Debug
+            + Send
+            + Sync
+            + 'static,
+    {
+        let meta = |o: &T| std::sync::Arc::new(o.meta().clone());
+        Ok(match reads {
+            Reads::Consistent => self.get_consistent(api, name).await?,
+            Reads::Shared => self.get_fresh(api, name).await?.as_deref().map(meta),
+            Reads::Get => api.get_opt(name).await?.as_ref().map(meta),
+        })
     }
 
     /// The client (reads through it are quorum reads, never a cache).

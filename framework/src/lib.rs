@@ -17,6 +17,7 @@
 #![warn(missing_docs)]
 
 pub mod clock;
+pub mod consistent;
 pub mod controller;
 pub mod fresh;
 pub mod guard;
@@ -25,6 +26,6 @@ pub mod observe;
 pub mod shutdown;
 
 pub use controller::{Error, ErrorBackoff, GuardedController, RunResult, Synced};
-pub use guard::{Guard, GuardContext, GuardError, Verdict, Wait, run_guards};
+pub use guard::{Guard, GuardContext, GuardError, Reads, Verdict, Wait, run_guards};
 pub use leader::{LeaderElection, LeaderError};
 pub use observe::{Observability, ObserveError, ObserveHandle, Readiness, ReadyCheck};

@@ -143,3 +143,127 @@ async fn a_missing_object_is_none_and_sequential_checks_each_read() {
     // A check that begins after the earlier one ended never reuses its answer.
     assert!(ctx.get_fresh(&api, "absent").await.unwrap().is_some());
 }
+
+/// Counts object GETs of `name` and one-item LISTs (the current-rv reads).
+#[derive(Clone)]
+struct Counting {
+    inner: WardService,
+    name: &'static str,
+    gets: Arc<AtomicUsize>,
+    rv_reads: Arc<AtomicUsize>,
+}
+
+impl tower::Service<http::Request<Body>> for Counting {
+    type Response = http::Response<axum::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        tower::Service::<http::Request<Body>>::poll_ready(&mut self.inner, cx)
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        let uri = req.uri();
+        if req.method() == http::Method::GET {
+            if uri.path().ends_with(&format!("/{}", self.name)) {
+                self.gets.fetch_add(1, Ordering::SeqCst);
+            } else if uri.query().is_some_and(|q| q.contains("limit=1")) {
+                self.rv_reads.fetch_add(1, Ordering::SeqCst);
+            }
+        }
+        self.inner.call(req).boxed()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn consistent_reads_answer_from_a_current_cache_and_never_from_a_frozen_one() {
+    let server = ApiServer::start_in_process().await;
+    let svc = server.service();
+    let id = svc.client_id();
+    let counting = Counting {
+        inner: svc,
+        name: "owner",
+        gets: Arc::default(),
+        rv_reads: Arc::default(),
+    };
+    let (gets, rv_reads) = (counting.gets.clone(), counting.rv_reads.clone());
+    let ctx = GuardContext::new(kube::Client::new(counting, "default"));
+    let writer: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let api: Api<ConfigMap> = Api::default_namespaced(ctx.client().clone());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("owner".into());
+    let u1 = writer.create(&PostParams::default(), &cm).await.unwrap();
+    let uid = |m: Option<Arc<k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta>>| {
+        m.and_then(|m| m.uid.clone()).unwrap_or_default()
+    };
+
+    // Nothing is written between the checks: the server's rv stands still,
+    // the cache has seen it, every check is answered from the cache.
+    for _ in 0..10 {
+        assert_eq!(
+            uid(ctx.get_consistent(&api, "owner").await.unwrap()),
+            u1.metadata.uid.clone().unwrap()
+        );
+    }
+    assert_eq!(gets.load(Ordering::SeqCst), 0, "no GET of the owner");
+    assert_eq!(
+        rv_reads.load(Ordering::SeqCst),
+        10,
+        "one current rv per check"
+    );
+    assert!(ctx.get_consistent(&api, "absent").await.unwrap().is_none());
+
+    // The cache's watch is frozen, then the owner is deleted and recreated:
+    // the cache still shows U1, and must not be believed.
+    let now: u64 = writer
+        .list_metadata(&Default::default())
+        .await
+        .unwrap()
+        .metadata
+        .resource_version
+        .unwrap()
+        .parse()
+        .unwrap();
+    server.faults().update_view(id, |v| v.frozen_at = Some(now));
+    writer.delete("owner", &Default::default()).await.unwrap();
+    let u2 = writer.create(&PostParams::default(), &cm).await.unwrap();
+    assert_ne!(u1.metadata.uid, u2.metadata.uid);
+    let (gets_before, rvs_before) = (gets.load(Ordering::SeqCst), rv_reads.load(Ordering::SeqCst));
+    assert_eq!(
+        uid(ctx.get_consistent(&api, "owner").await.unwrap()),
+        u2.metadata.uid.clone().unwrap(),
+        "a frozen cache fooled the read"
+    );
+    assert_eq!(
+        gets.load(Ordering::SeqCst),
+        gets_before + 1,
+        "it fell back to a GET"
+    );
+    // While the watch has not moved, asking for the current rv again is
+    // useless: the next check goes straight to the GET.
+    assert_eq!(
+        uid(ctx.get_consistent(&api, "owner").await.unwrap()),
+        u2.metadata.uid.clone().unwrap()
+    );
+    assert_eq!(gets.load(Ordering::SeqCst), gets_before + 2);
+    assert_eq!(rv_reads.load(Ordering::SeqCst), rvs_before + 1);
+
+    // Released, the watch delivers the deletion and the creation; the
+    // cache is current again and answers with U2 (a check that begins
+    // before the watch has moved still goes to the GET).
+    server.faults().update_view(id, |v| v.frozen_at = None);
+    let mut from_cache = false;
+    for _ in 0..10 {
+        let before = gets.load(Ordering::SeqCst);
+        assert_eq!(
+            uid(ctx.get_consistent(&api, "owner").await.unwrap()),
+            u2.metadata.uid.clone().unwrap()
+        );
+        if gets.load(Ordering::SeqCst) == before {
+            from_cache = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(from_cache, "the released cache caught up and answered");
+}

@@ -154,8 +154,9 @@ impl<K, Child> AwaitDeletion<K, Child> {
     }
 
     /// Whether to re-read the owner for its live uid before judging
-    /// (default true; a quorum read shared by concurrent checks, see
-    /// [`GuardContext::get_fresh`]); false trusts the reconciled object's uid.
+    /// (default true; read as fresh as a GET, from the watch cache when it
+    /// has caught up, see [`GuardContext::get_consistent`]); false trusts
+    /// the reconciled object's uid.
     #[must_use]
     pub fn fresh_owner(mut self, fresh: bool) -> Self {
         self.fresh_owner = fresh;
@@ -200,12 +201,12 @@ where
         })?;
         if self.fresh_owner {
             let owners: Api<K> = Api::namespaced(ctx.client().clone(), &ns);
-            match ctx.get_fresh(&owners, &owner_name).await? {
-                Some(live) if live.uid().as_deref() == Some(owner_uid.as_str()) => {}
+            match ctx.get_consistent(&owners, &owner_name).await? {
+                Some(live) if live.uid.as_deref() == Some(owner_uid.as_str()) => {}
                 Some(live) => {
                     // The cache is behind: this reconcile is for an owner that
                     // no longer exists; the live one gets its own.
-                    owner_uid = live.uid().unwrap_or_default();
+                    owner_uid = live.uid.clone().unwrap_or_default();
                     return Ok(Verdict::skip(format!(
                         "owner {owner_name} was replaced (live uid {owner_uid})"
                     )));

@@ -11,10 +11,11 @@
 //! ```
 //!
 //! [`OwnerUid`] rejects the NNC of step 4: its controller owner is U1, the
-//! live Node A is U2. The owner is read with a quorum GET, never from a
-//! name-keyed cache, which would happily say "Node A exists" (as a guard,
-//! concurrent checks of one owner share such a read; see
-//! [`GuardContext::get_fresh`]).
+//! live Node A is U2. The owner is read as it is now, never from a plain
+//! name-keyed cache, which would happily say "Node A exists": as a guard,
+//! from a watch cache only once it has caught up with the server's current
+//! resourceVersion, else with a quorum GET (see
+//! [`GuardContext::get_consistent`]).
 //!
 //! ```no_run
 //! use k8s_openapi::api::core::v1::{ConfigMap, Node};
@@ -34,11 +35,12 @@ use std::any::TypeId;
 use std::fmt::{self, Debug};
 use std::marker::PhantomData;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::NamespaceResourceScope;
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use ward::{Guard, GuardContext, GuardError, Verdict};
+use ward::{Guard, GuardContext, GuardError, Reads, Verdict};
 
 /// Errors reading the owner.
 #[derive(Debug, thiserror::Error)]
@@ -99,20 +101,21 @@ pub enum Acceptance {
 /// Accept an object only if its controller ownerReference to an `Owner`
 /// names the live owner's UID (read fresh) and it is not terminating.
 ///
-/// As a guard it reads the owner through [`GuardContext::get_fresh`]: the
-/// controller's concurrent checks of one owner share a quorum read sent
-/// after each of them began (as fresh as a GET each, a few reads instead of
-/// one per child at a sync); [`OwnerUid::accept`] is a plain GET, for use
-/// outside a controller.
+/// As a guard it reads the owner the way [`reads`](Self::reads) says, by
+/// default [`Reads::Consistent`]: from the controller's watch cache of the
+/// owner kind once that has caught up with the server's current
+/// resourceVersion (one shared LIST of one item for all the checks that
+/// overlap), else a quorum GET — as fresh as a GET each either way.
+/// [`OwnerUid::accept`] is a plain GET, for use outside a controller.
 pub struct OwnerUid<Owner> {
-    shared_reads: bool,
+    reads: Reads,
     _owner: PhantomData<fn() -> Owner>,
 }
 
 impl<Owner> Default for OwnerUid<Owner> {
     fn default() -> Self {
         OwnerUid {
-            shared_reads: true,
+            reads: Reads::default(),
             _owner: PhantomData,
         }
     }
@@ -127,9 +130,9 @@ struct Lookup {
 }
 
 impl Lookup {
-    /// The verdict, given the owner as read.
-    fn judge(&self, live: Option<&DynamicObject>) -> Acceptance {
-        let live_uid = live.and_then(|o| o.metadata.uid.as_deref());
+    /// The verdict, given the owner's metadata as read.
+    fn judge(&self, live: Option<&ObjectMeta>) -> Acceptance {
+        let live_uid = live.and_then(|m| m.uid.as_deref());
         decide(&self.expected_uid, &self.name, live_uid)
     }
 }
@@ -145,11 +148,10 @@ where
         Self::default()
     }
 
-    /// As a guard, share owner reads between concurrent checks (default
-    /// true); false makes every check its own quorum GET.
+    /// As a guard, how to read the owner (default [`Reads::Consistent`]).
     #[must_use]
-    pub fn shared_reads(mut self, shared: bool) -> Self {
-        self.shared_reads = shared;
+    pub fn reads(mut self, reads: Reads) -> Self {
+        self.reads = reads;
         self
     }
 
@@ -163,7 +165,8 @@ where
             Ok(l) => l,
             Err(why) => return Ok(Acceptance::Reject(why)),
         };
-        Ok(l.judge(l.api.get_opt(&l.name).await?.as_ref()))
+        let live = l.api.get_opt(&l.name).await?;
+        Ok(l.judge(live.as_ref().map(|o| &o.metadata)))
     }
 
     fn lookup<K: Resource>(client: &Client, obj: &K) -> Result<Lookup, Rejection> {
@@ -226,8 +229,11 @@ where
     async fn check(&self, obj: &K, ctx: &GuardContext) -> Result<Verdict, GuardError> {
         let acceptance = match Self::lookup(ctx.client(), obj) {
             Err(why) => Acceptance::Reject(why),
-            Ok(l) if self.shared_reads => l.judge(ctx.get_fresh(&l.api, &l.name).await?.as_deref()),
-            Ok(l) => l.judge(l.api.get_opt(&l.name).await?.as_ref()),
+            Ok(l) => l.judge(
+                ctx.read_metadata(self.reads, &l.api, &l.name)
+                    .await?
+                    .as_deref(),
+            ),
         };
         Ok(match acceptance {
             Acceptance::Accept => Verdict::proceed(),

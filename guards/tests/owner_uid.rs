@@ -254,3 +254,51 @@ async fn a_stale_owner_cache_cannot_fool_the_guard() {
     guarded.task.abort();
     reflect.abort();
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_frozen_owner_cache_cannot_fool_the_guards_consistent_reads() {
+    let server = ApiServer::start_in_process().await;
+    let admin = server.client();
+    let nodes: Api<Node> = Api::all(admin.clone());
+    let nncs: Api<ConfigMap> = Api::namespaced(admin.clone(), "kube-system");
+    let a1 = nodes
+        .create(&PostParams::default(), &node("a"))
+        .await
+        .unwrap();
+    let stale = nncs
+        .create(&PostParams::default(), &nnc(&a1))
+        .await
+        .unwrap();
+    // The guard's context has judged the NNC once: its watch cache of
+    // Nodes holds node A as U1.
+    let (client, id) = server.client_and_id();
+    let ctx = ward::GuardContext::new(client);
+    let guard = OwnerUid::<Node>::new();
+    let verdict = ward::Guard::<ConfigMap>::check(&guard, &stale, &ctx).await;
+    assert_eq!(verdict.unwrap().label(), "proceed");
+    // Its watches freeze; node A is deleted and recreated while GC lags.
+    let frozen_at: u64 = nodes
+        .get("a")
+        .await
+        .unwrap()
+        .resource_version()
+        .unwrap()
+        .parse()
+        .unwrap();
+    server
+        .faults()
+        .update_view(id, |v| v.frozen_at = Some(frozen_at));
+    server.faults().pause_gc();
+    nodes
+        .delete("a", &DeleteParams::background())
+        .await
+        .unwrap();
+    nodes
+        .create(&PostParams::default(), &node("a"))
+        .await
+        .unwrap();
+    // The cache still says node A is U1, the NNC's owner; the guard must
+    // not believe it.
+    let verdict = ward::Guard::<ConfigMap>::check(&guard, &stale, &ctx).await;
+    assert_eq!(verdict.unwrap().label(), "skip");
+}

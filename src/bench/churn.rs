@@ -6,12 +6,13 @@
 //! The setup is the CNS shape: ConfigMaps standing in for node-scoped
 //! configuration records, each with a controller ownerReference to a Node.
 //! The guarded controller runs the guard that applies to such objects,
-//! [`OwnerUid`]`<Node>` (a quorum read of the owner per check, compared by
-//! UID, shared by the checks that overlap it; every owner is live, so every
+//! [`OwnerUid`]`<Node>` (the owner read as it is now and compared by UID;
+//! by default from the controller's watch cache once it has caught up with
+//! the server's current resourceVersion; every owner is live, so every
 //! verdict is proceed and the controllers run the body on the same
-//! objects). A third controller runs the guard with a GET of its own per
-//! check (`.shared_reads(false)`), the baseline shared reads are measured
-//! against. The body reads the
+//! objects). Two more controllers run the guard with the other read modes:
+//! a quorum GET shared by the checks that overlap it (`Reads::Shared`) and
+//! a GET of its own per check (`Reads::Get`), the baseline. The body reads the
 //! object's `stamp`, hashes its data and records the latency.
 //!
 //! Each phase (one controller, fresh client) first syncs — lists the N
@@ -32,7 +33,7 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde::Serialize;
-use ward::GuardedController;
+use ward::{GuardedController, Reads};
 use ward_apiserver::resources::ResourceInfo;
 use ward_apiserver::store::{DeleteSpec, Store};
 use ward_apiserver::{ApiServer, ServerConfig};
@@ -69,11 +70,14 @@ pub struct ChurnConfig {
 pub enum Variant {
     /// `kube_runtime::Controller`.
     Bare,
-    /// `ward::GuardedController` with `OwnerUid<Node>` (owner reads shared
-    /// by concurrent checks, the default).
+    /// `ward::GuardedController` with `OwnerUid<Node>` (consistent reads
+    /// from a watch cache, the default).
     Guarded,
-    /// The same with `.shared_reads(false)`: one quorum GET per check (the
-    /// baseline the shared reads are measured against).
+    /// The same with `Reads::Shared`: quorum GETs shared by overlapping checks.
+    #[serde(rename = "guarded-shared")]
+    GuardedShared,
+    /// The same with `Reads::Get`: one quorum GET per check (the baseline
+    /// the other two are measured against).
     #[serde(rename = "guarded-get")]
     GuardedGet,
 }
@@ -180,10 +184,14 @@ pub struct SizeResult {
     pub bare: Summary,
     /// Guarded controller.
     pub guarded: Summary,
+    /// Guarded controller, GETs shared by overlapping checks.
+    pub guarded_shared: Summary,
     /// Guarded controller, one GET per check.
     pub guarded_get: Summary,
+    /// Saturated (sync) reconciles/s, guarded with shared GETs over bare.
+    pub sync_throughput_shared: f64,
     /// Saturated (sync) reconciles/s, guarded with a GET per check over
-    /// bare: what shared reads are measured against.
+    /// bare: the baseline of the other read modes.
     pub sync_throughput_get: f64,
     /// Guarded over bare.
     pub ratios: Ratios,
@@ -379,9 +387,13 @@ fn spawn_controller(
                 .run(reconcile, error_policy, probe)
                 .for_each(|_| async {}),
         ),
-        Variant::Guarded | Variant::GuardedGet => tokio::spawn(
+        Variant::Guarded | Variant::GuardedShared | Variant::GuardedGet => tokio::spawn(
             GuardedController::new(api, watcher::Config::default())
-                .guard(OwnerUid::<Node>::new().shared_reads(variant == Variant::Guarded))
+                .guard(OwnerUid::<Node>::new().reads(match variant {
+                    Variant::GuardedShared => Reads::Shared,
+                    Variant::GuardedGet => Reads::Get,
+                    _ => Reads::Consistent,
+                }))
                 .graceful_shutdown_on(stop)
                 .run(reconcile, error_policy, probe)
                 .for_each(|_| async {}),
@@ -529,7 +541,12 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
             );
             let mut phases = Vec::new();
             for round in 0..config.rounds.max(1) {
-                for variant in [Variant::Bare, Variant::Guarded, Variant::GuardedGet] {
+                for variant in [
+                    Variant::Bare,
+                    Variant::Guarded,
+                    Variant::GuardedShared,
+                    Variant::GuardedGet,
+                ] {
                     let (p, back) = phase(&server, churner, variant, round, config).await;
                     churner = back;
                     log(&format!(
@@ -552,6 +569,7 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
         });
         let bare = summarize(&result, Variant::Bare);
         let guarded = summarize(&result, Variant::Guarded);
+        let guarded_shared = summarize(&result, Variant::GuardedShared);
         let guarded_get = summarize(&result, Variant::GuardedGet);
         let ratios = Ratios {
             throughput: ratio(guarded.reconciles_per_sec, bare.reconciles_per_sec),
@@ -567,12 +585,17 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
         };
         sizes.push(SizeResult {
             objects: n,
+            sync_throughput_shared: ratio(
+                guarded_shared.sync_reconciles_per_sec,
+                bare.sync_reconciles_per_sec,
+            ),
             sync_throughput_get: ratio(
                 guarded_get.sync_reconciles_per_sec,
                 bare.sync_reconciles_per_sec,
             ),
             bare,
             guarded,
+            guarded_shared,
             guarded_get,
             ratios,
             phases: result,

@@ -398,12 +398,12 @@ pub fn markdown(r: &Results) -> String {
         c.rounds,
         c.guards.join(", ")
     );
-    s.push_str("| objects | reconciles/s bare / guarded (ratio) | p50 ms bare / guarded | p99 ms bare / guarded (ratio) | CPU s bare / guarded (ratio) | peak RSS MiB bare / guarded | sync reconciles/s bare / guarded (ratio) | sync reconciles/s, a GET per check (ratio) | sync owner reads per object, shared / a GET per check |\n|---|---|---|---|---|---|---|---|---|\n");
+    s.push_str("| objects | reconciles/s bare / guarded (ratio) | p50 ms bare / guarded | p99 ms bare / guarded (ratio) | CPU s bare / guarded (ratio) | peak RSS MiB bare / guarded | sync reconciles/s bare / guarded (ratio) | sync reconciles/s, shared GETs (ratio) | sync reconciles/s, a GET per check (ratio) | sync owner reads per object, consistent / shared / a GET per check |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for z in &c.sizes {
         let (b, g, q) = (&z.bare, &z.guarded, &z.ratios);
         let _ = writeln!(
             s,
-            "| {} | {:.0} / {:.0} ({:.3}) | {:.2} / {:.2} | {:.2} / {:.2} ({:.2}) | {:.2} / {:.2} ({:.2}) | {:.0} / {:.0} | {} / {} ({:.2}) | {} ({:.2}) | {:.3} / {:.3} |",
+            "| {} | {:.0} / {:.0} ({:.3}) | {:.2} / {:.2} | {:.2} / {:.2} ({:.2}) | {:.2} / {:.2} ({:.2}) | {:.0} / {:.0} | {} / {} ({:.2}) | {} ({:.2}) | {} ({:.2}) | {:.3} / {:.3} / {:.3} |",
             count(z.objects),
             b.reconciles_per_sec,
             g.reconciles_per_sec,
@@ -421,9 +421,12 @@ pub fn markdown(r: &Results) -> String {
             k(b.sync_reconciles_per_sec),
             k(g.sync_reconciles_per_sec),
             q.sync_throughput,
+            k(z.guarded_shared.sync_reconciles_per_sec),
+            z.sync_throughput_shared,
             k(z.guarded_get.sync_reconciles_per_sec),
             z.sync_throughput_get,
             g.sync_owner_reads_per_object,
+            z.guarded_shared.sync_owner_reads_per_object,
             z.guarded_get.sync_owner_reads_per_object
         );
     }

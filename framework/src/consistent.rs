@@ -1,0 +1,269 @@
+//! Consistent reads from a watch cache, as kube-apiserver serves them from
+//! its own watch cache (KEP-2340): learn the resourceVersion the server is
+//! at *now*, wait (bounded) until the cache's watch has delivered it, then
+//! answer from the cache; when it does not catch up in time, read with a
+//! quorum GET instead.
+//!
+//! ```text
+//! check ──► current rv R (a quorum LIST of one item, shared; sent after the check began)
+//!       ──► cache watch at >= R?   yes: the cache's answer is as fresh as a GET
+//!                                  no, within the bound: a (shared) quorum GET
+//! ```
+//!
+//! Why this is linearizable where a plain cache is not: R was read after
+//! the check began, so every write that completed before the check has an
+//! rv <= R; a watch that has delivered R (an event or a BOOKMARK at or past
+//! it) has applied all of them. A cache merely newer than the object being
+//! reconciled proves nothing (the owner may have been replaced since).
+//!
+//! One cache per resource URL (kind and namespace), metadata only, started
+//! by its first read and kept until the [`GuardContext`](crate::GuardContext)
+//! is dropped: a list, then a watch with bookmarks, re-listed on errors.
+//! A watch only moves past R when an object of its kind changes or a
+//! bookmark arrives (ward-apiserver sends one every 15 s by default,
+//! kube-apiserver about once a minute), so for a kind that is rarely
+//! written while others are, the cache is mostly behind R: after a current
+//! rv found it behind, reads go straight to the GET until the watch moves
+//! again — then such a read costs what a GET costs, no more. The cache wins
+//! when the server's rv stands still (an initial sync, a burst of
+//! reconciles with no writes in between) or the kind itself is written.
+//!
+//! resourceVersions are compared as numbers, which is what both servers
+//! issue (kube-apiserver's are etcd revisions); a server whose rvs are not
+//! numbers gets the GET every time.
+
+use std::collections::HashMap;
+use std::fmt::Debug;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::{StreamExt, TryStreamExt};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
+use kube::api::{Api, ListParams, WatchEvent, WatchParams};
+use serde::de::DeserializeOwned;
+use tokio::sync::watch;
+
+use crate::fresh::FreshReads;
+
+/// How long a read waits for its cache to reach the current rv before it
+/// reads with a GET instead.
+pub const DEFAULT_CATCH_UP: Duration = Duration::from_millis(20);
+
+/// A cache's answer: the object's metadata, or `None` when it does not exist.
+pub type CachedRead = Result<Option<Arc<ObjectMeta>>, Arc<kube::Error>>;
+
+/// What one cache holds; shared by its watch task and its readers.
+#[derive(Default)]
+struct Contents {
+    objects: Mutex<HashMap<String, Arc<ObjectMeta>>>,
+}
+
+struct Cache {
+    contents: Arc<Contents>,
+    /// The highest rv the watch has delivered (0 before the first list).
+    observed: watch::Receiver<u64>,
+    /// The `observed` at which a current rv last found the cache behind
+    /// (`u64::MAX`: never): until the watch moves, asking again is useless.
+    behind_at: AtomicU64,
+    task: tokio::task::AbortHandle,
+}
+
+impl Drop for Cache {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// The watch caches of one controller (see the module doc); cheap to clone.
+#[derive(Clone)]
+pub struct WatchCaches {
+    caches: Arc<Mutex<HashMap<String, Arc<Cache>>>>,
+    catch_up: Duration,
+}
+
+impl Default for WatchCaches {
+    fn default() -> Self {
+        WatchCaches {
+            caches: Arc::default(),
+            catch_up: DEFAULT_CATCH_UP,
+        }
+    }
+}
+
+impl Debug for WatchCaches {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("WatchCaches")
+            .field("catch_up", &self.catch_up)
+            .finish_non_exhaustive()
+    }
+}
+
+impl WatchCaches {
+    /// Caches whose reads wait at most `catch_up` for the watch.
+    #[must_use]
+    pub fn with_catch_up(catch_up: Duration) -> Self {
+        WatchCaches {
+            catch_up,
+            ..Self::default()
+        }
+    }
+
+    /// The metadata of `name` as it is now: from the cache of `api`'s kind
+    /// when it has caught up with the server's current rv, else from a
+    /// quorum GET shared through `reads`. `None` when it does not exist.
+    pub async fn get<T>(&self, reads: &FreshReads, api: &Api<T>, name: &str) -> CachedRead
+    where
+        T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let cache = self.cache(api);
+        let mut observed = cache.observed.clone();
+        let seen = *observed.borrow_and_update();
+        if seen == 0 || cache.behind_at.load(Ordering::Relaxed) != seen {
+            if let Some(now) = reads.current_rv(api).await? {
+                let caught_up =
+                    tokio::time::timeout(self.catch_up, observed.wait_for(|o| *o >= now));
+                if matches!(caught_up.await, Ok(Ok(_))) {
+                    metrics::counter!("ward_consistent_reads_total", "from" => "cache")
+                        .increment(1);
+                    let objects = cache
+                        .contents
+                        .objects
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner());
+                    return Ok(objects.get(name).cloned());
+                }
+                cache.behind_at.store(*observed.borrow(), Ordering::Relaxed);
+            }
+        }
+        metrics::counter!("ward_consistent_reads_total", "from" => "get").increment(1);
+        let live = reads.get(api, name).await?;
+        Ok(live.map(|o| Arc::new(o.meta().clone())))
+    }
+
+    /// The cache of `api`'s resource URL, started if it was not.
+    fn cache<T>(&self, api: &Api<T>) -> Arc<Cache>
+    where
+        T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    {
+        let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        caches
+            .entry(api.resource_url().to_string())
+            .or_insert_with(|| {
+                let contents = Arc::new(Contents::default());
+                let (tx, observed) = watch::channel(0);
+                let task = tokio::spawn(keep(api.clone(), contents.clone(), tx)).abort_handle();
+                Arc::new(Cache {
+                    contents,
+                    observed,
+                    behind_at: AtomicU64::new(u64::MAX),
+                    task,
+                })
+            })
+            .clone()
+    }
+}
+
+/// Keep `contents` equal to the server's objects of `api`'s kind: list,
+/// watch with bookmarks from the list's rv, re-watch from the last rv when
+/// a watch ends, re-list after an error. `observed` follows every event
+/// and bookmark.
+async fn keep<T>(api: Api<T>, contents: Arc<Contents>, observed: watch::Sender<u64>)
+where
+    T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    let mut retry = Duration::from_millis(100);
+    loop {
+        let list = match api.list_metadata(&ListParams::default()).await {
+            Ok(list) => list,
+            Err(e) => {
+                tracing::debug!(error = %e, url = api.resource_url(), "watch cache: list failed");
+                tokio::time::sleep(retry).await;
+                retry = (retry * 2).min(Duration::from_secs(10));
+                continue;
+            }
+        };
+        let Some(mut rv) = list.metadata.resource_version.clone() else {
+            return;
+        };
+        *contents.objects.lock().unwrap_or_else(|e| e.into_inner()) = list
+            .items
+            .into_iter()
+            .map(|o| {
+                (
+                    o.metadata.name.clone().unwrap_or_default(),
+                    Arc::new(o.metadata),
+                )
+            })
+            .collect();
+        if !advance(&observed, &rv) {
+            return;
+        }
+        retry = Duration::from_millis(100);
+        let params = WatchParams {
+            bookmarks: true,
+            ..WatchParams::default()
+        }
+        .timeout(290);
+        'watch: loop {
+            let events = match api.watch_metadata(&params, &rv).await {
+                Ok(events) => events,
+                Err(e) => {
+                    tracing::debug!(error = %e, url = api.resource_url(), "watch cache: watch failed");
+                    break 'watch;
+                }
+            };
+            let mut events = events.boxed();
+            loop {
+                let event = match events.try_next().await {
+                    Ok(Some(event)) => event,
+                    Ok(None) => continue 'watch,
+                    Err(e) => {
+                        tracing::debug!(error = %e, url = api.resource_url(), "watch cache: watch broke");
+                        break 'watch;
+                    }
+                };
+                let (meta, gone) = match event {
+                    WatchEvent::Added(o) | WatchEvent::Modified(o) => (o.metadata, false),
+                    WatchEvent::Deleted(o) => (o.metadata, true),
+                    WatchEvent::Bookmark(b) => {
+                        rv = b.metadata.resource_version;
+                        advance(&observed, &rv);
+                        continue;
+                    }
+                    WatchEvent::Error(e) => {
+                        tracing::debug!(error = %e, url = api.resource_url(), "watch cache: watch error");
+                        break 'watch;
+                    }
+                };
+                let name = meta.name.clone().unwrap_or_default();
+                let event_rv = meta.resource_version.clone().unwrap_or_default();
+                {
+                    let mut objects = contents.objects.lock().unwrap_or_else(|e| e.into_inner());
+                    if gone {
+                        objects.remove(&name);
+                    } else {
+                        objects.insert(name, Arc::new(meta));
+                    }
+                }
+                rv = event_rv;
+                advance(&observed, &rv);
+            }
+        }
+        tokio::time::sleep(retry).await;
+    }
+}
+
+/// Move `observed` to `rv` if it is a number past it; false when it is not
+/// a number (the cache then never answers).
+fn advance(observed: &watch::Sender<u64>, rv: &str) -> bool {
+    let Ok(rv) = rv.parse::<u64>() else {
+        return false;
+    };
+    observed.send_if_modified(|o| {
+        let moved = rv > *o;
+        *o = (*o).max(rv);
+        moved
+    });
+    true
+}

@@ -20,7 +20,10 @@
 //! At most one read per object is in flight and at most one is waiting to
 //! be sent, so N overlapping checks of one owner cost at most two reads —
 //! a sync of 10k children owned by 64 Nodes needs about 64-128 reads
-//! instead of 10k. Nothing is spawned: a read is driven by whoever awaits it.
+//! instead of 10k. A read stays open for one turn of the scheduler before
+//! it is sent, so checks polled one after another in the same turn share
+//! it even when the server answers at once (in-process). Nothing is
+//! spawned: a read is driven by whoever awaits it.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -157,6 +160,10 @@ impl FreshReads {
             if let Some(before) = before {
                 let _ = before.await;
             }
+            // Stay open for one turn of the scheduler: the checks polled
+            // in the same turn (a controller polls its reconciles one after
+            // another) join this call instead of each sending its own.
+            tokio::task::yield_now().await;
             with_slot::<V>(&inner, &key, |slot| {
                 if slot.open.as_ref().is_some_and(|(open, _)| *open == id) {
                     slot.open = None;

@@ -35,12 +35,13 @@ use std::fmt::Debug;
 use std::marker::PhantomData;
 use std::time::Duration;
 
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::Api;
 use kube::core::NamespaceResourceScope;
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use ward::{Guard, GuardContext, GuardError, Verdict};
+use ward::{Guard, GuardContext, GuardError, Reads, Verdict};
 
 /// Why the child blocks its owner's reconcile.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -90,22 +91,22 @@ pub enum AwaitDeletionError {
 
 /// Judge an existing `child` against the owner's live uid (the decision
 /// table of [`AwaitDeletion`]).
-pub fn judge<Child: Resource>(
-    child: Option<&Child>,
+pub fn judge(
+    child: Option<&ObjectMeta>,
     owner_uid: &str,
     allow_orphans: bool,
 ) -> Result<ChildState, AwaitDeletionError> {
     let Some(child) = child else {
         return Ok(ChildState::Absent);
     };
-    let uid = child.meta().uid.clone().ok_or_else(|| {
-        AwaitDeletionError::NoChildUid(child.meta().name.clone().unwrap_or_default())
-    })?;
-    if child.meta().deletion_timestamp.is_some() {
+    let uid = child
+        .uid
+        .clone()
+        .ok_or_else(|| AwaitDeletionError::NoChildUid(child.name.clone().unwrap_or_default()))?;
+    if child.deletion_timestamp.is_some() {
         return Ok(ChildState::Blocked(Blocked::Terminating { uid }));
     }
     let controller = child
-        .meta()
         .owner_references
         .iter()
         .flatten()
@@ -128,6 +129,7 @@ pub struct AwaitDeletion<K, Child> {
     child_name: Box<dyn Fn(&K) -> String + Send + Sync>,
     allow_orphans: bool,
     fresh_owner: bool,
+    reads: Reads,
     fallback: Duration,
     _child: PhantomData<fn() -> Child>,
 }
@@ -140,6 +142,7 @@ impl<K, Child> AwaitDeletion<K, Child> {
             child_name: Box::new(child_name),
             allow_orphans: true,
             fresh_owner: true,
+            reads: Reads::default(),
             fallback: Duration::from_secs(300),
             _child: PhantomData,
         }
@@ -154,12 +157,20 @@ impl<K, Child> AwaitDeletion<K, Child> {
     }
 
     /// Whether to re-read the owner for its live uid before judging
-    /// (default true; read as fresh as a GET, from the watch cache when it
-    /// has caught up, see [`GuardContext::get_consistent`]); false trusts
-    /// the reconciled object's uid.
+    /// (default true); false trusts the reconciled object's uid.
     #[must_use]
     pub fn fresh_owner(mut self, fresh: bool) -> Self {
         self.fresh_owner = fresh;
+        self
+    }
+
+    /// How the owner and the child are read (default
+    /// [`Reads::Consistent`]: as fresh as a GET, from the controller's
+    /// watch cache once it has caught up, see
+    /// [`GuardContext::get_consistent`]).
+    #[must_use]
+    pub fn reads(mut self, reads: Reads) -> Self {
+        self.reads = reads;
         self
     }
 
@@ -201,7 +212,7 @@ where
         })?;
         if self.fresh_owner {
             let owners: Api<K> = Api::namespaced(ctx.client().clone(), &ns);
-            match ctx.get_consistent(&owners, &owner_name).await? {
+            match ctx.read_metadata(self.reads, &owners, &owner_name).await? {
                 Some(live) if live.uid.as_deref() == Some(owner_uid.as_str()) => {}
                 Some(live) => {
                     // The cache is behind: this reconcile is for an owner that
@@ -216,9 +227,11 @@ where
         }
         let child_name = (self.child_name)(owner);
         let children: Api<Child> = Api::namespaced(ctx.client().clone(), &ns);
-        let child = children.get_opt(&child_name).await?;
+        let child = ctx
+            .read_metadata(self.reads, &children, &child_name)
+            .await?;
         let state =
-            judge(child.as_ref(), &owner_uid, self.allow_orphans).map_err(GuardError::invalid)?;
+            judge(child.as_deref(), &owner_uid, self.allow_orphans).map_err(GuardError::invalid)?;
         let (uid, reason) = match state {
             ChildState::Absent | ChildState::Owned | ChildState::Adoptable => {
                 return Ok(Verdict::proceed());
@@ -287,7 +300,8 @@ mod tests {
     #[test]
     fn decision_table() {
         use ChildState::*;
-        let j = |c: Option<&ConfigMap>, orphans| judge(c, "L2", orphans).unwrap();
+        let j =
+            |c: Option<&ConfigMap>, orphans| judge(c.map(|c| &c.metadata), "L2", orphans).unwrap();
         assert_eq!(j(None, true), Absent);
         assert_eq!(j(Some(&child(Some("L2"), true, false)), true), Owned);
         // The GC-lag window: not terminating, but the controller is L1.
@@ -315,6 +329,6 @@ mod tests {
         );
         let mut no_uid = child(None, false, false);
         no_uid.metadata.uid = None;
-        assert!(judge(Some(&no_uid), "L2", true).is_err());
+        assert!(judge(Some(&no_uid.metadata), "L2", true).is_err());
     }
 }

@@ -15,8 +15,8 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
     let size = &r.churn.sizes[0];
     assert_eq!(
         size.phases.len(),
-        3,
-        "bare, guarded, guarded with a GET per check"
+        4,
+        "bare, guarded (consistent reads), guarded with shared GETs, with a GET per check"
     );
     for p in &size.phases {
         assert!(p.synced, "{:?} did not sync", p.variant);

@@ -392,7 +392,7 @@ pub fn markdown(r: &Results) -> String {
     let c = &r.churn;
     let _ = writeln!(
         s,
-        "**Controller churn** ({} writes/s: 20% create, 60% update, 20% delete; {:.0} s per phase, {} rounds of bare, guarded, guarded with a GET per check; guard: {}):\n",
+        "**Controller churn** ({} writes/s: 20% create, 60% update, 20% delete; {:.0} s per phase, {} rounds of bare, guarded (consistent reads), guarded with shared GETs, guarded with a GET per check; guard: {}):\n",
         c.rate,
         c.churn_secs,
         c.rounds,

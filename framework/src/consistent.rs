@@ -119,22 +119,17 @@ impl WatchCaches {
         let cache = self.cache(api);
         let mut observed = cache.observed.clone();
         let seen = *observed.borrow_and_update();
-        if seen == 0 || cache.behind_at.load(Ordering::Relaxed) != seen {
-            if let Some(now) = reads.current_rv(api).await? {
-                let caught_up =
-                    tokio::time::timeout(self.catch_up, observed.wait_for(|o| *o >= now));
-                if matches!(caught_up.await, Ok(Ok(_))) {
-                    metrics::counter!("ward_consistent_reads_total", "from" => "cache")
-                        .increment(1);
-                    let objects = cache
-                        .contents
-                        .objects
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner());
-                    return Ok(objects.get(name).cloned());
-                }
-                cache.behind_at.store(*observed.borrow(), Ordering::Relaxed);
+        // After a miss, asking again is useless until the watch moves.
+        let worth_asking = seen == 0 || cache.behind_at.load(Ordering::Relaxed) != seen;
+        if worth_asking && let Some(now) = reads.current_rv(api).await? {
+            let caught_up = tokio::time::timeout(self.catch_up, observed.wait_for(|o| *o >= now));
+            if matches!(caught_up.await, Ok(Ok(_))) {
+                metrics::counter!("ward_consistent_reads_total", "from" => "cache").increment(1);
+                let objects = cache.contents.objects.lock();
+                let objects = objects.unwrap_or_else(|e| e.into_inner());
+                return Ok(objects.get(name).cloned());
             }
+            cache.behind_at.store(*observed.borrow(), Ordering::Relaxed);
         }
         metrics::counter!("ward_consistent_reads_total", "from" => "get").increment(1);
         let live = reads.get(api, name).await?;

@@ -21,7 +21,7 @@ pub enum GuardError {
     #[error("API call failed: {0}")]
     Kube(#[from] kube::Error),
     /// A read shared by several checks failed
-    /// ([`GuardContext::get_fresh`]).
+    /// ([`GuardContext::get_fresh`], [`GuardContext::get_consistent`]).
     #[error("shared read failed: {0}")]
     SharedRead(#[source] std::sync::Arc<kube::Error>),
     /// The object cannot be judged (e.g. it has no name or uid); the

@@ -11,6 +11,10 @@
 //!   same meaning) with guards, owner triggers from replaced owners made
 //!   visible, an opt-in per-object error backoff, a tracing span per
 //!   reconcile (object ref and uid) and metrics.
+//! - Fresh reads for guards ([`GuardContext`], [`Reads`]): an object as it
+//!   is now, from the controller's watch cache once it has caught up with
+//!   the server's current resourceVersion ([`consistent`]), or with quorum
+//!   GETs that overlapping checks share ([`fresh`]).
 //!
 //! Ready-made guards live in the `ward-guards` crate.
 

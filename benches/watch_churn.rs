@@ -35,6 +35,15 @@ fn main() {
             .collect();
         config.out_dir = bench::default_out_dir("ward-bench-partial");
     }
+    // WARD_BENCH_CHURN_SECS=0 runs each churn phase for that long (0: the
+    // syncs alone, e.g. to profile them).
+    if let Some(secs) = std::env::var("WARD_BENCH_CHURN_SECS")
+        .ok()
+        .and_then(|s| s.trim().parse::<f64>().ok())
+    {
+        config.churn.churn = std::time::Duration::from_secs_f64(secs);
+        config.out_dir = bench::default_out_dir("ward-bench-partial");
+    }
     let log = |line: &str| eprintln!("[{:>6.1}s] {line}", started.elapsed().as_secs_f64());
     let results = bench::run_all(&config, false, &log);
     ward_base::outln!("{}", bench::report::markdown(&results));

@@ -52,6 +52,8 @@ pub const RECONCILE_RESULTS: &[&str] = &["success", "error", "skipped", "waiting
 pub const VERDICTS: &[&str] = &["proceed", "wait", "skip"];
 /// `ward_stale_triggers_total`'s `source` label values.
 pub const STALE_SOURCES: &[&str] = &["owner", "wake"];
+/// `ward_consistent_reads_total`'s `from` label values.
+pub const CONSISTENT_SOURCES: &[&str] = &["cache", "get"];
 /// `ward_occ_*`'s `verb` label values.
 pub const OCC_VERBS: &[&str] = &["update", "delete"];
 /// `ward_leader_transitions_total`'s `event` label values.
@@ -106,6 +108,18 @@ pub const METRICS: &[Metric] = &[
         kind: MetricType::Counter,
         labels: &[],
         help: "Quorum reads sent by guards' fresh reads (coalesced checks share one).",
+    },
+    Metric {
+        name: "ward_fresh_rv_reads_total",
+        kind: MetricType::Counter,
+        labels: &[],
+        help: "One-item quorum LISTs sent to learn the server's current resourceVersion for consistent reads (coalesced checks share one).",
+    },
+    Metric {
+        name: "ward_consistent_reads_total",
+        kind: MetricType::Counter,
+        labels: &["from"],
+        help: "Consistent reads by where they were answered: cache (the watch cache had caught up) or get (a quorum GET).",
     },
     Metric {
         name: "ward_occ_conflicts_total",
@@ -193,6 +207,10 @@ pub fn register() {
         metrics::counter!("ward_occ_gave_up_total", "verb" => *verb).increment(0);
     }
     metrics::counter!("ward_fresh_reads_total").increment(0);
+    metrics::counter!("ward_fresh_rv_reads_total").increment(0);
+    for from in CONSISTENT_SOURCES {
+        metrics::counter!("ward_consistent_reads_total", "from" => *from).increment(0);
+    }
 }
 
 /// Present a controller's per-kind and per-guard series at zero.

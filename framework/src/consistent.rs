@@ -30,7 +30,9 @@
 //!
 //! resourceVersions are compared as numbers, which is what both servers
 //! issue (kube-apiserver's are etcd revisions); a server whose rvs are not
-//! numbers gets the GET every time.
+//! numbers gets the GET every time. The cache needs `list` and `watch` on
+//! the kind; where RBAC grants only `get`, the current-rv read fails once
+//! and every read is a GET, as before.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
@@ -120,16 +122,27 @@ impl WatchCaches {
         let mut observed = cache.observed.clone();
         let seen = *observed.borrow_and_update();
         // After a miss, asking again is useless until the watch moves.
-        let worth_asking = seen == 0 || cache.behind_at.load(Ordering::Relaxed) != seen;
-        if worth_asking && let Some(now) = reads.current_rv(api).await? {
-            let caught_up = tokio::time::timeout(self.catch_up, observed.wait_for(|o| *o >= now));
-            if matches!(caught_up.await, Ok(Ok(_))) {
-                metrics::counter!("ward_consistent_reads_total", "from" => "cache").increment(1);
-                let objects = cache.contents.objects.lock();
-                let objects = objects.unwrap_or_else(|e| e.into_inner());
-                return Ok(objects.get(name).cloned());
+        if cache.behind_at.load(Ordering::Relaxed) != seen {
+            match reads.current_rv(api).await {
+                Ok(Some(now)) => {
+                    let wait = observed.wait_for(|o| *o >= now);
+                    if matches!(tokio::time::timeout(self.catch_up, wait).await, Ok(Ok(_))) {
+                        metrics::counter!("ward_consistent_reads_total", "from" => "cache")
+                            .increment(1);
+                        let objects = cache.contents.objects.lock();
+                        let objects = objects.unwrap_or_else(|e| e.into_inner());
+                        return Ok(objects.get(name).cloned());
+                    }
+                    cache.behind_at.store(*observed.borrow(), Ordering::Relaxed);
+                }
+                // rvs that are not numbers: the cache can never answer.
+                Ok(None) => cache.behind_at.store(seen, Ordering::Relaxed),
+                // E.g. RBAC grants get but not list: the GET still can.
+                Err(e) => {
+                    tracing::debug!(error = %e, url = api.resource_url(), "consistent read: current rv unavailable, reading with a GET");
+                    cache.behind_at.store(seen, Ordering::Relaxed);
+                }
             }
-            cache.behind_at.store(*observed.borrow(), Ordering::Relaxed);
         }
         metrics::counter!("ward_consistent_reads_total", "from" => "get").increment(1);
         let live = reads.get(api, name).await?;

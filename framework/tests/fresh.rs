@@ -267,3 +267,66 @@ async fn consistent_reads_answer_from_a_current_cache_and_never_from_a_frozen_on
     }
     assert!(from_cache, "the released cache caught up and answered");
 }
+
+/// Answers 403 to every LIST and WATCH (RBAC granting `get` only), and
+/// counts the refused one-item LISTs (current-rv reads).
+#[derive(Clone)]
+struct GetOnly {
+    inner: WardService,
+    refused_rv_reads: Arc<AtomicUsize>,
+}
+
+impl tower::Service<http::Request<Body>> for GetOnly {
+    type Response = http::Response<axum::body::Body>;
+    type Error = std::convert::Infallible;
+    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        tower::Service::<http::Request<Body>>::poll_ready(&mut self.inner, cx)
+    }
+
+    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
+        if req.uri().path().ends_with("/configmaps") {
+            if req.uri().query().is_some_and(|q| q.contains("limit=1")) {
+                self.refused_rv_reads.fetch_add(1, Ordering::SeqCst);
+            }
+            let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
+                "reason": "Forbidden", "code": 403, "message": "configmaps is forbidden"});
+            let resp = http::Response::builder()
+                .status(403)
+                .header("content-type", "application/json")
+                .body(axum::body::Body::from(status.to_string()))
+                .expect("a response");
+            return async move { Ok(resp) }.boxed();
+        }
+        self.inner.call(req).boxed()
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn without_list_rights_consistent_reads_are_gets() {
+    let server = ApiServer::start_in_process().await;
+    let refused = Arc::new(AtomicUsize::new(0));
+    let svc = GetOnly {
+        inner: server.service(),
+        refused_rv_reads: refused.clone(),
+    };
+    let ctx = GuardContext::new(kube::Client::new(svc, "default"));
+    let api: Api<ConfigMap> = Api::default_namespaced(ctx.client().clone());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("owner".into());
+    Api::<ConfigMap>::default_namespaced(server.client())
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+    for _ in 0..10 {
+        let meta = ctx
+            .get_consistent(&api, "owner")
+            .await
+            .expect("a GET answers");
+        assert_eq!(meta.unwrap().name.as_deref(), Some("owner"));
+    }
+    // One current-rv read was refused; while the cache cannot move, no
+    // check asks again.
+    assert_eq!(refused.load(Ordering::SeqCst), 1);
+}

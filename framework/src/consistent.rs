@@ -55,18 +55,16 @@ pub const DEFAULT_CATCH_UP: Duration = Duration::from_millis(20);
 /// A cache's answer: the object's metadata, or `None` when it does not exist.
 pub type CachedRead = Result<Option<Arc<ObjectMeta>>, Arc<kube::Error>>;
 
-/// What one cache holds; shared by its watch task and its readers.
-#[derive(Default)]
-struct Contents {
-    objects: Mutex<HashMap<String, Arc<ObjectMeta>>>,
-}
+/// What one cache holds, by name; shared by its watch task and its readers.
+type Objects = Mutex<HashMap<String, Arc<ObjectMeta>>>;
 
 struct Cache {
-    contents: Arc<Contents>,
+    objects: Arc<Objects>,
     /// The highest rv the watch has delivered (0 before the first list).
     observed: watch::Receiver<u64>,
-    /// The `observed` at which a current rv last found the cache behind
-    /// (`u64::MAX`: never): until the watch moves, asking again is useless.
+    /// The `observed` at which a current rv last found the cache behind,
+    /// or could not be read (`u64::MAX`: never): until the watch moves,
+    /// asking again is useless.
     behind_at: AtomicU64,
     task: tokio::task::AbortHandle,
 }
@@ -129,7 +127,7 @@ impl WatchCaches {
                     if matches!(tokio::time::timeout(self.catch_up, wait).await, Ok(Ok(_))) {
                         metrics::counter!("ward_consistent_reads_total", "from" => "cache")
                             .increment(1);
-                        let objects = cache.contents.objects.lock();
+                        let objects = cache.objects.lock();
                         let objects = objects.unwrap_or_else(|e| e.into_inner());
                         return Ok(objects.get(name).cloned());
                     }
@@ -158,11 +156,11 @@ impl WatchCaches {
         caches
             .entry(api.resource_url().to_string())
             .or_insert_with(|| {
-                let contents = Arc::new(Contents::default());
+                let objects = Arc::new(Objects::default());
                 let (tx, observed) = watch::channel(0);
-                let task = tokio::spawn(keep(api.clone(), contents.clone(), tx)).abort_handle();
+                let task = tokio::spawn(keep(api.clone(), objects.clone(), tx)).abort_handle();
                 Arc::new(Cache {
-                    contents,
+                    objects,
                     observed,
                     behind_at: AtomicU64::new(u64::MAX),
                     task,
@@ -172,11 +170,11 @@ impl WatchCaches {
     }
 }
 
-/// Keep `contents` equal to the server's objects of `api`'s kind: list,
+/// Keep `objects` equal to the server's objects of `api`'s kind: list,
 /// watch with bookmarks from the list's rv, re-watch from the last rv when
 /// a watch ends, re-list after an error. `observed` follows every event
 /// and bookmark.
-async fn keep<T>(api: Api<T>, contents: Arc<Contents>, observed: watch::Sender<u64>)
+async fn keep<T>(api: Api<T>, objects: Arc<Objects>, observed: watch::Sender<u64>)
 where
     T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
 {
@@ -194,7 +192,7 @@ where
         let Some(mut rv) = list.metadata.resource_version.clone() else {
             return;
         };
-        *contents.objects.lock().unwrap_or_else(|e| e.into_inner()) = list
+        *objects.lock().unwrap_or_else(|e| e.into_inner()) = list
             .items
             .into_iter()
             .map(|o| {
@@ -247,7 +245,7 @@ where
                 let name = meta.name.clone().unwrap_or_default();
                 let event_rv = meta.resource_version.clone().unwrap_or_default();
                 {
-                    let mut objects = contents.objects.lock().unwrap_or_else(|e| e.into_inner());
+                    let mut objects = objects.lock().unwrap_or_else(|e| e.into_inner());
                     if gone {
                         objects.remove(&name);
                     } else {

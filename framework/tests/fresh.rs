@@ -1,6 +1,8 @@
-//! Coalesced fresh reads against ward-apiserver: concurrent checks of one
-//! object share a read, but never one that was sent before they began — a
-//! check that starts after a write sees that write.
+//! Fresh reads against ward-apiserver. Coalesced reads: concurrent checks
+//! of one object share a read, but never one that was sent before they
+//! began — a check that starts after a write sees that write. Consistent
+//! reads: the watch cache answers only once it has caught up with the
+//! server's current resourceVersion, never while its watch is frozen.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};

@@ -43,10 +43,9 @@ use std::time::Duration;
 use futures::{StreamExt, TryStreamExt};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::api::{Api, ListParams, WatchEvent, WatchParams};
-use serde::de::DeserializeOwned;
 use tokio::sync::watch;
 
-use crate::fresh::FreshReads;
+use crate::fresh::{FreshReads, Readable};
 
 /// How long a read waits for its cache to reach the current rv before it
 /// reads with a GET instead.
@@ -114,7 +113,7 @@ impl WatchCaches {
     /// quorum GET shared through `reads`. `None` when it does not exist.
     pub async fn get<T>(&self, reads: &FreshReads, api: &Api<T>, name: &str) -> CachedRead
     where
-        T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        T: Readable,
     {
         let cache = self.cache(api);
         let mut observed = cache.observed.clone();
@@ -150,7 +149,7 @@ impl WatchCaches {
     /// The cache of `api`'s resource URL, started if it was not.
     fn cache<T>(&self, api: &Api<T>) -> Arc<Cache>
     where
-        T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        T: Readable,
     {
         let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
         caches
@@ -176,7 +175,7 @@ impl WatchCaches {
 /// and bookmark.
 async fn keep<T>(api: Api<T>, objects: Arc<Objects>, observed: watch::Sender<u64>)
 where
-    T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    T: Readable,
 {
     let mut retry = Duration::from_millis(100);
     loop {

@@ -36,6 +36,15 @@ use futures::future::{BoxFuture, Shared};
 use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
 
+/// What a fresh or consistent read can read: a kube resource that
+/// deserializes and crosses threads.
+pub trait Readable:
+    kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static
+{
+}
+
+impl<T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static> Readable for T {}
+
 /// A shared read's answer (an error is shared too, behind an `Arc`).
 pub type FreshRead<T> = Result<Option<Arc<T>>, Arc<kube::Error>>;
 
@@ -73,7 +82,7 @@ impl FreshReads {
     /// object that has not been sent yet. `None` when it does not exist.
     pub async fn get<T>(&self, api: &Api<T>, name: &str) -> FreshRead<T>
     where
-        T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        T: Readable,
     {
         let key = (TypeId::of::<T>(), format!("{}/{name}", api.resource_url()));
         let (api, name) = (api.clone(), name.to_string());
@@ -92,7 +101,7 @@ impl FreshReads {
     /// `None` when the server's resourceVersion is not a number.
     pub(crate) async fn current_rv<T>(&self, api: &Api<T>) -> Result<Option<u64>, Arc<kube::Error>>
     where
-        T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+        T: Readable,
     {
         let key = (TypeId::of::<u64>(), api.resource_url().to_string());
         let api = api.clone();

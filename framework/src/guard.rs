@@ -202,13 +202,7 @@ impl GuardContext {
         name: &str,
     ) -> Result<Option<std::sync::Arc<ObjectMeta>>, GuardError>
     where
-        T: kube::Resource
-            + Clone
-            + serde::de::DeserializeOwned
-            + fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        T: crate::fresh::Readable,
     {
         self.caches
             .get(&self.reads, api, name)
@@ -226,13 +220,7 @@ impl GuardContext {
         name: &str,
     ) -> Result<Option<std::sync::Arc<T>>, GuardError>
     where
-        T: kube::Resource
-            + Clone
-            + serde::de::DeserializeOwned
-            + fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        T: crate::fresh::Readable,
     {
         self.reads
             .get(api, name)
@@ -249,13 +237,7 @@ impl GuardContext {
         name: &str,
     ) -> Result<Option<std::sync::Arc<ObjectMeta>>, GuardError>
     where
-        T: kube::Resource
-            + Clone
-            + serde::de::DeserializeOwned
-            + fmt::Debug
-            + Send
-            + Sync
-            + 'static,
+        T: crate::fresh::Readable,
     {
         let meta = |o: &T| std::sync::Arc::new(o.meta().clone());
         Ok(match reads {

@@ -20,16 +20,22 @@
 //! At most one read per object is in flight and at most one is waiting to
 //! be sent, so N overlapping checks of one owner cost at most two reads —
 //! a sync of 10k children owned by 64 Nodes needs about 64-128 reads
-//! instead of 10k. A read stays open for one turn of the scheduler before
-//! it is sent, so checks polled one after another in the same turn share
-//! it even when the server answers at once (in-process). Nothing is
+//! instead of 10k. A read stays open for one turn of the scheduler (tokio's:
+//! until the worker has run its other ready tasks) before it is sent, and
+//! for another after every turn in which a check joined it, at most
+//! [`MAX_OPEN_TURNS`]: a controller under load starts reconciles turn after
+//! turn, and one read gathers the checks of many, while a lone check (a
+//! controller keeping up with its events) waits one turn only. Nothing is
 //! spawned: a read is driven by whoever awaits it.
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Wake, Waker};
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
@@ -48,14 +54,24 @@ impl<T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'stati
 /// A shared read's answer (an error is shared too, behind an `Arc`).
 pub type FreshRead<T> = Result<Option<Arc<T>>, Arc<kube::Error>>;
 
+/// The most scheduler turns a read stays open while checks keep joining it.
+pub const MAX_OPEN_TURNS: u32 = 64;
+
 type Call<V> = Shared<BoxFuture<'static, V>>;
 type Key = (TypeId, String);
 
 /// The calls of one key: the one a newcomer may join (not sent yet), and
 /// the latest one created (the next must wait for it).
 struct Slot<V> {
-    open: Option<(u64, Call<V>)>,
+    open: Option<Open<V>>,
     last: (u64, Call<V>),
+}
+
+/// A call not sent yet, and how many checks have joined it.
+struct Open<V> {
+    id: u64,
+    call: Call<V>,
+    joins: Arc<AtomicU64>,
 }
 
 #[derive(Default)]
@@ -130,17 +146,27 @@ impl FreshReads {
             let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             let slot = inner
                 .slots
-                .get(&key)
-                .and_then(|s| s.downcast_ref::<Slot<V>>());
-            match slot.and_then(|s| s.open.as_ref()) {
-                Some((_, call)) => call.clone(),
-                None => {
+                .get_mut(&key)
+                .and_then(|s| s.downcast_mut::<Slot<V>>());
+            match slot {
+                Some(Slot {
+                    open: Some(open), ..
+                }) => {
+                    open.joins.fetch_add(1, Ordering::Relaxed);
+                    open.call.clone()
+                }
+                slot => {
                     let before = slot.map(|s| s.last.1.clone());
                     inner.next_id += 1;
                     let id = inner.next_id;
-                    let call = self.new_call(key.clone(), id, before, send);
+                    let joins = Arc::new(AtomicU64::new(0));
+                    let call = self.new_call(key.clone(), id, before, joins.clone(), send);
                     let slot = Slot {
-                        open: Some((id, call.clone())),
+                        open: Some(Open {
+                            id,
+                            call: call.clone(),
+                            joins,
+                        }),
                         last: (id, call.clone()),
                     };
                     inner.slots.insert(key, Box::new(slot));
@@ -158,6 +184,7 @@ impl FreshReads {
         key: Key,
         id: u64,
         before: Option<Call<V>>,
+        joins: Arc<AtomicU64>,
         send: impl FnOnce() -> F + Send + 'static,
     ) -> Call<V>
     where
@@ -169,12 +196,12 @@ impl FreshReads {
             if let Some(before) = before {
                 let _ = before.await;
             }
-            // Stay open for one turn of the scheduler: the checks polled
-            // in the same turn (a controller polls its reconciles one after
-            // another) join this call instead of each sending its own.
-            tokio::task::yield_now().await;
+            // Stay open for a turn of the scheduler, and another after
+            // every turn in which a check joined: the checks polled in the
+            // meantime join this call instead of each sending its own.
+            OpenTurns::new(joins).await;
             with_slot::<V>(&inner, &key, |slot| {
-                if slot.open.as_ref().is_some_and(|(open, _)| *open == id) {
+                if slot.open.as_ref().is_some_and(|open| open.id == id) {
                     slot.open = None;
                 }
                 false
@@ -187,6 +214,83 @@ impl FreshReads {
         }
         .boxed()
         .shared()
+    }
+}
+
+/// Completes after a turn of the scheduler in which no check joined the
+/// call, or after [`MAX_OPEN_TURNS`] turns.
+///
+/// A turn is `tokio::task::yield_now`'s: its wake-up is deferred until the
+/// worker has run its other ready tasks. The joins are counted when that
+/// wake-up fires — at the turn's boundary — not when the call is next
+/// polled: a shared call is polled whenever a check joins it, which is
+/// neither a turn nor a fixed point within one.
+struct OpenTurns {
+    joins: Arc<AtomicU64>,
+    /// Joins counted at the last turn's end.
+    counted: u64,
+    turns: u32,
+    turn: Option<Arc<TurnEnd>>,
+}
+
+/// The wake-up of one turn: counts the joins when it fires.
+struct TurnEnd {
+    /// The joins when the turn ended; `u64::MAX` until then.
+    joins_at_end: AtomicU64,
+    joins: Arc<AtomicU64>,
+    waker: Waker,
+}
+
+impl Wake for TurnEnd {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        let joins = self.joins.load(Ordering::Relaxed);
+        self.joins_at_end.store(joins, Ordering::Release);
+        self.waker.wake_by_ref();
+    }
+}
+
+impl OpenTurns {
+    fn new(joins: Arc<AtomicU64>) -> Self {
+        OpenTurns {
+            joins,
+            counted: 0,
+            turns: 0,
+            turn: None,
+        }
+    }
+}
+
+impl Future for OpenTurns {
+    type Output = ();
+
+    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
+        if let Some(turn) = &self.turn {
+            let at_end = turn.joins_at_end.load(Ordering::Acquire);
+            if at_end == u64::MAX {
+                return Poll::Pending;
+            }
+            if at_end == self.counted || self.turns >= MAX_OPEN_TURNS {
+                return Poll::Ready(());
+            }
+            self.counted = at_end;
+        }
+        self.turns += 1;
+        let turn = Arc::new(TurnEnd {
+            joins_at_end: AtomicU64::new(u64::MAX),
+            joins: self.joins.clone(),
+            waker: cx.waker().clone(),
+        });
+        // tokio defers this wake-up until the worker has run its other
+        // ready tasks (outside a runtime it wakes at once).
+        let waker = Waker::from(turn.clone());
+        let mut yielded = std::pin::pin!(tokio::task::yield_now());
+        let _ = yielded.as_mut().poll(&mut Context::from_waker(&waker));
+        self.turn = Some(turn);
+        Poll::Pending
     }
 }
 

@@ -146,6 +146,53 @@ async fn a_missing_object_is_none_and_sequential_checks_each_read() {
     assert!(ctx.get_fresh(&api, "absent").await.unwrap().is_some());
 }
 
+/// A controller under load starts several reconciles per scheduler turn
+/// (a turn ends when the worker has run its ready tasks): the read stays
+/// open while each turn brings checks, so fifteen checks begun over five
+/// turns share one read; after a turn with no newcomer it is sent, and a
+/// check begun after that reads again.
+#[tokio::test(start_paused = true)]
+async fn a_read_stays_open_while_checks_keep_joining() {
+    use futures::StreamExt;
+    let server = ApiServer::start_in_process().await;
+    let counting = Counting {
+        inner: server.service(),
+        name: "owner",
+        gets: Arc::default(),
+        rv_reads: Arc::default(),
+    };
+    let gets = counting.gets.clone();
+    let ctx = GuardContext::new(kube::Client::new(counting, "default"));
+    let api: Api<ConfigMap> = Api::default_namespaced(ctx.client().clone());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("owner".into());
+    Api::<ConfigMap>::default_namespaced(server.client())
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+
+    let mut checks = futures::stream::FuturesUnordered::new();
+    for _ in 0..5 {
+        // Three checks start in this turn, each polled as it starts.
+        for _ in 0..3 {
+            checks.push(ctx.get_fresh(&api, "owner"));
+            assert!(futures::poll!(checks.next()).is_pending());
+        }
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(
+        gets.load(Ordering::SeqCst),
+        0,
+        "still open: checks kept joining"
+    );
+    let answers: Vec<_> = checks.collect().await;
+    assert_eq!(answers.len(), 15);
+    assert!(answers.iter().all(|a| a.as_ref().unwrap().is_some()));
+    assert_eq!(gets.load(Ordering::SeqCst), 1, "fifteen checks, one read");
+    ctx.get_fresh(&api, "owner").await.unwrap();
+    assert_eq!(gets.load(Ordering::SeqCst), 2, "a later check reads again");
+}
+
 /// Counts object GETs of `name` and one-item LISTs (the current-rv reads).
 #[derive(Clone)]
 struct Counting {

@@ -550,10 +550,11 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
                     let (p, back) = phase(&server, churner, variant, round, config).await;
                     churner = back;
                     log(&format!(
-                        "  churn n={n} round {round} {variant:?}: sync {:.2}s ({:.0}/s, {} owner reads), {:.0} reconciles/s, p50 {:.2} ms, p99 {:.2} ms, cpu {:.2}s, peak {:.0} MiB, stopped in {:.2}s",
+                        "  churn n={n} round {round} {variant:?}: sync {:.2}s ({:.0}/s, {} owner reads, cpu {:.2}s), {:.0} reconciles/s, p50 {:.2} ms, p99 {:.2} ms, cpu {:.2}s, peak {:.0} MiB, stopped in {:.2}s",
                         p.sync_secs,
                         p.sync_reconciles_per_sec,
                         p.sync_owner_reads,
+                        p.sync_cpu_secs,
                         p.reconciles_per_sec,
                         p.p50_ms,
                         p.p99_ms,

@@ -122,8 +122,11 @@ impl WatchCaches {
         if cache.behind_at.load(Ordering::Relaxed) != seen {
             match reads.current_rv(api).await {
                 Ok(Some(now)) => {
-                    let wait = observed.wait_for(|o| *o >= now);
-                    if matches!(tokio::time::timeout(self.catch_up, wait).await, Ok(Ok(_))) {
+                    let caught_up = *observed.borrow() >= now || {
+                        let wait = observed.wait_for(|o| *o >= now);
+                        matches!(tokio::time::timeout(self.catch_up, wait).await, Ok(Ok(_)))
+                    };
+                    if caught_up {
                         metrics::counter!("ward_consistent_reads_total", "from" => "cache")
                             .increment(1);
                         let objects = cache.objects.lock();
@@ -152,6 +155,9 @@ impl WatchCaches {
         T: Readable,
     {
         let mut caches = self.caches.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(cache) = caches.get(api.resource_url()) {
+            return cache.clone();
+        }
         caches
             .entry(api.resource_url().to_string())
             .or_insert_with(|| {

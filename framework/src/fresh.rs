@@ -55,7 +55,7 @@ impl<T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'stati
 pub type FreshRead<T> = Result<Option<Arc<T>>, Arc<kube::Error>>;
 
 /// The most scheduler turns a read stays open while checks keep joining it.
-pub const MAX_OPEN_TURNS: u32 = 64;
+pub const MAX_OPEN_TURNS: u32 = 16;
 
 type Call<V> = Shared<BoxFuture<'static, V>>;
 type Key = (TypeId, String);
@@ -101,13 +101,15 @@ impl FreshReads {
         T: Readable,
     {
         let key = (TypeId::of::<T>(), format!("{}/{name}", api.resource_url()));
-        let (api, name) = (api.clone(), name.to_string());
-        self.call(key, move || async move {
-            metrics::counter!("ward_fresh_reads_total").increment(1);
-            api.get_opt(&name)
-                .await
-                .map(|o| o.map(Arc::new))
-                .map_err(Arc::new)
+        self.call(key, || {
+            let (api, name) = (api.clone(), name.to_string());
+            async move {
+                metrics::counter!("ward_fresh_reads_total").increment(1);
+                api.get_opt(&name)
+                    .await
+                    .map(|o| o.map(Arc::new))
+                    .map_err(Arc::new)
+            }
         })
         .await
     }
@@ -120,24 +122,26 @@ impl FreshReads {
         T: Readable,
     {
         let key = (TypeId::of::<u64>(), api.resource_url().to_string());
-        let api = api.clone();
-        self.call(key, move || async move {
-            metrics::counter!("ward_fresh_rv_reads_total").increment(1);
-            let list = api
-                .list_metadata(&ListParams::default().limit(1))
-                .await
-                .map_err(Arc::new)?;
-            Ok(list
-                .metadata
-                .resource_version
-                .and_then(|rv| rv.parse().ok()))
+        self.call(key, || {
+            let api = api.clone();
+            async move {
+                metrics::counter!("ward_fresh_rv_reads_total").increment(1);
+                let list = api
+                    .list_metadata(&ListParams::default().limit(1))
+                    .await
+                    .map_err(Arc::new)?;
+                Ok(list
+                    .metadata
+                    .resource_version
+                    .and_then(|rv| rv.parse().ok()))
+            }
         })
         .await
     }
 
-    /// Run the call `send` makes for `key`, or join one for the same key
-    /// that has not been sent yet.
-    async fn call<V, F>(&self, key: Key, send: impl FnOnce() -> F + Send + 'static) -> V
+    /// Run the call `send` makes for `key` (made only when no call for
+    /// `key` is open), or join one that has not been sent yet.
+    async fn call<V, F>(&self, key: Key, send: impl FnOnce() -> F) -> V
     where
         V: Clone + Send + Sync + 'static,
         F: Future<Output = V> + Send + 'static,
@@ -160,7 +164,7 @@ impl FreshReads {
                     inner.next_id += 1;
                     let id = inner.next_id;
                     let joins = Arc::new(AtomicU64::new(0));
-                    let call = self.new_call(key.clone(), id, before, joins.clone(), send);
+                    let call = self.new_call(key.clone(), id, before, joins.clone(), send());
                     let slot = Slot {
                         open: Some(Open {
                             id,
@@ -185,7 +189,7 @@ impl FreshReads {
         id: u64,
         before: Option<Call<V>>,
         joins: Arc<AtomicU64>,
-        send: impl FnOnce() -> F + Send + 'static,
+        send: F,
     ) -> Call<V>
     where
         V: Clone + Send + Sync + 'static,
@@ -206,7 +210,7 @@ impl FreshReads {
                 }
                 false
             });
-            let answer = send().await;
+            let answer = send.await;
             with_slot::<V>(&inner, &key, |slot| {
                 slot.last.0 == id && slot.open.is_none()
             });

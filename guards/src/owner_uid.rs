@@ -109,13 +109,16 @@ pub enum Acceptance {
 /// [`OwnerUid::accept`] is a plain GET, for use outside a controller.
 pub struct OwnerUid<Owner> {
     reads: Reads,
+    /// `Owner`'s resource, erased once.
+    owner: ApiResource,
     _owner: PhantomData<fn() -> Owner>,
 }
 
-impl<Owner> Default for OwnerUid<Owner> {
+impl<Owner: Resource<DynamicType = ()>> Default for OwnerUid<Owner> {
     fn default() -> Self {
         OwnerUid {
             reads: Reads::default(),
+            owner: ApiResource::erase::<Owner>(&()),
             _owner: PhantomData,
         }
     }
@@ -123,17 +126,17 @@ impl<Owner> Default for OwnerUid<Owner> {
 
 /// What to read to judge an object: its owner's name through `api`, and
 /// the uid its controller ownerReference names.
-struct Lookup {
+struct Lookup<'a> {
     api: Api<DynamicObject>,
-    name: String,
-    expected_uid: String,
+    name: &'a str,
+    expected_uid: &'a str,
 }
 
-impl Lookup {
+impl Lookup<'_> {
     /// The verdict, given the owner's metadata as read.
     fn judge(&self, live: Option<&ObjectMeta>) -> Acceptance {
         let live_uid = live.and_then(|m| m.uid.as_deref());
-        decide(&self.expected_uid, &self.name, live_uid)
+        decide(self.expected_uid, self.name, live_uid)
     }
 }
 
@@ -161,15 +164,19 @@ where
         client: &Client,
         obj: &K,
     ) -> Result<Acceptance, OwnerUidError> {
-        let l = match Self::lookup(client, obj) {
+        let l = match self.lookup(client, obj) {
             Ok(l) => l,
             Err(why) => return Ok(Acceptance::Reject(why)),
         };
-        let live = l.api.get_opt(&l.name).await?;
+        let live = l.api.get_opt(l.name).await?;
         Ok(l.judge(live.as_ref().map(|o| &o.metadata)))
     }
 
-    fn lookup<K: Resource>(client: &Client, obj: &K) -> Result<Lookup, Rejection> {
+    fn lookup<'a, K: Resource>(
+        &self,
+        client: &Client,
+        obj: &'a K,
+    ) -> Result<Lookup<'a>, Rejection> {
         if obj.meta().deletion_timestamp.is_some() {
             return Err(Rejection::Terminating);
         }
@@ -181,21 +188,17 @@ where
             .flatten()
             .find(|r| r.controller == Some(true) && r.kind == kind && r.api_version == api_version)
             .ok_or(Rejection::NoController)?;
-        let ar = ApiResource::erase::<Owner>(&());
         let namespaced = TypeId::of::<Owner::Scope>() == TypeId::of::<NamespaceResourceScope>();
         let api: Api<DynamicObject> = if namespaced {
-            Api::namespaced_with(
-                client.clone(),
-                &obj.meta().namespace.clone().unwrap_or_default(),
-                &ar,
-            )
+            let ns = obj.meta().namespace.as_deref().unwrap_or_default();
+            Api::namespaced_with(client.clone(), ns, &self.owner)
         } else {
-            Api::all_with(client.clone(), &ar)
+            Api::all_with(client.clone(), &self.owner)
         };
         Ok(Lookup {
             api,
-            name: r.name.clone(),
-            expected_uid: r.uid.clone(),
+            name: &r.name,
+            expected_uid: &r.uid,
         })
     }
 }
@@ -227,10 +230,10 @@ where
     }
 
     async fn check(&self, obj: &K, ctx: &GuardContext) -> Result<Verdict, GuardError> {
-        let acceptance = match Self::lookup(ctx.client(), obj) {
+        let acceptance = match self.lookup(ctx.client(), obj) {
             Err(why) => Acceptance::Reject(why),
             Ok(l) => l.judge(
-                ctx.read_metadata(self.reads, &l.api, &l.name)
+                ctx.read_metadata(self.reads, &l.api, l.name)
                     .await?
                     .as_deref(),
             ),

@@ -4,6 +4,7 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::hash::Hash;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc;
@@ -37,10 +38,13 @@ where
     gctx: GuardContext,
     reader: Store<K>,
     dyntype: K::DynamicType,
-    kind: String,
+    metrics: catalog::ControllerMetrics,
     wake_tx: mpsc::UnboundedSender<ObjectRef<K>>,
     waits: Mutex<HashMap<ObjectRef<K>, JoinHandle<()>>>,
     failures: Mutex<HashMap<ObjectRef<K>, u32>>,
+    /// Whether `waits` or `failures` may hold an object (the queue-depth
+    /// gauge then needs refreshing after each reconcile).
+    tracking: AtomicBool,
     backoff: Option<ErrorBackoff>,
     stale: Arc<StaleTriggers<K>>,
 }
@@ -69,8 +73,9 @@ where
             f.retain(|k, _| self.reader.get(k).is_some());
             f.len()
         };
-        metrics::gauge!("ward_queue_depth", "kind" => self.kind.clone())
-            .set((waiting + failing) as f64);
+        self.tracking
+            .store(waiting + failing > 0, Ordering::Relaxed);
+        self.metrics.queue_depth.set((waiting + failing) as f64);
     }
 
     /// Reconcile `oref` again when `wake` completes — if it is still the
@@ -79,6 +84,7 @@ where
         let tx = self.wake_tx.clone();
         let reader = self.reader.clone();
         let key = oref.clone();
+        self.tracking.store(true, Ordering::Relaxed);
         let handle = tokio::spawn(async move {
             wake.await;
             match reader.get(&oref) {
@@ -104,6 +110,9 @@ where
     }
 
     fn stop_waiting(&self, oref: &ObjectRef<K>) {
+        if !self.tracking.load(Ordering::Relaxed) {
+            return;
+        }
         if let Some(h) = self
             .waits
             .lock()
@@ -116,6 +125,7 @@ where
 
     /// Count one more failure of `oref`; the delay Ward's backoff gives it.
     fn failed(&self, oref: ObjectRef<K>, backoff: ErrorBackoff) -> Action {
+        self.tracking.store(true, Ordering::Relaxed);
         let n = {
             let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
             let n = f.entry(oref).or_insert(0);
@@ -160,7 +170,7 @@ where
     {
         let kind = K::kind(&self.dyntype).into_owned();
         let names: Vec<_> = self.guards.iter().map(|g| g.name()).collect();
-        catalog::register_controller(&kind, &names);
+        let metrics = catalog::register_controller(&kind, &names);
         let ready = self.readiness.map(|r| {
             let check = r.check(format!("synced/{kind}"));
             self.synced.pass_when_synced(check.clone());
@@ -170,11 +180,12 @@ where
             guards: self.guards,
             gctx: self.gctx,
             reader: self.inner.store(),
-            kind,
+            metrics,
             dyntype: self.dyntype,
             wake_tx: self.wake_tx,
             waits: Mutex::new(HashMap::new()),
             failures: Mutex::new(HashMap::new()),
+            tracking: AtomicBool::new(false),
             backoff: self.backoff,
             stale: self.stale,
         });
@@ -243,11 +254,13 @@ where
         }
         Ok((Verdict::Proceed, _)) => match TryFutureExt::into_future(reconcile).await {
             Ok(action) => {
-                shared
-                    .failures
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&oref);
+                if shared.tracking.load(Ordering::Relaxed) {
+                    shared
+                        .failures
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&oref);
+                }
                 (Ok(action), "success")
             }
             Err(e) => {
@@ -256,10 +269,13 @@ where
             }
         },
     };
-    metrics::counter!("ward_reconciles_total", "kind" => shared.kind.clone(), "result" => outcome)
-        .increment(1);
-    metrics::histogram!("ward_reconcile_duration_seconds", "kind" => shared.kind.clone())
+    shared.metrics.reconciled(outcome);
+    shared
+        .metrics
+        .duration
         .record(started.elapsed().as_secs_f64());
-    shared.queue_depth();
+    if shared.tracking.load(Ordering::Relaxed) {
+        shared.queue_depth();
+    }
     result
 }

@@ -213,21 +213,53 @@ pub fn register() {
     }
 }
 
-/// Present a controller's per-kind and per-guard series at zero.
-pub(crate) fn register_controller(kind: &str, guards: &[&'static str]) {
-    register();
-    for result in RECONCILE_RESULTS {
-        metrics::counter!("ward_reconciles_total", "kind" => kind.to_string(), "result" => *result)
-            .increment(0);
+/// One controller's per-kind series, registered once when it starts (the
+/// handles of the recorder installed then; none installed: they do nothing).
+pub(crate) struct ControllerMetrics {
+    /// `ward_reconciles_total`, one per [`RECONCILE_RESULTS`] value, in order.
+    reconciles: Vec<metrics::Counter>,
+    /// `ward_reconcile_duration_seconds`.
+    pub(crate) duration: metrics::Histogram,
+    /// `ward_queue_depth`.
+    pub(crate) queue_depth: metrics::Gauge,
+}
+
+impl ControllerMetrics {
+    /// `ward_reconciles_total` for `result` (one of [`RECONCILE_RESULTS`]).
+    pub(crate) fn reconciled(&self, result: &str) {
+        if let Some(i) = RECONCILE_RESULTS.iter().position(|r| *r == result) {
+            self.reconciles[i].increment(1);
+        }
     }
-    metrics::gauge!("ward_queue_depth", "kind" => kind.to_string()).set(0.0);
+}
+
+/// Present a controller's per-kind and per-guard series at zero; the
+/// handles it records its per-kind series with.
+pub(crate) fn register_controller(kind: &str, guards: &[&'static str]) -> ControllerMetrics {
+    register();
+    let reconciles = RECONCILE_RESULTS
+        .iter()
+        .map(|result| {
+            let c = metrics::counter!("ward_reconciles_total", "kind" => kind.to_string(), "result" => *result);
+            c.increment(0);
+            c
+        })
+        .collect();
+    let queue_depth = metrics::gauge!("ward_queue_depth", "kind" => kind.to_string());
+    queue_depth.set(0.0);
     // Registering the histogram renders its buckets at zero.
-    let _ = metrics::histogram!("ward_reconcile_duration_seconds", "kind" => kind.to_string());
+    let duration =
+        metrics::histogram!("ward_reconcile_duration_seconds", "kind" => kind.to_string());
     for guard in guards {
         for verdict in VERDICTS {
             metrics::counter!("ward_guard_verdicts_total", "guard" => *guard, "verdict" => *verdict)
                 .increment(0);
         }
+    }
+    ControllerMetrics {
+        reconciles,
+        duration,
+        queue_depth,
     }
 }
 

@@ -15,11 +15,20 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
     let size = &r.churn.sizes[0];
     assert_eq!(
         size.phases.len(),
-        4,
-        "bare, guarded (consistent reads), guarded with shared GETs, with a GET per check"
+        8,
+        "bare, guarded (consistent reads), guarded with shared GETs, with a GET per check; \
+         a round with churn, then a sync-only round"
     );
-    for p in &size.phases {
-        assert!(p.synced, "{:?} did not sync", p.variant);
+    assert_eq!(size.phases.iter().filter(|p| p.sync_only).count(), 4);
+    assert!(
+        size.phases
+            .iter()
+            .all(|p| p.synced && p.sync_reconciles_per_sec > 0.0)
+    );
+    assert!(size.ratios.sync_throughput > 0.0);
+    let (lo, hi) = size.ratios.sync_throughput_range;
+    assert!(lo <= size.ratios.sync_throughput && size.ratios.sync_throughput <= hi);
+    for p in size.phases.iter().filter(|p| !p.sync_only) {
         assert!(p.reconciles > 0, "{:?} reconciled nothing", p.variant);
         assert!(p.p99_ms > 0.0 && p.p99_ms >= p.p50_ms);
         assert!(p.writes.iter().sum::<u64>() > 0);

@@ -54,6 +54,9 @@ pub struct ChurnConfig {
     pub churn: Duration,
     /// Rounds of (bare, guarded) per size.
     pub rounds: usize,
+    /// Further rounds per size that only sync (no churn window): more
+    /// pairs for the saturated ratio, which one round measures noisily.
+    pub sync_rounds: usize,
     /// Nodes owning the objects.
     pub nodes: usize,
     /// Longest a controller may take to reconcile every object once.
@@ -89,6 +92,9 @@ pub struct Phase {
     pub variant: Variant,
     /// Which round.
     pub round: usize,
+    /// A sync-only round (no churn window; its churn figures are zero and
+    /// left out of the churn summaries).
+    pub sync_only: bool,
     /// Objects in the store when the phase started.
     pub objects: usize,
     /// From the controller's start to every object reconciled once, seconds.
@@ -138,7 +144,7 @@ pub struct Phase {
 pub struct Summary {
     /// Mean reconciles/s during churn.
     pub reconciles_per_sec: f64,
-    /// Mean saturated reconciles/s of the sync.
+    /// Median saturated reconciles/s of the syncs (every round's).
     pub sync_reconciles_per_sec: f64,
     /// Median latency over every round's reconciles, ms.
     pub p50_ms: f64,
@@ -146,7 +152,7 @@ pub struct Summary {
     pub p99_ms: f64,
     /// Mean CPU seconds per churn window.
     pub churn_cpu_secs: f64,
-    /// Mean CPU seconds per sync.
+    /// Median CPU seconds per sync.
     pub sync_cpu_secs: f64,
     /// Owner reads per object reconciled during the sync (mean).
     pub sync_owner_reads_per_object: f64,
@@ -169,9 +175,13 @@ pub struct Ratios {
     pub cpu: f64,
     /// Peak RSS.
     pub peak_rss: f64,
-    /// Saturated reconciles/s of the sync (target >= 0.95).
+    /// Saturated reconciles/s of the sync (target >= 0.95): the median,
+    /// over rounds, of each round's guarded/bare (phases run back to back,
+    /// so a pair shares the machine's state of the moment).
     pub sync_throughput: f64,
-    /// CPU time of the sync.
+    /// The lowest and highest round's sync ratio.
+    pub sync_throughput_range: (f64, f64),
+    /// CPU time of the sync (median over rounds of each round's ratio).
     pub sync_cpu: f64,
 }
 
@@ -188,10 +198,11 @@ pub struct SizeResult {
     pub guarded_shared: Summary,
     /// Guarded controller, one GET per check.
     pub guarded_get: Summary,
-    /// Saturated (sync) reconciles/s, guarded with shared GETs over bare.
+    /// Saturated (sync) reconciles/s, guarded with shared GETs over bare
+    /// (median of the rounds' ratios).
     pub sync_throughput_shared: f64,
     /// Saturated (sync) reconciles/s, guarded with a GET per check over
-    /// bare: the baseline of the other read modes.
+    /// bare: the baseline of the other read modes (median of the rounds' ratios).
     pub sync_throughput_get: f64,
     /// Guarded over bare.
     pub ratios: Ratios,
@@ -208,6 +219,8 @@ pub struct ChurnResults {
     pub churn_secs: f64,
     /// Rounds per size.
     pub rounds: usize,
+    /// Further sync-only rounds per size.
+    pub sync_rounds: usize,
     /// The guards the guarded controller ran.
     pub guards: Vec<String>,
     /// By object count.
@@ -413,6 +426,7 @@ async fn phase(
     mut churner: Churner,
     variant: Variant,
     round: usize,
+    sync_only: bool,
     config: &ChurnConfig,
 ) -> (Phase, Churner) {
     let probe = Probe::new();
@@ -440,7 +454,14 @@ async fn phase(
     let r0 = probe.reconciles.load(Ordering::Relaxed);
     probe.churn_start.store(now_micros(), Ordering::Relaxed);
     let t1 = Instant::now();
-    let (rate, length) = (config.rate, config.churn);
+    let (rate, length) = (
+        config.rate,
+        if sync_only {
+            Duration::ZERO
+        } else {
+            config.churn
+        },
+    );
     let (churner, writes) = tokio::task::spawn_blocking(move || {
         let writes = churner.run_blocking(rate, length);
         (churner, writes)
@@ -477,6 +498,7 @@ async fn phase(
     let phase = Phase {
         variant,
         round,
+        sync_only,
         objects,
         sync_secs,
         sync_reconciles_per_sec: ratio(objects as f64, sync_secs),
@@ -501,25 +523,61 @@ async fn phase(
 }
 
 fn summarize(phases: &[Phase], variant: Variant) -> Summary {
-    let ps: Vec<&Phase> = phases.iter().filter(|p| p.variant == variant).collect();
+    let all: Vec<&Phase> = phases.iter().filter(|p| p.variant == variant).collect();
+    let ps: Vec<&Phase> = all.iter().copied().filter(|p| !p.sync_only).collect();
     if ps.is_empty() {
         return Summary::default();
     }
     let n = ps.len() as f64;
     let mean = |f: &dyn Fn(&Phase) -> f64| ps.iter().map(|p| f(p)).sum::<f64>() / n;
+    let median_all = |f: &dyn Fn(&Phase) -> f64| median(all.iter().map(|p| f(p)).collect());
     let mut lat: Vec<u64> = ps.iter().flat_map(|p| p.latencies_us.clone()).collect();
     lat.sort_unstable();
     Summary {
         reconciles_per_sec: mean(&|p| p.reconciles_per_sec),
-        sync_reconciles_per_sec: mean(&|p| p.sync_reconciles_per_sec),
+        sync_reconciles_per_sec: median_all(&|p| p.sync_reconciles_per_sec),
         p50_ms: quantile(&lat, 0.5) as f64 / 1000.0,
         p99_ms: quantile(&lat, 0.99) as f64 / 1000.0,
         churn_cpu_secs: mean(&|p| p.churn_cpu_secs),
-        sync_cpu_secs: mean(&|p| p.sync_cpu_secs),
-        sync_owner_reads_per_object: mean(&|p| ratio(p.sync_owner_reads as f64, p.objects as f64)),
+        sync_cpu_secs: median_all(&|p| p.sync_cpu_secs),
+        sync_owner_reads_per_object: median_all(&|p| {
+            ratio(p.sync_owner_reads as f64, p.objects as f64)
+        }),
         peak_rss_mib: ps.iter().map(|p| p.peak_rss_mib).fold(0.0, f64::max),
         reconciled_fraction: mean(&|p| p.reconciled_fraction),
     }
+}
+
+/// The median of `xs` (0 when empty).
+fn median(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_by(f64::total_cmp);
+    let m = xs.len() / 2;
+    if xs.len() % 2 == 1 {
+        xs[m]
+    } else {
+        (xs[m - 1] + xs[m]) / 2.0
+    }
+}
+
+/// Each round's `f(variant) / f(bare)`, paired within the round: the
+/// median, the lowest and the highest.
+fn paired(phases: &[Phase], variant: Variant, f: &dyn Fn(&Phase) -> f64) -> (f64, f64, f64) {
+    let ratios: Vec<f64> = phases
+        .iter()
+        .filter(|p| p.variant == variant)
+        .filter_map(|g| {
+            let b = phases.iter().find(|b| {
+                b.variant == Variant::Bare && b.round == g.round && b.sync_only == g.sync_only
+            })?;
+            Some(ratio(f(g), f(b)))
+        })
+        .collect();
+    let lo = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let hi = ratios.iter().copied().fold(0.0, f64::max);
+    (median(ratios), if lo.is_finite() { lo } else { 0.0 }, hi)
 }
 
 /// Run part 1 on its own multi-thread runtime.
@@ -540,17 +598,21 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
                 config.seed ^ n as u64,
             );
             let mut phases = Vec::new();
-            for round in 0..config.rounds.max(1) {
+            let rounds = config.rounds.max(1);
+            for round in 0..rounds + config.sync_rounds {
+                let sync_only = round >= rounds;
                 for variant in [
                     Variant::Bare,
                     Variant::Guarded,
                     Variant::GuardedShared,
                     Variant::GuardedGet,
                 ] {
-                    let (p, back) = phase(&server, churner, variant, round, config).await;
+                    let (p, back) =
+                        phase(&server, churner, variant, round, sync_only, config).await;
                     churner = back;
                     log(&format!(
-                        "  churn n={n} round {round} {variant:?}: sync {:.2}s ({:.0}/s, {} owner reads, cpu {:.2}s), {:.0} reconciles/s, p50 {:.2} ms, p99 {:.2} ms, cpu {:.2}s, peak {:.0} MiB, stopped in {:.2}s",
+                        "  churn n={n} round {round}{} {variant:?}: sync {:.2}s ({:.0}/s, {} owner reads, cpu {:.2}s), {:.0} reconciles/s, p50 {:.2} ms, p99 {:.2} ms, cpu {:.2}s, peak {:.0} MiB, stopped in {:.2}s",
+                        if sync_only { " (sync only)" } else { "" },
                         p.sync_secs,
                         p.sync_reconciles_per_sec,
                         p.sync_owner_reads,
@@ -572,28 +634,22 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
         let guarded = summarize(&result, Variant::Guarded);
         let guarded_shared = summarize(&result, Variant::GuardedShared);
         let guarded_get = summarize(&result, Variant::GuardedGet);
+        let sync_rate = |p: &Phase| p.sync_reconciles_per_sec;
+        let (sync_throughput, sync_lo, sync_hi) = paired(&result, Variant::Guarded, &sync_rate);
         let ratios = Ratios {
             throughput: ratio(guarded.reconciles_per_sec, bare.reconciles_per_sec),
             p50: ratio(guarded.p50_ms, bare.p50_ms),
             p99: ratio(guarded.p99_ms, bare.p99_ms),
             cpu: ratio(guarded.churn_cpu_secs, bare.churn_cpu_secs),
             peak_rss: ratio(guarded.peak_rss_mib, bare.peak_rss_mib),
-            sync_throughput: ratio(
-                guarded.sync_reconciles_per_sec,
-                bare.sync_reconciles_per_sec,
-            ),
-            sync_cpu: ratio(guarded.sync_cpu_secs, bare.sync_cpu_secs),
+            sync_throughput,
+            sync_throughput_range: (sync_lo, sync_hi),
+            sync_cpu: paired(&result, Variant::Guarded, &|p| p.sync_cpu_secs).0,
         };
         sizes.push(SizeResult {
             objects: n,
-            sync_throughput_shared: ratio(
-                guarded_shared.sync_reconciles_per_sec,
-                bare.sync_reconciles_per_sec,
-            ),
-            sync_throughput_get: ratio(
-                guarded_get.sync_reconciles_per_sec,
-                bare.sync_reconciles_per_sec,
-            ),
+            sync_throughput_shared: paired(&result, Variant::GuardedShared, &sync_rate).0,
+            sync_throughput_get: paired(&result, Variant::GuardedGet, &sync_rate).0,
             bare,
             guarded,
             guarded_shared,
@@ -606,6 +662,7 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
         rate: config.rate,
         churn_secs: config.churn.as_secs_f64(),
         rounds: config.rounds.max(1),
+        sync_rounds: config.sync_rounds,
         guards: vec!["owner-uid (OwnerUid<Node>)".into()],
         sizes,
     }

@@ -392,18 +392,20 @@ pub fn markdown(r: &Results) -> String {
     let c = &r.churn;
     let _ = writeln!(
         s,
-        "**Controller churn** ({} writes/s: 20% create, 60% update, 20% delete; {:.0} s per phase, {} rounds of bare, guarded (consistent reads), guarded with shared GETs, guarded with a GET per check; guard: {}):\n",
+        "**Controller churn** ({} writes/s: 20% create, 60% update, 20% delete; {:.0} s per phase, {} rounds of bare, guarded (consistent reads), guarded with shared GETs, guarded with a GET per check, then {} rounds that only sync; guard: {}; sync figures: medians over all {} rounds, the ratios the median of each round's guarded/bare, with the lowest and highest round's in brackets):\n",
         c.rate,
         c.churn_secs,
         c.rounds,
-        c.guards.join(", ")
+        c.sync_rounds,
+        c.guards.join(", "),
+        c.rounds + c.sync_rounds
     );
     s.push_str("| objects | reconciles/s bare / guarded (ratio) | p50 ms bare / guarded | p99 ms bare / guarded (ratio) | CPU s bare / guarded (ratio) | peak RSS MiB bare / guarded | sync reconciles/s bare / guarded (ratio) | sync reconciles/s, shared GETs (ratio) | sync reconciles/s, a GET per check (ratio) | sync owner reads per object, consistent / shared / a GET per check |\n|---|---|---|---|---|---|---|---|---|---|\n");
     for z in &c.sizes {
         let (b, g, q) = (&z.bare, &z.guarded, &z.ratios);
         let _ = writeln!(
             s,
-            "| {} | {:.0} / {:.0} ({:.3}) | {:.2} / {:.2} | {:.2} / {:.2} ({:.2}) | {:.2} / {:.2} ({:.2}) | {:.0} / {:.0} | {} / {} ({:.2}) | {} ({:.2}) | {} ({:.2}) | {:.3} / {:.3} / {:.3} |",
+            "| {} | {:.0} / {:.0} ({:.3}) | {:.2} / {:.2} | {:.2} / {:.2} ({:.2}) | {:.2} / {:.2} ({:.2}) | {:.0} / {:.0} | {} / {} ({:.2} [{:.2}, {:.2}]) | {} ({:.2}) | {} ({:.2}) | {:.3} / {:.3} / {:.3} |",
             count(z.objects),
             b.reconciles_per_sec,
             g.reconciles_per_sec,
@@ -421,6 +423,8 @@ pub fn markdown(r: &Results) -> String {
             k(b.sync_reconciles_per_sec),
             k(g.sync_reconciles_per_sec),
             q.sync_throughput,
+            q.sync_throughput_range.0,
+            q.sync_throughput_range.1,
             k(z.guarded_shared.sync_reconciles_per_sec),
             z.sync_throughput_shared,
             k(z.guarded_get.sync_reconciles_per_sec),

@@ -122,9 +122,12 @@ impl WatchCaches {
         if cache.behind_at.load(Ordering::Relaxed) != seen {
             match reads.current_rv(api).await {
                 Ok(Some(now)) => {
+                    // The timer is boxed (as the GET below): rarely
+                    // needed, inline it would grow every check's future.
                     let caught_up = *observed.borrow() >= now || {
                         let wait = observed.wait_for(|o| *o >= now);
-                        matches!(tokio::time::timeout(self.catch_up, wait).await, Ok(Ok(_)))
+                        let wait = Box::pin(tokio::time::timeout(self.catch_up, wait));
+                        matches!(wait.await, Ok(Ok(_)))
                     };
                     if caught_up {
                         metrics::counter!("ward_consistent_reads_total", "from" => "cache")
@@ -145,7 +148,7 @@ impl WatchCaches {
             }
         }
         metrics::counter!("ward_consistent_reads_total", "from" => "get").increment(1);
-        let live = reads.get(api, name).await?;
+        let live = Box::pin(reads.get(api, name)).await?;
         Ok(live.map(|o| Arc::new(o.meta().clone())))
     }
 

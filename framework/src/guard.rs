@@ -6,13 +6,17 @@
 //! [`Verdict::Proceed`] wins; the reconciler runs only when every guard
 //! proceeds.
 
+use std::any::TypeId;
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::future::BoxFuture;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
+use kube::api::{Api, ApiResource, DynamicObject};
 
 /// Errors a guard reports (the reconcile is retried with backoff).
 #[derive(Debug, thiserror::Error)]
@@ -163,7 +167,11 @@ pub struct GuardContext {
     clock: crate::clock::Clock,
     reads: crate::fresh::FreshReads,
     caches: crate::consistent::WatchCaches,
+    apis: Arc<Mutex<DynamicApis>>,
 }
+
+/// [`GuardContext::dynamic_api`]'s handles, by resource type and namespace.
+type DynamicApis = HashMap<(TypeId, Option<String>), Arc<Api<DynamicObject>>>;
 
 impl fmt::Debug for GuardContext {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -180,6 +188,7 @@ impl GuardContext {
             clock: crate::clock::Clock::new(),
             reads: crate::fresh::FreshReads::default(),
             caches: crate::consistent::WatchCaches::default(),
+            apis: Arc::default(),
         }
     }
 
@@ -240,11 +249,38 @@ impl GuardContext {
         T: crate::fresh::Readable,
     {
         let meta = |o: &T| std::sync::Arc::new(o.meta().clone());
+        // The other modes' futures are boxed: inline, a GET's (over a
+        // kilobyte) would be moved into every check's boxed future.
         Ok(match reads {
             Reads::Consistent => self.get_consistent(api, name).await?,
-            Reads::Shared => self.get_fresh(api, name).await?.as_deref().map(meta),
-            Reads::Get => api.get_opt(name).await?.as_ref().map(meta),
+            Reads::Shared => Box::pin(self.get_fresh(api, name))
+                .await?
+                .as_deref()
+                .map(meta),
+            Reads::Get => Box::pin(api.get_opt(name)).await?.as_ref().map(meta),
         })
+    }
+
+    /// An `Api` over `T`'s resource (as [`DynamicObject`]s) through the
+    /// context's client: in `namespace`, or all namespaces (or a
+    /// cluster-scoped kind) for `None`. Built once per context and shared,
+    /// so a guard's check builds none.
+    #[must_use]
+    pub fn dynamic_api<T>(&self, namespace: Option<&str>) -> Arc<Api<DynamicObject>>
+    where
+        T: kube::Resource<DynamicType = ()> + 'static,
+    {
+        let key = (TypeId::of::<T>(), namespace.map(str::to_string));
+        let mut apis = self.apis.lock().unwrap_or_else(|e| e.into_inner());
+        apis.entry(key)
+            .or_insert_with(|| {
+                let ar = ApiResource::erase::<T>(&());
+                Arc::new(match namespace {
+                    Some(ns) => Api::namespaced_with(self.client.clone(), ns, &ar),
+                    None => Api::all_with(self.client.clone(), &ar),
+                })
+            })
+            .clone()
     }
 
     /// The client (reads through it are quorum reads, never a cache).

@@ -109,25 +109,22 @@ pub enum Acceptance {
 /// [`OwnerUid::accept`] is a plain GET, for use outside a controller.
 pub struct OwnerUid<Owner> {
     reads: Reads,
-    /// `Owner`'s resource, erased once.
-    owner: ApiResource,
     _owner: PhantomData<fn() -> Owner>,
 }
 
-impl<Owner: Resource<DynamicType = ()>> Default for OwnerUid<Owner> {
+impl<Owner> Default for OwnerUid<Owner> {
     fn default() -> Self {
         OwnerUid {
             reads: Reads::default(),
-            owner: ApiResource::erase::<Owner>(&()),
             _owner: PhantomData,
         }
     }
 }
 
-/// What to read to judge an object: its owner's name through `api`, and
-/// the uid its controller ownerReference names.
+/// What to read to judge an object: its owner's name (in `namespace`, for
+/// a namespaced owner), and the uid its controller ownerReference names.
 struct Lookup<'a> {
-    api: Api<DynamicObject>,
+    namespace: Option<&'a str>,
     name: &'a str,
     expected_uid: &'a str,
 }
@@ -164,19 +161,20 @@ where
         client: &Client,
         obj: &K,
     ) -> Result<Acceptance, OwnerUidError> {
-        let l = match self.lookup(client, obj) {
+        let l = match Self::lookup(obj) {
             Ok(l) => l,
             Err(why) => return Ok(Acceptance::Reject(why)),
         };
-        let live = l.api.get_opt(l.name).await?;
+        let ar = ApiResource::erase::<Owner>(&());
+        let api: Api<DynamicObject> = match l.namespace {
+            Some(ns) => Api::namespaced_with(client.clone(), ns, &ar),
+            None => Api::all_with(client.clone(), &ar),
+        };
+        let live = api.get_opt(l.name).await?;
         Ok(l.judge(live.as_ref().map(|o| &o.metadata)))
     }
 
-    fn lookup<'a, K: Resource>(
-        &self,
-        client: &Client,
-        obj: &'a K,
-    ) -> Result<Lookup<'a>, Rejection> {
+    fn lookup<K: Resource>(obj: &K) -> Result<Lookup<'_>, Rejection> {
         if obj.meta().deletion_timestamp.is_some() {
             return Err(Rejection::Terminating);
         }
@@ -189,14 +187,8 @@ where
             .find(|r| r.controller == Some(true) && r.kind == kind && r.api_version == api_version)
             .ok_or(Rejection::NoController)?;
         let namespaced = TypeId::of::<Owner::Scope>() == TypeId::of::<NamespaceResourceScope>();
-        let api: Api<DynamicObject> = if namespaced {
-            let ns = obj.meta().namespace.as_deref().unwrap_or_default();
-            Api::namespaced_with(client.clone(), ns, &self.owner)
-        } else {
-            Api::all_with(client.clone(), &self.owner)
-        };
         Ok(Lookup {
-            api,
+            namespace: namespaced.then(|| obj.meta().namespace.as_deref().unwrap_or_default()),
             name: &r.name,
             expected_uid: &r.uid,
         })
@@ -230,13 +222,16 @@ where
     }
 
     async fn check(&self, obj: &K, ctx: &GuardContext) -> Result<Verdict, GuardError> {
-        let acceptance = match self.lookup(ctx.client(), obj) {
+        let acceptance = match Self::lookup(obj) {
             Err(why) => Acceptance::Reject(why),
-            Ok(l) => l.judge(
-                ctx.read_metadata(self.reads, &l.api, l.name)
-                    .await?
-                    .as_deref(),
-            ),
+            Ok(l) => {
+                let api = ctx.dynamic_api::<Owner>(l.namespace);
+                l.judge(
+                    ctx.read_metadata(self.reads, &api, l.name)
+                        .await?
+                        .as_deref(),
+                )
+            }
         };
         Ok(match acceptance {
             Acceptance::Accept => Verdict::proceed(),

@@ -152,6 +152,14 @@ impl WatchCaches {
         Ok(live.map(|o| Arc::new(o.meta().clone())))
     }
 
+    /// Start the cache of `api`'s resource URL if it has not started.
+    pub fn start<T>(&self, api: &Api<T>)
+    where
+        T: Readable,
+    {
+        self.cache(api);
+    }
+
     /// The cache of `api`'s resource URL, started if it was not.
     fn cache<T>(&self, api: &Api<T>) -> Arc<Cache>
     where

@@ -219,6 +219,16 @@ impl GuardContext {
             .map_err(GuardError::SharedRead)
     }
 
+    /// Start the watch cache [`get_consistent`](Self::get_consistent)
+    /// reads `api`'s kind from, if it has not started (it otherwise starts
+    /// at the first read, which then waits for its list).
+    pub fn warm_consistent<T>(&self, api: &kube::Api<T>)
+    where
+        T: crate::fresh::Readable,
+    {
+        self.caches.start(api);
+    }
+
     /// The object `name` as it is now: a quorum GET that concurrent checks
     /// of the same object share, joining only a read not yet sent when they
     /// began (so it is as fresh as a GET of their own; see
@@ -326,6 +336,12 @@ pub trait Guard<K>: Send + Sync + 'static {
 
     /// Judge `obj`.
     async fn check(&self, obj: &K, ctx: &GuardContext) -> Result<Verdict, GuardError>;
+
+    /// Called once when the controller's stream is first polled, before
+    /// any check: start what the checks will need (e.g. a watch cache with
+    /// [`GuardContext::warm_consistent`]) so that the first ones do not
+    /// wait for it. Must not block. By default, nothing.
+    fn prepare(&self, _ctx: &GuardContext) {}
 }
 
 /// Run `guards` in order on `obj`: the first verdict other than proceed

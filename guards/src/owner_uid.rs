@@ -221,6 +221,16 @@ where
         "owner-uid"
     }
 
+    /// With consistent reads of a cluster-scoped owner, start the owner
+    /// kind's watch cache with the controller. (A namespaced owner's
+    /// caches are per namespace: each starts at its first check.)
+    fn prepare(&self, ctx: &GuardContext) {
+        let namespaced = TypeId::of::<Owner::Scope>() == TypeId::of::<NamespaceResourceScope>();
+        if self.reads == Reads::Consistent && !namespaced {
+            ctx.warm_consistent(&*ctx.dynamic_api::<Owner>(None));
+        }
+    }
+
     async fn check(&self, obj: &K, ctx: &GuardContext) -> Result<Verdict, GuardError> {
         let acceptance = match Self::lookup(obj) {
             Err(why) => Acceptance::Reject(why),

@@ -302,3 +302,29 @@ async fn a_frozen_owner_cache_cannot_fool_the_guards_consistent_reads() {
     let verdict = ward::Guard::<ConfigMap>::check(&guard, &stale, &ctx).await;
     assert_eq!(verdict.unwrap().label(), "skip");
 }
+
+/// With consistent reads, the owner kind's watch cache starts with the
+/// controller: here no NNC exists, so no check ever runs, and the Nodes
+/// are watched anyway — the first checks will not wait for the cache's list.
+#[tokio::test(start_paused = true)]
+async fn the_owner_cache_starts_with_the_controller() {
+    let server = ApiServer::start_in_process().await;
+    let (watched, mut node_watches) = tokio::sync::watch::channel(0usize);
+    let svc = tower::ServiceBuilder::new()
+        .map_request(move |req: http::Request<kube::client::Body>| {
+            let uri = req.uri();
+            if uri.path() == "/api/v1/nodes"
+                && uri.query().is_some_and(|q| q.contains("watch=true"))
+            {
+                watched.send_modify(|n| *n += 1);
+            }
+            req
+        })
+        .service(server.service());
+    let ingester = ingester(&Client::new(svc, "default"), true);
+    tokio::time::timeout(WAIT, node_watches.wait_for(|n| *n >= 1))
+        .await
+        .expect("the Nodes are watched before any check")
+        .unwrap();
+    ingester.task.abort();
+}

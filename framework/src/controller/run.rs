@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 
 use futures::channel::mpsc;
 use futures::future::BoxFuture;
-use futures::{Stream, TryFuture, TryFutureExt};
+use futures::{Stream, StreamExt, TryFuture, TryFutureExt};
 use kube::Resource;
 use kube::runtime::controller::{self, Action};
 use kube::runtime::reflector::{ObjectRef, Store};
@@ -190,7 +190,18 @@ where
             stale: self.stale,
         });
         let on_error = shared.clone();
-        self.inner.run(
+        // The guards prepare when the stream is first polled (inside the
+        // runtime), alongside the controller's first list.
+        let prepare = {
+            let shared = shared.clone();
+            futures::stream::once(async move {
+                for g in &shared.guards {
+                    g.prepare(&shared.gctx);
+                }
+            })
+            .filter_map(|()| futures::future::ready(None))
+        };
+        prepare.chain(self.inner.run(
             move |obj: Arc<K>, ctx: Arc<Ctx>| {
                 // The readiness check lives (and passes, once synced) as
                 // long as the run's stream, which owns this closure.
@@ -217,7 +228,7 @@ where
                 }
             },
             context,
-        )
+        ))
     }
 }
 

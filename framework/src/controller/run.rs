@@ -57,25 +57,21 @@ where
     /// Update the queue-depth gauge, forgetting objects that left the cache
     /// (deleted while waiting or failing: kube-runtime never reconciles them again).
     fn queue_depth(&self) {
-        let waiting = {
-            let mut w = self.waits.lock().unwrap_or_else(|e| e.into_inner());
-            w.retain(|k, h| {
-                let keep = self.reader.get(k).is_some() && !h.is_finished();
-                if !keep {
-                    h.abort();
-                }
-                keep
-            });
-            w.len()
-        };
-        let failing = {
-            let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
-            f.retain(|k, _| self.reader.get(k).is_some());
-            f.len()
-        };
-        self.tracking
-            .store(waiting + failing > 0, Ordering::Relaxed);
-        self.metrics.queue_depth.set((waiting + failing) as f64);
+        // Both maps are held while the flag is set, so an insert either is
+        // counted here or runs its own `queue_depth` after this one.
+        let mut w = self.waits.lock().unwrap_or_else(|e| e.into_inner());
+        let mut f = self.failures.lock().unwrap_or_else(|e| e.into_inner());
+        w.retain(|k, h| {
+            let keep = self.reader.get(k).is_some() && !h.is_finished();
+            if !keep {
+                h.abort();
+            }
+            keep
+        });
+        f.retain(|k, _| self.reader.get(k).is_some());
+        let depth = w.len() + f.len();
+        self.tracking.store(depth > 0, Ordering::Relaxed);
+        self.metrics.queue_depth.set(depth as f64);
     }
 
     /// Reconcile `oref` again when `wake` completes — if it is still the

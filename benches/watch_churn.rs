@@ -16,7 +16,7 @@ static ALLOC: bench::sys::Counting<mimalloc::MiMalloc> = bench::sys::Counting(mi
 
 fn main() {
     // `cargo bench -- <filter>` and `--bench` flags are accepted and ignored:
-    // this target always runs everything (about 10 minutes on 2 cores).
+    // this target always runs everything (about 13 minutes on 2 cores).
     let started = Instant::now();
     let mut config = BenchConfig::full();
     // WARD_BENCH_PARTS=api,churn runs only those parts (memory, api, churn, campaign).

@@ -20,7 +20,9 @@
 //! A part that stops (a controller's stream dropped, an election's `run`
 //! returned) removes its check. Start the endpoint (which installs the
 //! recorder) before the controller or election, so their metrics are
-//! described and present at zero from the start.
+//! described and present at zero from the start (a controller records its
+//! per-kind series through handles it registers when it starts: a
+//! recorder installed after that never sees them).
 //!
 //! ```no_run
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {

@@ -4,9 +4,9 @@
 //! reads: the watch cache answers only once it has caught up with the
 //! server's current resourceVersion, never while its watch is frozen.
 
+use std::convert::Infallible;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::task::{Context, Poll};
 use std::time::Duration;
 
 use futures::FutureExt;
@@ -16,43 +16,24 @@ use kube::api::{Api, Patch, PatchParams, PostParams};
 use kube::client::Body;
 use serde_json::json;
 use tokio::sync::{Notify, Semaphore};
+use tower::ServiceExt;
 use ward::GuardContext;
 use ward_apiserver::{ApiServer, WardService};
 
-/// Counts GETs and holds each answer at a gate (the read has been served
-/// by the server, its answer not yet returned): a read "in flight".
-#[derive(Clone)]
-struct Gated {
-    inner: WardService,
-    gets: Arc<AtomicUsize>,
-    counted: Arc<Notify>,
-    gate: Arc<Semaphore>,
-}
+/// What a request gets back from the in-process server.
+type Answer = BoxFuture<'static, Result<http::Response<axum::body::Body>, Infallible>>;
 
-impl tower::Service<http::Request<Body>> for Gated {
-    type Response = http::Response<axum::body::Body>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        tower::Service::<http::Request<Body>>::poll_ready(&mut self.inner, cx)
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        let is_get = req.method() == http::Method::GET;
-        let answer = self.inner.call(req);
-        let (gets, counted, gate) = (self.gets.clone(), self.counted.clone(), self.gate.clone());
-        async move {
-            let resp = answer.await;
-            if is_get {
-                gets.fetch_add(1, Ordering::SeqCst);
-                counted.notify_waiters();
-                gate.acquire().await.expect("gate open").forget();
-            }
-            resp
-        }
-        .boxed()
-    }
+/// A client of `server` whose every request goes through `hook`, which
+/// is given the server to send it on: it may count it, hold the answer,
+/// or answer itself.
+fn client_with(
+    server: WardService,
+    hook: impl Fn(http::Request<Body>, WardService) -> Answer + Send + 'static,
+) -> kube::Client {
+    kube::Client::new(
+        tower::service_fn(move |req| hook(req, server.clone())),
+        "default",
+    )
 }
 
 fn value(cm: &Option<Arc<ConfigMap>>) -> String {
@@ -70,24 +51,39 @@ async fn overlapping_checks_share_a_read_sent_after_they_began() {
     cm.data = Some([("v".to_string(), "old".to_string())].into());
     plain.create(&PostParams::default(), &cm).await.unwrap();
 
-    let gated = Gated {
-        inner: server.service(),
-        gets: Arc::default(),
-        counted: Arc::new(Notify::new()),
-        gate: Arc::new(Semaphore::new(0)),
-    };
-    let client = kube::Client::new(gated.clone(), "default");
+    // Counts GETs and holds each answer at a gate (the read has been
+    // served by the server, its answer not yet returned): a read "in flight".
+    let gets = Arc::new(AtomicUsize::new(0));
+    let counted = Arc::new(Notify::new());
+    let gate = Arc::new(Semaphore::new(0));
+    let client = client_with(server.service(), {
+        let (gets, counted, gate) = (gets.clone(), counted.clone(), gate.clone());
+        move |req, server| {
+            let is_get = req.method() == http::Method::GET;
+            let (gets, counted, gate) = (gets.clone(), counted.clone(), gate.clone());
+            async move {
+                let resp = server.oneshot(req).await;
+                if is_get {
+                    gets.fetch_add(1, Ordering::SeqCst);
+                    counted.notify_waiters();
+                    gate.acquire().await.expect("gate open").forget();
+                }
+                resp
+            }
+            .boxed()
+        }
+    });
     let ctx = GuardContext::new(client.clone());
     let api: Api<ConfigMap> = Api::default_namespaced(client);
     let gets_reach = |n: usize| {
-        let g = gated.clone();
+        let (gets, counted) = (gets.clone(), counted.clone());
         async move {
             loop {
-                let counted = g.counted.notified();
-                if g.gets.load(Ordering::SeqCst) >= n {
+                let notified = counted.notified();
+                if gets.load(Ordering::SeqCst) >= n {
                     return;
                 }
-                counted.await;
+                notified.await;
             }
         }
     };
@@ -117,17 +113,17 @@ async fn overlapping_checks_share_a_read_sent_after_they_began() {
         assert!(futures::poll!(check.as_mut()).is_pending());
     }
     assert_eq!(
-        gated.gets.load(Ordering::SeqCst),
+        gets.load(Ordering::SeqCst),
         1,
         "the later checks wait for A's read instead of sending their own"
     );
-    gated.gate.add_permits(100);
+    gate.add_permits(100);
     assert_eq!(value(&a.await.unwrap()), "old", "A began before the write");
     for answer in futures::future::join_all(later).await {
         assert_eq!(value(&answer.unwrap()), "new", "began after the write");
     }
     assert_eq!(
-        gated.gets.load(Ordering::SeqCst),
+        gets.load(Ordering::SeqCst),
         2,
         "six checks, two reads: the five later ones shared one"
     );
@@ -155,14 +151,8 @@ async fn a_missing_object_is_none_and_sequential_checks_each_read() {
 async fn a_read_stays_open_while_checks_keep_joining() {
     use futures::StreamExt;
     let server = ApiServer::start_in_process().await;
-    let counting = Counting {
-        inner: server.service(),
-        name: "owner",
-        gets: Arc::default(),
-        rv_reads: Arc::default(),
-    };
-    let gets = counting.gets.clone();
-    let ctx = GuardContext::new(kube::Client::new(counting, "default"));
+    let (client, gets, _) = counting(server.service(), "owner");
+    let ctx = GuardContext::new(client);
     let api: Api<ConfigMap> = Api::default_namespaced(ctx.client().clone());
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("owner".into());
@@ -193,35 +183,28 @@ async fn a_read_stays_open_while_checks_keep_joining() {
     assert_eq!(gets.load(Ordering::SeqCst), 2, "a later check reads again");
 }
 
-/// Counts object GETs of `name` and one-item LISTs (the current-rv reads).
-#[derive(Clone)]
-struct Counting {
-    inner: WardService,
+/// A client of `server` counting its GETs of the object `name` and its
+/// one-item LISTs (the current-rv reads).
+fn counting(
+    server: WardService,
     name: &'static str,
-    gets: Arc<AtomicUsize>,
-    rv_reads: Arc<AtomicUsize>,
-}
-
-impl tower::Service<http::Request<Body>> for Counting {
-    type Response = http::Response<axum::body::Body>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        tower::Service::<http::Request<Body>>::poll_ready(&mut self.inner, cx)
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        let uri = req.uri();
-        if req.method() == http::Method::GET {
-            if uri.path().ends_with(&format!("/{}", self.name)) {
-                self.gets.fetch_add(1, Ordering::SeqCst);
-            } else if uri.query().is_some_and(|q| q.contains("limit=1")) {
-                self.rv_reads.fetch_add(1, Ordering::SeqCst);
+) -> (kube::Client, Arc<AtomicUsize>, Arc<AtomicUsize>) {
+    let (gets, rv_reads) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
+    let client = client_with(server, {
+        let (gets, rv_reads) = (gets.clone(), rv_reads.clone());
+        move |req, server| {
+            let uri = req.uri();
+            if req.method() == http::Method::GET {
+                if uri.path().ends_with(&format!("/{name}")) {
+                    gets.fetch_add(1, Ordering::SeqCst);
+                } else if uri.query().is_some_and(|q| q.contains("limit=1")) {
+                    rv_reads.fetch_add(1, Ordering::SeqCst);
+                }
             }
+            server.oneshot(req).boxed()
         }
-        self.inner.call(req).boxed()
-    }
+    });
+    (client, gets, rv_reads)
 }
 
 #[tokio::test(start_paused = true)]
@@ -229,14 +212,8 @@ async fn consistent_reads_answer_from_a_current_cache_and_never_from_a_frozen_on
     let server = ApiServer::start_in_process().await;
     let svc = server.service();
     let id = svc.client_id();
-    let counting = Counting {
-        inner: svc,
-        name: "owner",
-        gets: Arc::default(),
-        rv_reads: Arc::default(),
-    };
-    let (gets, rv_reads) = (counting.gets.clone(), counting.rv_reads.clone());
-    let ctx = GuardContext::new(kube::Client::new(counting, "default"));
+    let (client, gets, rv_reads) = counting(svc, "owner");
+    let ctx = GuardContext::new(client);
     let writer: Api<ConfigMap> = Api::default_namespaced(server.client());
     let api: Api<ConfigMap> = Api::default_namespaced(ctx.client().clone());
     let mut cm = ConfigMap::default();
@@ -317,27 +294,20 @@ async fn consistent_reads_answer_from_a_current_cache_and_never_from_a_frozen_on
     assert!(from_cache, "the released cache caught up and answered");
 }
 
-/// Answers 403 to every LIST and WATCH (RBAC granting `get` only), and
-/// counts the refused one-item LISTs (current-rv reads).
-#[derive(Clone)]
-struct GetOnly {
-    inner: WardService,
-    refused_rv_reads: Arc<AtomicUsize>,
-}
-
-impl tower::Service<http::Request<Body>> for GetOnly {
-    type Response = http::Response<axum::body::Body>;
-    type Error = std::convert::Infallible;
-    type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        tower::Service::<http::Request<Body>>::poll_ready(&mut self.inner, cx)
-    }
-
-    fn call(&mut self, req: http::Request<Body>) -> Self::Future {
-        if req.uri().path().ends_with("/configmaps") {
+#[tokio::test(start_paused = true)]
+async fn without_list_rights_consistent_reads_are_gets() {
+    let server = ApiServer::start_in_process().await;
+    // Every LIST and WATCH of ConfigMaps is refused (RBAC granting `get`
+    // only); the refused one-item LISTs (current-rv reads) are counted.
+    let refused = Arc::new(AtomicUsize::new(0));
+    let client = client_with(server.service(), {
+        let refused = refused.clone();
+        move |req, server| {
+            if !req.uri().path().ends_with("/configmaps") {
+                return server.oneshot(req).boxed();
+            }
             if req.uri().query().is_some_and(|q| q.contains("limit=1")) {
-                self.refused_rv_reads.fetch_add(1, Ordering::SeqCst);
+                refused.fetch_add(1, Ordering::SeqCst);
             }
             let status = json!({"kind": "Status", "apiVersion": "v1", "status": "Failure",
                 "reason": "Forbidden", "code": 403, "message": "configmaps is forbidden"});
@@ -346,21 +316,10 @@ impl tower::Service<http::Request<Body>> for GetOnly {
                 .header("content-type", "application/json")
                 .body(axum::body::Body::from(status.to_string()))
                 .expect("a response");
-            return async move { Ok(resp) }.boxed();
+            async move { Ok(resp) }.boxed()
         }
-        self.inner.call(req).boxed()
-    }
-}
-
-#[tokio::test(start_paused = true)]
-async fn without_list_rights_consistent_reads_are_gets() {
-    let server = ApiServer::start_in_process().await;
-    let refused = Arc::new(AtomicUsize::new(0));
-    let svc = GetOnly {
-        inner: server.service(),
-        refused_rv_reads: refused.clone(),
-    };
-    let ctx = GuardContext::new(kube::Client::new(svc, "default"));
+    });
+    let ctx = GuardContext::new(client);
     let api: Api<ConfigMap> = Api::default_namespaced(ctx.client().clone());
     let mut cm = ConfigMap::default();
     cm.metadata.name = Some("owner".into());

@@ -174,6 +174,11 @@ where
         Ok(l.judge(live.as_ref().map(|o| &o.metadata)))
     }
 
+    /// Whether `Owner` lives in a namespace (its child's).
+    fn namespaced() -> bool {
+        TypeId::of::<Owner::Scope>() == TypeId::of::<NamespaceResourceScope>()
+    }
+
     fn lookup<K: Resource>(obj: &K) -> Result<Lookup<'_>, Rejection> {
         if obj.meta().deletion_timestamp.is_some() {
             return Err(Rejection::Terminating);
@@ -186,9 +191,9 @@ where
             .flatten()
             .find(|r| r.controller == Some(true) && r.kind == kind && r.api_version == api_version)
             .ok_or(Rejection::NoController)?;
-        let namespaced = TypeId::of::<Owner::Scope>() == TypeId::of::<NamespaceResourceScope>();
         Ok(Lookup {
-            namespace: namespaced.then(|| obj.meta().namespace.as_deref().unwrap_or_default()),
+            namespace: Self::namespaced()
+                .then(|| obj.meta().namespace.as_deref().unwrap_or_default()),
             name: &r.name,
             expected_uid: &r.uid,
         })
@@ -225,8 +230,7 @@ where
     /// kind's watch cache with the controller. (A namespaced owner's
     /// caches are per namespace: each starts at its first check.)
     fn prepare(&self, ctx: &GuardContext) {
-        let namespaced = TypeId::of::<Owner::Scope>() == TypeId::of::<NamespaceResourceScope>();
-        if self.reads == Reads::Consistent && !namespaced {
+        if self.reads == Reads::Consistent && !Self::namespaced() {
             ctx.warm_consistent(&*ctx.dynamic_api::<Owner>(None));
         }
     }

@@ -41,7 +41,7 @@ use ward_base::Rng;
 use ward_guards::owner_uid::OwnerUid;
 
 use super::objects::{self, NAMESPACE, Owner, now_micros};
-use super::{quantile, ratio, sys};
+use super::{median, quantile, ratio, sys};
 
 /// Sizes and rates of the churn benchmark.
 #[derive(Debug, Clone)]
@@ -545,20 +545,6 @@ fn summarize(phases: &[Phase], variant: Variant) -> Summary {
         }),
         peak_rss_mib: ps.iter().map(|p| p.peak_rss_mib).fold(0.0, f64::max),
         reconciled_fraction: mean(&|p| p.reconciled_fraction),
-    }
-}
-
-/// The median of `xs` (0 when empty).
-fn median(mut xs: Vec<f64>) -> f64 {
-    if xs.is_empty() {
-        return 0.0;
-    }
-    xs.sort_by(f64::total_cmp);
-    let m = xs.len() / 2;
-    if xs.len() % 2 == 1 {
-        xs[m]
-    } else {
-        (xs[m - 1] + xs[m]) / 2.0
     }
 }
 

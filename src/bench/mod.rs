@@ -263,6 +263,21 @@ pub fn quantile(sorted: &[u64], q: f64) -> u64 {
     sorted[i.min(sorted.len() - 1)]
 }
 
+/// The median of `xs` (the mean of the middle two when even; 0 when empty).
+#[must_use]
+pub fn median(mut xs: Vec<f64>) -> f64 {
+    if xs.is_empty() {
+        return 0.0;
+    }
+    xs.sort_by(f64::total_cmp);
+    let m = xs.len() / 2;
+    if xs.len() % 2 == 1 {
+        xs[m]
+    } else {
+        (xs[m - 1] + xs[m]) / 2.0
+    }
+}
+
 /// `a / b`, or 0 when `b` is 0.
 #[must_use]
 pub fn ratio(a: f64, b: f64) -> f64 {
@@ -272,6 +287,13 @@ pub fn ratio(a: f64, b: f64) -> f64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn medians() {
+        assert_eq!(median(vec![]), 0.0);
+        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
+        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
+    }
 
     #[test]
     fn quantiles_use_the_nearest_rank() {

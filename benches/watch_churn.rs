@@ -44,6 +44,14 @@ fn main() {
         config.churn.churn = std::time::Duration::from_secs_f64(secs);
         config.out_dir = bench::default_out_dir("ward-bench-partial");
     }
+    // WARD_BENCH_SYNC_ROUNDS=20 runs that many sync-only rounds per size.
+    if let Some(n) = std::env::var("WARD_BENCH_SYNC_ROUNDS")
+        .ok()
+        .and_then(|s| s.trim().parse::<usize>().ok())
+    {
+        config.churn.sync_rounds = n;
+        config.out_dir = bench::default_out_dir("ward-bench-partial");
+    }
     let log = |line: &str| eprintln!("[{:>6.1}s] {line}", started.elapsed().as_secs_f64());
     let results = bench::run_all(&config, false, &log);
     ward_base::outln!("{}", bench::report::markdown(&results));

@@ -25,8 +25,11 @@
 //! for another after every turn in which a check joined it, at most
 //! [`MAX_OPEN_TURNS`]: a controller under load starts reconciles turn after
 //! turn, and one read gathers the checks of many, while a lone check (a
-//! controller keeping up with its events) waits one turn only. Nothing is
-//! spawned: a read is driven by whoever awaits it.
+//! controller keeping up with its events) waits one turn only. Each read
+//! runs on its own task, spawned when it opens: the checks that joined it
+//! are woken once, by its answer — not at every turn it stays open, as
+//! they would be if they drove it themselves (`Shared` wakes every joined
+//! waiter whenever the shared future is woken).
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -52,25 +55,28 @@ pub trait Readable:
 impl<T: kube::Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static> Readable for T {}
 
 /// A shared read's answer (an error is shared too, behind an `Arc`).
-pub type FreshRead<T> = Result<Option<Arc<T>>, Arc<kube::Error>>;
+pub type FreshRead<T> = Answer<Option<Arc<T>>>;
+
+/// What a shared call answers: a value, or the error every joiner shares.
+type Answer<X> = Result<X, Arc<kube::Error>>;
 
 /// The most scheduler turns a read stays open while checks keep joining it.
 pub const MAX_OPEN_TURNS: u32 = 16;
 
-type Call<V> = Shared<BoxFuture<'static, V>>;
+type Call<X> = Shared<BoxFuture<'static, Answer<X>>>;
 type Key = (TypeId, String);
 
 /// The calls of one key: the one a newcomer may join (not sent yet), and
 /// the latest one created (the next must wait for it).
-struct Slot<V> {
-    open: Option<Open<V>>,
-    last: (u64, Call<V>),
+struct Slot<X> {
+    open: Option<Open<X>>,
+    last: (u64, Call<X>),
 }
 
 /// A call not sent yet, and how many checks have joined it.
-struct Open<V> {
+struct Open<X> {
     id: u64,
-    call: Call<V>,
+    call: Call<X>,
     joins: Arc<AtomicU64>,
 }
 
@@ -117,7 +123,7 @@ impl FreshReads {
     /// The resourceVersion the API server is at now, from a quorum LIST of
     /// one item of `api`'s kind, or joined with such a read not sent yet.
     /// `None` when the server's resourceVersion is not a number.
-    pub(crate) async fn current_rv<T>(&self, api: &Api<T>) -> Result<Option<u64>, Arc<kube::Error>>
+    pub(crate) async fn current_rv<T>(&self, api: &Api<T>) -> Answer<Option<u64>>
     where
         T: Readable,
     {
@@ -141,17 +147,17 @@ impl FreshReads {
 
     /// Run the call `send` makes for `key` (made only when no call for
     /// `key` is open), or join one that has not been sent yet.
-    async fn call<V, F>(&self, key: Key, send: impl FnOnce() -> F) -> V
+    async fn call<X, F>(&self, key: Key, send: impl FnOnce() -> F) -> Answer<X>
     where
-        V: Clone + Send + Sync + 'static,
-        F: Future<Output = V> + Send + 'static,
+        X: Clone + Send + Sync + 'static,
+        F: Future<Output = Answer<X>> + Send + 'static,
     {
         let call = {
             let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
             let slot = inner
                 .slots
                 .get_mut(&key)
-                .and_then(|s| s.downcast_mut::<Slot<V>>());
+                .and_then(|s| s.downcast_mut::<Slot<X>>());
             match slot {
                 Some(Slot {
                     open: Some(open), ..
@@ -181,22 +187,23 @@ impl FreshReads {
         call.await
     }
 
-    /// Call `id`: wait for the call before it, close itself to newcomers,
-    /// send, and forget the slot if no later call was opened.
-    fn new_call<V, F>(
+    /// Call `id`, on a task of its own: wait for the call before it, close
+    /// itself to newcomers, send, and forget the slot if no later call was
+    /// opened.
+    fn new_call<X, F>(
         &self,
         key: Key,
         id: u64,
-        before: Option<Call<V>>,
+        before: Option<Call<X>>,
         joins: Arc<AtomicU64>,
         send: F,
-    ) -> Call<V>
+    ) -> Call<X>
     where
-        V: Clone + Send + Sync + 'static,
-        F: Future<Output = V> + Send + 'static,
+        X: Clone + Send + Sync + 'static,
+        F: Future<Output = Answer<X>> + Send + 'static,
     {
         let inner = self.inner.clone();
-        async move {
+        let task = tokio::spawn(async move {
             if let Some(before) = before {
                 let _ = before.await;
             }
@@ -204,17 +211,25 @@ impl FreshReads {
             // every turn in which a check joined: the checks polled in the
             // meantime join this call instead of each sending its own.
             OpenTurns::new(joins).await;
-            with_slot::<V>(&inner, &key, |slot| {
+            with_slot::<X>(&inner, &key, |slot| {
                 if slot.open.as_ref().is_some_and(|open| open.id == id) {
                     slot.open = None;
                 }
                 false
             });
             let answer = send.await;
-            with_slot::<V>(&inner, &key, |slot| {
+            with_slot::<X>(&inner, &key, |slot| {
                 slot.last.0 == id && slot.open.is_none()
             });
             answer
+        });
+        async move {
+            match task.await {
+                Ok(answer) => answer,
+                Err(e) if e.is_panic() => std::panic::resume_unwind(e.into_panic()),
+                // Only when its runtime shuts down.
+                Err(e) => Err(Arc::new(kube::Error::Service(Box::new(e)))),
+            }
         }
         .boxed()
         .shared()
@@ -299,16 +314,16 @@ impl Future for OpenTurns {
 }
 
 /// Run `f` on the slot of `key`; remove the slot when `f` says so.
-fn with_slot<V: Send + Sync + 'static>(
+fn with_slot<X: Send + Sync + 'static>(
     inner: &Mutex<Inner>,
     key: &Key,
-    f: impl FnOnce(&mut Slot<V>) -> bool,
+    f: impl FnOnce(&mut Slot<X>) -> bool,
 ) {
     let mut inner = inner.lock().unwrap_or_else(|e| e.into_inner());
     let remove = inner
         .slots
         .get_mut(key)
-        .and_then(|s| s.downcast_mut::<Slot<V>>())
+        .and_then(|s| s.downcast_mut::<Slot<X>>())
         .is_some_and(f);
     if remove {
         inner.slots.remove(key);

@@ -183,6 +183,52 @@ async fn a_read_stays_open_while_checks_keep_joining() {
     assert_eq!(gets.load(Ordering::SeqCst), 2, "a later check reads again");
 }
 
+#[tokio::test(start_paused = true)]
+async fn a_joined_check_is_woken_by_the_answer_not_by_every_open_turn() {
+    use futures::StreamExt;
+    let server = ApiServer::start_in_process().await;
+    let (client, gets, _) = counting(server.service(), "owner");
+    let ctx = GuardContext::new(client);
+    let api: Api<ConfigMap> = Api::default_namespaced(ctx.client().clone());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("owner".into());
+    Api::<ConfigMap>::default_namespaced(server.client())
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+
+    // A first check opens the read; a check on a task of its own, counting
+    // how often it is polled, joins it; more join over four more turns.
+    let mut joiners = futures::stream::FuturesUnordered::new();
+    joiners.push(ctx.get_fresh(&api, "owner"));
+    assert!(futures::poll!(joiners.next()).is_pending());
+    let polls = Arc::new(AtomicUsize::new(0));
+    let check = tokio::spawn({
+        let (ctx, api, polls) = (ctx.clone(), api.clone(), polls.clone());
+        let mut read = Box::pin(async move { ctx.get_fresh(&api, "owner").await });
+        futures::future::poll_fn(move |cx| {
+            polls.fetch_add(1, Ordering::SeqCst);
+            read.as_mut().poll(cx)
+        })
+    });
+    tokio::task::yield_now().await;
+    assert_eq!(polls.load(Ordering::SeqCst), 1, "the check joined the read");
+    for _ in 0..4 {
+        joiners.push(ctx.get_fresh(&api, "owner"));
+        assert!(futures::poll!(joiners.next()).is_pending());
+        tokio::task::yield_now().await;
+    }
+    assert_eq!(gets.load(Ordering::SeqCst), 0, "still open");
+    assert!(check.await.unwrap().unwrap().is_some());
+    assert_eq!(joiners.collect::<Vec<_>>().await.len(), 5);
+    assert_eq!(gets.load(Ordering::SeqCst), 1, "one read");
+    assert_eq!(
+        polls.load(Ordering::SeqCst),
+        2,
+        "polled when it began and when the answer came, not at every turn the read stayed open"
+    );
+}
+
 /// A client of `server` counting its GETs of the object `name` and its
 /// one-item LISTs (the current-rv reads).
 fn counting(

@@ -202,13 +202,11 @@ where
                 // The readiness check lives (and passes, once synced) as
                 // long as the run's stream, which owns this closure.
                 let _alive = &ready;
+                // Only the reconciler's own call here: this closure runs on
+                // the controller's one task, which every reconcile passes
+                // through; the rest runs on the reconcile's spawned task.
                 let fut = reconciler(obj.clone(), ctx);
-                let oref = ObjectRef::from_obj_with(&*obj, shared.dyntype.clone());
-                let uid = obj.meta().uid.clone();
-                let stale_trigger = shared.stale.take(&oref);
-                let span = tracing::info_span!("reconcile", object = %oref,
-                    uid = uid.as_deref().unwrap_or(""), stale_trigger);
-                guarded(shared.clone(), obj, fut, oref, uid).instrument(span)
+                guarded(shared.clone(), obj, fut)
             },
             move |obj: Arc<K>, err: &Error<ReconcilerFut::Error>, ctx: Arc<Ctx>| {
                 let oref = ObjectRef::from_obj_with(&*obj, on_error.dyntype.clone());
@@ -228,7 +226,30 @@ where
     }
 }
 
+/// One reconcile, in its span: the guards, then (if they proceed) the
+/// reconciler's future.
 async fn guarded<K, Fut>(
+    shared: Arc<Shared<K>>,
+    obj: Arc<K>,
+    reconcile: Fut,
+) -> Result<Action, Error<Fut::Error>>
+where
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: Eq + Hash + Clone + Send + Sync,
+    Fut: TryFuture<Ok = Action>,
+    Fut::Error: std::error::Error + 'static,
+{
+    let oref = ObjectRef::from_obj_with(&*obj, shared.dyntype.clone());
+    let uid = obj.meta().uid.clone();
+    let stale_trigger = shared.stale.take(&oref);
+    let span = tracing::info_span!("reconcile", object = %oref,
+        uid = uid.as_deref().unwrap_or(""), stale_trigger);
+    judged(shared, obj, reconcile, oref, uid)
+        .instrument(span)
+        .await
+}
+
+async fn judged<K, Fut>(
     shared: Arc<Shared<K>>,
     obj: Arc<K>,
     reconcile: Fut,

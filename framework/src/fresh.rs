@@ -35,10 +35,8 @@ use std::any::{Any, TypeId};
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::future::Future;
-use std::pin::Pin;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
 
 use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
@@ -210,7 +208,7 @@ impl FreshReads {
             // Stay open for a turn of the scheduler, and another after
             // every turn in which a check joined: the checks polled in the
             // meantime join this call instead of each sending its own.
-            OpenTurns::new(joins).await;
+            open_turns(&joins).await;
             with_slot::<X>(&inner, &key, |slot| {
                 if slot.open.as_ref().is_some_and(|open| open.id == id) {
                     slot.open = None;
@@ -236,80 +234,21 @@ impl FreshReads {
     }
 }
 
-/// Completes after a turn of the scheduler in which no check joined the
-/// call, or after [`MAX_OPEN_TURNS`] turns.
+/// Stay open for a turn of the scheduler, and another after every turn in
+/// which a check joined, at most [`MAX_OPEN_TURNS`].
 ///
-/// A turn is `tokio::task::yield_now`'s: its wake-up is deferred until the
-/// worker has run its other ready tasks. The joins are counted when that
-/// wake-up fires — at the turn's boundary — not when the call is next
-/// polled: a shared call is polled whenever a check joins it, which is
-/// neither a turn nor a fixed point within one.
-struct OpenTurns {
-    joins: Arc<AtomicU64>,
-    /// Joins counted at the last turn's end.
-    counted: u64,
-    turns: u32,
-    turn: Option<Arc<TurnEnd>>,
-}
-
-/// The wake-up of one turn: counts the joins when it fires.
-struct TurnEnd {
-    /// The joins when the turn ended; `u64::MAX` until then.
-    joins_at_end: AtomicU64,
-    joins: Arc<AtomicU64>,
-    waker: Waker,
-}
-
-impl Wake for TurnEnd {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref();
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        let joins = self.joins.load(Ordering::Relaxed);
-        self.joins_at_end.store(joins, Ordering::Release);
-        self.waker.wake_by_ref();
-    }
-}
-
-impl OpenTurns {
-    fn new(joins: Arc<AtomicU64>) -> Self {
-        OpenTurns {
-            joins,
-            counted: 0,
-            turns: 0,
-            turn: None,
+/// A turn is `tokio::task::yield_now`'s: the call's task is woken again
+/// once the worker has run its other ready tasks — the checks they start
+/// join meanwhile.
+async fn open_turns(joins: &AtomicU64) {
+    let mut counted = 0;
+    for _ in 0..MAX_OPEN_TURNS {
+        tokio::task::yield_now().await;
+        let now = joins.load(Ordering::Relaxed);
+        if now == counted {
+            return;
         }
-    }
-}
-
-impl Future for OpenTurns {
-    type Output = ();
-
-    fn poll(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<()> {
-        if let Some(turn) = &self.turn {
-            let at_end = turn.joins_at_end.load(Ordering::Acquire);
-            if at_end == u64::MAX {
-                return Poll::Pending;
-            }
-            if at_end == self.counted || self.turns >= MAX_OPEN_TURNS {
-                return Poll::Ready(());
-            }
-            self.counted = at_end;
-        }
-        self.turns += 1;
-        let turn = Arc::new(TurnEnd {
-            joins_at_end: AtomicU64::new(u64::MAX),
-            joins: self.joins.clone(),
-            waker: cx.waker().clone(),
-        });
-        // tokio defers this wake-up until the worker has run its other
-        // ready tasks (outside a runtime it wakes at once).
-        let waker = Waker::from(turn.clone());
-        let mut yielded = std::pin::pin!(tokio::task::yield_now());
-        let _ = yielded.as_mut().poll(&mut Context::from_waker(&waker));
-        self.turn = Some(turn);
-        Poll::Pending
+        counted = now;
     }
 }
 

@@ -15,11 +15,13 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
     let size = &r.churn.sizes[0];
     assert_eq!(
         size.phases.len(),
-        8,
+        9,
         "bare, guarded (consistent reads), guarded with shared GETs, with a GET per check; \
-         a round with churn, then a sync-only round"
+         a round with churn, then a sync-only round that also runs bare awaiting once"
     );
-    assert_eq!(size.phases.iter().filter(|p| p.sync_only).count(), 4);
+    assert_eq!(size.phases.iter().filter(|p| p.sync_only).count(), 5);
+    assert!(size.bare_await.sync_reconciles_per_sec > 0.0);
+    assert!(size.sync_throughput_await > 0.0 && size.sync_throughput_over_await > 0.0);
     assert!(
         size.phases
             .iter()

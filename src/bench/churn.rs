@@ -83,6 +83,12 @@ pub enum Variant {
     /// the other two are measured against).
     #[serde(rename = "guarded-get")]
     GuardedGet,
+    /// `kube_runtime::Controller` whose reconcile awaits once (a
+    /// `yield_now`) before its work, in the sync-only rounds: the floor of
+    /// any guard that must wait for a read, as the bare reconcile never
+    /// suspends.
+    #[serde(rename = "bare-await")]
+    BareAwait,
 }
 
 /// One phase: one controller, sync then churn.
@@ -202,12 +208,22 @@ pub struct SizeResult {
     pub guarded_shared: Summary,
     /// Guarded controller, one GET per check.
     pub guarded_get: Summary,
+    /// Bare controller whose reconcile awaits once (sync-only rounds).
+    pub bare_await: Summary,
     /// Saturated (sync) reconciles/s, guarded with shared GETs over bare
     /// (median of the rounds' ratios).
     pub sync_throughput_shared: f64,
     /// Saturated (sync) reconciles/s, guarded with a GET per check over
     /// bare: the baseline of the other read modes (median of the rounds' ratios).
     pub sync_throughput_get: f64,
+    /// Saturated (sync) reconciles/s, bare awaiting once over bare: what
+    /// suspending every reconcile once costs by itself (median of the
+    /// sync-only rounds' ratios).
+    pub sync_throughput_await: f64,
+    /// Saturated (sync) reconciles/s, guarded over bare awaiting once: the
+    /// guard's cost beyond that suspension (median of the sync-only
+    /// rounds' ratios).
+    pub sync_throughput_over_await: f64,
     /// Guarded over bare.
     pub ratios: Ratios,
     /// Every phase, in the order run.
@@ -235,6 +251,8 @@ pub struct ChurnResults {
 #[derive(Debug, Default)]
 pub struct Probe {
     reconciles: AtomicU64,
+    /// Whether the reconcile awaits once before its work ([`Variant::BareAwait`]).
+    awaits: bool,
     /// The reconcile count that completes the sync.
     sync_target: AtomicU64,
     /// `now_micros` at the first reconcile and at the one completing the sync (0: not yet).
@@ -246,8 +264,9 @@ pub struct Probe {
 }
 
 impl Probe {
-    fn new() -> Arc<Self> {
+    fn new(awaits: bool) -> Arc<Self> {
         Arc::new(Probe {
+            awaits,
             churn_start: AtomicU64::new(u64::MAX),
             ..Probe::default()
         })
@@ -257,6 +276,9 @@ impl Probe {
 /// The reconcile body both controllers run: read the stamp, hash the
 /// data (the "work"), record the event-to-reconcile latency.
 pub async fn reconcile(cm: Arc<ConfigMap>, probe: Arc<Probe>) -> Result<Action, Infallible> {
+    if probe.awaits {
+        tokio::task::yield_now().await;
+    }
     let now = now_micros();
     let mut h = 0xcbf2_9ce4_8422_2325u64;
     let mut stamp = None;
@@ -409,7 +431,7 @@ fn spawn_controller(
         let _ = stop.await;
     };
     match variant {
-        Variant::Bare => tokio::spawn(
+        Variant::Bare | Variant::BareAwait => tokio::spawn(
             Controller::new(api, watcher::Config::default())
                 .graceful_shutdown_on(stop)
                 .run(reconcile, error_policy, probe)
@@ -444,7 +466,7 @@ async fn phase(
     sync_only: bool,
     config: &ChurnConfig,
 ) -> (Phase, Churner) {
-    let probe = Probe::new();
+    let probe = Probe::new(variant == Variant::BareAwait);
     let objects = churner.live();
     probe.sync_target.store(objects as u64, Ordering::Relaxed);
     sys::reset_peak_rss();
@@ -550,11 +572,12 @@ async fn phase(
 fn summarize(phases: &[Phase], variant: Variant) -> Summary {
     let all: Vec<&Phase> = phases.iter().filter(|p| p.variant == variant).collect();
     let ps: Vec<&Phase> = all.iter().copied().filter(|p| !p.sync_only).collect();
-    if ps.is_empty() {
+    if all.is_empty() {
         return Summary::default();
     }
-    let n = ps.len() as f64;
-    let mean = |f: &dyn Fn(&Phase) -> f64| ps.iter().map(|p| f(p)).sum::<f64>() / n;
+    // Churn figures over the rounds with churn (none: 0).
+    let mean =
+        |f: &dyn Fn(&Phase) -> f64| ratio(ps.iter().map(|p| f(p)).sum::<f64>(), ps.len() as f64);
     let median_all = |f: &dyn Fn(&Phase) -> f64| median(all.iter().map(|p| f(p)).collect());
     let mut lat: Vec<u64> = ps.iter().flat_map(|p| p.latencies_us.clone()).collect();
     lat.sort_unstable();
@@ -576,13 +599,24 @@ fn summarize(phases: &[Phase], variant: Variant) -> Summary {
 /// Each round's `f(variant) / f(bare)`, paired within the round: the
 /// median, the lowest and the highest.
 fn paired(phases: &[Phase], variant: Variant, f: &dyn Fn(&Phase) -> f64) -> (f64, f64, f64) {
+    paired_with(phases, variant, Variant::Bare, f)
+}
+
+/// Each round's `f(variant) / f(base)`, paired within the round (rounds
+/// without both are left out): the median, the lowest and the highest.
+fn paired_with(
+    phases: &[Phase],
+    variant: Variant,
+    base: Variant,
+    f: &dyn Fn(&Phase) -> f64,
+) -> (f64, f64, f64) {
     let ratios: Vec<f64> = phases
         .iter()
         .filter(|p| p.variant == variant)
         .filter_map(|g| {
-            let b = phases.iter().find(|b| {
-                b.variant == Variant::Bare && b.round == g.round && b.sync_only == g.sync_only
-            })?;
+            let b = phases
+                .iter()
+                .find(|b| b.variant == base && b.round == g.round && b.sync_only == g.sync_only)?;
             Some(ratio(f(g), f(b)))
         })
         .collect();
@@ -614,13 +648,17 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
                 let sync_only = round >= rounds;
                 // Each round starts with the next variant, so no variant
                 // always runs right after the same one.
-                let mut order = [
+                let mut order = vec![
                     Variant::Bare,
                     Variant::Guarded,
                     Variant::GuardedShared,
                     Variant::GuardedGet,
                 ];
-                order.rotate_left(round % 4);
+                if sync_only {
+                    order.push(Variant::BareAwait);
+                }
+                let turn = round % order.len();
+                order.rotate_left(turn);
                 for variant in order {
                     let (p, back) =
                         phase(&server, churner, variant, round, sync_only, config).await;
@@ -650,6 +688,7 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
         let guarded = summarize(&result, Variant::Guarded);
         let guarded_shared = summarize(&result, Variant::GuardedShared);
         let guarded_get = summarize(&result, Variant::GuardedGet);
+        let bare_await = summarize(&result, Variant::BareAwait);
         let sync_rate = |p: &Phase| p.sync_reconciles_per_sec;
         let (sync_throughput, sync_lo, sync_hi) = paired(&result, Variant::Guarded, &sync_rate);
         let ratios = Ratios {
@@ -666,10 +705,19 @@ pub fn run(config: &ChurnConfig, log: &(dyn Fn(&str) + Sync)) -> ChurnResults {
             objects: n,
             sync_throughput_shared: paired(&result, Variant::GuardedShared, &sync_rate).0,
             sync_throughput_get: paired(&result, Variant::GuardedGet, &sync_rate).0,
+            sync_throughput_await: paired(&result, Variant::BareAwait, &sync_rate).0,
+            sync_throughput_over_await: paired_with(
+                &result,
+                Variant::Guarded,
+                Variant::BareAwait,
+                &sync_rate,
+            )
+            .0,
             bare,
             guarded,
             guarded_shared,
             guarded_get,
+            bare_await,
             ratios,
             phases: result,
         });

@@ -84,9 +84,9 @@ pub enum Variant {
     #[serde(rename = "guarded-get")]
     GuardedGet,
     /// `kube_runtime::Controller` whose reconcile awaits once (a
-    /// `yield_now`) before its work, in the sync-only rounds: the floor of
-    /// any guard that must wait for a read, as the bare reconcile never
-    /// suspends.
+    /// `yield_now`) before its work, in the sync-only rounds: a control for
+    /// what suspending every reconcile once costs by itself (the bare
+    /// reconcile never suspends; a guard that waits for a read does).
     #[serde(rename = "bare-await")]
     BareAwait,
 }

@@ -392,7 +392,7 @@ pub fn markdown(r: &Results) -> String {
     let c = &r.churn;
     let _ = writeln!(
         s,
-        "**Controller churn** ({} writes/s: 20% create, 60% update, 20% delete; {:.0} s per phase, {} rounds of bare, guarded (consistent reads), guarded with shared GETs, guarded with a GET per check, then {} rounds that only sync, which also run bare with a reconcile that awaits once (a yield) before its work — the floor of any guard that waits for a read; guard: {}; sync figures: medians over all {} rounds, the ratios the median of each round's guarded/bare, with the lowest and highest round's in brackets):\n",
+        "**Controller churn** ({} writes/s: 20% create, 60% update, 20% delete; {:.0} s per phase, {} rounds of bare, guarded (consistent reads), guarded with shared GETs, guarded with a GET per check, then {} rounds that only sync, which also run bare with a reconcile that awaits once (a yield) before its work — what suspending each reconcile once, as a guard waiting for a read does, costs by itself; guard: {}; sync figures: medians over all {} rounds, the ratios the median of each round's guarded/bare, with the lowest and highest round's in brackets):\n",
         c.rate,
         c.churn_secs,
         c.rounds,

@@ -249,6 +249,8 @@ where
         .await
 }
 
+/// The guards' verdict and what follows from it: the reconcile, a wait,
+/// a skip or a guard error; then the metrics.
 async fn judged<K, Fut>(
     shared: Arc<Shared<K>>,
     obj: Arc<K>,

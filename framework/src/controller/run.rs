@@ -131,6 +131,84 @@ where
         self.queue_depth();
         Action::requeue(backoff.delay(n))
     }
+
+    /// One reconcile, in its span: the guards, then (if they proceed) the
+    /// reconciler's future.
+    async fn guarded<Fut>(
+        self: Arc<Self>,
+        obj: Arc<K>,
+        reconcile: Fut,
+    ) -> Result<Action, Error<Fut::Error>>
+    where
+        Fut: TryFuture<Ok = Action>,
+        Fut::Error: std::error::Error + 'static,
+    {
+        let oref = ObjectRef::from_obj_with(&*obj, self.dyntype.clone());
+        let uid = obj.meta().uid.clone();
+        let stale_trigger = self.stale.take(&oref);
+        let span = tracing::info_span!("reconcile", object = %oref,
+            uid = uid.as_deref().unwrap_or(""), stale_trigger);
+        self.judged(obj, reconcile, oref, uid)
+            .instrument(span)
+            .await
+    }
+
+    /// The guards' verdict and what follows from it: the reconcile, a wait,
+    /// a skip or a guard error; then the metrics.
+    async fn judged<Fut>(
+        &self,
+        obj: Arc<K>,
+        reconcile: Fut,
+        oref: ObjectRef<K>,
+        uid: Option<String>,
+    ) -> Result<Action, Error<Fut::Error>>
+    where
+        Fut: TryFuture<Ok = Action>,
+        Fut::Error: std::error::Error + 'static,
+    {
+        let started = tokio::time::Instant::now();
+        self.stop_waiting(&oref);
+        let (result, outcome) = match run_guards(&self.guards, &*obj, &self.gctx).await {
+            Err((source, guard)) => {
+                tracing::warn!(guard, error = %source, "guard failed");
+                (Err(Error::Guard { guard, source }), "guard_error")
+            }
+            Ok((Verdict::Skip { reason }, guard)) => {
+                tracing::info!(guard = guard.unwrap_or(""), %reason, "guard skipped the reconcile");
+                (Ok(Action::await_change()), "skipped")
+            }
+            Ok((Verdict::Wait(w), guard)) => {
+                tracing::info!(guard = guard.unwrap_or(""), reason = %w.reason, "guard made the reconcile wait");
+                if let Some(wake) = w.wake {
+                    self.wait_for(oref.clone(), uid, wake);
+                }
+                (Ok(Action::requeue(w.fallback)), "waiting")
+            }
+            Ok((Verdict::Proceed, _)) => match TryFutureExt::into_future(reconcile).await {
+                Ok(action) => {
+                    if self.tracking.load(Ordering::Relaxed) {
+                        self.failures
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .remove(&oref);
+                    }
+                    (Ok(action), "success")
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "reconcile failed");
+                    (Err(Error::Reconcile(e)), "error")
+                }
+            },
+        };
+        self.metrics.reconciled(outcome);
+        self.metrics
+            .duration
+            .record(started.elapsed().as_secs_f64());
+        if self.tracking.load(Ordering::Relaxed) {
+            self.queue_depth();
+        }
+        result
+    }
 }
 
 impl<K> GuardedController<K>
@@ -206,7 +284,7 @@ where
                 // the controller's one task, which every reconcile passes
                 // through; the rest runs on the reconcile's spawned task.
                 let fut = reconciler(obj.clone(), ctx);
-                guarded(shared.clone(), obj, fut)
+                shared.clone().guarded(obj, fut)
             },
             move |obj: Arc<K>, err: &Error<ReconcilerFut::Error>, ctx: Arc<Ctx>| {
                 let oref = ObjectRef::from_obj_with(&*obj, on_error.dyntype.clone());
@@ -224,88 +302,4 @@ where
             context,
         ))
     }
-}
-
-/// One reconcile, in its span: the guards, then (if they proceed) the
-/// reconciler's future.
-async fn guarded<K, Fut>(
-    shared: Arc<Shared<K>>,
-    obj: Arc<K>,
-    reconcile: Fut,
-) -> Result<Action, Error<Fut::Error>>
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone + Send + Sync,
-    Fut: TryFuture<Ok = Action>,
-    Fut::Error: std::error::Error + 'static,
-{
-    let oref = ObjectRef::from_obj_with(&*obj, shared.dyntype.clone());
-    let uid = obj.meta().uid.clone();
-    let stale_trigger = shared.stale.take(&oref);
-    let span = tracing::info_span!("reconcile", object = %oref,
-        uid = uid.as_deref().unwrap_or(""), stale_trigger);
-    judged(shared, obj, reconcile, oref, uid)
-        .instrument(span)
-        .await
-}
-
-/// The guards' verdict and what follows from it: the reconcile, a wait,
-/// a skip or a guard error; then the metrics.
-async fn judged<K, Fut>(
-    shared: Arc<Shared<K>>,
-    obj: Arc<K>,
-    reconcile: Fut,
-    oref: ObjectRef<K>,
-    uid: Option<String>,
-) -> Result<Action, Error<Fut::Error>>
-where
-    K: Resource + Clone + Send + Sync + 'static,
-    K::DynamicType: Eq + Hash + Clone + Send + Sync,
-    Fut: TryFuture<Ok = Action>,
-    Fut::Error: std::error::Error + 'static,
-{
-    let started = tokio::time::Instant::now();
-    shared.stop_waiting(&oref);
-    let (result, outcome) = match run_guards(&shared.guards, &*obj, &shared.gctx).await {
-        Err((source, guard)) => {
-            tracing::warn!(guard, error = %source, "guard failed");
-            (Err(Error::Guard { guard, source }), "guard_error")
-        }
-        Ok((Verdict::Skip { reason }, guard)) => {
-            tracing::info!(guard = guard.unwrap_or(""), %reason, "guard skipped the reconcile");
-            (Ok(Action::await_change()), "skipped")
-        }
-        Ok((Verdict::Wait(w), guard)) => {
-            tracing::info!(guard = guard.unwrap_or(""), reason = %w.reason, "guard made the reconcile wait");
-            if let Some(wake) = w.wake {
-                shared.wait_for(oref.clone(), uid, wake);
-            }
-            (Ok(Action::requeue(w.fallback)), "waiting")
-        }
-        Ok((Verdict::Proceed, _)) => match TryFutureExt::into_future(reconcile).await {
-            Ok(action) => {
-                if shared.tracking.load(Ordering::Relaxed) {
-                    shared
-                        .failures
-                        .lock()
-                        .unwrap_or_else(|e| e.into_inner())
-                        .remove(&oref);
-                }
-                (Ok(action), "success")
-            }
-            Err(e) => {
-                tracing::warn!(error = %e, "reconcile failed");
-                (Err(Error::Reconcile(e)), "error")
-            }
-        },
-    };
-    shared.metrics.reconciled(outcome);
-    shared
-        .metrics
-        .duration
-        .record(started.elapsed().as_secs_f64());
-    if shared.tracking.load(Ordering::Relaxed) {
-        shared.queue_depth();
-    }
-    result
 }

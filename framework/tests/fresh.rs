@@ -151,15 +151,8 @@ async fn a_missing_object_is_none_and_sequential_checks_each_read() {
 async fn a_read_stays_open_while_checks_keep_joining() {
     use futures::StreamExt;
     let server = ApiServer::start_in_process().await;
-    let (client, gets, _) = counting(server.service(), "owner");
-    let ctx = GuardContext::new(client);
-    let api: Api<ConfigMap> = Api::default_namespaced(ctx.client().clone());
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some("owner".into());
-    Api::<ConfigMap>::default_namespaced(server.client())
-        .create(&PostParams::default(), &cm)
-        .await
-        .unwrap();
+    let (ctx, api, gets) = counting_ctx(&server);
+    create_owner(&server).await;
 
     let mut checks = futures::stream::FuturesUnordered::new();
     for _ in 0..5 {
@@ -183,19 +176,15 @@ async fn a_read_stays_open_while_checks_keep_joining() {
     assert_eq!(gets.load(Ordering::SeqCst), 2, "a later check reads again");
 }
 
+/// A check that joined a read waits for its answer without being polled
+/// again at every turn the read stays open (a read's waiters are woken
+/// once, when it answers).
 #[tokio::test(start_paused = true)]
 async fn a_joined_check_is_woken_by_the_answer_not_by_every_open_turn() {
     use futures::StreamExt;
     let server = ApiServer::start_in_process().await;
-    let (client, gets, _) = counting(server.service(), "owner");
-    let ctx = GuardContext::new(client);
-    let api: Api<ConfigMap> = Api::default_namespaced(ctx.client().clone());
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some("owner".into());
-    Api::<ConfigMap>::default_namespaced(server.client())
-        .create(&PostParams::default(), &cm)
-        .await
-        .unwrap();
+    let (ctx, api, gets) = counting_ctx(&server);
+    create_owner(&server).await;
 
     // A first check opens the read; a check on a task of its own, counting
     // how often it is polled, joins it; more join over four more turns.
@@ -227,6 +216,25 @@ async fn a_joined_check_is_woken_by_the_answer_not_by_every_open_turn() {
         2,
         "polled when it began and when the answer came, not at every turn the read stayed open"
     );
+}
+
+/// The ConfigMap `owner`, created straight through the server's client.
+async fn create_owner(server: &ApiServer) {
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("owner".into());
+    Api::<ConfigMap>::default_namespaced(server.client())
+        .create(&PostParams::default(), &cm)
+        .await
+        .unwrap();
+}
+
+/// A context over a [`counting`] client of `server`, an `Api` of
+/// ConfigMaps through it, and its count of GETs of `owner`.
+fn counting_ctx(server: &ApiServer) -> (GuardContext, Api<ConfigMap>, Arc<AtomicUsize>) {
+    let (client, gets, _) = counting(server.service(), "owner");
+    let ctx = GuardContext::new(client);
+    let api = Api::default_namespaced(ctx.client().clone());
+    (ctx, api, gets)
 }
 
 /// A client of `server` counting its GETs of the object `name` and its
@@ -367,12 +375,7 @@ async fn without_list_rights_consistent_reads_are_gets() {
     });
     let ctx = GuardContext::new(client);
     let api: Api<ConfigMap> = Api::default_namespaced(ctx.client().clone());
-    let mut cm = ConfigMap::default();
-    cm.metadata.name = Some("owner".into());
-    Api::<ConfigMap>::default_namespaced(server.client())
-        .create(&PostParams::default(), &cm)
-        .await
-        .unwrap();
+    create_owner(&server).await;
     for _ in 0..10 {
         let meta = ctx
             .get_consistent(&api, "owner")

@@ -37,18 +37,12 @@ fn main() {
     }
     // WARD_BENCH_CHURN_SECS=0 runs each churn phase for that long (0: the
     // syncs alone, e.g. to profile them).
-    if let Some(secs) = std::env::var("WARD_BENCH_CHURN_SECS")
-        .ok()
-        .and_then(|s| s.trim().parse::<f64>().ok())
-    {
+    if let Some(secs) = env::<f64>("WARD_BENCH_CHURN_SECS") {
         config.churn.churn = std::time::Duration::from_secs_f64(secs);
         config.out_dir = bench::default_out_dir("ward-bench-partial");
     }
     // WARD_BENCH_SYNC_ROUNDS=20 runs that many sync-only rounds per size.
-    if let Some(n) = std::env::var("WARD_BENCH_SYNC_ROUNDS")
-        .ok()
-        .and_then(|s| s.trim().parse::<usize>().ok())
-    {
+    if let Some(n) = env::<usize>("WARD_BENCH_SYNC_ROUNDS") {
         config.churn.sync_rounds = n;
         config.out_dir = bench::default_out_dir("ward-bench-partial");
     }
@@ -59,4 +53,9 @@ fn main() {
         "Results: {}/results.json (+ churn, apiserver, scaling, campaign .json and .svg; results.md)",
         config.out_dir.display()
     );
+}
+
+/// The environment variable `name`, parsed, when it is set and parses.
+fn env<T: std::str::FromStr>(name: &str) -> Option<T> {
+    std::env::var(name).ok()?.trim().parse().ok()
 }

@@ -37,7 +37,7 @@
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -79,6 +79,9 @@ impl Drop for Cache {
 pub struct WatchCaches {
     caches: Arc<Mutex<HashMap<String, Arc<Cache>>>>,
     catch_up: Duration,
+    /// `ward_consistent_reads_total` from the cache and from a GET,
+    /// registered at the first read (with the recorder installed by then).
+    counters: Arc<OnceLock<(metrics::Counter, metrics::Counter)>>,
 }
 
 impl Default for WatchCaches {
@@ -86,6 +89,7 @@ impl Default for WatchCaches {
         WatchCaches {
             caches: Arc::default(),
             catch_up: DEFAULT_CATCH_UP,
+            counters: Arc::default(),
         }
     }
 }
@@ -130,8 +134,7 @@ impl WatchCaches {
                         matches!(wait.await, Ok(Ok(_)))
                     };
                     if caught_up {
-                        metrics::counter!("ward_consistent_reads_total", "from" => "cache")
-                            .increment(1);
+                        self.counters().0.increment(1);
                         let objects = cache.objects.lock();
                         let objects = objects.unwrap_or_else(|e| e.into_inner());
                         return Ok(objects.get(name).cloned());
@@ -147,9 +150,19 @@ impl WatchCaches {
                 }
             }
         }
-        metrics::counter!("ward_consistent_reads_total", "from" => "get").increment(1);
+        self.counters().1.increment(1);
         let live = Box::pin(reads.get(api, name)).await?;
         Ok(live.map(|o| Arc::new(o.meta().clone())))
+    }
+
+    /// `ward_consistent_reads_total`'s handles: (from the cache, from a GET).
+    fn counters(&self) -> &(metrics::Counter, metrics::Counter) {
+        self.counters.get_or_init(|| {
+            (
+                metrics::counter!("ward_consistent_reads_total", "from" => "cache"),
+                metrics::counter!("ward_consistent_reads_total", "from" => "get"),
+            )
+        })
     }
 
     /// Start the cache of `api`'s resource URL if it has not started.

@@ -345,16 +345,32 @@ pub trait Guard<K>: Send + Sync + 'static {
 }
 
 /// Run `guards` in order on `obj`: the first verdict other than proceed
-/// wins, and is returned with the guard's name.
+/// wins, and is returned with the guard's name. Each verdict is counted in
+/// `ward_guard_verdicts_total` (looked up by its labels on every call;
+/// [`GuardedController`](crate::GuardedController) counts through handles
+/// registered once).
 pub async fn run_guards<K: Send + Sync + 'static>(
     guards: &[std::sync::Arc<dyn Guard<K>>],
     obj: &K,
     ctx: &GuardContext,
 ) -> Result<(Verdict, Option<&'static str>), (GuardError, &'static str)> {
-    for g in guards {
-        let v = g.check(obj, ctx).await.map_err(|e| (e, g.name()))?;
-        metrics::counter!("ward_guard_verdicts_total", "guard" => g.name(), "verdict" => v.label())
+    run_guards_counted(guards, obj, ctx, |i, v| {
+        metrics::counter!("ward_guard_verdicts_total", "guard" => guards[i].name(), "verdict" => v.label())
             .increment(1);
+    })
+    .await
+}
+
+/// [`run_guards`], counting each verdict through `count(guard index, verdict)`.
+pub(crate) async fn run_guards_counted<K: Send + Sync + 'static>(
+    guards: &[std::sync::Arc<dyn Guard<K>>],
+    obj: &K,
+    ctx: &GuardContext,
+    count: impl Fn(usize, &Verdict),
+) -> Result<(Verdict, Option<&'static str>), (GuardError, &'static str)> {
+    for (i, g) in guards.iter().enumerate() {
+        let v = g.check(obj, ctx).await.map_err(|e| (e, g.name()))?;
+        count(i, &v);
         if !matches!(v, Verdict::Proceed) {
             return Ok((v, Some(g.name())));
         }

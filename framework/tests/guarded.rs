@@ -329,6 +329,46 @@ fn counter(text: &str, series: &str) -> u64 {
         .unwrap_or(0)
 }
 
+/// Consistent reads are counted by where they were answered from: the
+/// watch cache once it has caught up, a GET when its watch is behind (here
+/// frozen, while the server moves on).
+#[tokio::test(start_paused = true)]
+async fn consistent_reads_are_counted_by_where_they_were_answered() {
+    let prom = prometheus();
+    let server = ApiServer::start_in_process().await;
+    let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+    let owner = cms
+        .create(&PostParams::default(), &cm("owner"))
+        .await
+        .unwrap();
+    let (client, id) = server.client_and_id();
+    let ctx = GuardContext::new(client);
+    let api = ctx.dynamic_api::<ConfigMap>(Some("default"));
+    let (cache, get) = (
+        r#"ward_consistent_reads_total{from="cache"}"#,
+        r#"ward_consistent_reads_total{from="get"}"#,
+    );
+    let counts = || {
+        let text = prom.render();
+        (counter(&text, cache), counter(&text, get))
+    };
+    let (cache0, get0) = counts();
+    let read = ctx.read_metadata(ward::Reads::Consistent, &api, "owner");
+    assert_eq!(read.await.unwrap().unwrap().uid, owner.metadata.uid);
+    assert_eq!(counts(), (cache0 + 1, get0), "answered from the cache");
+    // The context's watches freeze; the server moves on past them.
+    let frozen_at = owner.resource_version().unwrap().parse().unwrap();
+    server
+        .faults()
+        .update_view(id, |v| v.frozen_at = Some(frozen_at));
+    cms.create(&PostParams::default(), &cm("later"))
+        .await
+        .unwrap();
+    let read = ctx.read_metadata(ward::Reads::Consistent, &api, "owner");
+    assert_eq!(read.await.unwrap().unwrap().uid, owner.metadata.uid);
+    assert_eq!(counts(), (cache0 + 1, get0 + 1), "answered by a GET");
+}
+
 #[tokio::test(start_paused = true)]
 async fn a_child_of_a_replaced_owner_wakes_the_live_owner_and_is_counted() {
     let prom = prometheus();

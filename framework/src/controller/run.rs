@@ -20,7 +20,7 @@ use tracing::Instrument;
 
 use super::stale::StaleTriggers;
 use super::{Error, ErrorBackoff, GuardedController};
-use crate::guard::{Guard, GuardContext, Verdict, run_guards};
+use crate::guard::{Guard, GuardContext, Verdict, run_guards_counted};
 use crate::observe::catalog;
 use crate::observe::readiness::RemoveOnDrop;
 
@@ -168,7 +168,10 @@ where
     {
         let started = tokio::time::Instant::now();
         self.stop_waiting(&oref);
-        let (result, outcome) = match run_guards(&self.guards, &*obj, &self.gctx).await {
+        let counted = |i, v: &Verdict| self.metrics.verdict(i, v.label());
+        let (result, outcome) = match run_guards_counted(&self.guards, &*obj, &self.gctx, counted)
+            .await
+        {
             Err((source, guard)) => {
                 tracing::warn!(guard, error = %source, "guard failed");
                 (Err(Error::Guard { guard, source }), "guard_error")

@@ -222,6 +222,9 @@ pub(crate) struct ControllerMetrics {
     pub(crate) duration: metrics::Histogram,
     /// `ward_queue_depth`.
     pub(crate) queue_depth: metrics::Gauge,
+    /// `ward_guard_verdicts_total`: per guard (in the controller's order),
+    /// one per [`VERDICTS`] value, in order.
+    verdicts: Vec<Vec<metrics::Counter>>,
 }
 
 impl ControllerMetrics {
@@ -229,6 +232,17 @@ impl ControllerMetrics {
     pub(crate) fn reconciled(&self, result: &str) {
         if let Some(i) = RECONCILE_RESULTS.iter().position(|r| *r == result) {
             self.reconciles[i].increment(1);
+        }
+    }
+
+    /// `ward_guard_verdicts_total` for the controller's `guard`th guard and
+    /// `verdict` (one of [`VERDICTS`]).
+    pub(crate) fn verdict(&self, guard: usize, verdict: &str) {
+        if let (Some(counters), Some(i)) = (
+            self.verdicts.get(guard),
+            VERDICTS.iter().position(|v| *v == verdict),
+        ) {
+            counters[i].increment(1);
         }
     }
 }
@@ -250,16 +264,24 @@ pub(crate) fn register_controller(kind: &str, guards: &[&'static str]) -> Contro
     // Registering the histogram renders its buckets at zero.
     let duration =
         metrics::histogram!("ward_reconcile_duration_seconds", "kind" => kind.to_string());
-    for guard in guards {
-        for verdict in VERDICTS {
-            metrics::counter!("ward_guard_verdicts_total", "guard" => *guard, "verdict" => *verdict)
-                .increment(0);
-        }
-    }
+    let verdicts = guards
+        .iter()
+        .map(|guard| {
+            VERDICTS
+                .iter()
+                .map(|verdict| {
+                    let c = metrics::counter!("ward_guard_verdicts_total", "guard" => *guard, "verdict" => *verdict);
+                    c.increment(0);
+                    c
+                })
+                .collect()
+        })
+        .collect();
     ControllerMetrics {
         reconciles,
         duration,
         queue_depth,
+        verdicts,
     }
 }
 

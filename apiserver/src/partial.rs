@@ -4,9 +4,15 @@
 //! kube-runtime's `metadata_watcher` and `Api::get_metadata` /
 //! `list_metadata` send. The object's `metadata` only, under that kind.
 
-use serde_json::{Value, json};
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::resources::ResourceInfo;
+use crate::store::StoredObject;
 
 /// Whether an Accept header asks for metadata only (the first media type
 /// names `PartialObjectMetadata` or `PartialObjectMetadataList` of
@@ -21,35 +27,60 @@ pub fn wants_partial(accept: &str) -> bool {
     (has("as=PartialObjectMetadata") || has("as=PartialObjectMetadataList")) && has("g=meta.k8s.io")
 }
 
-/// `obj` as a `PartialObjectMetadata`, in the signature of the watch's
-/// per-watcher rendering.
+/// The `PartialObjectMetadata` of a stored object: its `metadata` copied as
+/// stored, byte for byte (no JSON tree is built), in the signature of the
+/// watch's per-watcher rendering.
 #[must_use]
-pub fn partial_of_one(_info: &ResourceInfo, obj: &Value) -> Value {
-    partial_metadata(obj)
-}
-
-fn partial_metadata(obj: &Value) -> Value {
-    json!({
-        "kind": "PartialObjectMetadata",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": obj.get("metadata").cloned().unwrap_or_else(|| json!({})),
-    })
+pub fn partial_of_one(_info: &ResourceInfo, obj: &StoredObject) -> Bytes {
+    let mut out = Vec::with_capacity(obj.raw.len() + 64);
+    write_partial(&mut out, obj);
+    Bytes::from(out)
 }
 
 /// A `PartialObjectMetadataList` of `objs`, with the list's `metadata`
 /// (resourceVersion, continue).
 #[must_use]
-pub fn partial_list(objs: &[Value], meta: Value) -> Value {
-    json!({
-        "kind": "PartialObjectMetadataList",
-        "apiVersion": "meta.k8s.io/v1",
-        "metadata": meta,
-        "items": objs.iter().map(partial_metadata).collect::<Vec<_>>(),
-    })
+pub fn partial_list(objs: &[Arc<StoredObject>], meta: &Value) -> Bytes {
+    let mut out = Vec::with_capacity(128 + objs.iter().map(|o| o.raw.len() + 64).sum::<usize>());
+    out.extend_from_slice(
+        format!(
+            "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{meta},\"items\":["
+        )
+        .as_bytes(),
+    );
+    for (i, o) in objs.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        write_partial(&mut out, o);
+    }
+    out.extend_from_slice(b"]}");
+    Bytes::from(out)
+}
+
+/// Only the stored object's `metadata`, borrowed from its JSON (the other
+/// fields are skipped, not parsed into values).
+#[derive(Deserialize)]
+struct OnlyMetadata<'a> {
+    #[serde(borrow)]
+    metadata: Option<&'a RawValue>,
+}
+
+fn write_partial(out: &mut Vec<u8>, obj: &StoredObject) {
+    let parsed: OnlyMetadata<'_> =
+        serde_json::from_slice(&obj.raw).expect("stored objects are valid JSON");
+    let metadata = parsed.metadata.map_or("{}", RawValue::get);
+    out.extend_from_slice(
+        b"{\"kind\":\"PartialObjectMetadata\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":",
+    );
+    out.extend_from_slice(metadata.as_bytes());
+    out.push(b'}');
 }
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
 
     #[test]
@@ -73,22 +104,30 @@ mod tests {
     }
 
     #[test]
-    fn only_metadata_is_kept() {
+    fn only_metadata_is_kept_as_stored() {
         let info = crate::resources::builtin_resources().remove(0);
-        let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
-            "metadata": {"name": "a", "uid": "u", "resourceVersion": "7"}, "data": {"k": "v"}});
-        let p = partial_of_one(&info, &cm);
-        assert_eq!(
-            p,
-            json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
-                "metadata": {"name": "a", "uid": "u", "resourceVersion": "7"}})
+        let cm = StoredObject::from_value(
+            &json!({"apiVersion": "v1", "kind": "ConfigMap",
+                "metadata": {"name": "a", "uid": "u", "labels": {"x": "y"}, "resourceVersion": ""},
+                "data": {"k": "v", "metadata": "not this one"}}),
+            7,
         );
-        let l = partial_list(&[cm], json!({"resourceVersion": "9", "continue": "tok"}));
-        assert_eq!(l["kind"], "PartialObjectMetadataList");
-        assert_eq!(
-            l["metadata"],
-            json!({"resourceVersion": "9", "continue": "tok"})
+        let one: Value = serde_json::from_slice(&partial_of_one(&info, &cm)).unwrap();
+        let expected = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
+            "metadata": {"name": "a", "uid": "u", "labels": {"x": "y"}, "resourceVersion": "7"}});
+        assert_eq!(one, expected);
+        let list = partial_list(
+            &[cm.clone(), cm],
+            &json!({"resourceVersion": "9", "continue": "tok"}),
         );
-        assert_eq!(l["items"][0], p);
+        let list: Value = serde_json::from_slice(&list).unwrap();
+        assert_eq!(
+            list,
+            json!({"kind": "PartialObjectMetadataList", "apiVersion": "meta.k8s.io/v1",
+                "metadata": {"resourceVersion": "9", "continue": "tok"},
+                "items": [expected.clone(), expected]})
+        );
+        let empty: Value = serde_json::from_slice(&partial_list(&[], &json!({}))).unwrap();
+        assert_eq!(empty["items"], json!([]));
     }
 }

@@ -1,9 +1,11 @@
 //! Server-side printing: the `meta.k8s.io/v1` Table that `kubectl get` asks
 //! for (`Accept: application/json;as=Table;...`).
 
+use bytes::Bytes;
 use serde_json::{Value, json};
 
 use crate::resources::ResourceInfo;
+use crate::store::StoredObject;
 
 /// Whether an Accept header asks for a Table.
 #[must_use]
@@ -115,6 +117,14 @@ pub fn table_of_one(info: &ResourceInfo, obj: &Value) -> Value {
         std::slice::from_ref(obj),
         json!({"resourceVersion": rv}),
     )
+}
+
+/// A stored object as a watch's one-row Table, at the watch's apiVersion.
+#[must_use]
+pub fn table_line_of_one(info: &ResourceInfo, obj: &StoredObject) -> Bytes {
+    let mut v = obj.value();
+    v["apiVersion"] = info.api_version().into();
+    Bytes::from(table_of_one(info, &v).to_string())
 }
 
 #[cfg(test)]

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{BufMut, Bytes, BytesMut};
-use serde_json::{Value, json};
+use serde_json::json;
 use std::collections::VecDeque;
 
 use tokio::sync::{broadcast, mpsc};
@@ -40,12 +40,16 @@ pub struct WatchSpec {
     pub timeout: Option<Duration>,
     /// How often a BOOKMARK is sent when bookmarks are allowed.
     pub bookmark_interval: Duration,
-    /// Render each object through this (e.g. as a kubectl Table row) instead of raw.
-    pub render: Option<fn(&ResourceInfo, &Value) -> Value>,
+    /// Render each object through this (e.g. as a kubectl Table row, or
+    /// metadata only) instead of raw.
+    pub render: Option<Render>,
     /// The fault settings and the client this watch belongs to: its view
     /// (delay, freeze, coalescing) applies.
     pub view: Option<(Faults, ClientId)>,
 }
+
+/// How a watch renders an object other than as stored: its JSON.
+pub type Render = fn(&ResourceInfo, &StoredObject) -> Bytes;
 
 /// Build one watch line.
 #[must_use]
@@ -69,11 +73,7 @@ pub fn expired_line(message: &str) -> Bytes {
 fn rendered(spec: &WatchSpec, o: &StoredObject) -> Bytes {
     match spec.render {
         None => o.bytes_at(&spec.info.api_version()),
-        Some(r) => {
-            let mut v = o.value();
-            v["apiVersion"] = spec.info.api_version().into();
-            Bytes::from(r(&spec.info, &v).to_string())
-        }
+        Some(r) => r(&spec.info, o),
     }
 }
 
@@ -367,6 +367,8 @@ pub fn start(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::Value;
+
     use super::*;
     use crate::clock::Clock;
     use crate::resources::builtin_resources;

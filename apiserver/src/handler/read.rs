@@ -9,7 +9,6 @@ use serde_json::{Value, json};
 
 use super::{Req, Resp, Target, bytes_response, json_response, ns_of, render, stale_read_rv};
 use crate::filter::ObjectFilter;
-use crate::resources::ResourceInfo;
 use crate::status::ApiError;
 use crate::table;
 use crate::watch::{self, WatchSpec};
@@ -103,11 +102,8 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
         meta["continue"] = encode_continue(ns, n).into();
     }
     if crate::partial::wants_partial(req.header(header::ACCEPT)) {
-        let objs: Vec<Value> = page.items.iter().map(|o| o.value()).collect();
-        return Ok(json_response(
-            StatusCode::OK,
-            &crate::partial::partial_list(&objs, meta),
-        ));
+        let list = crate::partial::partial_list(&page.items, &meta);
+        return Ok(bytes_response(StatusCode::OK, list));
     }
     if table::wants_table(req.header(header::ACCEPT)) {
         let objs: Vec<Value> = page
@@ -149,11 +145,10 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
 pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp, ApiError> {
     let filter = filter_of(t, &opts)?;
     let accept = req.header(header::ACCEPT);
-    type Render = fn(&ResourceInfo, &Value) -> Value;
-    let render: Option<Render> = if crate::partial::wants_partial(accept) {
+    let render: Option<watch::Render> = if crate::partial::wants_partial(accept) {
         Some(crate::partial::partial_of_one)
     } else if table::wants_table(accept) {
-        Some(table::table_of_one)
+        Some(table::table_line_of_one)
     } else {
         None
     };

@@ -41,21 +41,13 @@ pub fn partial_of_one(_info: &ResourceInfo, obj: &StoredObject) -> Bytes {
 /// (resourceVersion, continue).
 #[must_use]
 pub fn partial_list(objs: &[Arc<StoredObject>], meta: &Value) -> Bytes {
-    let mut out = Vec::with_capacity(128 + objs.iter().map(|o| o.raw.len() + 64).sum::<usize>());
-    out.extend_from_slice(
-        format!(
-            "{{\"kind\":\"PartialObjectMetadataList\",\"apiVersion\":\"meta.k8s.io/v1\",\"metadata\":{meta},\"items\":["
-        )
-        .as_bytes(),
-    );
-    for (i, o) in objs.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        write_partial(&mut out, o);
-    }
-    out.extend_from_slice(b"]}");
-    Bytes::from(out)
+    crate::handler::list_json(
+        "PartialObjectMetadataList",
+        "meta.k8s.io/v1",
+        meta,
+        objs,
+        write_partial,
+    )
 }
 
 /// Only the stored object's `metadata`, borrowed from its JSON (the other

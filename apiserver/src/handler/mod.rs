@@ -100,6 +100,34 @@ fn json_response(code: StatusCode, body: &Value) -> Resp {
     bytes_response(code, Bytes::from(body.to_string()))
 }
 
+/// A list's JSON: its `kind`, `apiVersion` and `metadata`, then `items`,
+/// each written by `item` (the stored bytes, or a rendering of them).
+pub(crate) fn list_json(
+    kind: &str,
+    api_version: &str,
+    meta: &Value,
+    items: &[Arc<StoredObject>],
+    mut item: impl FnMut(&mut Vec<u8>, &StoredObject),
+) -> Bytes {
+    let mut out = Vec::with_capacity(128 + items.iter().map(|o| o.raw.len() + 1).sum::<usize>());
+    out.extend_from_slice(
+        format!(
+            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{meta},\"items\":[",
+            Value::from(kind),
+            Value::from(api_version),
+        )
+        .as_bytes(),
+    );
+    for (i, o) in items.iter().enumerate() {
+        if i > 0 {
+            out.push(b',');
+        }
+        item(&mut out, o);
+    }
+    out.extend_from_slice(b"]}");
+    Bytes::from(out)
+}
+
 fn bytes_response(code: StatusCode, body: Bytes) -> Resp {
     Response::builder()
         .status(code)

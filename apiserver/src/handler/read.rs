@@ -2,7 +2,6 @@
 
 use super::params::{GetOptions, ListOptions};
 use axum::body::Body;
-use bytes::Bytes;
 use futures::StreamExt;
 use http::{Response, StatusCode, header};
 use serde_json::{Value, json};
@@ -121,25 +120,14 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
         ));
     }
     let api_version = t.info.api_version();
-    let mut out =
-        Vec::with_capacity(128 + page.items.iter().map(|o| o.raw.len() + 1).sum::<usize>());
-    out.extend_from_slice(
-        format!(
-            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{},\"items\":[",
-            Value::from(t.info.list_kind.as_str()),
-            Value::from(api_version.as_str()),
-            meta
-        )
-        .as_bytes(),
+    let list = super::list_json(
+        &t.info.list_kind,
+        &api_version,
+        &meta,
+        &page.items,
+        |out, o| out.extend_from_slice(&o.bytes_at(&api_version)),
     );
-    for (i, o) in page.items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        out.extend_from_slice(&o.bytes_at(&api_version));
-    }
-    out.extend_from_slice(b"]}");
-    Ok(bytes_response(StatusCode::OK, Bytes::from(out)))
+    Ok(bytes_response(StatusCode::OK, list))
 }
 
 pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp, ApiError> {

@@ -11,7 +11,6 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::resources::ResourceInfo;
 use crate::store::StoredObject;
 
 /// Whether an Accept header asks for metadata only (the first media type
@@ -28,10 +27,9 @@ pub fn wants_partial(accept: &str) -> bool {
 }
 
 /// The `PartialObjectMetadata` of a stored object: its `metadata` copied as
-/// stored, byte for byte (no JSON tree is built), in the signature of the
-/// watch's per-watcher rendering.
+/// stored, byte for byte (no JSON tree is built).
 #[must_use]
-pub fn partial_of_one(_info: &ResourceInfo, obj: &StoredObject) -> Bytes {
+pub fn partial_of_one(obj: &StoredObject) -> Bytes {
     let mut out = Vec::with_capacity(obj.raw.len() + 64);
     write_partial(&mut out, obj);
     Bytes::from(out)
@@ -97,14 +95,13 @@ mod tests {
 
     #[test]
     fn only_metadata_is_kept_as_stored() {
-        let info = crate::resources::builtin_resources().remove(0);
         let cm = StoredObject::from_value(
             &json!({"apiVersion": "v1", "kind": "ConfigMap",
                 "metadata": {"name": "a", "uid": "u", "labels": {"x": "y"}, "resourceVersion": ""},
                 "data": {"k": "v", "metadata": "not this one"}}),
             7,
         );
-        let one: Value = serde_json::from_slice(&partial_of_one(&info, &cm)).unwrap();
+        let one: Value = serde_json::from_slice(&partial_of_one(&cm)).unwrap();
         let expected = json!({"kind": "PartialObjectMetadata", "apiVersion": "meta.k8s.io/v1",
             "metadata": {"name": "a", "uid": "u", "labels": {"x": "y"}, "resourceVersion": "7"}});
         assert_eq!(one, expected);

@@ -48,8 +48,15 @@ pub struct WatchSpec {
     pub view: Option<(Faults, ClientId)>,
 }
 
-/// How a watch renders an object other than as stored: its JSON.
-pub type Render = fn(&ResourceInfo, &StoredObject) -> Bytes;
+/// How a watch renders objects other than as stored.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Render {
+    /// `PartialObjectMetadata`, the object's metadata only: the same for
+    /// every such watcher, so built once per event and shared.
+    Metadata,
+    /// A kubectl Table row, at the watch's apiVersion.
+    Table,
+}
 
 /// Build one watch line.
 #[must_use]
@@ -73,7 +80,8 @@ pub fn expired_line(message: &str) -> Bytes {
 fn rendered(spec: &WatchSpec, o: &StoredObject) -> Bytes {
     match spec.render {
         None => o.bytes_at(&spec.info.api_version()),
-        Some(r) => r(&spec.info, o),
+        Some(Render::Metadata) => crate::partial::partial_of_one(o),
+        Some(Render::Table) => crate::table::table_line_of_one(&spec.info, o),
     }
 }
 
@@ -96,7 +104,7 @@ fn classify(spec: &WatchSpec, key: &StorageKey, e: &Event) -> Option<EventType> 
 }
 
 /// The line this watch sends for `e`, if any; the event's own shared line
-/// whenever this watch sees it plainly.
+/// whenever this watch sees it plainly or as metadata only.
 #[cfg(test)]
 fn line_for(spec: &WatchSpec, e: &Event) -> Option<Bytes> {
     let kind = classify(spec, &spec.info.storage_key(), e)?;
@@ -109,15 +117,21 @@ fn held_line(
     obj: &StoredObject,
     shared: Option<&Event>,
 ) -> Bytes {
-    let plain = spec.render.is_none() && spec.info.is_api_version(obj.api_version());
     if let Some(e) = shared
-        && plain
         && kind == e.kind
     {
-        return e
-            .line
-            .get_or_init(|| encode_line(kind.as_str(), &e.object.raw))
-            .clone();
+        match spec.render {
+            None if spec.info.is_api_version(obj.api_version()) => {
+                let line = || encode_line(kind.as_str(), &e.object.raw);
+                return e.line.get_or_init(line).clone();
+            }
+            Some(Render::Metadata) => {
+                let line =
+                    || encode_line(kind.as_str(), &crate::partial::partial_of_one(&e.object));
+                return e.metadata_line.get_or_init(line).clone();
+            }
+            _ => {}
+        }
     }
     encode_line(kind.as_str(), &rendered(spec, obj))
 }
@@ -593,5 +607,17 @@ mod tests {
             l2.as_ptr(),
             "watchers share the serialized bytes"
         );
+        let metadata = WatchSpec {
+            render: Some(Render::Metadata),
+            ..spec(ObjectFilter::default())
+        };
+        let m1 = line_for(&metadata, &e).unwrap();
+        let m2 = line_for(&metadata, &e).unwrap();
+        assert_eq!(m1.as_ptr(), m2.as_ptr(), "so do metadata-only watchers");
+        let line: Value = serde_json::from_slice(&m1).unwrap();
+        assert_eq!(line["type"], "ADDED");
+        assert_eq!(line["object"]["kind"], "PartialObjectMetadata");
+        assert_eq!(line["object"]["metadata"]["name"], "a");
+        assert!(line["object"].get("data").is_none(), "metadata only");
     }
 }

@@ -705,7 +705,7 @@ fn ns_of(t: &Target) -> &str {
 
 fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCode) -> Resp {
     if crate::partial::wants_partial(req.header(header::ACCEPT)) {
-        return bytes_response(code, crate::partial::partial_of_one(&t.info, o));
+        return bytes_response(code, crate::partial::partial_of_one(o));
     }
     if table::wants_table(req.header(header::ACCEPT)) {
         let mut v = o.value();

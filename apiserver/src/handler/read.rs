@@ -134,9 +134,9 @@ pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp
     let filter = filter_of(t, &opts)?;
     let accept = req.header(header::ACCEPT);
     let render: Option<watch::Render> = if crate::partial::wants_partial(accept) {
-        Some(crate::partial::partial_of_one)
+        Some(watch::Render::Metadata)
     } else if table::wants_table(accept) {
-        Some(table::table_line_of_one)
+        Some(watch::Render::Table)
     } else {
         None
     };

@@ -71,6 +71,8 @@ pub struct Event {
     pub prev: Option<Arc<StoredObject>>,
     /// The watch line for `kind`, built on first use and shared by every watcher.
     pub line: std::sync::OnceLock<Bytes>,
+    /// The same as a `PartialObjectMetadata` (a metadata-only watch's line).
+    pub metadata_line: std::sync::OnceLock<Bytes>,
 }
 
 /// Store sizing.

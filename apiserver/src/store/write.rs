@@ -229,6 +229,7 @@ impl Store {
             object,
             prev,
             line: std::sync::OnceLock::new(),
+            metadata_line: std::sync::OnceLock::new(),
         });
         inner.history.push_back(event.clone());
         while inner.history.len() > self.config.history.max(1) {

@@ -103,13 +103,24 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
-    /// 429 TooManyRequests.
+    /// 429 TooManyRequests, asking the client to retry after a second
+    /// (`details.retryAfterSeconds` and a `Retry-After` header, as
+    /// kube-apiserver's max-in-flight filter answers).
     pub fn too_many_requests() -> Self {
-        Self::new(
+        let mut e = Self::new(
             429,
             "TooManyRequests",
             "injected fault: too many requests, please try again later",
-        )
+        );
+        e.details = Some(json!({"retryAfterSeconds": 1}));
+        e
+    }
+
+    /// The `details.retryAfterSeconds` the error asks the client to wait,
+    /// if any (answered as a `Retry-After` header too).
+    #[must_use]
+    pub fn retry_after_seconds(&self) -> Option<u64> {
+        self.details.as_ref()?["retryAfterSeconds"].as_u64()
     }
 
     /// 429 TooManyRequests with a message of its own (an eviction a
@@ -218,6 +229,16 @@ mod tests {
         assert_eq!(s["code"], 404);
         assert_eq!(s["message"], "statefulsets.apps \"web\" not found");
         assert_eq!(s["details"]["name"], "web");
+    }
+
+    #[test]
+    fn throttling_asks_for_a_retry_after_a_second() {
+        let e = ApiError::too_many_requests();
+        assert_eq!(e.to_status()["details"]["retryAfterSeconds"], 1);
+        assert_eq!(e.retry_after_seconds(), Some(1));
+        assert_eq!(ApiError::too_many("budget").retry_after_seconds(), None);
+        let resp = crate::handler::error_response(&e);
+        assert_eq!(resp.headers()[http::header::RETRY_AFTER], "1");
     }
 
     #[test]

@@ -366,7 +366,8 @@ async fn write_faults_answer_conflict_500_and_latency() {
         .await
         .unwrap_err();
     assert!(
-        matches!(err, kube::Error::Api(ref s) if s.code == 429 && s.reason == "TooManyRequests"),
+        matches!(err, kube::Error::Api(ref s) if s.code == 429 && s.reason == "TooManyRequests"
+            && s.details.as_ref().is_some_and(|d| d.retry_after_seconds == 1)),
         "{err:?}"
     );
 

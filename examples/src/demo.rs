@@ -5,7 +5,7 @@
 //! An example plugs in by implementing [`Example`].
 
 use std::fmt::Write as _;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -69,6 +69,8 @@ pub struct Row {
     pub violating_runs: usize,
     /// The smallest violating seed.
     pub first_seed: Option<u64>,
+    /// Every violating seed, ascending.
+    pub violating_seeds: Vec<u64>,
     /// The invariants the first violating seed broke, in order (`I2 then I1`).
     pub invariant: Option<String>,
     /// Runs that could not be set up (errors).
@@ -135,6 +137,17 @@ impl Selection {
     }
 }
 
+/// When a campaign stops before its last run.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum Stop {
+    /// Never: every selected run is made.
+    #[default]
+    Never,
+    /// Once a guarded run has broken an invariant or failed to run: no new
+    /// run starts (those under way finish and are counted).
+    FirstGuardedFailure,
+}
+
 /// Run the selected scenarios × variants of `examples`, on `threads`
 /// worker threads, reporting each finished run to `progress`.
 pub fn campaign(
@@ -143,11 +156,25 @@ pub fn campaign(
     threads: usize,
     progress: &(dyn Fn() + Sync),
 ) -> Vec<Row> {
+    campaign_until(examples, selection, threads, Stop::Never, progress)
+}
+
+/// [`campaign`], stopping early as `stop` says. Runs are made seed by
+/// seed (every cell of a seed before the next seed), so a stopped campaign
+/// has covered its first seeds in every cell.
+pub fn campaign_until(
+    examples: &[&dyn Example],
+    selection: &Selection,
+    threads: usize,
+    stop: Stop,
+    progress: &(dyn Fn() + Sync),
+) -> Vec<Row> {
+    let cells = selection.cells(examples);
     let mut jobs = Vec::new();
-    for (ex, s, v) in selection.cells(examples) {
-        for seed in selection.seeds.clone() {
+    for seed in selection.seeds.clone() {
+        for (ex, s, v) in &cells {
             jobs.push(Job {
-                example: ex,
+                example: *ex,
                 scenario: s.clone(),
                 variant: v.clone(),
                 seed,
@@ -156,10 +183,14 @@ pub fn campaign(
     }
     let results: Mutex<Vec<(usize, Result<RunOutcome, String>)>> = Mutex::new(Vec::new());
     let next = AtomicUsize::new(0);
+    let stopped = AtomicBool::new(false);
     std::thread::scope(|scope| {
         for _ in 0..threads.max(1) {
             scope.spawn(|| {
                 loop {
+                    if stopped.load(Ordering::Relaxed) {
+                        return;
+                    }
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(job) = jobs.get(i) else { return };
                     let r = job
@@ -171,6 +202,10 @@ pub fn campaign(
                             o.events = Vec::new();
                             o
                         });
+                    let failed = !matches!(&r, Ok(o) if o.violations.is_empty());
+                    if stop == Stop::FirstGuardedFailure && job.variant.guarded && failed {
+                        stopped.store(true, Ordering::Relaxed);
+                    }
                     results
                         .lock()
                         .unwrap_or_else(|e| e.into_inner())
@@ -182,45 +217,33 @@ pub fn campaign(
     });
     let mut results = results.into_inner().unwrap_or_else(|e| e.into_inner());
     results.sort_by_key(|(i, _)| *i);
-    let mut rows: Vec<Row> = Vec::new();
+    // Rows in table order, whichever cells the runs made reached.
+    let mut rows: Vec<Row> = cells
+        .iter()
+        .map(|(ex, s, v)| Row {
+            example: ex.name().into(),
+            scenario: s.clone(),
+            variant: v.name.clone(),
+            guarded: v.guarded,
+            runs: 0,
+            violating_runs: 0,
+            first_seed: None,
+            violating_seeds: Vec::new(),
+            invariant: None,
+            errors: 0,
+        })
+        .collect();
     for (i, r) in results {
         let job = &jobs[i];
-        let pos = rows.iter().position(|row| {
-            row.example == job.example.name()
-                && row.scenario == job.scenario
-                && row.variant == job.variant.name
-        });
-        let row = match pos {
-            Some(p) => &mut rows[p],
-            None => {
-                rows.push(Row {
-                    example: job.example.name().into(),
-                    scenario: job.scenario.clone(),
-                    variant: job.variant.name.clone(),
-                    guarded: job.variant.guarded,
-                    runs: 0,
-                    violating_runs: 0,
-                    first_seed: None,
-                    invariant: None,
-                    errors: 0,
-                });
-                rows.last_mut().expect("just pushed")
-            }
-        };
+        let row = &mut rows[i % cells.len()];
         row.runs += 1;
         match r {
             Ok(o) if !o.violations.is_empty() => {
                 row.violating_runs += 1;
+                row.violating_seeds.push(job.seed);
                 if row.first_seed.is_none_or(|s| job.seed < s) {
                     row.first_seed = Some(job.seed);
-                    // The invariants it broke, in the order they first broke.
-                    let mut broken: Vec<&str> = Vec::new();
-                    for (inv, _) in &o.violations {
-                        if !broken.contains(&inv.as_str()) {
-                            broken.push(inv);
-                        }
-                    }
-                    row.invariant = Some(broken.join(" then "));
+                    row.invariant = Some(broken(&o));
                 }
             }
             Ok(_) => {}
@@ -230,7 +253,44 @@ pub fn campaign(
             }
         }
     }
+    rows.retain(|r| r.runs > 0);
     rows
+}
+
+/// The invariants a run broke, in the order they first broke (`I2 then I1`).
+fn broken(o: &RunOutcome) -> String {
+    let mut broken: Vec<&str> = Vec::new();
+    for (inv, _) in &o.violations {
+        if !broken.contains(&inv.as_str()) {
+            broken.push(inv);
+        }
+    }
+    broken.join(" then ")
+}
+
+/// Add `more` (rows of later seeds of the same cells) into `rows`: the
+/// totals of a campaign made in parts, as `ward-demo --soak` makes it.
+pub fn merge(rows: &mut Vec<Row>, more: Vec<Row>) {
+    for m in more {
+        let same = |r: &&mut Row| {
+            (&r.example, &r.scenario, &r.variant) == (&m.example, &m.scenario, &m.variant)
+        };
+        let Some(r) = rows.iter_mut().find(same) else {
+            rows.push(m);
+            continue;
+        };
+        r.runs += m.runs;
+        r.violating_runs += m.violating_runs;
+        r.errors += m.errors;
+        if let Some(s) = m.first_seed
+            && r.first_seed.is_none_or(|f| s < f)
+        {
+            r.first_seed = Some(s);
+            r.invariant = m.invariant;
+        }
+        r.violating_seeds.extend(m.violating_seeds);
+        r.violating_seeds.sort_unstable();
+    }
 }
 
 /// The table, as `ward-demo` prints it.
@@ -473,8 +533,63 @@ mod tests {
         assert_eq!(rows[0].invariant.as_deref(), Some("I1"));
         assert_eq!((rows[1].violating_runs, rows[1].first_seed), (0, None));
         assert!(!guarded_failed(&rows));
+        assert_eq!(rows[0].violating_seeds, [2, 5, 8]);
         let t = table(&rows);
         assert!(t.contains("| fake    | A        | naive"), "{t}");
         assert!(t.contains("guarded (ward)"));
+    }
+
+    /// Fake, but its guarded variant breaks on seed 4.
+    struct Broken;
+    impl Example for Broken {
+        fn name(&self) -> &'static str {
+            "broken"
+        }
+        fn scenarios(&self) -> Vec<String> {
+            Fake.scenarios()
+        }
+        fn variants(&self) -> Vec<Variant> {
+            Fake.variants()
+        }
+        fn run(
+            &self,
+            s: &str,
+            variant: &str,
+            seed: u64,
+            k: &[Arc<dyn Perturbation>],
+        ) -> Result<RunOutcome, String> {
+            if variant == "guarded" && seed == 4 {
+                return Ok(RunOutcome {
+                    violations: vec![("I9".into(), "broken".into())],
+                    ..RunOutcome::default()
+                });
+            }
+            Fake.run(s, variant, seed, k)
+        }
+    }
+
+    #[test]
+    fn a_fail_fast_campaign_stops_at_the_first_guarded_failure_seed_by_seed() {
+        let stop = Stop::FirstGuardedFailure;
+        let rows = campaign_until(&[&Broken], &Selection::seeds(0..100), 1, stop, &|| {});
+        // One thread: seeds 0..=4 in both cells, then nothing.
+        assert_eq!(rows.iter().map(|r| r.runs).collect::<Vec<_>>(), [5, 5]);
+        assert_eq!(rows[1].violating_seeds, [4]);
+        assert_eq!(rows[1].invariant.as_deref(), Some("I9"));
+        assert!(guarded_failed(&rows));
+        // Naive breaks do not stop it.
+        let rows = campaign_until(&[&Fake], &Selection::seeds(0..30), 2, stop, &|| {});
+        assert_eq!(rows[0].runs, 30);
+    }
+
+    #[test]
+    fn campaigns_made_in_parts_merge_to_the_whole() {
+        let whole = campaign(&[&Fake], &Selection::seeds(0..12), 2, &|| {});
+        let mut parts = campaign(&[&Fake], &Selection::seeds(5..12), 2, &|| {});
+        merge(
+            &mut parts,
+            campaign(&[&Fake], &Selection::seeds(0..5), 2, &|| {}),
+        );
+        assert_eq!(parts, whole);
     }
 }

@@ -6,7 +6,7 @@
 use std::process::Command;
 
 use k8s_openapi::api::core::v1::Pod;
-use kube::api::{Api, PostParams};
+use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use ward_apiserver::ApiServer;
 use ward_examples::cns::agent::{Cns, Mode};
@@ -127,21 +127,66 @@ async fn the_checker_sees_one_ip_held_by_two_live_pods() {
         .unwrap();
         pods.create(&PostParams::default(), &pod).await.unwrap();
     }
-    let journal = Journal::new();
-    let violations = Violations::new(journal.clone());
-    let checker = Checker {
-        store: server.store().clone(),
-        node: NODE.into(),
-        cns: Cns::new(NODE, Mode::Guarded, journal.clone()),
-        host: Host::default(),
-        waiting: Kubelet::new(client, NODE, journal, violations.clone()).waiting(),
-        violations: violations.clone(),
-    };
+    let (checker, violations) = checker(&server, client);
     checker.check();
     let v = violations.all();
     assert_eq!(v.len(), 1, "{v:#?}");
     assert_eq!(v[0].invariant, Invariant::I3);
     assert!(v[0].detail.contains("default/p1 and default/p2"), "{v:#?}");
+}
+
+fn checker(server: &ApiServer, client: kube::Client) -> (Checker, Violations) {
+    let journal = Journal::new();
+    let violations = Violations::new(journal.clone());
+    let kubelet = Kubelet::new(client, NODE, journal.clone(), violations.clone());
+    let checker = Checker {
+        store: server.store().clone(),
+        node: NODE.into(),
+        cns: Cns::new(NODE, Mode::Guarded, journal),
+        host: Host::default(),
+        waiting: kubelet.waiting(),
+        sandboxes: kubelet.sandboxes(),
+        violations: violations.clone(),
+    };
+    (checker, violations)
+}
+
+/// I3 counts the data plane: two sandboxes holding one address break it
+/// with no pod record naming it; a terminating pod's record does not (its
+/// sandbox may be torn down and its address handed on before the
+/// kubelet's final delete).
+#[tokio::test(start_paused = true)]
+async fn the_checker_sees_one_ip_in_two_sandboxes_but_not_in_a_terminating_record() {
+    let server = ApiServer::start_in_process().await;
+    let client = server.client();
+    let pods: Api<Pod> = Api::default_namespaced(client.clone());
+    for name in ["old", "new"] {
+        let pod: Pod = serde_json::from_value(json!({
+            "metadata": {"name": name, "annotations": {POD_IP: "10.244.1.3"}},
+            "spec": {"nodeName": NODE, "containers": [{"name": "c", "image": "c"}]}}))
+        .unwrap();
+        pods.create(&PostParams::default(), &pod).await.unwrap();
+    }
+    pods.delete("old", &DeleteParams::default().grace_period(30))
+        .await
+        .unwrap();
+    let (checker, violations) = checker(&server, client);
+    checker.check();
+    assert!(violations.all().is_empty(), "{:#?}", violations.all());
+    {
+        let mut s = checker.sandboxes.lock().unwrap();
+        s.insert("default/a".into(), "10.244.1.7".into());
+        s.insert("default/b".into(), "10.244.1.7".into());
+    }
+    checker.check();
+    let v = violations.all();
+    assert_eq!(v.len(), 1, "{v:#?}");
+    assert_eq!(v[0].invariant, Invariant::I3);
+    assert!(
+        v[0].detail
+            .contains("the sandboxes of default/a and default/b both hold 10.244.1.7"),
+        "{v:#?}"
+    );
 }
 
 #[test]

@@ -140,7 +140,12 @@ fn bytes_response(code: StatusCode, body: Bytes) -> Resp {
 #[must_use]
 pub fn error_response(e: &ApiError) -> Resp {
     let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    json_response(code, &e.to_status())
+    let mut resp = json_response(code, &e.to_status());
+    if let Some(secs) = e.retry_after_seconds() {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+    }
+    resp
 }
 
 /// Handle one request.

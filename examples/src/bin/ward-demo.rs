@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use ward_examples::demo::{self, Example, Selection};
+use ward_examples::demo::{self, Example, Selection, Stop};
 
 /// Run every example scenario in every variant over many seeds, each under
 /// the seed's plan of perturbations.
@@ -31,9 +31,20 @@ struct Args {
     /// minute on 2 cores).
     #[arg(long, default_value_t = 200)]
     seeds: u64,
-    /// The first seed.
-    #[arg(long, default_value_t = 0)]
-    first_seed: u64,
+    /// The first seed (default 0; with `--soak`, drawn from the clock and
+    /// printed).
+    #[arg(long)]
+    first_seed: Option<u64>,
+    /// Stop at the first guarded run that breaks an invariant (runs under
+    /// way finish) and print its `--replay` line.
+    #[arg(long)]
+    fail_fast: bool,
+    /// Sweep seeds for this many minutes: batches of `--seeds` seeds from
+    /// the first seed on, stopping at the first guarded failure; then the
+    /// table of every run made, the seeds covered and, for a failure, its
+    /// `--replay` line.
+    #[arg(long, value_name = "MINUTES")]
+    soak: Option<f64>,
     /// Perturbation kinds each seed's plan draws from: all, none, or a
     /// comma-separated list of gc-delay, gc-pause, stale-view, unobserved,
     /// crash, write-faults.
@@ -77,8 +88,25 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     if let Some(what) = &args.replay {
         return replay(&examples, what, &kinds);
     }
-    let selection = Selection {
-        seeds: args.first_seed..args.first_seed + args.seeds,
+    let soak = match args.soak {
+        Some(m) if !(m.is_finite() && m > 0.0) => {
+            return Err(format!(
+                "--soak takes a positive number of minutes, got {m}"
+            ));
+        }
+        Some(m) => Some(std::time::Duration::from_secs_f64(m * 60.0)),
+        None => None,
+    };
+    let first = match (args.first_seed, soak) {
+        (Some(s), _) => s,
+        (None, None) => 0,
+        // A soak walks seeds nobody has walked: start somewhere new.
+        (None, Some(_)) => std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(1, |d| d.as_secs() % 1_000_000_000),
+    };
+    let mut selection = Selection {
+        seeds: first..first.saturating_add(args.seeds),
         kinds,
         example: args.example.clone(),
         scenario: args.scenario.clone(),
@@ -88,16 +116,38 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     if cells.is_empty() {
         return Err("no example, scenario and variant matches the selection".into());
     }
-    let total = cells.len() as u64 * args.seeds;
+    let stop = if args.fail_fast || soak.is_some() {
+        Stop::FirstGuardedFailure
+    } else {
+        Stop::Never
+    };
+    let total = soak.map_or(cells.len() as u64 * args.seeds, |_| 0);
     let bar = ProgressBar::with_draw_target(Some(total), ProgressDrawTarget::stderr());
     bar.set_style(
-        ProgressStyle::with_template("{elapsed_precise} [{bar:40}] {pos}/{len} runs")
-            .unwrap_or_else(|_| ProgressStyle::default_bar())
-            .progress_chars("=> "),
+        ProgressStyle::with_template(if soak.is_some() {
+            "{elapsed_precise} {pos} runs"
+        } else {
+            "{elapsed_precise} [{bar:40}] {pos}/{len} runs"
+        })
+        .unwrap_or_else(|_| ProgressStyle::default_bar())
+        .progress_chars("=> "),
     );
     let started = std::time::Instant::now();
-    let rows = demo::campaign(&examples, &selection, args.threads, &|| bar.inc(1));
+    let mut rows = Vec::new();
+    loop {
+        let batch = demo::campaign_until(&examples, &selection, args.threads, stop, &|| bar.inc(1));
+        demo::merge(&mut rows, batch);
+        let Some(limit) = soak else { break };
+        if demo::guarded_failed(&rows) || started.elapsed() >= limit {
+            break;
+        }
+        let next = selection.seeds.end;
+        selection.seeds = next..next.saturating_add(args.seeds);
+    }
     bar.finish_and_clear();
+    let runs: usize = rows.iter().map(|r| r.runs).sum();
+    // The seeds every cell covered (a stopped batch covers a prefix).
+    let last = rows.iter().map(|r| r.runs as u64).min().unwrap_or(0);
     if args.json {
         let json = serde_json::to_string_pretty(&rows).map_err(|e| e.to_string())?;
         ward_base::outln!("{json}");
@@ -105,10 +155,9 @@ fn run(args: &Args) -> Result<ExitCode, String> {
         ward_base::outln!("{}", demo::table(&rows));
         let kinds: Vec<_> = selection.kinds.iter().map(|k| k.kind()).collect();
         ward_base::outln!(
-            "{total} runs in {:.1} s (seeds {}..{}, simulated time; perturbations: {}; `--replay example/scenario/variant/seed` replays one)",
+            "{runs} runs in {:.1} s (seeds {first}..{}, simulated time; perturbations: {}; `--replay example/scenario/variant/seed` replays one)",
             started.elapsed().as_secs_f64(),
-            selection.seeds.start,
-            selection.seeds.end,
+            first + last,
             if kinds.is_empty() {
                 "none".into()
             } else {
@@ -118,6 +167,19 @@ fn run(args: &Args) -> Result<ExitCode, String> {
     }
     if demo::guarded_failed(&rows) {
         eprintln!("ward-demo: a guarded variant broke an invariant (or failed to run)");
+        let perturb = if args.perturb == "all" {
+            String::new()
+        } else {
+            format!(" --perturb {}", args.perturb)
+        };
+        for r in rows.iter().filter(|r| r.guarded) {
+            for seed in r.violating_seeds.iter().take(3) {
+                eprintln!(
+                    "  replay: ward-demo --replay {}/{}/{}/{seed}{perturb}",
+                    r.example, r.scenario, r.variant
+                );
+            }
+        }
         return Ok(ExitCode::from(1));
     }
     Ok(ExitCode::SUCCESS)

@@ -207,7 +207,13 @@ impl Cns {
         Ok(())
     }
 
-    /// The IPs the node's live pods hold, from their records.
+    /// The IPs the node's pods hold, from their records. Terminating pods
+    /// count: the kubelet tears a sandbox down (CNI DEL) only after the
+    /// pod's deletion is marked, so a terminating pod's address may still
+    /// be in use and must not be handed on before its CNI DEL. (The price:
+    /// a restart between a pod's CNI DEL and the kubelet's final delete
+    /// restores an address nobody will release — a leak, never a
+    /// duplicate.)
     async fn held_ips(&self, client: &Client) -> Result<Vec<(String, String)>, AgentError> {
         let pods: Api<Pod> = Api::all(client.clone());
         let lp = ListParams::default().fields(&format!("spec.nodeName={}", self.node));
@@ -215,7 +221,6 @@ impl Cns {
             .list(&lp)
             .await?
             .into_iter()
-            .filter(|p| p.metadata.deletion_timestamp.is_none())
             .filter_map(|p| {
                 let ip = p.annotations().get(POD_IP)?.clone();
                 Some((pod_key(&p), ip))

@@ -4,8 +4,11 @@
 //! - **I1** every IP config belongs to an NC present in state;
 //! - **I2** while IPs are Available, a pod's IP request succeeds (checked
 //!   at every CNI ADD, by the [kubelet](super::kubelet));
-//! - **I3** no IP is assigned to two pods (in CNS's state, and among the
-//!   live pods' records);
+//! - **I3** no IP is assigned to two pods: in CNS's state, among the pod
+//!   sandboxes on the node (from CNI ADD to CNI DEL: the data plane), and
+//!   among the records of live pods (not terminating: a terminating pod's
+//!   sandbox may already be torn down and its address handed on, while its
+//!   record still names it until the kubelet's final delete);
 //! - **I4** once the live Node's NNC is programmed, a waiting pod gets an
 //!   IP within [`RECOVERY`] (the node recovers).
 
@@ -21,7 +24,7 @@ use ward_apiserver::store::Store;
 use super::agent::Cns;
 use super::cluster::Host;
 use super::ipam::IpState;
-use super::kubelet::Waiting;
+use super::kubelet::{Sandboxes, Waiting};
 use super::model::{NAMESPACE, POD_IP};
 
 /// How long after its NNC is programmed a node may take to serve a
@@ -75,6 +78,8 @@ pub struct Checker {
     pub host: Host,
     /// Its kubelet's waiting pods.
     pub waiting: Waiting,
+    /// Its kubelet's pod sandboxes and their addresses.
+    pub sandboxes: Sandboxes,
     /// Where violations go.
     pub violations: Violations,
 }
@@ -90,6 +95,7 @@ impl Checker {
     /// Check I1, I3 and I4 now.
     pub fn check(&self) {
         self.in_state();
+        self.among_sandboxes();
         self.among_pods();
         self.recovery();
     }
@@ -130,6 +136,27 @@ impl Checker {
                 Invariant::I3,
                 format!("{ip}|{who}"),
                 format!("CNS assigned {ip} to {who}"),
+            );
+        }
+    }
+
+    /// I3 among the node's sandboxes.
+    fn among_sandboxes(&self) {
+        let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (pod, ip) in self
+            .sandboxes
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .iter()
+        {
+            holders.entry(ip.clone()).or_default().push(pod.clone());
+        }
+        for (ip, pods) in holders.into_iter().filter(|(_, p)| p.len() > 1) {
+            let who = pods.join(" and ");
+            self.violations.violate(
+                Invariant::I3,
+                format!("{ip}|{who}"),
+                format!("the sandboxes of {who} both hold {ip}"),
             );
         }
     }

@@ -1,18 +1,38 @@
 //! The pod workload of one node, as its kubelet drives CNI: a pod created
 //! on the node waits for an IP, and its sandbox is retried (CNI ADD) every
 //! half second until CNS gives one, which is recorded on the pod
-//! ([`POD_IP`]); deleting a pod calls CNI DEL first.
+//! ([`POD_IP`]); a deleted pod's sandbox is torn down (CNI DEL) once its
+//! deletion is visible in the API, as the kubelet does it:
+//!
+//! 1. `DELETE` with a grace period: the pod is terminating
+//!    (`deletionTimestamp` set);
+//! 2. the kubelet stops the pod's containers and its sandbox: CNI DEL, and
+//!    CNS frees the address;
+//! 3. the kubelet's final `DELETE` (grace 0, uid precondition) removes the
+//!    object.
+//!
+//! A kubelet never tears down the sandbox of a pod whose object says it
+//! runs: until step 1 is committed, the address is the pod's. (This
+//! kubelet used to call CNI DEL before the `DELETE`, so for one API round
+//! trip a live, non-terminating pod's record named an address CNS had
+//! already handed to the next pod — a duplicate no real kubelet produces,
+//! which wide campaign runs reported as I3.)
+//!
+//! The kubelet keeps the node's [`Sandboxes`] — which pod's sandbox holds
+//! which address, from its CNI ADD to its CNI DEL — the data plane that
+//! invariant I3 is really about.
 //!
 //! Every ADD is a probe of invariant I2: a failure while CNS had Available
 //! IPs is a violation, reported to the [`Violations`] sink.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
 use kube::Client;
-use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
+use kube::ResourceExt;
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams, Preconditions};
 use serde_json::json;
 use tokio::sync::watch;
 use tokio::time::Instant;
@@ -29,12 +49,21 @@ pub const NAMESPACE: &str = "default";
 /// channel, so a scenario can wait for "no pod waits" as a condition.
 pub type Waiting = Arc<watch::Sender<BTreeMap<String, Instant>>>;
 
+/// The node's pod sandboxes that hold an address: pod key -> IP, from the
+/// CNI ADD that gave it to the CNI DEL that freed it.
+pub type Sandboxes = Arc<Mutex<BTreeMap<String, String>>>;
+
+/// How long a deleted pod stays terminating at most before the kubelet's
+/// final delete (its teardown is done well within it).
+const GRACE_SECONDS: u32 = 30;
+
 /// One node's kubelet, as far as pod networking goes.
 #[derive(Debug, Clone)]
 pub struct Kubelet {
     node: String,
     pods: Api<Pod>,
     waiting: Waiting,
+    sandboxes: Sandboxes,
     journal: Journal,
     violations: Violations,
 }
@@ -47,6 +76,7 @@ impl Kubelet {
             node: node.into(),
             pods: Api::namespaced(client, NAMESPACE),
             waiting: Arc::new(watch::Sender::new(BTreeMap::new())),
+            sandboxes: Sandboxes::default(),
             journal,
             violations,
         }
@@ -56,6 +86,16 @@ impl Kubelet {
     #[must_use]
     pub fn waiting(&self) -> Waiting {
         self.waiting.clone()
+    }
+
+    /// The node's sandboxes and their addresses.
+    #[must_use]
+    pub fn sandboxes(&self) -> Sandboxes {
+        self.sandboxes.clone()
+    }
+
+    fn sandboxes_mut(&self) -> std::sync::MutexGuard<'_, BTreeMap<String, String>> {
+        self.sandboxes.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Create pod `name` on the node; it waits for an IP.
@@ -73,26 +113,48 @@ impl Kubelet {
         Ok(())
     }
 
-    /// CNI DEL, then delete pod `name` at once (grace 0).
+    /// Delete pod `name` as the kubelet sees it through: `DELETE` with a
+    /// grace period (the pod is terminating), CNI DEL, then the final
+    /// `DELETE` (grace 0, with the pod's uid as precondition).
     pub async fn delete(&self, cns: &Cns, name: &str) -> Result<(), kube::Error> {
         let key = format!("{NAMESPACE}/{name}");
         self.waiting.send_modify(|w| {
             w.remove(&key);
         });
+        let deleting = self
+            .pods
+            .delete(name, &DeleteParams::default().grace_period(GRACE_SECONDS))
+            .await?;
+        let uid = deleting.either(|p| p.uid(), |s| s.details.map(|d| d.uid));
+        self.sandboxes_mut().remove(&key);
         if let Some(c) = cns.del(&key) {
             self.journal
                 .log(format!("pod {name}: CNI DEL freed {}", c.ip));
         }
-        self.pods
-            .delete(name, &DeleteParams::default().grace_period(0))
-            .await?;
+        if let Some(uid) = uid {
+            let last = DeleteParams {
+                preconditions: Some(Preconditions {
+                    uid: Some(uid),
+                    resource_version: None,
+                }),
+                ..DeleteParams::default().grace_period(0)
+            };
+            match self.pods.delete(name, &last).await {
+                // Already gone (its grace period ran out first).
+                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
+                r => {
+                    r?;
+                }
+            }
+        }
         Ok(())
     }
 
-    /// Forget every pod: the node is gone with its pods (the caller
-    /// deletes their objects).
+    /// Forget every pod and sandbox: the node is gone with its pods (the
+    /// caller deletes their objects).
     pub fn forget_all(&self) {
         self.waiting.send_modify(BTreeMap::clear);
+        self.sandboxes_mut().clear();
     }
 
     /// Retry CNI ADD for every waiting pod every half second, until
@@ -111,6 +173,8 @@ impl Kubelet {
                 let (result, available) = cns.add(&key);
                 match result {
                     Ok(c) => {
+                        // The sandbox holds the address from here, recorded or not.
+                        self.sandboxes_mut().insert(key.clone(), c.ip.clone());
                         let name = key.rsplit('/').next().unwrap_or(&key);
                         let patch = json!({"metadata": {"annotations": {POD_IP: c.ip}}});
                         let patched = self

@@ -224,6 +224,7 @@ pub async fn run(
         cns: cns.clone(),
         host: host.clone(),
         waiting: kubelet.waiting(),
+        sandboxes: kubelet.sandboxes(),
         violations: violations.clone(),
     };
     tasks.push(tokio::spawn(checker.run()));

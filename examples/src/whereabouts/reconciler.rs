@@ -341,15 +341,92 @@ fn record_of(e: &Entry) -> Option<Record> {
     Some(r)
 }
 
-/// Run the reconciler every `interval` until aborted.
+/// How long to wait before retrying a run that failed for the
+/// `failures`th time in a row: a backoff doubling from 1 s up to a quarter
+/// of the interval, or the server's `Retry-After` (a 429's
+/// `details.retryAfterSeconds`) when that is longer.
+fn retry_delay(e: &ReconcileError, failures: u32, interval: Duration) -> Duration {
+    let backoff = ward_base::Backoff {
+        base: Duration::from_secs(1),
+        max: (interval / 4).max(Duration::from_secs(1)),
+    };
+    let mut asked = Duration::ZERO;
+    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
+    while let Some(c) = cause {
+        if let Some(kube::Error::Api(s)) = c.downcast_ref::<kube::Error>()
+            && let Some(d) = &s.details
+        {
+            asked = asked.max(Duration::from_secs(d.retry_after_seconds.into()));
+        }
+        cause = c.source();
+    }
+    backoff.delay(failures).max(asked)
+}
+
+/// Run the reconciler every `interval` until aborted. A run that fails is
+/// retried with backoff ([`retry_delay`]) until one succeeds, as a
+/// CronJob's Job retries its failed pod, rather than left to the next
+/// period: under a long window of throttled writes, waiting a whole
+/// interval per failure lets a dead allocation outlive any bound stated in
+/// intervals. The period is kept from the first run (a tick missed while
+/// retrying is skipped, not made up in a burst).
 pub async fn run(client: Client, config: ReconcilerConfig, journal: Journal) {
     let clock = config.clock;
     tokio::time::sleep(config.first_run).await;
     let mut tick = tokio::time::interval(config.interval);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     loop {
         tick.tick().await;
-        if let Err(e) = reconcile_once(&client, &config, &clock, &journal).await {
-            journal.log(format!("reconciler ({}): run failed: {e}", config.mode));
+        let mut failures = 0;
+        while let Err(e) = reconcile_once(&client, &config, &clock, &journal).await {
+            failures += 1;
+            let wait = retry_delay(&e, failures, config.interval);
+            journal.log(format!(
+                "reconciler ({}): run failed: {e}; retrying in {wait:?}",
+                config.mode
+            ));
+            tokio::time::sleep(wait).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn throttled(retry_after: u32) -> ReconcileError {
+        let status = kube::core::Status {
+            code: 429,
+            reason: "TooManyRequests".into(),
+            details: Some(kube::core::response::StatusDetails {
+                name: String::new(),
+                group: String::new(),
+                kind: String::new(),
+                uid: String::new(),
+                causes: Vec::new(),
+                retry_after_seconds: retry_after,
+            }),
+            ..kube::core::Status::failure("throttled", "TooManyRequests")
+        };
+        ReconcileError::Kube(kube::Error::Api(Box::new(status)))
+    }
+
+    #[test]
+    fn a_failed_run_is_retried_within_the_interval_honouring_retry_after() {
+        let interval = Duration::from_secs(60);
+        let secs = |e: &ReconcileError, n| retry_delay(e, n, interval).as_secs();
+        let plain = throttled(0);
+        assert_eq!(
+            (1..=6).map(|n| secs(&plain, n)).collect::<Vec<_>>(),
+            [1, 2, 4, 8, 15, 15]
+        );
+        // The server's Retry-After wins when longer, also through OccPatch.
+        assert_eq!(secs(&throttled(5), 1), 5);
+        assert_eq!(secs(&throttled(5), 4), 8);
+        let ReconcileError::Kube(k) = throttled(7) else {
+            unreachable!()
+        };
+        let occ = ReconcileError::Occ(ward_guards::occ_patch::OccError::Kube(k));
+        assert_eq!(secs(&occ, 1), 7);
     }
 }

@@ -4,9 +4,7 @@
 //! listed in both discovery documents; written through GET/PUT/PATCH with
 //! kube-apiserver's checks; driven by kube-rs's own scale calls.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use http::StatusCode;
 use k8s_openapi::api::apps::v1::Deployment;
 use kube::api::{Api, Patch, PatchParams, PostParams};

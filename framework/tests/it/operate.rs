@@ -5,8 +5,9 @@
 //! over within one retry period, and the metrics text checked line by line
 //! against the Prometheus exposition format.
 
+use crate::common::prometheus;
 use std::collections::{BTreeMap, BTreeSet};
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -16,7 +17,6 @@ use kube::Client;
 use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::watcher;
-use metrics_exporter_prometheus::PrometheusHandle;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -27,13 +27,6 @@ use ward::{Guard, GuardContext, GuardError, GuardedController, Readiness, Verdic
 use ward_apiserver::ApiServer;
 
 const WAIT: Duration = Duration::from_secs(600);
-
-fn prometheus() -> &'static PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE.get_or_init(|| {
-        ward::observe::install_recorder().expect("this test binary installs the only recorder")
-    })
-}
 
 async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
     tokio::time::timeout(WAIT, fut)

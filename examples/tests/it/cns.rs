@@ -223,6 +223,6 @@ fn the_deployed_crd_is_the_one_the_binary_generates() {
         .output()
         .unwrap();
     assert!(crds.status.success());
-    let deployed = include_str!("../cns/deploy/crd.yaml");
+    let deployed = include_str!("../../cns/deploy/crd.yaml");
     assert_eq!(String::from_utf8_lossy(&crds.stdout), deployed);
 }

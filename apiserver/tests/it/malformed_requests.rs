@@ -14,10 +14,8 @@
 //!   of valid and invalid parts. The store may change only when the
 //!   answer is a success.
 
-mod common;
-
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http::Request;
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
@@ -600,11 +598,11 @@ async fn anything_writes_only_when_it_succeeds() {
 /// The fuzz target: the anything generator driven by a fuzzer's bytes
 /// (two per choice), one populated server for the whole run, the
 /// invariants of [`send_and_check`] after every input. Under `cargo test`
-/// it replays the inputs a fuzzing run saved (`tests/__fuzz__/`, if any)
+/// it replays the inputs a fuzzing run saved (`tests/it/__fuzz__/malformed_requests__request_path/`, if any)
 /// and draws no random ones — bolero's random engine seeds from the OS,
 /// and tests here are deterministic; [`fuzz_inputs_from_seeds`] covers
 /// that ground with seeded inputs. Coverage-guided (README, "Fuzzing"):
-/// `cargo bolero test fuzz_request_path -p ward-apiserver --test malformed_requests`.
+/// `cargo bolero test fuzz_request_path -p ward-apiserver --test it`.
 #[test]
 fn fuzz_request_path() {
     let rt = tokio::runtime::Builder::new_current_thread()

@@ -4,8 +4,9 @@
 //! late renew is refused), takeovers and spurious conflicts noticed, and a
 //! controller gated by leadership that stops reconciling once it is lost.
 
+use crate::common::prometheus;
 use std::sync::atomic::{AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -15,7 +16,6 @@ use kube::api::{Api, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -52,15 +52,6 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) {
     })
     .await;
     assert!(ok.is_ok(), "timed out waiting for {what}");
-}
-
-fn prometheus() -> &'static PrometheusHandle {
-    static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
-    HANDLE.get_or_init(|| {
-        PrometheusBuilder::new()
-            .install_recorder()
-            .expect("this test binary installs the only recorder")
-    })
 }
 
 /// A candidate running [`LeaderElection::run`] in a task of its own.

@@ -4,9 +4,7 @@
 //! and `certificatesigningrequests/approval` — by raw requests and through
 //! kube-rs's own calls.
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use http::StatusCode;
 use k8s_openapi::api::core::v1::Pod;
 use kube::api::{Api, EvictParams, Patch, PatchParams};

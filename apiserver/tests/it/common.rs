@@ -2,9 +2,6 @@
 //! in-process tower service, the Status checks, and a snapshot of the store
 //! to prove a refused request changed nothing.
 
-// Each test binary uses its own subset of these helpers.
-#![allow(dead_code)]
-
 use bytes::Bytes;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};

@@ -4,9 +4,7 @@
 //! the status and `metav1.Status` body kube-apiserver gives, and each
 //! leaving the store exactly as it was (same objects, same resourceVersion).
 
-mod common;
-
-use common::*;
+use crate::common::*;
 use http::StatusCode;
 use serde_json::{Value, json};
 use ward_apiserver::ApiServer;

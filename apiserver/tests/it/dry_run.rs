@@ -4,11 +4,9 @@
 //! watch event is sent. What a real write would refuse, a dry run refuses
 //! with the same status.
 
-mod common;
-
 use std::time::Duration;
 
-use common::*;
+use crate::common::*;
 use futures::StreamExt;
 use http::StatusCode;
 use k8s_openapi::api::core::v1::ConfigMap;

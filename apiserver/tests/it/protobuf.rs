@@ -3,11 +3,9 @@
 //! the server taking protobuf bodies and answering in protobuf to clients
 //! that prefer it, as kubectl 1.32+'s typed clients do.
 
-mod common;
-
 use std::collections::BTreeMap;
 
-use common::*;
+use crate::common::*;
 use http::StatusCode;
 use k8s_pb::api::apps::v1 as apps;
 use k8s_pb::api::coordination::v1 as coordination;

@@ -137,16 +137,16 @@ fn the_deployed_crd_is_the_one_the_binary_generates() {
         .output()
         .unwrap();
     assert!(crds.status.success());
-    let deployed = include_str!("../lws/deploy/crd.yaml");
+    let deployed = include_str!("../../lws/deploy/crd.yaml");
     assert_eq!(String::from_utf8_lossy(&crds.stdout), deployed);
 }
 
 #[test]
 fn the_readme_shows_the_deployment_and_lease_rbac_as_shipped() {
-    let readme = include_str!("../../README.md");
-    let deployment = include_str!("../lws/deploy/deployment.yaml");
+    let readme = include_str!("../../../README.md");
+    let deployment = include_str!("../../lws/deploy/deployment.yaml");
     assert!(readme.contains(&format!("```yaml\n{deployment}```")));
-    let rbac = include_str!("../lws/deploy/rbac.yaml");
+    let rbac = include_str!("../../lws/deploy/rbac.yaml");
     assert!(rbac.contains("resources: [leases]"));
     assert!(
         readme.contains(&format!("```yaml\n{rbac}```")),

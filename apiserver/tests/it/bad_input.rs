@@ -4,10 +4,8 @@
 //! message, code), and compares a snapshot of the store (resourceVersion and
 //! the bytes of every object) taken before and after each request.
 
-mod common;
-
+use crate::common::*;
 use bytes::Bytes;
-use common::*;
 use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
@@ -138,7 +136,7 @@ async fn unknown_group() {
     }
 }
 
-/// (protobuf is taken for built-in kinds: tests/protobuf.rs)
+/// (protobuf is taken for built-in kinds: the `protobuf` module)
 #[tokio::test]
 async fn unsupported_content_type_on_create() {
     let s = server().await;

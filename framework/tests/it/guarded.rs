@@ -5,7 +5,8 @@
 //! an error policy's Action is honoured, and dynamic types and
 //! reconcile_all_on work as in kube-runtime.
 
-use std::sync::{Arc, Mutex, OnceLock};
+use crate::common::prometheus;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
@@ -70,15 +71,6 @@ async fn until<T>(what: &str, rec: &Recorded<T>, mut cond: impl FnMut() -> bool)
     })
     .await;
     assert!(ok.is_ok(), "timed out waiting for {what}");
-}
-
-fn prometheus() -> &'static metrics_exporter_prometheus::PrometheusHandle {
-    static HANDLE: OnceLock<metrics_exporter_prometheus::PrometheusHandle> = OnceLock::new();
-    HANDLE.get_or_init(|| {
-        metrics_exporter_prometheus::PrometheusBuilder::new()
-            .install_recorder()
-            .expect("this test binary installs the only recorder")
-    })
 }
 
 fn cm(name: &str) -> ConfigMap {

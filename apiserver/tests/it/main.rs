@@ -1,0 +1,20 @@
+//! ward-apiserver's integration tests in one binary (kube, k8s-openapi,
+//! tokio and hyper linked once, not once per file): a module per area;
+//! `common` holds the request-level fixtures they share.
+
+mod bad_input;
+mod bad_requests;
+mod binary;
+mod builtins;
+mod common;
+mod dry_run;
+mod faults;
+mod http_heads;
+mod kube_client;
+mod kube_runtime_helpers;
+mod kubectl;
+mod lifecycle;
+mod malformed_requests;
+mod pod_actions;
+mod protobuf;
+mod scale;

@@ -276,3 +276,43 @@ fn guarded_variants_hold_on_the_seeds_wide_runs_broke() {
         }
     }
 }
+
+/// The README's main command, `cargo run --release --bin ward-demo`, names
+/// the binary from the workspace root: it resolves there only while the
+/// package that holds it is a default member. (`.ci/run` checks this here
+/// rather than with `cargo run`, which would build the whole graph a second
+/// time: without the test build's dev-dependencies, features resolve
+/// differently.)
+#[test]
+fn ward_demo_resolves_from_the_workspace_root() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let out = Command::new(env!("CARGO"))
+        .args([
+            "metadata",
+            "--format-version",
+            "1",
+            "--no-deps",
+            "--offline",
+        ])
+        .current_dir(root)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let meta: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let holder = meta["packages"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|p| {
+            p["targets"].as_array().unwrap().iter().any(|t| {
+                t["name"] == "ward-demo" && t["kind"].as_array().unwrap().contains(&"bin".into())
+            })
+        })
+        .expect("a package holds the ward-demo binary");
+    let defaults = meta["workspace_default_members"].as_array().unwrap();
+    assert!(defaults.contains(&holder["id"]), "{defaults:?}");
+}

@@ -105,6 +105,13 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(1, |d| d.as_secs() % 1_000_000_000),
     };
+    if let Some(limit) = soak {
+        eprintln!(
+            "ward-demo: soaking for {:.1} min from seed {first}, {} seeds a batch",
+            limit.as_secs_f64() / 60.0,
+            args.seeds
+        );
+    }
     let mut selection = Selection {
         seeds: first..first.saturating_add(args.seeds),
         kinds,

@@ -125,7 +125,9 @@ impl Kubelet {
             .pods
             .delete(name, &DeleteParams::default().grace_period(GRACE_SECONDS))
             .await?;
-        let uid = deleting.either(|p| p.uid(), |s| s.details.map(|d| d.uid));
+        let uid = deleting
+            .either(|p| p.uid(), |s| s.details.map(|d| d.uid))
+            .filter(|u| !u.is_empty());
         self.sandboxes_mut().remove(&key);
         if let Some(c) = cns.del(&key) {
             self.journal
@@ -140,7 +142,8 @@ impl Kubelet {
                 ..DeleteParams::default().grace_period(0)
             };
             match self.pods.delete(name, &last).await {
-                // Already gone (its grace period ran out first).
+                // Already gone (its grace period ran out first), or the
+                // name now holds another pod: nothing of this one is left.
                 Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
                 r => {
                     r?;

@@ -11,6 +11,7 @@
 //!   its allocation must not leak forever.
 
 use std::collections::HashSet;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -70,6 +71,10 @@ pub struct Report {
 pub const INTERVAL: Duration = Duration::from_secs(60);
 /// The guarded reconciler's liveness grace bound.
 pub const GRACE: Duration = Duration::from_secs(30);
+/// How soon a crashed reconciler runs again: a CronJob's Job replaces its
+/// failed pod after the Job controller's first backoff, 10 s (its first
+/// start waits for the schedule's phase instead, drawn per seed).
+pub const RESTART: Duration = Duration::from_secs(10);
 
 /// The two networks every pod attaches to.
 #[must_use]
@@ -181,8 +186,13 @@ pub async fn run(
     let (mut perturber, plan_text) =
         crate::run::perturber(&server, seed, kinds, HORIZON, "reconciler", &journal);
     let log = journal.clone();
+    let started = AtomicBool::new(false);
     perturber.controller(&server, "reconciler", move |client| {
-        reconciler::run(client, rc.clone(), log.clone())
+        let mut rc = rc.clone();
+        if started.swap(true, Ordering::Relaxed) {
+            rc.first_run = RESTART;
+        }
+        reconciler::run(client, rc, log.clone())
     });
     perturber.start();
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");

@@ -224,6 +224,10 @@ fn ward_demo_soaks_batches_of_seeds_from_the_first_seed_it_names() {
     );
     assert!(stdout.contains("2 runs in "), "{stdout}");
     assert!(stdout.contains("seeds 500..502"), "{stdout}");
+    assert!(
+        stderr.contains("from seed 500, 2 seeds a batch"),
+        "{stderr}"
+    );
     let (code, _, stderr) = demo_bin(&["--soak", "0"]);
     assert_eq!(code, Some(2));
     assert!(

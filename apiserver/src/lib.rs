@@ -22,7 +22,7 @@
 
 #![warn(missing_docs)]
 
-// Instrumented fuzzing builds (`cargo bolero test`, README "Fuzzing") link
+// Instrumented fuzzing builds (`cargo bolero test`, docs/apiserver.md, "Fuzzing") link
 // the fuzzer runtime into every binary that uses this crate (see Cargo.toml).
 #[cfg(fuzzing)]
 use bolero as _;

@@ -6,7 +6,7 @@
 //! `x-kubernetes-group-version-kind` and the `fieldValidation` query
 //! parameter, which tells kubectl the server validates fields itself.
 //! Schemas are permissive objects: this server does not validate fields
-//! against a schema (see the README).
+//! against a schema (see docs/apiserver.md).
 
 use serde_json::{Map, Value, json};
 

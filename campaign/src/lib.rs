@@ -11,7 +11,7 @@
 //! same plan, and under tokio's paused clock the run replays exactly.
 //!
 //! A campaign over your own controller, in outline (a complete one is
-//! `campaign/tests/probe.rs`, and the README's "Test your own controller"):
+//! `campaign/tests/probe.rs`, and docs/campaigns.md):
 //!
 //! ```ignore
 //! let kinds = ward_campaign::select("all", &ward_campaign::builtin())?;

@@ -893,7 +893,7 @@ mod tests {
         }
     }
 
-    /// The README shows the module's example as it is compiled here.
+    /// docs/production.md shows the module's example as it is compiled here.
     #[test]
     fn the_readme_shows_the_module_example() {
         let source = include_str!("leader.rs");
@@ -911,10 +911,10 @@ mod tests {
             .filter(|l| !(l.starts_with("# ") || *l == "#"))
             .map(|l| format!("{l}\n"))
             .collect();
-        let readme = include_str!("../../README.md");
+        let readme = include_str!("../../docs/production.md");
         assert!(
             readme.contains(&format!("```rust\n{visible}```")),
-            "README.md lacks the leader example as compiled:\n{visible}"
+            "docs/production.md lacks the leader example as compiled:\n{visible}"
         );
     }
 

@@ -8,7 +8,7 @@
 //! (`tests/bench_smoke.rs`) runs [`BenchConfig::smoke`] to keep every part
 //! compiling and working. Results go to `target/ward-bench/`: one JSON file
 //! and one SVG plot per benchmark, `results.json` with everything, and
-//! `results.md`, the table the README quotes.
+//! `results.md`, the tables docs/benchmarks.md quotes.
 
 pub mod apiserver;
 pub mod campaign;

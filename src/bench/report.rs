@@ -1,5 +1,5 @@
 //! Output: the scaling view, the targets with their measured values, JSON
-//! files, one SVG plot per benchmark and the markdown tables the README
+//! files, one SVG plot per benchmark and the markdown tables docs/benchmarks.md
 //! quotes.
 
 use std::fmt::Write as _;
@@ -377,7 +377,7 @@ fn count(n: usize) -> String {
     }
 }
 
-/// The markdown tables (what the README's Benchmarks section quotes).
+/// The markdown tables (what docs/benchmarks.md quotes).
 #[must_use]
 pub fn markdown(r: &Results) -> String {
     let mut s = String::new();

@@ -1,7 +1,7 @@
 //! The `ward-apiserver` binary: listens on the port it reports, writes a
 //! kubeconfig kubectl can use, and stops cleanly on Ctrl-C (SIGINT).
 
-// Instrumented fuzzing builds (README, "Fuzzing") link the fuzzer runtime
+// Instrumented fuzzing builds (docs/apiserver.md, "Fuzzing") link the fuzzer runtime
 // through the library; this test does not otherwise use it.
 #[cfg(fuzzing)]
 use ward_apiserver as _;

@@ -601,7 +601,7 @@ async fn anything_writes_only_when_it_succeeds() {
 /// it replays the inputs a fuzzing run saved (`tests/it/__fuzz__/malformed_requests__request_path/`, if any)
 /// and draws no random ones — bolero's random engine seeds from the OS,
 /// and tests here are deterministic; [`fuzz_inputs_from_seeds`] covers
-/// that ground with seeded inputs. Coverage-guided (README, "Fuzzing"):
+/// that ground with seeded inputs. Coverage-guided (docs/apiserver.md, "Fuzzing"):
 /// `cargo bolero test fuzz_request_path -p ward-apiserver --test it`.
 #[test]
 fn fuzz_request_path() {

@@ -1,6 +1,6 @@
 //! CNS: the stale NodeNetworkConfig after a node is recreated (Azure CNS),
 //! reproduced and fixed by a `GuardedController` with the owner-UID guard.
-//! See the crate README section for the commands.
+//! See `examples/cns/README.md` for the commands.
 
 pub mod agent;
 pub mod cluster;

@@ -1,6 +1,6 @@
 //! LWS: a revision taken from a terminating or foreign StatefulSet
 //! (LeaderWorkerSet), reproduced and fixed by a `GuardedController` with
-//! the await-deletion guard. See the crate README section for the commands.
+//! the await-deletion guard. See `examples/lws/README.md` for the commands.
 
 pub mod controller;
 pub mod invariants;

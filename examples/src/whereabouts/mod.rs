@@ -1,5 +1,5 @@
 //! whereabouts: the duplicate-IP race of the ip-reconciler, reproduced and
-//! fixed by Ward's guards. See the crate README section for the commands.
+//! fixed by Ward's guards. See `examples/whereabouts/README.md` for the commands.
 
 pub mod agent;
 pub mod invariants;

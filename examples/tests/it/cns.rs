@@ -101,17 +101,7 @@ fn guarded_skips_the_stale_nnc_and_purges_a_replaced_nc() {
 
 #[test]
 fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
-    let rows = demo::campaign(
-        &[&demo::GuardedOnly(&demo::Cns)],
-        &demo::Selection::seeds(0..200),
-        2,
-        &|| {},
-    );
-    assert_eq!(rows.len(), 3);
-    for r in &rows {
-        assert_eq!(r.runs, 200);
-        assert_eq!((r.violating_runs, r.errors), (0, 0), "{r:?}");
-    }
+    crate::common::guarded_holds_on_every_scenario(&demo::Cns);
 }
 
 /// I3 is not vacuous: two live pods recording one address break it.

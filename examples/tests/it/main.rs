@@ -4,6 +4,7 @@
 
 mod campaigns;
 mod cns;
+mod common;
 mod lws;
 mod mirror;
 mod whereabouts;

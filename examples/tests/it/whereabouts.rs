@@ -4,7 +4,7 @@
 
 use std::process::Command;
 
-use ward_examples::demo::{self, Whereabouts};
+use ward_examples::demo::Whereabouts;
 use ward_examples::whereabouts::invariants::Invariant;
 use ward_examples::whereabouts::reconciler::Mode;
 use ward_examples::whereabouts::scenario::{Scenario, run_blocking};
@@ -70,17 +70,7 @@ fn upstream_s1_breaks_when_the_annotation_lags_more_than_750_ms() {
 
 #[test]
 fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
-    let rows = demo::campaign(
-        &[&demo::GuardedOnly(&Whereabouts)],
-        &demo::Selection::seeds(0..200),
-        2,
-        &|| {},
-    );
-    assert_eq!(rows.len(), 3);
-    for r in &rows {
-        assert_eq!(r.runs, 200);
-        assert_eq!((r.violating_runs, r.errors), (0, 0), "{r:?}");
-    }
+    crate::common::guarded_holds_on_every_scenario(&Whereabouts);
 }
 
 #[test]

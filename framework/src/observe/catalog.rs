@@ -1,7 +1,7 @@
 //! Every metric Ward records: name, type, labels and help text, in one
 //! table ([`METRICS`]) that describes them to the recorder (the `# HELP`
 //! lines), sets the reconcile-duration histogram's buckets, and that the
-//! README's metric table is checked against.
+//! metric table of docs/production.md is checked against.
 //!
 //! Counters whose label values are known in advance are present at zero
 //! from the start: the fixed ones once [`register`] runs, the per-kind,
@@ -346,10 +346,10 @@ mod tests {
         }
     }
 
-    /// The README's table lists every metric with its type and labels.
+    /// docs/production.md's table lists every metric with its type and labels.
     #[test]
     fn the_readme_table_lists_every_metric() {
-        let readme = include_str!("../../../README.md");
+        let readme = include_str!("../../../docs/production.md");
         for m in METRICS {
             let labels = if m.labels.is_empty() {
                 "-".to_string()
@@ -359,7 +359,7 @@ mod tests {
             let row = format!("| `{}` | {} | {} |", m.name, m.kind.as_str(), labels);
             assert!(
                 readme.lines().any(|l| l.starts_with(&row)),
-                "README.md has no row starting {row:?}"
+                "docs/production.md has no row starting {row:?}"
             );
         }
     }

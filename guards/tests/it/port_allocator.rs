@@ -1,5 +1,5 @@
 //! A port allocator, as a controller author would write one from the
-//! README: a `PortPool` custom resource maps ports to pods, four allocator
+//! guide (docs/guide.md): a `PortPool` custom resource maps ports to pods, four allocator
 //! tasks race to hand ports out with [`OccPatch::update_with`] (the chosen
 //! port returned by the decision), and a reclaimer frees the ports of dead
 //! pods with [`liveness`] — while pods are still Pending, under injected

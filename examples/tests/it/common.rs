@@ -1,0 +1,32 @@
+//! What the example tests share.
+
+use ward_examples::demo::{self, Example};
+
+/// How many seeds the guarded sweeps of the tests run per scenario: 200,
+/// or `WARD_SEEDS` (e.g. `WARD_SEEDS=2000 cargo test -p ward-examples`
+/// for a wider run; `ward-demo` is the tool for the widest).
+pub fn seeds() -> u64 {
+    match std::env::var("WARD_SEEDS") {
+        Ok(v) => v
+            .parse()
+            .unwrap_or_else(|_| panic!("WARD_SEEDS must be a number of seeds, got {v:?}")),
+        Err(_) => 200,
+    }
+}
+
+/// `example`'s guarded variant over [`seeds`] seeds of every scenario,
+/// without perturbation: no run breaks an invariant or fails to run.
+pub fn guarded_holds_on_every_scenario(example: &dyn Example) {
+    let n = seeds();
+    let rows = demo::campaign(
+        &[&demo::GuardedOnly(example)],
+        &demo::Selection::seeds(0..n),
+        2,
+        &|| {},
+    );
+    assert_eq!(rows.len(), 3);
+    for r in &rows {
+        assert_eq!(r.runs as u64, n);
+        assert_eq!((r.violating_runs, r.errors), (0, 0), "{r:?}");
+    }
+}

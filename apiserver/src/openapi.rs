@@ -138,7 +138,7 @@ fn item_path(r: &ResourceInfo) -> String {
 
 /// `/openapi/v2`: one Swagger 2.0 document with every served kind — per
 /// kind its item path's get, put, patch and delete (the query parameters
-/// [`parameters`] lists, in Swagger 2.0's form) and a permissive
+/// `parameters` lists, in Swagger 2.0's form) and a permissive
 /// definition. As in the v3 documents, PATCH does not advertise strategic
 /// merge: kubectl 1.27/1.28 then compute apply's patch from their
 /// compiled-in types, as against a real cluster.

@@ -15,7 +15,7 @@ pub fn println(args: std::fmt::Arguments<'_>) {
     print(format_args!("{args}\n"));
 }
 
-/// Write `args` to stdout (see [`println`]).
+/// Write `args` to stdout (see [`println()`]).
 pub fn print(args: std::fmt::Arguments<'_>) {
     if CLOSED.load(Ordering::Relaxed) {
         return;
@@ -29,7 +29,7 @@ pub fn print(args: std::fmt::Arguments<'_>) {
     }
 }
 
-/// `println!` that ends quietly on a closed pipe (see [`println`]).
+/// `println!` that ends quietly on a closed pipe (see [`println()`]).
 #[macro_export]
 macro_rules! outln {
     () => {
@@ -40,7 +40,7 @@ macro_rules! outln {
     };
 }
 
-/// `print!` that ends quietly on a closed pipe (see [`print`]).
+/// `print!` that ends quietly on a closed pipe (see [`print()`]).
 #[macro_export]
 macro_rules! out {
     ($($arg:tt)*) => {

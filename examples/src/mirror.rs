@@ -24,7 +24,7 @@
 //! though its ownerReference names the replaced one). [`Variant::Bare`] runs
 //! the same reconciler on kube-runtime's own `Controller`, to show the two
 //! agree. [`Variant::Guarded`] adds
-//! [`AwaitDeletion`](ward_guards::await_deletion::AwaitDeletion): M2's
+//! [`AwaitDeletion`]: M2's
 //! reconcile waits at step 4 and is woken by step 5's DELETED event; the
 //! old child is never written.
 

@@ -283,7 +283,7 @@ fn bootstrap_objects() -> Vec<serde_json::Value> {
 }
 
 impl Store {
-    /// A store holding what a fresh cluster holds ([`bootstrap_objects`]).
+    /// A store holding what a fresh cluster holds (`bootstrap_objects`).
     #[must_use]
     pub fn new(config: StoreConfig, clock: Clock, rules: Arc<dyn Rules>) -> Self {
         let (events, _) = broadcast::channel(config.watch_buffer.max(16));

@@ -364,8 +364,9 @@ fn retry_delay(e: &ReconcileError, failures: u32, interval: Duration) -> Duratio
 }
 
 /// Run the reconciler every `interval` until aborted. A run that fails is
-/// retried with backoff ([`retry_delay`]) until one succeeds, as a
-/// CronJob's Job retries its failed pod, rather than left to the next
+/// retried with backoff (1 s doubling to a quarter of the interval, or the
+/// server's `Retry-After` when longer) until one succeeds, as a CronJob's
+/// Job retries its failed pod, rather than left to the next
 /// period: under a long window of throttled writes, waiting a whole
 /// interval per failure lets a dead allocation outlive any bound stated in
 /// intervals. The period is kept from the first run (a tick missed while

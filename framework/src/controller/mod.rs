@@ -272,7 +272,7 @@ where
     /// passing while the run's stream lives (removed once the stream is
     /// dropped, e.g. after shutdown or lost leadership). Register it on the
     /// [`Observability`](crate::Observability) endpoint's
-    /// [`Readiness`](crate::Readiness) so `/readyz` says "ready once the
+    /// [`Readiness`] so `/readyz` says "ready once the
     /// cache is synced". Two controllers of one kind in a process share the
     /// name: the one run last owns the check. A controller built from a
     /// stream (`for_stream*`) never passes it: Ward cannot see that

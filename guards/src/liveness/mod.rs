@@ -13,7 +13,7 @@
 //!   positive no, so a check that does not understand a resource can never
 //!   free a live pod's.
 //! - **Which clock says "now"**: the policy reads Ward's
-//!   [`Clock`](ward::clock::Clock), which follows tokio's. It must be the
+//!   [`Clock`], which follows tokio's. It must be the
 //!   clock that stamps the pods and records: under
 //!   `#[tokio::test(start_paused = true)]` hand it the embedded server's
 //!   (`ApiServer::clock()`); against a real cluster the default (wall

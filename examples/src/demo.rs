@@ -241,7 +241,8 @@ pub fn campaign_until(
             Ok(o) if !o.violations.is_empty() => {
                 row.violating_runs += 1;
                 row.violating_seeds.push(job.seed);
-                if row.first_seed.is_none_or(|s| job.seed < s) {
+                // Results come seed by seed: the first is the smallest.
+                if row.first_seed.is_none() {
                     row.first_seed = Some(job.seed);
                     row.invariant = Some(broken(&o));
                 }

@@ -895,7 +895,7 @@ mod tests {
 
     /// docs/production.md shows the module's example as it is compiled here.
     #[test]
-    fn the_readme_shows_the_module_example() {
+    fn the_production_guide_shows_the_module_example() {
         let source = include_str!("leader.rs");
         let block = source
             .split_once("//! ```no_run\n")

@@ -350,16 +350,15 @@ fn retry_delay(e: &ReconcileError, failures: u32, interval: Duration) -> Duratio
         base: Duration::from_secs(1),
         max: (interval / 4).max(Duration::from_secs(1)),
     };
-    let mut asked = Duration::ZERO;
-    let mut cause: Option<&(dyn std::error::Error + 'static)> = Some(e);
-    while let Some(c) = cause {
-        if let Some(kube::Error::Api(s)) = c.downcast_ref::<kube::Error>()
-            && let Some(d) = &s.details
-        {
-            asked = asked.max(Duration::from_secs(d.retry_after_seconds.into()));
-        }
-        cause = c.source();
-    }
+    let root: &(dyn std::error::Error + 'static) = e;
+    let asked = std::iter::successors(Some(root), |c| c.source())
+        .filter_map(|c| match c.downcast_ref::<kube::Error>() {
+            Some(kube::Error::Api(s)) => s.details.as_ref(),
+            _ => None,
+        })
+        .map(|d| Duration::from_secs(d.retry_after_seconds.into()))
+        .max()
+        .unwrap_or_default();
     backoff.delay(failures).max(asked)
 }
 

@@ -18,13 +18,11 @@ use ward_examples::cns::scenario::{NODE, Report, Scenario, run_blocking};
 use ward_examples::demo;
 use ward_examples::journal::Journal;
 
+use crate::common::breaks;
+
 /// Seeds on which the naive agent ingests the stale NNC and never recovers
 /// (every S1 run restarts CNS inside the GC window, so every seed does).
 const NAIVE_SEEDS: [u64; 3] = [0, 1, 2];
-
-fn breaks(r: &Report, inv: Invariant) -> bool {
-    r.violations.iter().any(|v| v.invariant == inv)
-}
 
 fn says(r: &Report, prefix: &str) -> bool {
     r.journal.iter().any(|(_, e)| e.starts_with(prefix))
@@ -35,12 +33,12 @@ fn naive_s1_ingests_the_stale_nnc_and_the_node_never_recovers() {
     for seed in NAIVE_SEEDS {
         let r = run_blocking(Scenario::S1, Mode::Naive, seed).unwrap();
         assert!(
-            breaks(&r, Invariant::I2),
+            breaks(&r.violations, Invariant::I2),
             "seed {seed}: {:#?}",
             r.violations
         );
         assert!(
-            breaks(&r, Invariant::I4),
+            breaks(&r.violations, Invariant::I4),
             "seed {seed}: {:#?}",
             r.violations
         );
@@ -72,8 +70,16 @@ fn upstreams_merged_fix_holds_s1_but_not_a_replaced_nc() {
     assert!(s1.violations.is_empty(), "{:#?}", s1.violations);
     assert!(says(&s1, "cns (upstream): NNC node-a is controlled by"));
     let s2 = run_blocking(Scenario::S2, Mode::Upstream, 3).unwrap();
-    assert!(breaks(&s2, Invariant::I1), "{:#?}", s2.violations);
-    assert!(breaks(&s2, Invariant::I2), "{:#?}", s2.violations);
+    assert!(
+        breaks(&s2.violations, Invariant::I1),
+        "{:#?}",
+        s2.violations
+    );
+    assert!(
+        breaks(&s2.violations, Invariant::I2),
+        "{:#?}",
+        s2.violations
+    );
 }
 
 #[test]
@@ -208,11 +214,8 @@ fn the_binary_shows_the_node_that_never_recovers_and_exits_1_and_0_when_guarded(
 
 #[test]
 fn the_deployed_crd_is_the_one_the_binary_generates() {
-    let crds = Command::new(env!("CARGO_BIN_EXE_cns"))
-        .arg("crds")
-        .output()
-        .unwrap();
-    assert!(crds.status.success());
-    let deployed = include_str!("../../cns/deploy/crd.yaml");
-    assert_eq!(String::from_utf8_lossy(&crds.stdout), deployed);
+    crate::common::crds_match(
+        env!("CARGO_BIN_EXE_cns"),
+        include_str!("../../cns/deploy/crd.yaml"),
+    );
 }

@@ -30,3 +30,18 @@ pub fn guarded_holds_on_every_scenario(example: &dyn Example) {
         assert_eq!((r.violating_runs, r.errors), (0, 0), "{r:?}");
     }
 }
+
+/// Whether `violations` include one of `inv`.
+pub fn breaks<I: PartialEq>(violations: &[ward_examples::journal::Violation<I>], inv: I) -> bool {
+    violations.iter().any(|v| v.invariant == inv)
+}
+
+/// An example binary's `crds` prints exactly the CRD shipped in `deployed`.
+pub fn crds_match(bin: &str, deployed: &str) {
+    let crds = std::process::Command::new(bin)
+        .arg("crds")
+        .output()
+        .unwrap();
+    assert!(crds.status.success(), "{bin} crds");
+    assert_eq!(String::from_utf8_lossy(&crds.stdout), deployed);
+}

@@ -11,16 +11,14 @@ use ward_examples::lws::controller::Mode;
 use ward_examples::lws::invariants::Invariant;
 use ward_examples::lws::scenario::{Report, Scenario, run_blocking};
 
+use crate::common::breaks;
+
 /// Seeds on which S1's naive controller takes the terminating
 /// StatefulSet's hash (every S1 run recreates inside the window).
 const NAIVE_SEEDS: [u64; 3] = [0, 1, 2];
 /// A seed on which the GC removes the old revisions before the old
 /// StatefulSet, so #733's deletionTimestamp check has nothing to see.
 const UPSTREAM_SEED: u64 = 1;
-
-fn breaks(r: &Report, inv: Invariant) -> bool {
-    r.violations.iter().any(|v| v.invariant == inv)
-}
 
 fn says(r: &Report, needle: &str) -> bool {
     r.journal.iter().any(|(_, e)| e.contains(needle))
@@ -31,12 +29,12 @@ fn naive_s1_creates_a_revision_with_the_terminating_statefulsets_hash() {
     for seed in NAIVE_SEEDS {
         let r = run_blocking(Scenario::S1, Mode::Naive, seed).unwrap();
         assert!(
-            breaks(&r, Invariant::I1),
+            breaks(&r.violations, Invariant::I1),
             "seed {seed}: {:#?}",
             r.violations
         );
         assert!(
-            breaks(&r, Invariant::I4),
+            breaks(&r.violations, Invariant::I4),
             "seed {seed}: {:#?}",
             r.violations
         );
@@ -58,7 +56,11 @@ fn upstream_733_holds_s1_but_not_a_statefulset_the_gc_has_not_reached() {
     assert!(s1.violations.is_empty(), "{:#?}", s1.violations);
     assert!(says(&s1, "StatefulSet is terminating; requeue"));
     let s2 = run_blocking(Scenario::S2, Mode::Upstream, UPSTREAM_SEED).unwrap();
-    assert!(breaks(&s2, Invariant::I1), "{:#?}", s2.violations);
+    assert!(
+        breaks(&s2.violations, Invariant::I1),
+        "{:#?}",
+        s2.violations
+    );
     assert!(
         says(&s2, "(the hash of StatefulSet uid"),
         "{:#?}",
@@ -122,24 +124,21 @@ fn the_binary_shows_the_foreign_revision_and_exits_1_and_0_when_guarded() {
 
 #[test]
 fn the_deployed_crd_is_the_one_the_binary_generates() {
-    let crds = Command::new(env!("CARGO_BIN_EXE_lws"))
-        .arg("crds")
-        .output()
-        .unwrap();
-    assert!(crds.status.success());
-    let deployed = include_str!("../../lws/deploy/crd.yaml");
-    assert_eq!(String::from_utf8_lossy(&crds.stdout), deployed);
+    crate::common::crds_match(
+        env!("CARGO_BIN_EXE_lws"),
+        include_str!("../../lws/deploy/crd.yaml"),
+    );
 }
 
 #[test]
-fn the_readme_shows_the_deployment_and_lease_rbac_as_shipped() {
-    let readme = include_str!("../../../docs/production.md");
+fn the_production_guide_shows_the_deployment_and_lease_rbac_as_shipped() {
+    let guide = include_str!("../../../docs/production.md");
     let deployment = include_str!("../../lws/deploy/deployment.yaml");
-    assert!(readme.contains(&format!("```yaml\n{deployment}```")));
+    assert!(guide.contains(&format!("```yaml\n{deployment}```")));
     let rbac = include_str!("../../lws/deploy/rbac.yaml");
     assert!(rbac.contains("resources: [leases]"));
     assert!(
-        readme.contains(&format!("```yaml\n{rbac}```")),
+        guide.contains(&format!("```yaml\n{rbac}```")),
         "docs/production.md lacks rbac.yaml as shipped"
     );
 }

@@ -9,22 +9,22 @@ use ward_examples::whereabouts::invariants::Invariant;
 use ward_examples::whereabouts::reconciler::Mode;
 use ward_examples::whereabouts::scenario::{Scenario, run_blocking};
 
+use crate::common::breaks;
+
 /// A seed whose S1 run with the naive reconciler hits the race.
 const NAIVE_SEED: u64 = 4;
 /// A seed whose S1 run with today's upstream reconciler hits the race: the
 /// annotation of a Pending pod lags more than the 3 x 250 ms re-reads.
 const UPSTREAM_SEED: u64 = 5;
 
-fn breaks(report: &ward_examples::whereabouts::scenario::Report, inv: Invariant) -> bool {
-    report.violations.iter().any(|v| v.invariant == inv)
-}
-
 #[test]
 fn naive_s1_finds_a_duplicate_ip_within_20_seeds() {
     let first = (0..20)
         .find(|seed| {
             breaks(
-                &run_blocking(Scenario::S1, Mode::Naive, *seed).unwrap(),
+                &run_blocking(Scenario::S1, Mode::Naive, *seed)
+                    .unwrap()
+                    .violations,
                 Invariant::I1,
             )
         })
@@ -38,8 +38,8 @@ fn the_named_naive_seed_reproduces_the_duplicate_every_time() {
         .map(|_| run_blocking(Scenario::S1, Mode::Naive, NAIVE_SEED).unwrap())
         .collect();
     for r in &runs {
-        assert!(breaks(r, Invariant::I1), "{:#?}", r.violations);
-        assert!(breaks(r, Invariant::I2));
+        assert!(breaks(&r.violations, Invariant::I1), "{:#?}", r.violations);
+        assert!(breaks(&r.violations, Invariant::I2));
         assert_eq!(
             r.violations, runs[0].violations,
             "same seed, same violations"
@@ -59,7 +59,7 @@ fn the_named_naive_seed_reproduces_the_duplicate_every_time() {
 #[test]
 fn upstream_s1_breaks_when_the_annotation_lags_more_than_750_ms() {
     let r = run_blocking(Scenario::S1, Mode::Upstream, UPSTREAM_SEED).unwrap();
-    assert!(breaks(&r, Invariant::I1), "{:#?}", r.violations);
+    assert!(breaks(&r.violations, Invariant::I1), "{:#?}", r.violations);
     // The victim was re-read three times (0.75 s) while Pending, then freed.
     assert!(
         r.journal
@@ -168,11 +168,8 @@ fn the_binaries_end_quietly_on_a_closed_pipe() {
 
 #[test]
 fn the_deployed_crd_is_the_one_the_binary_generates() {
-    let crds = Command::new(env!("CARGO_BIN_EXE_whereabouts"))
-        .arg("crds")
-        .output()
-        .unwrap();
-    assert!(crds.status.success());
-    let deployed = include_str!("../../whereabouts/deploy/crd.yaml");
-    assert_eq!(String::from_utf8_lossy(&crds.stdout), deployed);
+    crate::common::crds_match(
+        env!("CARGO_BIN_EXE_whereabouts"),
+        include_str!("../../whereabouts/deploy/crd.yaml"),
+    );
 }

@@ -348,7 +348,7 @@ mod tests {
 
     /// docs/production.md's table lists every metric with its type and labels.
     #[test]
-    fn the_readme_table_lists_every_metric() {
+    fn the_production_guide_lists_every_metric() {
         let readme = include_str!("../../../docs/production.md");
         for m in METRICS {
             let labels = if m.labels.is_empty() {

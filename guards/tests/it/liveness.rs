@@ -12,6 +12,8 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use ward_apiserver::ApiServer;
+
+use crate::common::pod;
 use ward_guards::liveness::{
     Liveness, LivenessPolicy, NETWORK_STATUS_ANNOTATION, Phase, Reason, Record, ResourceCheck,
     is_alive, list_pod_index, snapshot,
@@ -19,16 +21,6 @@ use ward_guards::liveness::{
 
 const IP: &str = "10.128.40.47";
 const WAIT: Duration = Duration::from_secs(60);
-
-fn pod(name: &str) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
-    }))
-    .unwrap()
-}
 
 /// The rule whereabouts' reconciler used before #166: the pod exists and
 /// its network-status annotation shows the IP.

@@ -2,6 +2,7 @@
 //! and ward-apiserver linked once, not once per file): a module per guard.
 
 mod await_deletion;
+mod common;
 mod liveness;
 mod occ_patch;
 mod owner_uid;

@@ -24,12 +24,13 @@ use kube::runtime::wait::{await_condition, conditions};
 use kube::{CustomResource, CustomResourceExt, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
 use tokio::sync::{mpsc, watch};
 use tokio::time::Instant;
 use ward_apiserver::{ApiServer, Delay, PodLifecycle, Verb, WriteAction, WriteFault};
 use ward_guards::liveness::{self, LivenessPolicy, Record, ResourceCheck, Shown};
 use ward_guards::occ_patch::{Change, Decision, OccError, OccPatch, UpdateOutcome, json_pointer};
+
+use crate::common::pod;
 
 /// Ports by number, each held by one pod.
 #[derive(CustomResource, Serialize, Deserialize, Clone, Debug, Default, PartialEq, JsonSchema)]
@@ -107,16 +108,6 @@ struct Report {
     leaked: Vec<String>,
     /// Ports the reclaimer freed.
     freed: usize,
-}
-
-fn pod(name: &str) -> Pod {
-    serde_json::from_value(json!({
-        "apiVersion": "v1",
-        "kind": "Pod",
-        "metadata": {"name": name, "namespace": "default"},
-        "spec": {"containers": [{"name": "c", "image": "nginx"}]}
-    }))
-    .unwrap()
 }
 
 /// CNI-ADD-like allocation for `pod`: the lowest free port, decided on

@@ -56,3 +56,10 @@ impl ObjectFilter {
         self.labels.matches(|k| o.label(k)) && self.fields.matches(|f| o.field(f))
     }
 }
+
+/// The fields a field selector may name for a kind.
+#[deprecated(since = "0.2.0", note = "moved to `resources::selectable_fields`")]
+#[must_use]
+pub fn selectable_fields(api_version: &str, kind: &str) -> &'static [&'static str] {
+    crate::resources::selectable_fields(api_version, kind)
+}

@@ -5,18 +5,27 @@
 //! [`WardService`] (so `kube::Client::new(service, "default")` works with no
 //! socket) and an HTTP listener (plain HTTP, loopback by default).
 //!
-//! ```no_run
-//! # async fn demo() {
+//! ```
 //! use k8s_openapi::api::core::v1::ConfigMap;
-//! use kube::api::{Api, PostParams};
+//! use kube::api::{Api, DeleteParams, PostParams};
 //!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
 //! let server = ward_apiserver::ApiServer::start_in_process().await;
 //! // `server.client()` does the same with the `client` feature.
 //! let client = kube::Client::new(server.service(), "default");
 //! let cms: Api<ConfigMap> = Api::default_namespaced(client);
 //! let mut cm = ConfigMap::default();
 //! cm.metadata.name = Some("hello".into());
-//! cms.create(&PostParams::default(), &cm).await.unwrap();
+//! let created = cms.create(&PostParams::default(), &cm).await.unwrap();
+//! assert!(created.metadata.uid.is_some());
+//!
+//! // Errors are the real server's: a second create is a 409 AlreadyExists.
+//! let kube::Error::Api(status) = cms.create(&PostParams::default(), &cm).await.unwrap_err() else {
+//!     panic!("not an API error");
+//! };
+//! assert_eq!((status.code, status.reason.as_str()), (409, "AlreadyExists"));
+//! cms.delete("hello", &DeleteParams::default()).await.unwrap();
 //! # }
 //! ```
 

@@ -401,3 +401,12 @@ impl Rules for KindRules {
         ns["metadata"]["finalizers"] = kept.into();
     }
 }
+
+/// The resources a CustomResourceDefinition serves.
+///
+/// # Errors
+/// A CRD that does not say what to serve: 422, as [`crate::crd::resources`].
+#[deprecated(since = "0.2.0", note = "moved to `crd::resources`")]
+pub fn crd_resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
+    crate::crd::resources(crd)
+}

@@ -10,20 +10,50 @@
 //! under test while your scenario's workload runs. The same seed draws the
 //! same plan, and under tokio's paused clock the run replays exactly.
 //!
-//! A campaign over your own controller, in outline (a complete one is
-//! `campaign/tests/probe.rs`, and docs/campaigns.md):
+//! A campaign over a small controller that keeps a ConfigMap `marker` in
+//! existence, with every perturbation kind on (a fuller one is
+//! `campaign/tests/probe.rs`; the method is in docs/campaigns.md):
 //!
-//! ```ignore
-//! let kinds = ward_campaign::select("all", &ward_campaign::builtin())?;
-//! for seed in 0..1000 {
-//!     ward_campaign::simulate(async {
-//!         let server = ApiServer::start(ServerConfig::default().seed(seed)).await?;
-//!         let plan = Plan::draw(seed, &kinds, Duration::from_secs(60), &["my-controller".into()]);
-//!         let mut perturber = Perturber::new(&server, plan, |line| history.push(line));
-//!         perturber.controller(&server, "my-controller", |client| my_controller(client));
+//! ```
+//! use std::time::Duration;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, DeleteParams, PostParams};
+//! use ward_apiserver::{ApiServer, ServerConfig};
+//! use ward_campaign::{Perturber, Plan, builtin, select, simulate};
+//!
+//! async fn keep_marker(client: kube::Client) {
+//!     let cms: Api<ConfigMap> = Api::default_namespaced(client);
+//!     let mut marker = ConfigMap::default();
+//!     marker.metadata.name = Some("marker".into());
+//!     loop {
+//!         if let Ok(None) = cms.get_opt("marker").await {
+//!             let _ = cms.create(&PostParams::default(), &marker).await;
+//!         }
+//!         tokio::time::sleep(Duration::from_secs(1)).await;
+//!     }
+//! }
+//!
+//! let kinds = select("all", &builtin()).unwrap();
+//! for seed in 0..3 {
+//!     let held = simulate(async {
+//!         let server = ApiServer::start(ServerConfig::default().seed(seed)).await.unwrap();
+//!         let horizon = Duration::from_secs(60);
+//!         let plan = Plan::draw(seed, &kinds, horizon, &["keeper".into()]);
+//!         let mut perturber = Perturber::new(&server, plan, |line| println!("{line}"));
+//!         perturber.controller(&server, "keeper", keep_marker);
 //!         perturber.start();
-//!         my_workload(server.client()).await;   // then check your invariants
+//!         // The workload: someone deletes the marker now and then.
+//!         let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+//!         for _ in 0..4 {
+//!             tokio::time::sleep(horizon / 4).await;
+//!             let _ = cms.delete("marker", &DeleteParams::default()).await;
+//!         }
+//!         // Settle past every window (each opens within the first 80% of the
+//!         // horizon and lasts at most half of it), then judge.
+//!         tokio::time::sleep(horizon).await;
+//!         cms.get_opt("marker").await.unwrap().is_some()
 //!     });
+//!     assert!(held, "seed {seed}: no marker");
 //! }
 //! ```
 //!

@@ -17,6 +17,56 @@
 //!   GETs that overlapping checks share ([`fresh`]).
 //!
 //! Ready-made guards live in the `ward-guards` crate.
+//!
+//! A guarded controller, run here against an embedded ward-apiserver (on a
+//! cluster, the client is `kube::Client::try_default()`):
+//!
+//! ```
+//! use std::sync::Arc;
+//! use futures::StreamExt;
+//! use k8s_openapi::api::core::v1::ConfigMap;
+//! use kube::api::{Api, PostParams};
+//! use kube::runtime::{controller::Action, watcher};
+//! use ward::{Guard, GuardContext, GuardError, GuardedController, Verdict};
+//!
+//! /// Never act on a ConfigMap that is being deleted.
+//! struct NotTerminating;
+//!
+//! #[async_trait::async_trait]
+//! impl Guard<ConfigMap> for NotTerminating {
+//!     fn name(&self) -> &'static str {
+//!         "not-terminating"
+//!     }
+//!     async fn check(&self, cm: &ConfigMap, _: &GuardContext) -> Result<Verdict, GuardError> {
+//!         Ok(match cm.metadata.deletion_timestamp {
+//!             Some(_) => Verdict::skip("terminating"),
+//!             None => Verdict::proceed(),
+//!         })
+//!     }
+//! }
+//!
+//! async fn reconcile(cm: Arc<ConfigMap>, _: Arc<()>) -> Result<Action, kube::Error> {
+//!     // Runs only when every guard said proceed.
+//!     assert!(cm.metadata.deletion_timestamp.is_none());
+//!     Ok(Action::await_change())
+//! }
+//!
+//! # #[tokio::main(flavor = "current_thread")]
+//! # async fn main() {
+//! let server = ward_apiserver::ApiServer::start_in_process().await;
+//! let cms: Api<ConfigMap> = Api::default_namespaced(kube::Client::new(server.service(), "default"));
+//! let mut cm = ConfigMap::default();
+//! cm.metadata.name = Some("hello".into());
+//! cms.create(&PostParams::default(), &cm).await.unwrap();
+//!
+//! let results = GuardedController::new(cms, watcher::Config::default())
+//!     .guard(NotTerminating)
+//!     .run(reconcile, |_, _, _| Action::await_change(), Arc::new(()));
+//! let first = std::pin::pin!(results).next().await;
+//! let (object, _action) = first.unwrap().unwrap();
+//! assert_eq!(object.name, "hello");
+//! # }
+//! ```
 
 #![warn(missing_docs)]
 

@@ -11,6 +11,38 @@
 //!   lease) from its phase, UID, status and the record's age.
 //! - [`occ_patch`]: optimistic-concurrency patches and deletes that
 //!   re-decide on fresh state after a conflict.
+//!
+//! Each guard's decision is a pure function of the objects it read, so it
+//! can be checked without a server. The LWS race: owner `web` was deleted
+//! and re-created (uid L1, then L2) while the garbage collector had not yet
+//! removed L1's StatefulSet `web`:
+//!
+//! ```
+//! use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+//! use ward_guards::await_deletion::{Blocked, ChildState, judge};
+//!
+//! let sts = ObjectMeta {
+//!     name: Some("web".into()),
+//!     uid: Some("S1".into()),
+//!     owner_references: Some(vec![OwnerReference {
+//!         controller: Some(true),
+//!         uid: "L1".into(),
+//!         ..Default::default()
+//!     }]),
+//!     ..Default::default()
+//! };
+//! // L2's reconcile must not take it over: it waits for its deletion ...
+//! assert_eq!(
+//!     judge(Some(&sts), "L2", false).unwrap(),
+//!     ChildState::Blocked(Blocked::OwnedByAnother { uid: "S1".into(), owner_uid: "L1".into() }),
+//! );
+//! // ... and, once L1's StatefulSet is gone, creates its own.
+//! assert_eq!(judge(None, "L2", false).unwrap(), ChildState::Absent);
+//! ```
+//!
+//! In a controller that decision is one line,
+//! `GuardedController::new(api, cfg).guard(AwaitDeletion::<Lws, StatefulSet>::new(|l| l.name_any()))`:
+//! the reconcile waits, and is woken by the StatefulSet's DELETED event.
 
 #![warn(missing_docs)]
 

@@ -239,6 +239,28 @@ fn deleted(w: Written) -> Deleted {
     }
 }
 
+impl Store {
+    /// Delete the namespace `name` and everything in it.
+    ///
+    /// # Errors
+    /// As [`Store::delete`].
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `Store::delete` on the namespaces resource"
+    )]
+    pub fn delete_namespace(
+        &self,
+        registry: &crate::resources::Registry,
+        name: &str,
+        spec: &DeleteSpec,
+    ) -> Result<Deleted, ApiError> {
+        let info = registry
+            .get("", "v1", "namespaces")
+            .ok_or_else(|| ApiError::not_found("", "namespaces", name))?;
+        self.delete(&info, "", name, spec)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -292,6 +292,16 @@ impl ObserveHandle {
         self.readiness.is_ready()
     }
 
+    /// Set the check named `ready` (see [`Readiness::set_ready`]).
+    #[deprecated(
+        since = "0.2.0",
+        note = "register a named check: `handle.readiness().check(name).set(ok)`"
+    )]
+    pub fn set_ready(&self, ready: bool) {
+        #[allow(deprecated)]
+        self.readiness.set_ready(ready);
+    }
+
     /// A clone of the readiness checks, to hand to what drives them.
     #[must_use]
     pub fn readiness(&self) -> Readiness {

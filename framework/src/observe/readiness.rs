@@ -93,6 +93,27 @@ impl Readiness {
         *self.0.ready.borrow()
     }
 
+    /// Set the check named `ready` (registering it on the first call).
+    /// With no other check, readiness is this flag, as it was before
+    /// readiness became named checks.
+    #[deprecated(
+        since = "0.2.0",
+        note = "register a named check: `readiness.check(name).set(ok)`"
+    )]
+    pub fn set_ready(&self, ready: bool) {
+        const NAME: &str = "ready";
+        let generation = self.0.lock().get(NAME).map(|(g, _)| *g);
+        let check = match generation {
+            Some(generation) => ReadyCheck {
+                readiness: self.clone(),
+                name: Arc::from(NAME),
+                generation,
+            },
+            None => self.check(NAME),
+        };
+        check.set(ready);
+    }
+
     /// Wait until ready; any number of waiters are all woken.
     pub async fn until_ready(&self) {
         let mut rx = self.0.ready.subscribe();
@@ -223,6 +244,21 @@ mod tests {
             Readiness::new().report(),
             "[-]no checks registered\nreadyz check failed\n"
         );
+    }
+
+    #[test]
+    #[allow(deprecated)]
+    fn set_ready_drives_one_check_named_ready() {
+        let r = Readiness::new();
+        r.set_ready(true);
+        assert!(r.is_ready());
+        r.set_ready(false);
+        assert_eq!(r.report(), "[-]ready failed\nreadyz check failed\n");
+        r.set_ready(true);
+        let other = r.check("sync");
+        assert!(!r.is_ready(), "in the conjunction with other checks");
+        other.set(true);
+        assert!(r.is_ready());
     }
 
     #[test]

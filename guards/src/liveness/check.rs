@@ -141,6 +141,16 @@ fn parse_ip(s: &str) -> Option<IpAddr> {
     s.split('/').next()?.trim().parse().ok()
 }
 
+/// Whether `pod` shows `ip` in its network-status annotation or its status.
+#[deprecated(
+    since = "0.2.0",
+    note = "use `shows_ip`, which tells `No` from `CannotTell`"
+)]
+#[must_use]
+pub fn pod_shows_ip(pod: &Pod, ip: &str) -> bool {
+    shows_ip(pod, ip) == Shown::Yes
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -195,6 +205,18 @@ mod tests {
         for not_an_ip in ["8080", "gpu-3", "lease-a", ""] {
             assert_eq!(shows_ip(&p, not_an_ip), Shown::CannotTell, "{not_an_ip}");
         }
+    }
+
+    #[test]
+    #[allow(deprecated)]
+    fn pod_shows_ip_is_shown_yes() {
+        let p = annotated(r#"[{"name":"macvlan","ips":["10.128.40.47/24"]}]"#);
+        assert!(pod_shows_ip(&p, IP));
+        assert!(!pod_shows_ip(&p, "10.128.40.48"), "shown: no");
+        assert!(!pod_shows_ip(&running(), IP), "cannot tell");
+        let policy = crate::liveness::LivenessPolicy::new(ResourceCheck::Ips);
+        assert!(policy.shows_resource(&p, IP));
+        assert!(!policy.shows_resource(&p, "10.128.40.48"));
     }
 
     #[test]

@@ -84,6 +84,8 @@
 mod check;
 mod read;
 
+#[allow(deprecated)]
+pub use check::pod_shows_ip;
 pub use check::{NETWORK_STATUS_ANNOTATION, ResourceCheck, Shown, network_status_ips, shows_ip};
 pub use read::{PodIndex, Snapshot, index_pods, is_alive, list_pod_index, snapshot};
 
@@ -313,6 +315,16 @@ impl LivenessPolicy {
     #[must_use]
     pub fn resource_check(&self) -> &ResourceCheck {
         &self.check
+    }
+
+    /// Whether `pod` positively shows `resource`.
+    #[deprecated(
+        since = "0.2.0",
+        note = "use `resource_check().shows(pod, resource)`, which tells `No` from `CannotTell`"
+    )]
+    #[must_use]
+    pub fn shows_resource(&self, pod: &Pod, resource: &str) -> bool {
+        self.check.shows(pod, resource) == Shown::Yes
     }
 
     /// The current time by the policy's clock.

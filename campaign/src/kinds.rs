@@ -97,6 +97,10 @@ impl Perturbation for GcDelay {
         "gc-delay"
     }
 
+    fn targeted(&self) -> bool {
+        false
+    }
+
     fn draw(&self, rng: &mut Rng, horizon: Duration, _: &[String]) -> Box<dyn Action> {
         let (at, len) = window(rng, horizon, horizon / 10, horizon / 2);
         let delay = rng.between(Duration::from_secs(1), Duration::from_secs(20));
@@ -151,6 +155,10 @@ struct GcPauseAction {
 impl Perturbation for GcPause {
     fn kind(&self) -> &'static str {
         "gc-pause"
+    }
+
+    fn targeted(&self) -> bool {
+        false
     }
 
     fn draw(&self, rng: &mut Rng, horizon: Duration, _: &[String]) -> Box<dyn Action> {
@@ -219,10 +227,17 @@ impl fmt::Display for StaleViewAction {
 }
 
 impl Action for StaleViewAction {
+    fn target(&self) -> Option<&str> {
+        Some(&self.target)
+    }
+
     fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
         let (target, at, len) = (self.target.clone(), self.at, self.len);
         async move {
             let Some(client) = w.client_of(&target) else {
+                w.log(format!(
+                    "perturb: {target} is no controller of this run; nothing done"
+                ));
                 return;
             };
             w.until(at).await;
@@ -281,10 +296,17 @@ impl fmt::Display for UnobservedAction {
 }
 
 impl Action for UnobservedAction {
+    fn target(&self) -> Option<&str> {
+        Some(&self.target)
+    }
+
     fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
         let (target, at, len, hold) = (self.target.clone(), self.at, self.len, self.hold);
         async move {
             let Some(client) = w.client_of(&target) else {
+                w.log(format!(
+                    "perturb: {target} is no controller of this run; nothing done"
+                ));
                 return;
             };
             w.until(at).await;
@@ -348,6 +370,10 @@ impl fmt::Display for CrashAction {
 }
 
 impl Action for CrashAction {
+    fn target(&self) -> Option<&str> {
+        Some(&self.target)
+    }
+
     fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
         let (target, at, op, k) = (self.target.clone(), self.at, self.op, self.k);
         async move {
@@ -355,6 +381,10 @@ impl Action for CrashAction {
             if w.arm_crash(&target, op, k) {
                 w.log(format!(
                     "perturb: {target} will crash after {k} more {op}(s)"
+                ));
+            } else {
+                w.log(format!(
+                    "perturb: {target} is no controller of this run; nothing done"
                 ));
             }
         }
@@ -422,11 +452,18 @@ impl fmt::Display for WriteFaultsAction {
 }
 
 impl Action for WriteFaultsAction {
+    fn target(&self) -> Option<&str> {
+        Some(&self.target)
+    }
+
     fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
         let (target, at, len) = (self.target.clone(), self.at, self.len);
         let (fraction, action) = (self.fraction, self.action);
         async move {
             let Some(client) = w.client_of(&target) else {
+                w.log(format!(
+                    "perturb: {target} is no controller of this run; nothing done"
+                ));
                 return;
             };
             w.until(at).await;

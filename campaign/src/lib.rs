@@ -8,11 +8,14 @@
 //! kind, with its own start, length and target — and a [`Perturber`]
 //! carries it out against the server's fault knobs and the controllers
 //! under test while your scenario's workload runs. The same seed draws the
-//! same plan, and under tokio's paused clock the run replays exactly.
+//! same plan, and under [`simulate`] the run replays exactly, in this
+//! process or another (see [`entropy`] for what that covers). Every run
+//! is bounded ([`Perturber::run`], [`Limits`]), and invariants can judge
+//! every committed write ([`Perturber::judge`], [`history`]).
 //!
 //! A campaign over a small controller that keeps a ConfigMap `marker` in
 //! existence, with every perturbation kind on (a fuller one is
-//! `campaign/tests/probe.rs`; the method is in docs/campaigns.md):
+//! `campaign/tests/it/probe.rs`; the method is in docs/campaigns.md):
 //!
 //! ```
 //! use std::time::Duration;
@@ -38,19 +41,26 @@
 //!     let held = simulate(async {
 //!         let server = ApiServer::start(ServerConfig::default().seed(seed)).await.unwrap();
 //!         let horizon = Duration::from_secs(60);
-//!         let plan = Plan::draw(seed, &kinds, horizon, &["keeper".into()]);
+//!         let plan = Plan::draw(seed, &kinds, horizon, &["keeper".into()]).unwrap();
 //!         let mut perturber = Perturber::new(&server, plan, |line| println!("{line}"));
 //!         perturber.controller(&server, "keeper", keep_marker);
-//!         perturber.start();
-//!         // The workload: someone deletes the marker now and then.
+//!         perturber.start().unwrap();
 //!         let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
-//!         for _ in 0..4 {
-//!             tokio::time::sleep(horizon / 4).await;
-//!             let _ = cms.delete("marker", &DeleteParams::default()).await;
-//!         }
-//!         // Settle past every window (each opens within the first 80% of the
-//!         // horizon and lasts at most half of it), then judge.
-//!         tokio::time::sleep(horizon).await;
+//!         // The workload, bounded: a livelocked controller ends the run
+//!         // with a verdict (`Err`) instead of spinning forever.
+//!         perturber
+//!             .run(async {
+//!                 // Someone deletes the marker now and then.
+//!                 for _ in 0..4 {
+//!                     tokio::time::sleep(horizon / 4).await;
+//!                     let _ = cms.delete("marker", &DeleteParams::default()).await;
+//!                 }
+//!                 // Settle past every window (each opens within the first
+//!                 // 80% of the horizon and lasts at most half of it).
+//!                 tokio::time::sleep(horizon).await;
+//!             })
+//!             .await
+//!             .unwrap();
 //!         cms.get_opt("marker").await.unwrap().is_some()
 //!     });
 //!     assert!(held, "seed {seed}: no marker");
@@ -63,24 +73,48 @@
 //! Extend it by implementing [`Perturbation`] and [`Action`]: they get the
 //! same [`World`] the built-in kinds use.
 
+pub mod entropy;
+pub mod history;
 mod kinds;
 mod plan;
 mod world;
 
+pub use history::{Violation, Write};
 pub use kinds::{
     Crash, GcDelay, GcPause, KindsError, StaleView, Unobserved, WriteFaults, builtin, select,
 };
-pub use plan::{Action, Perturbation, Plan, pick, window};
-pub use world::{Controller, Log, Op, Perturber, World};
+pub use plan::{Action, Perturbation, Plan, PlanError, pick, window};
+pub use world::{Controller, Limits, Log, Op, Perturber, RunError, World};
 
-/// Run `fut` on its own single-threaded runtime with tokio's clock paused
-/// (simulated time), as every campaign run does: the same seed then
-/// replays the same interleaving.
-pub fn simulate<F: std::future::Future>(fut: F) -> F::Output {
-    tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .start_paused(true)
-        .build()
-        .expect("a tokio runtime")
-        .block_on(fut)
+/// Run `fut` as a simulation: on a thread of its own, with every source of
+/// randomness the [`entropy`] module covers seeded, on a single-threaded
+/// runtime with tokio's clock paused. The same code and seed then replay
+/// the same run — in this process or another.
+///
+/// # Panics
+/// If the simulation's thread cannot start or its runtime cannot be
+/// built; a panic in `fut` is resumed here.
+pub fn simulate<F>(fut: F) -> F::Output
+where
+    F: std::future::Future + Send,
+    F::Output: Send,
+{
+    std::hint::black_box(entropy::linked());
+    std::thread::scope(|scope| {
+        let sim = std::thread::Builder::new()
+            .name("ward-simulation".into())
+            .stack_size(8 << 20)
+            .spawn_scoped(scope, move || {
+                entropy::enter();
+                tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .start_paused(true)
+                    .build()
+                    .expect("a tokio runtime")
+                    .block_on(fut)
+            })
+            .expect("the simulation's thread starts");
+        sim.join()
+            .unwrap_or_else(|panic| std::panic::resume_unwind(panic))
+    })
 }

@@ -21,10 +21,26 @@ pub trait Perturbation: Send + Sync {
     /// Its name on the command line, e.g. `stale-view`.
     fn kind(&self) -> &'static str;
 
+    /// Whether its actions aim at a controller (most do; the GC's do not).
+    fn targeted(&self) -> bool {
+        true
+    }
+
     /// One concrete action, drawn from `rng`, for a run whose interesting
     /// part lasts about `horizon`, aimed at one of `targets` (the names of
-    /// the controllers under test; never empty).
+    /// the controllers under test; never empty for a targeted kind).
     fn draw(&self, rng: &mut Rng, horizon: Duration, targets: &[String]) -> Box<dyn Action>;
+}
+
+/// Why a plan could not be drawn.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum PlanError {
+    /// A kind that aims at a controller, and no controller to aim at.
+    #[error("{kind} aims at a controller under test, and the plan was given none")]
+    NoTarget {
+        /// The kind.
+        kind: &'static str,
+    },
 }
 
 /// One drawn perturbation. Its `Display` is the plan's line for it.
@@ -32,6 +48,12 @@ pub trait Action: fmt::Display + Send + Sync {
     /// Carry it out against the run, on (simulated) tokio time: typically
     /// sleep until its start, change the server's faults, sleep, restore.
     fn run(&self, world: Arc<World>) -> BoxFuture<'static, ()>;
+
+    /// The controller it aims at, if any: [`crate::Perturber::start`]
+    /// refuses a plan whose target is not registered.
+    fn target(&self) -> Option<&str> {
+        None
+    }
 }
 
 /// The actions of one run, each with its kind's name.
@@ -43,26 +65,26 @@ pub struct Plan {
 }
 
 impl Plan {
-    /// The plan of `seed`: one action per kind in `kinds`.
-    #[must_use]
+    /// The plan of `seed`: one action per kind in `kinds`, each aimed at
+    /// one of `targets` if its kind aims at a controller.
+    ///
+    /// # Errors
+    /// [`PlanError::NoTarget`] if `targets` is empty and a kind needs one.
     pub fn draw(
         seed: u64,
         kinds: &[Arc<dyn Perturbation>],
         horizon: Duration,
         targets: &[String],
-    ) -> Plan {
-        let actions = if targets.is_empty() {
-            Vec::new()
-        } else {
-            kinds
-                .iter()
-                .map(|k| {
-                    let mut rng = Rng::stream(seed, &format!("plan/{}", k.kind()));
-                    (k.kind(), Arc::from(k.draw(&mut rng, horizon, targets)))
-                })
-                .collect()
-        };
-        Plan { seed, actions }
+    ) -> Result<Plan, PlanError> {
+        let mut actions = Vec::with_capacity(kinds.len());
+        for k in kinds {
+            if targets.is_empty() && k.targeted() {
+                return Err(PlanError::NoTarget { kind: k.kind() });
+            }
+            let mut rng = Rng::stream(seed, &format!("plan/{}", k.kind()));
+            actions.push((k.kind(), Arc::from(k.draw(&mut rng, horizon, targets))));
+        }
+        Ok(Plan { seed, actions })
     }
 }
 

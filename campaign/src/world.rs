@@ -17,6 +17,7 @@ use ward_apiserver::faults::ClientId;
 use ward_apiserver::store::Store;
 use ward_apiserver::{ApiServer, Faults, WardService};
 
+use crate::history::{self, Shared, Violation, Write};
 use crate::plan::Plan;
 
 /// Where a run's perturbation events are written (the scenario's journal).
@@ -53,6 +54,7 @@ impl std::fmt::Display for Op {
 /// One controller under test, as the plan sees it.
 #[derive(Debug)]
 struct Target {
+    name: String,
     client: ClientId,
     /// Requests answered, reads and writes.
     counts: [AtomicU64; 2],
@@ -85,6 +87,93 @@ pub struct World {
     store: Arc<Store>,
     targets: Mutex<BTreeMap<String, Arc<Target>>>,
     log: Log,
+    limits: Limits,
+    pace: Mutex<Pace>,
+    verdict: watch::Sender<Option<RunError>>,
+}
+
+/// The controllers' API calls, for the livelock bound.
+#[derive(Debug)]
+struct Pace {
+    /// The simulated instant of the latest call.
+    instant: Instant,
+    /// Calls made at that instant.
+    at_instant: u64,
+    /// Calls made in all.
+    total: u64,
+}
+
+/// Bounds on a run: past either, the run ends with a livelock verdict
+/// ([`RunError::TimeStopped`], [`RunError::TooManyCalls`]) instead of
+/// spinning forever. Only the controllers under test count.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// API calls the controllers may make while simulated time stands
+    /// still: a controller whose writes trigger its own reconciles with no
+    /// timer in between (create, the GC deletes, the DELETED event
+    /// reconciles, create again) never lets tokio's paused clock advance.
+    pub calls_per_instant: u64,
+    /// API calls the controllers may make in all.
+    pub calls: u64,
+}
+
+impl Default for Limits {
+    /// 50,000 calls at one instant (a sync of thousands of objects makes a
+    /// few per object), 5,000,000 in all.
+    fn default() -> Self {
+        Limits {
+            calls_per_instant: 50_000,
+            calls: 5_000_000,
+        }
+    }
+}
+
+/// Why a run ended without its scenario finishing, or could not start.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum RunError {
+    /// A plan's action names a controller that was never registered.
+    #[error(
+        "the plan's {kind} action targets {target:?}, which is no controller of this perturber (registered: {known})"
+    )]
+    UnknownTarget {
+        /// The action's kind.
+        kind: &'static str,
+        /// The name it targets.
+        target: String,
+        /// The names registered with [`Perturber::controller`].
+        known: String,
+    },
+    /// Livelock: simulated time stood still while the controllers kept
+    /// calling the API.
+    #[error(
+        "livelock: {calls} API calls at {at:.3?} without simulated time advancing (the last by {controller})"
+    )]
+    TimeStopped {
+        /// The controller whose call passed the bound.
+        controller: String,
+        /// Calls made at that instant.
+        calls: u64,
+        /// When (from the plan's start).
+        at: Duration,
+    },
+    /// Livelock: the controllers passed [`Limits::calls`].
+    #[error("livelock: {calls} API calls by {at:.3?}, past the limit (the last by {controller})")]
+    TooManyCalls {
+        /// The controller whose call passed the bound.
+        controller: String,
+        /// Calls made in all.
+        calls: u64,
+        /// When (from the plan's start).
+        at: Duration,
+    },
+}
+
+impl RunError {
+    /// Whether this is a livelock verdict (the run started, and spun).
+    #[must_use]
+    pub fn is_livelock(&self) -> bool {
+        !matches!(self, RunError::UnknownTarget { .. })
+    }
 }
 
 impl World {
@@ -129,6 +218,45 @@ impl World {
         (self.log)(what);
     }
 
+    /// Count a controller's call; false once the run is over its limits
+    /// (the verdict is set, and the call never answered).
+    fn pace(&self, controller: &str) -> bool {
+        if self.verdict.borrow().is_some() {
+            return false;
+        }
+        let now = Instant::now();
+        let verdict = {
+            let mut p = self.pace.lock().unwrap_or_else(|e| e.into_inner());
+            if p.instant != now {
+                p.instant = now;
+                p.at_instant = 0;
+            }
+            p.at_instant += 1;
+            p.total += 1;
+            let at = now
+                .saturating_duration_since(*self.start.lock().unwrap_or_else(|e| e.into_inner()));
+            let controller = controller.to_string();
+            if p.at_instant > self.limits.calls_per_instant {
+                RunError::TimeStopped {
+                    controller,
+                    calls: p.at_instant,
+                    at,
+                }
+            } else if p.total > self.limits.calls {
+                RunError::TooManyCalls {
+                    controller,
+                    calls: p.total,
+                    at,
+                }
+            } else {
+                return true;
+            }
+        };
+        self.log(format!("verdict: {verdict}"));
+        self.verdict.send_replace(Some(verdict));
+        false
+    }
+
     fn target(&self, name: &str) -> Option<Arc<Target>> {
         self.targets
             .lock()
@@ -139,12 +267,14 @@ impl World {
 }
 
 /// Runs a plan against one server: register the controllers under test
-/// with [`Perturber::controller`], then [`Perturber::start`] the plan.
-/// Dropping it stops the plan and the controllers.
+/// with [`Perturber::controller`] (and any judges of the history with
+/// [`Perturber::judge`]), then [`Perturber::start`] the plan and
+/// [`Perturber::run`] the scenario's workload. Dropping it stops the plan
+/// and the controllers.
 pub struct Perturber {
     world: Arc<World>,
     plan: Plan,
-    events: Arc<Mutex<Vec<String>>>,
+    history: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
 }
 
@@ -159,8 +289,8 @@ impl Perturber {
         log: impl Fn(String) + Send + Sync + 'static,
     ) -> Self {
         let store = server.store().clone();
-        let events = Arc::new(Mutex::new(Vec::new()));
-        let recorder = tokio::spawn(record(store.clone(), events.clone()));
+        let history = Arc::new(Shared::default());
+        let recorder = tokio::spawn(history::record(store.clone(), history.clone()));
         Perturber {
             world: Arc::new(World {
                 start: Mutex::new(Instant::now()),
@@ -168,11 +298,31 @@ impl Perturber {
                 store,
                 targets: Mutex::default(),
                 log: Arc::new(log),
+                limits: Limits::default(),
+                pace: Mutex::new(Pace {
+                    instant: Instant::now(),
+                    at_instant: 0,
+                    total: 0,
+                }),
+                verdict: watch::Sender::new(None),
             }),
             plan,
-            events,
+            history,
             tasks: vec![recorder],
         }
+    }
+
+    /// The run's bounds ([`Limits::default`] unless set).
+    ///
+    /// # Panics
+    /// If a controller was registered already (its calls are counted
+    /// against the limits it started with).
+    #[must_use]
+    pub fn limits(mut self, limits: Limits) -> Self {
+        let world = Arc::get_mut(&mut self.world)
+            .expect("Perturber::limits is set before any controller is registered");
+        world.limits = limits;
+        self
     }
 
     /// Every write the server committed since [`Perturber::new`], in
@@ -181,10 +331,41 @@ impl Perturber {
     /// of the seed yields the same lines, resourceVersions included.
     #[must_use]
     pub fn events(&self) -> Vec<String> {
-        self.events
+        self.history.lock().lines.clone()
+    }
+
+    /// Judge every write the server commits from now on, in order, with
+    /// the object before and after it: `check` returns `Err(what broke)`
+    /// for a write that breaks `invariant` (see [`crate::history`]).
+    pub fn judge(
+        &mut self,
+        invariant: &'static str,
+        check: impl FnMut(&Write<'_>) -> Result<(), String> + Send + 'static,
+    ) {
+        self.history
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .clone()
+            .judges
+            .push((invariant, Box::new(check)));
+    }
+
+    /// What the judges found so far, in the order of the writes.
+    #[must_use]
+    pub fn violations(&self) -> Vec<Violation> {
+        self.history.lock().violations.clone()
+    }
+
+    /// Wait until every write committed so far has been recorded and
+    /// judged.
+    pub async fn settled(&self) {
+        loop {
+            let recorded = self.history.recorded.notified();
+            let mut recorded = std::pin::pin!(recorded);
+            recorded.as_mut().enable();
+            if self.history.lock().rv >= self.world.store.current_rv() {
+                return;
+            }
+            recorded.await;
+        }
     }
 
     /// Run a controller under test as `name`: `start` is called with a
@@ -202,6 +383,7 @@ impl Perturber {
     {
         let svc = server.service();
         let target = Arc::new(Target {
+            name: name.to_string(),
             client: svc.client_id(),
             counts: Default::default(),
             crash_at: Default::default(),
@@ -229,6 +411,7 @@ impl Perturber {
                     Counted {
                         inner: svc.clone(),
                         target: target.clone(),
+                        world: world.clone(),
                     },
                     "default",
                 );
@@ -257,12 +440,63 @@ impl Perturber {
     }
 
     /// Start carrying out the plan: its times count from now.
-    pub fn start(&mut self) {
+    ///
+    /// # Errors
+    /// [`RunError::UnknownTarget`] if an action of the plan targets a name
+    /// no [`Perturber::controller`] was registered under (nothing starts).
+    pub fn start(&mut self) -> Result<(), RunError> {
+        let known = self
+            .world
+            .targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .keys()
+            .cloned()
+            .collect::<Vec<_>>();
+        for (kind, action) in &self.plan.actions {
+            if let Some(target) = action.target().filter(|t| !known.iter().any(|k| k == t)) {
+                return Err(RunError::UnknownTarget {
+                    kind,
+                    target: target.to_string(),
+                    known: if known.is_empty() {
+                        "none".into()
+                    } else {
+                        known.join(", ")
+                    },
+                });
+            }
+        }
         *self.world.start.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         for (_, action) in &self.plan.actions {
             self.tasks
                 .push(tokio::spawn(action.run(self.world.clone())));
         }
+        Ok(())
+    }
+
+    /// Run the scenario's `workload` (and its settling and checks) to its
+    /// end, unless the controllers livelock first: then the verdict, with
+    /// the history up to it in [`Perturber::events`] and the log.
+    ///
+    /// # Errors
+    /// [`RunError::TimeStopped`] or [`RunError::TooManyCalls`] when the
+    /// controllers pass the run's [`Limits`].
+    pub async fn run<F: Future>(&self, workload: F) -> Result<F::Output, RunError> {
+        let mut verdict = self.world.verdict.subscribe();
+        tokio::select! {
+            biased;
+            v = verdict.wait_for(Option::is_some) => {
+                let v = v.expect("the world keeps the verdict's sender");
+                Err(v.clone().expect("waited for a verdict"))
+            }
+            out = workload => Ok(out),
+        }
+    }
+
+    /// The livelock verdict, if the controllers passed the run's limits.
+    #[must_use]
+    pub fn verdict(&self) -> Option<RunError> {
+        self.world.verdict.borrow().clone()
     }
 
     /// The plan.
@@ -277,35 +511,6 @@ impl Drop for Perturber {
         for t in &self.tasks {
             t.abort();
         }
-    }
-}
-
-/// Record each store event as a line, until the store closes.
-async fn record(store: Arc<Store>, events: Arc<Mutex<Vec<String>>>) {
-    use tokio::sync::broadcast::error::RecvError;
-    let (_, _, mut rx) = store.snapshot_all_and_subscribe();
-    loop {
-        let line = match rx.recv().await {
-            Ok(e) => {
-                let o = &e.object;
-                let ns = if o.namespace().is_empty() {
-                    String::new()
-                } else {
-                    format!("{}/", o.namespace())
-                };
-                format!(
-                    "rv {} {} {} {ns}{} (uid {})",
-                    o.rv,
-                    e.kind.as_str(),
-                    e.key.plural,
-                    o.name(),
-                    o.uid
-                )
-            }
-            Err(RecvError::Lagged(n)) => format!("({n} events not recorded: the recorder lagged)"),
-            Err(RecvError::Closed) => return,
-        };
-        events.lock().unwrap_or_else(|e| e.into_inner()).push(line);
     }
 }
 
@@ -356,6 +561,7 @@ impl Controller {
 struct Counted {
     inner: WardService,
     target: Arc<Target>,
+    world: Arc<World>,
 }
 
 impl<B> tower::Service<Request<B>> for Counted
@@ -379,6 +585,11 @@ where
         } else {
             Op::Write
         };
+        if !self.world.pace(&self.target.name) {
+            // Past the run's limits: the controller stops here, and the
+            // run ends with the verdict.
+            return Box::pin(std::future::pending());
+        }
         let answer = self.inner.call(req);
         let target = self.target.clone();
         Box::pin(async move {

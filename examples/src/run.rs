@@ -94,7 +94,8 @@ pub fn perturber(
     target: &str,
     journal: &crate::journal::Journal,
 ) -> (ward_campaign::Perturber, String) {
-    let plan = ward_campaign::Plan::draw(seed, kinds, horizon, &[target.to_string()]);
+    let plan = ward_campaign::Plan::draw(seed, kinds, horizon, &[target.to_string()])
+        .expect("every kind has its target");
     let text = plan.to_string();
     let log = journal.clone();
     (

@@ -86,14 +86,14 @@ fn run(seed: u64, perturb: &str) -> Seen {
             .await
             .unwrap();
         let seen = Arc::new(Mutex::new(Seen::default()));
-        let plan = Plan::draw(seed, &kinds, HORIZON, &["probe".into()]);
+        let plan = Plan::draw(seed, &kinds, HORIZON, &["probe".into()]).unwrap();
         let log = seen.clone();
         let mut perturber = Perturber::new(&server, plan, move |line| {
             log.lock().unwrap().history.push(line);
         });
         let s = seen.clone();
         perturber.controller(&server, "probe", move |client| probe(client, s.clone()));
-        perturber.start();
+        perturber.start().unwrap();
 
         let api: Api<ConfigMap> = Api::default_namespaced(server.client());
         let cm = |name: &str, v: u32| -> ConfigMap {

@@ -234,7 +234,9 @@ pub async fn run(
     if !node.served(Duration::from_secs(60)).await {
         journal.log("setup: the first pods did not all get IPs within 60 s");
     }
-    perturber.start();
+    perturber
+        .start()
+        .expect("the scenario registered the plan's target");
     tokio::time::sleep(rng.between(Duration::from_secs(5), Duration::from_secs(20))).await;
 
     match scenario {

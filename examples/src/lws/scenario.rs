@@ -183,7 +183,9 @@ pub async fn run(
     if !settled(&api, "v1").await {
         return Err(ScenarioError::Timeout("the first LWS to settle"));
     }
-    perturber.start();
+    perturber
+        .start()
+        .expect("the scenario registered the plan's target");
     tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(10))).await;
 
     let last_change;

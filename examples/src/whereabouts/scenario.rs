@@ -194,7 +194,9 @@ pub async fn run(
         }
         reconciler::run(client, rc, log.clone())
     });
-    perturber.start();
+    perturber
+        .start()
+        .expect("the scenario registered the plan's target");
     let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
     let driver = Driver {
         pods: &pods,

@@ -64,6 +64,62 @@ fn naive_variants_still_break_under_perturbation() {
     }
 }
 
+/// Every example's runs, a digest line each: `SEEDS` seeds of every
+/// scenario and variant, every kind on (plan, journal, committed writes,
+/// violations).
+fn digests() -> Vec<String> {
+    const SEEDS: u64 = 2;
+    let all = builtin();
+    let mut out = Vec::new();
+    for ex in examples() {
+        for scenario in ex.scenarios() {
+            for variant in ex.variants() {
+                for seed in 0..SEEDS {
+                    let r = ex.run(&scenario, &variant.name, seed, &all).unwrap();
+                    let text = format!("{}{:?}{:?}{:?}", r.plan, r.history, r.events, r.violations);
+                    out.push(format!(
+                        "{} {scenario} {} {seed} {:016x}",
+                        ex.name(),
+                        variant.name,
+                        ward_base::fnv1a(text.as_bytes())
+                    ));
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Set in the child processes this binary starts for [`digests`].
+const CHILD: &str = "WARD_REPLAY_CHILD";
+
+#[test]
+fn every_example_replays_identically_here_and_in_other_processes() {
+    if std::env::var_os(CHILD).is_some() {
+        for d in digests() {
+            println!("digest {d}");
+        }
+        return;
+    }
+    let here = digests();
+    assert_eq!(here, digests(), "a second run in this process differs");
+    let name = "campaigns::every_example_replays_identically_here_and_in_other_processes";
+    for child in 0..2 {
+        let out = Command::new(std::env::current_exe().unwrap())
+            .args([name, "--exact", "--test-threads=1", "--nocapture"])
+            .env(CHILD, "1")
+            .output()
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        assert!(out.status.success(), "child {child}: {stdout}");
+        let theirs: Vec<String> = stdout
+            .lines()
+            .filter_map(|l| l.split_once("digest ").map(|(_, d)| d.to_string()))
+            .collect();
+        assert_eq!(theirs, here, "child process {child} ran differently");
+    }
+}
+
 #[test]
 fn a_violating_seed_replays_to_the_identical_history() {
     let all = builtin();

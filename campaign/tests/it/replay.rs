@@ -1,0 +1,200 @@
+//! A seed's run is a pure function of the seed and the code, even for a
+//! controller whose writes follow `HashMap` iteration order — the order
+//! std's `RandomState` keys decide, which outside a simulation differ from
+//! thread to thread and from process to process. The controller is plain
+//! kube-runtime (whose runner and scheduler keep reconciles in hash maps
+//! too): on each reconcile of an input ConfigMap it remembers the input in
+//! a `HashMap` and then writes one mirror ConfigMap per remembered input,
+//! in the map's order, so the order of the server's committed writes is
+//! the hash order. Every seed runs with every perturbation kind, twice in
+//! this process and once in each of two child processes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::ResourceExt;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use serde_json::json;
+use ward_apiserver::{ApiServer, ServerConfig};
+use ward_base::{Rng, fnv1a};
+use ward_campaign::{Perturber, Plan, builtin, simulate};
+
+const SEEDS: u64 = 200;
+const INPUTS: usize = 6;
+const HORIZON: Duration = Duration::from_secs(20);
+
+struct Ctx {
+    api: Api<ConfigMap>,
+    /// Input name -> its latest value, iterated in hash order.
+    seen: Mutex<HashMap<String, String>>,
+}
+
+async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
+    let value = cm
+        .data
+        .as_ref()
+        .and_then(|d| d.get("v"))
+        .cloned()
+        .unwrap_or_default();
+    let order: Vec<String> = {
+        let mut seen = ctx.seen.lock().unwrap();
+        seen.insert(cm.name_any(), value);
+        seen.keys().cloned().collect()
+    };
+    for input in order {
+        let mirror = json!({
+            "apiVersion": "v1",
+            "kind": "ConfigMap",
+            "metadata": {"name": format!("mirror-{input}")},
+            "data": {"last-reconciled": cm.name_any()},
+        });
+        ctx.api
+            .patch(
+                &format!("mirror-{input}"),
+                &PatchParams::apply("hash-ordered").force(),
+                &Patch::Apply(&mirror),
+            )
+            .await?;
+    }
+    Ok(Action::await_change())
+}
+
+/// The controller under test: kube-runtime's `Controller`, unmodified.
+async fn hash_ordered(client: kube::Client) {
+    let api: Api<ConfigMap> = Api::default_namespaced(client);
+    let ctx = Arc::new(Ctx {
+        api: api.clone(),
+        seen: Mutex::default(),
+    });
+    Controller::new(api, watcher::Config::default().labels("role=input"))
+        .run(
+            reconcile,
+            |_, _, _| Action::requeue(Duration::from_secs(1)),
+            ctx,
+        )
+        .for_each(|_| async {})
+        .await;
+}
+
+/// The run of `seed` with every kind: its plan, the perturber's history and
+/// every write the server committed, as lines.
+fn history(seed: u64) -> Vec<String> {
+    let kinds = builtin();
+    simulate(async move {
+        let server = ApiServer::start(ServerConfig::default().seed(seed))
+            .await
+            .unwrap();
+        let plan = Plan::draw(seed, &kinds, HORIZON, &["hash-ordered".into()]).unwrap();
+        let mut lines = vec![plan.to_string()];
+        let log = Arc::new(Mutex::new(Vec::new()));
+        let sink = log.clone();
+        let mut perturber = Perturber::new(&server, plan, move |line| {
+            sink.lock().unwrap().push(line);
+        });
+        perturber.controller(&server, "hash-ordered", hash_ordered);
+        perturber.start().unwrap();
+        // The workload: inputs created, then bumped at seeded moments.
+        let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+        for i in 0..INPUTS {
+            let input = json!({
+                "metadata": {"name": format!("in-{i}"), "labels": {"role": "input"}},
+                "data": {"v": "0"},
+            });
+            api.create(
+                &PostParams::default(),
+                &serde_json::from_value(input).unwrap(),
+            )
+            .await
+            .unwrap();
+        }
+        let mut rng = Rng::stream(seed, "workload");
+        for v in 1..=20u32 {
+            tokio::time::sleep(rng.between(Duration::ZERO, Duration::from_secs(1))).await;
+            let i = rng.up_to(INPUTS as u64 - 1);
+            let bump = json!({"data": {"v": v.to_string()}});
+            api.patch(
+                &format!("in-{i}"),
+                &PatchParams::default(),
+                &Patch::Merge(&bump),
+            )
+            .await
+            .unwrap();
+        }
+        // Past every window (each opens within the first 80% of the
+        // horizon and lasts at most half of it).
+        tokio::time::sleep(HORIZON * 2).await;
+        lines.extend(log.lock().unwrap().drain(..));
+        lines.extend(perturber.events());
+        lines
+    })
+}
+
+/// Each seed's history as a digest line, `seed hex`.
+fn digests() -> Vec<String> {
+    (0..SEEDS)
+        .map(|seed| {
+            let h = history(seed);
+            format!("{seed} {:016x}", fnv1a(h.join("\n").as_bytes()))
+        })
+        .collect()
+}
+
+/// Set in the child processes [`in_child`] starts.
+const CHILD: &str = "WARD_REPLAY_CHILD";
+
+/// This binary's digests, computed in a child process of its own.
+fn in_child() -> Vec<String> {
+    let exe = std::env::current_exe().expect("the test binary's path");
+    let name = "replay::a_hash_ordered_controller_replays_in_other_processes";
+    let out = std::process::Command::new(exe)
+        .args([name, "--exact", "--test-threads=1", "--nocapture"])
+        .env(CHILD, "1")
+        .output()
+        .expect("the test binary runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success() && stdout.contains("1 passed"),
+        "child: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    stdout
+        .lines()
+        // The first shares its line with libtest's `test … ... `.
+        .filter_map(|l| l.split_once("digest ").map(|(_, d)| d.to_string()))
+        .collect()
+}
+
+#[test]
+fn a_hash_ordered_controller_replays_in_this_process() {
+    let first = history(3);
+    assert!(
+        first
+            .iter()
+            .any(|l| l.contains("configmaps default/mirror-in-")),
+        "the controller wrote its mirrors: {first:#?}"
+    );
+    for seed in 0..SEEDS {
+        let (a, b) = (history(seed), history(seed));
+        assert_eq!(a, b, "seed {seed} replayed differently in one process");
+    }
+}
+
+#[test]
+fn a_hash_ordered_controller_replays_in_other_processes() {
+    if std::env::var_os(CHILD).is_some() {
+        for d in digests() {
+            println!("digest {d}");
+        }
+        return;
+    }
+    let here = digests();
+    assert_eq!(here.len(), SEEDS as usize);
+    let (one, two) = (in_child(), in_child());
+    assert_eq!(one, here, "a child process's runs differ from this one's");
+    assert_eq!(two, here, "the second child process's runs differ");
+}

@@ -22,7 +22,7 @@
 //! calls from a fixed SplitMix64 stream instead of the kernel: the crate
 //! defines the C symbol `getrandom`, which std (and the getrandom crate)
 //! look up at run time in preference to libc's, and which forwards to the
-//! kernel on every other thread. Before the runtime starts, [`enter`]
+//! kernel on every other thread. Before the runtime starts, the simulation
 //! primes each source in a fixed order from a fresh stream: ahash's keys
 //! (installing a per-map seed source that counts per simulation), std's
 //! per-thread keys, and fastrand's per-thread generator.
@@ -34,7 +34,7 @@
 //! clock; kube-runtime only looks entries up in its one); threads the
 //! controller spawns itself (not marked as simulating); and ahash maps
 //! created before the process's first simulation (their keys came from the
-//! kernel: [`enter`] says so once, on stderr). Turn the `seeded-entropy`
+//! kernel: the first simulation says so, on stderr). Turn the `seeded-entropy`
 //! feature off to leave `getrandom` to libc.
 
 use std::cell::Cell;

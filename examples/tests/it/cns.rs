@@ -1,7 +1,7 @@
 //! The CNS scenarios in simulated time, seeded: the naive agent never
 //! recovers from the stale NNC (S1), upstream's merged fix holds S1 but not
 //! an NC replaced inside a valid NNC (S2), and the guarded agent breaks no
-//! invariant over 200 seeds of every scenario.
+//! invariant over the sweep's seeds (`common::seeds`, 100 by default) of every scenario.
 
 use std::process::Command;
 
@@ -106,7 +106,7 @@ fn guarded_skips_the_stale_nnc_and_purges_a_replaced_nc() {
 }
 
 #[test]
-fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
+fn guarded_breaks_no_invariant_over_the_sweeps_seeds_of_every_scenario() {
     crate::common::guarded_holds_on_every_scenario(&demo::Cns);
 }
 

@@ -2,15 +2,16 @@
 
 use ward_examples::demo::{self, Example};
 
-/// How many seeds the guarded sweeps of the tests run per scenario: 200,
-/// or `WARD_SEEDS` (e.g. `WARD_SEEDS=2000 cargo test -p ward-examples`
+/// How many seeds the guarded sweeps of the tests run per scenario: 100
+/// (sized to CI's budget; the wide runs are in docs/invariants.md), or
+/// `WARD_SEEDS` (e.g. `WARD_SEEDS=2000 cargo test -p ward-examples`
 /// for a wider run; `ward-demo` is the tool for the widest).
 pub fn seeds() -> u64 {
     match std::env::var("WARD_SEEDS") {
         Ok(v) => v
             .parse()
             .unwrap_or_else(|_| panic!("WARD_SEEDS must be a number of seeds, got {v:?}")),
-        Err(_) => 200,
+        Err(_) => 100,
     }
 }
 

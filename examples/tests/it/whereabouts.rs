@@ -1,6 +1,6 @@
 //! The whereabouts scenarios in simulated time, seeded: the naive and
 //! upstream reconcilers reproduce the duplicate-IP race; the guarded one
-//! breaks no invariant over 200 seeds of every scenario.
+//! breaks no invariant over the sweep's seeds (`common::seeds`, 100 by default) of every scenario.
 
 use std::process::Command;
 
@@ -69,7 +69,7 @@ fn upstream_s1_breaks_when_the_annotation_lags_more_than_750_ms() {
 }
 
 #[test]
-fn guarded_breaks_no_invariant_over_200_seeds_of_every_scenario() {
+fn guarded_breaks_no_invariant_over_the_sweeps_seeds_of_every_scenario() {
     crate::common::guarded_holds_on_every_scenario(&Whereabouts);
 }
 

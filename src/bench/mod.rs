@@ -128,7 +128,7 @@ impl BenchConfig {
             churn: churn::ChurnConfig {
                 sizes: vec![50],
                 rate: 200.0,
-                churn: Duration::from_millis(1_000),
+                churn: Duration::from_millis(500),
                 rounds: 1,
                 sync_rounds: 1,
                 nodes: 4,

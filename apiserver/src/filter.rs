@@ -1,7 +1,9 @@
-//! Which objects a list or watch returns: namespace, label selector, field selector.
+//! Which objects a list or watch returns: namespace, label selector, field
+//! selector, shard selector.
 
 use crate::resources::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
+use crate::shard::{ShardField, ShardSelector};
 use crate::status::ApiError;
 use crate::store::StoredObject;
 
@@ -14,6 +16,8 @@ pub struct ObjectFilter {
     pub labels: LabelSelector,
     /// `fieldSelector`.
     pub fields: FieldSelector,
+    /// `shardSelector` (KEP-5866), when the server serves it.
+    pub shard: Option<ShardSelector>,
 }
 
 impl ObjectFilter {
@@ -42,6 +46,7 @@ impl ObjectFilter {
             namespace,
             labels,
             fields,
+            shard: None,
         })
     }
 
@@ -53,7 +58,12 @@ impl ObjectFilter {
         {
             return false;
         }
-        self.labels.matches(|k| o.label(k)) && self.fields.matches(|f| o.field(f))
+        self.labels.matches(|k| o.label(k))
+            && self.fields.matches(|f| o.field(f))
+            && self.shard.as_ref().is_none_or(|s| match s.field() {
+                ShardField::Uid => s.matches_value(&o.uid.to_string()),
+                ShardField::Namespace => s.matches_value(o.namespace()),
+            })
     }
 }
 

@@ -54,6 +54,7 @@ pub mod proto;
 pub mod resources;
 pub mod selector;
 pub mod server;
+pub mod shard;
 pub mod status;
 pub mod store;
 pub mod strategy;

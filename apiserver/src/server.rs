@@ -84,6 +84,16 @@ impl ServerConfig {
         self
     }
 
+    /// Serve KEP-5866's `shardSelector` on lists and watches, as
+    /// kube-apiserver with the feature gate `ShardedListAndWatch` on (see
+    /// [`crate::shard`]). Default off: the option is ignored, as by a
+    /// server without the gate.
+    #[must_use]
+    pub fn sharded_list_and_watch(mut self, on: bool) -> Self {
+        self.handler.sharded_list_and_watch = on;
+        self
+    }
+
     /// Largest request body accepted (413 beyond). Default 3 MiB.
     #[must_use]
     pub fn max_body_bytes(mut self, n: usize) -> Self {

@@ -51,6 +51,35 @@ struct Args {
     /// Move pods through kwok-like stages: scheduled, then Running with a podIP.
     #[arg(long)]
     pod_stages: bool,
+    /// Feature gates, as kube-apiserver takes them: `ShardedListAndWatch=true`
+    /// serves KEP-5866's `shardSelector` (comma-separated; off by default).
+    #[arg(long, value_parser = feature_gates)]
+    feature_gates: Option<Gates>,
+}
+
+/// The feature gates this server knows.
+#[derive(Debug, Clone, Default)]
+struct Gates {
+    sharded_list_and_watch: bool,
+}
+
+/// Parse `Name=bool,...`; a gate this server does not know is an error.
+fn feature_gates(s: &str) -> Result<Gates, String> {
+    let mut gates = Gates::default();
+    for item in s.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+        let (name, value) = item
+            .split_once('=')
+            .ok_or_else(|| format!("missing bool value for {item}"))?;
+        let on: bool = value
+            .trim()
+            .parse()
+            .map_err(|_| format!("invalid value of {name}={value}, err: expected true or false"))?;
+        match name.trim() {
+            "ShardedListAndWatch" => gates.sharded_list_and_watch = on,
+            other => return Err(format!("unrecognized feature gate: {other}")),
+        }
+    }
+    Ok(gates)
 }
 
 /// The fault configuration the flags ask for.
@@ -99,7 +128,12 @@ async fn main() -> ExitCode {
         .listen(args.listen)
         .seed(args.seed)
         .max_body_bytes(args.max_body_bytes)
-        .watch_history(args.watch_history);
+        .watch_history(args.watch_history)
+        .sharded_list_and_watch(
+            args.feature_gates
+                .as_ref()
+                .is_some_and(|g| g.sharded_list_and_watch),
+        );
     let server = match ApiServer::start(config).await {
         Ok(s) => s,
         Err(e) => {

@@ -165,7 +165,7 @@ pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiEr
             "watch is not allowed on a delete collection request",
         ));
     }
-    let filter = filter_of(t, &list)?;
+    let filter = filter_of(req, t, &list)?;
     let spec = delete_spec(req)?;
     let st = req.state;
     let page = st.store.list(

@@ -35,6 +35,9 @@ pub struct HandlerConfig {
     pub bookmark_interval: Duration,
     /// `host:port` advertised by `/api` (empty when there is no listener).
     pub server_address: String,
+    /// Serve `shardSelector` on lists and watches (KEP-5866's feature gate
+    /// `ShardedListAndWatch`); off, the option is ignored.
+    pub sharded_list_and_watch: bool,
 }
 
 impl Default for HandlerConfig {
@@ -43,6 +46,7 @@ impl Default for HandlerConfig {
             max_body_bytes: 3 * 1024 * 1024,
             bookmark_interval: Duration::from_secs(15),
             server_address: String::new(),
+            sharded_list_and_watch: false,
         }
     }
 }

@@ -146,6 +146,8 @@ pub(super) struct ListOptions {
     pub continue_after: Option<(String, String)>,
     /// `sendInitialEvents`.
     pub send_initial_events: Option<bool>,
+    /// `shardSelector` (parsed by the filter when the server serves it).
+    pub shard_selector: Option<String>,
 }
 
 /// Longest watch timeout honoured (about 100 years); longer ones are capped
@@ -166,6 +168,7 @@ impl ListOptions {
             watch: q.flag("watch").unwrap_or(false),
             allow_watch_bookmarks: q.flag("allowWatchBookmarks").unwrap_or(false),
             send_initial_events: q.flag("sendInitialEvents"),
+            shard_selector: q.string("shardSelector").map(String::from),
             limit: limit
                 .filter(|l| *l > 0)
                 .map(|l| usize::try_from(l).unwrap_or(usize::MAX)),

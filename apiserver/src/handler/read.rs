@@ -31,13 +31,28 @@ pub(super) fn get(req: &Req<'_>, t: &Target, opts: &GetOptions) -> Result<Resp, 
     Ok(render(req, t, &o, StatusCode::OK))
 }
 
-pub(super) fn filter_of(t: &Target, opts: &ListOptions) -> Result<ObjectFilter, ApiError> {
-    ObjectFilter::new(
+pub(super) fn filter_of(
+    req: &Req<'_>,
+    t: &Target,
+    opts: &ListOptions,
+) -> Result<ObjectFilter, ApiError> {
+    let mut filter = ObjectFilter::new(
         &t.info,
         t.namespace.clone(),
         opts.label_selector.as_deref(),
         opts.field_selector.as_deref(),
-    )
+    )?;
+    // Without the feature the option is ignored, as kube-apiserver ignores
+    // it with the gate off (a client then sees no `shardInfo`).
+    if req.state.config.sharded_list_and_watch
+        && let Some(s) = &opts.shard_selector
+    {
+        filter.shard = Some(
+            crate::shard::ShardSelector::parse(s)
+                .map_err(|e| ApiError::bad_request(format!("invalid shardSelector: {e}")))?,
+        );
+    }
+    Ok(filter)
 }
 
 pub(super) fn encode_continue(ns: &str, name: &str) -> String {
@@ -69,7 +84,7 @@ pub(super) fn decode_continue(token: &str) -> Result<(String, String), ApiError>
 }
 
 pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp, ApiError> {
-    let filter = filter_of(t, opts)?;
+    let filter = filter_of(req, t, opts)?;
     let limit = opts.limit;
     let after = opts.continue_after.as_ref();
     let page = match stale_read_rv(req, opts.resource_version.is_some()) {
@@ -99,6 +114,9 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
     let mut meta = json!({"resourceVersion": page.rv.to_string()});
     if let Some((ns, n)) = &page.continue_after {
         meta["continue"] = encode_continue(ns, n).into();
+    }
+    if let Some(shard) = &filter.shard {
+        meta["shardInfo"] = json!({"selector": shard.as_str()});
     }
     if crate::partial::wants_partial(req.header(header::ACCEPT)) {
         let list = crate::partial::partial_list(&page.items, &meta);
@@ -131,7 +149,7 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
 }
 
 pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp, ApiError> {
-    let filter = filter_of(t, &opts)?;
+    let filter = filter_of(req, t, &opts)?;
     let accept = req.header(header::ACCEPT);
     let render: Option<watch::Render> = if crate::partial::wants_partial(accept) {
         Some(watch::Render::Metadata)

@@ -88,3 +88,59 @@ fn binary_reports_a_bind_failure_with_exit_code_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen on"));
 }
+
+#[test]
+fn feature_gates_turn_sharded_lists_on_and_unknown_gates_are_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
+        .args(["--listen", "127.0.0.1:0", "--feature-gates", "Bogus=true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unrecognized feature gate: Bogus"), "{err}");
+
+    let dir = std::env::temp_dir().join(format!("ward-gates-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--feature-gates",
+            "ShardedListAndWatch=true",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("ward-apiserver listening on"), "{line:?}");
+    let sel = "shardRange(object.metadata.uid,%270x0000000000000000%27,%270x8000000000000000%27)";
+    let raw = Command::new("kubectl")
+        .args([
+            "get",
+            "--raw",
+            &format!("/api/v1/namespaces?shardSelector={sel}"),
+        ])
+        .env("KUBECONFIG", &kc)
+        .env("HOME", &dir)
+        .output()
+        .expect("kubectl on PATH");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        raw.status.success(),
+        "{}",
+        String::from_utf8_lossy(&raw.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap();
+    assert_eq!(
+        list["metadata"]["shardInfo"]["selector"],
+        "shardRange(object.metadata.uid,'0x0000000000000000','0x8000000000000000')"
+    );
+}

@@ -18,3 +18,4 @@ mod malformed_requests;
 mod pod_actions;
 mod protobuf;
 mod scale;
+mod sharding;

@@ -233,23 +233,24 @@ impl World {
             }
             p.at_instant += 1;
             p.total += 1;
-            let at = now
-                .saturating_duration_since(*self.start.lock().unwrap_or_else(|e| e.into_inner()));
-            let controller = controller.to_string();
-            if p.at_instant > self.limits.calls_per_instant {
+            let stopped = p.at_instant > self.limits.calls_per_instant;
+            if !stopped && p.total <= self.limits.calls {
+                return true;
+            }
+            let start = *self.start.lock().unwrap_or_else(|e| e.into_inner());
+            let (controller, at) = (controller.to_string(), now.saturating_duration_since(start));
+            if stopped {
                 RunError::TimeStopped {
                     controller,
                     calls: p.at_instant,
                     at,
                 }
-            } else if p.total > self.limits.calls {
+            } else {
                 RunError::TooManyCalls {
                     controller,
                     calls: p.total,
                     at,
                 }
-            } else {
-                return true;
             }
         };
         self.log(format!("verdict: {verdict}"));

@@ -337,7 +337,9 @@ impl Perturber {
 
     /// Judge every write the server commits from now on, in order, with
     /// the object before and after it: `check` returns `Err(what broke)`
-    /// for a write that breaks `invariant` (see [`crate::history`]).
+    /// for a write that breaks `invariant` (see [`crate::history`]). It runs
+    /// on the recorder's task with the history locked: it must not call
+    /// back into the perturber.
     pub fn judge(
         &mut self,
         invariant: &'static str,

@@ -15,7 +15,9 @@
 //! `0x10000000000000000` (2^64) for an end. A LIST answers with the
 //! selector as requested in `metadata.shardInfo.selector` (on every page);
 //! a WATCH filters its events — initial events, resumption from a
-//! resourceVersion, every later event — and passes bookmarks through. Uid
+//! resourceVersion, every later event — and passes bookmarks through
+//! (JSON, Table and metadata-only lists echo; a protobuf list does not yet:
+//! the protobuf schema's `ListMeta` predates `shardInfo`). Uid
 //! and namespace never change, so an object never moves between shards.
 //!
 //! As kube-apiserver with the gate off, a server started without

@@ -103,8 +103,6 @@ fn classify(spec: &WatchSpec, key: &StorageKey, e: &Event) -> Option<EventType> 
     }
 }
 
-/// The line this watch sends for `e`, if any; the event's own shared line
-/// whenever this watch sees it plainly or as metadata only.
 /// An object's JSON as served at `info`'s version.
 #[deprecated(since = "0.2.0", note = "use `StoredObject::bytes_at`")]
 #[must_use]
@@ -112,6 +110,8 @@ pub fn object_bytes(info: &ResourceInfo, o: &StoredObject) -> Bytes {
     o.bytes_at(&info.api_version())
 }
 
+/// The line this watch sends for `e`, if any; the event's own shared line
+/// whenever this watch sees it plainly or as metadata only.
 #[cfg(test)]
 fn line_for(spec: &WatchSpec, e: &Event) -> Option<Bytes> {
     let kind = classify(spec, &spec.info.storage_key(), e)?;

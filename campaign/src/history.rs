@@ -122,13 +122,21 @@ impl Shared {
     }
 }
 
-/// Record each store event as a line and hand it to the judges, until the
-/// store closes.
-pub(crate) async fn record(store: Arc<Store>, shared: Arc<Shared>) {
+/// Subscribe to `store` now (no write committed from here on is missed),
+/// and return the task that records each event as a line and hands it to
+/// the judges, until the store closes.
+pub(crate) fn record(
+    store: &Store,
+    shared: Arc<Shared>,
+) -> impl std::future::Future<Output = ()> + Send + 'static {
+    let (_, rv, rx) = store.snapshot_all_and_subscribe();
+    shared.lock().rv = rv;
+    follow(rx, shared)
+}
+
+async fn follow(mut rx: tokio::sync::broadcast::Receiver<Arc<Event>>, shared: Arc<Shared>) {
     use tokio::sync::broadcast::error::RecvError;
     let start = Instant::now();
-    let (_, rv, mut rx) = store.snapshot_all_and_subscribe();
-    shared.lock().rv = rv;
     loop {
         match rx.recv().await {
             Ok(e) => shared.lock().record(&e, start.elapsed()),

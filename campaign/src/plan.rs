@@ -50,7 +50,9 @@ pub trait Action: fmt::Display + Send + Sync {
     fn run(&self, world: Arc<World>) -> BoxFuture<'static, ()>;
 
     /// The controller it aims at, if any: [`crate::Perturber::start`]
-    /// refuses a plan whose target is not registered.
+    /// refuses a plan whose target is not registered. An action of a kind
+    /// of your own that aims at a controller returns it here, or is not
+    /// checked.
     fn target(&self) -> Option<&str> {
         None
     }

@@ -291,7 +291,7 @@ impl Perturber {
     ) -> Self {
         let store = server.store().clone();
         let history = Arc::new(Shared::default());
-        let recorder = tokio::spawn(history::record(store.clone(), history.clone()));
+        let recorder = tokio::spawn(history::record(&store, history.clone()));
         Perturber {
             world: Arc::new(World {
                 start: Mutex::new(Instant::now()),
@@ -316,12 +316,12 @@ impl Perturber {
     /// The run's bounds ([`Limits::default`] unless set).
     ///
     /// # Panics
-    /// If a controller was registered already (its calls are counted
-    /// against the limits it started with).
+    /// If a controller was registered or the plan started already (they
+    /// hold the limits they started with).
     #[must_use]
     pub fn limits(mut self, limits: Limits) -> Self {
         let world = Arc::get_mut(&mut self.world)
-            .expect("Perturber::limits is set before any controller is registered");
+            .expect("Perturber::limits is set before `controller` and `start`");
         world.limits = limits;
         self
     }

@@ -53,14 +53,15 @@ struct Args {
     pod_stages: bool,
     /// Feature gates, as kube-apiserver takes them: `ShardedListAndWatch=true`
     /// serves KEP-5866's `shardSelector` (comma-separated; off by default).
-    #[arg(long, value_parser = feature_gates)]
-    feature_gates: Option<Gates>,
+    #[arg(long, value_parser = feature_gates, action = clap::ArgAction::Append)]
+    feature_gates: Vec<Gates>,
 }
 
-/// The feature gates this server knows.
+/// The feature gates this server knows, as one `--feature-gates` sets them
+/// (None: not named).
 #[derive(Debug, Clone, Default)]
 struct Gates {
-    sharded_list_and_watch: bool,
+    sharded_list_and_watch: Option<bool>,
 }
 
 /// Parse `Name=bool,...`; a gate this server does not know is an error.
@@ -70,12 +71,18 @@ fn feature_gates(s: &str) -> Result<Gates, String> {
         let (name, value) = item
             .split_once('=')
             .ok_or_else(|| format!("missing bool value for {item}"))?;
-        let on: bool = value
-            .trim()
-            .parse()
-            .map_err(|_| format!("invalid value of {name}={value}, err: expected true or false"))?;
+        // Go's strconv.ParseBool, which kube-apiserver's flag uses.
+        let on = match value.trim() {
+            "1" | "t" | "T" | "TRUE" | "true" | "True" => true,
+            "0" | "f" | "F" | "FALSE" | "false" | "False" => false,
+            _ => {
+                return Err(format!(
+                    "invalid value of {name}={value}, err: expected a bool"
+                ));
+            }
+        };
         match name.trim() {
-            "ShardedListAndWatch" => gates.sharded_list_and_watch = on,
+            "ShardedListAndWatch" => gates.sharded_list_and_watch = Some(on),
             other => return Err(format!("unrecognized feature gate: {other}")),
         }
     }
@@ -129,10 +136,14 @@ async fn main() -> ExitCode {
         .seed(args.seed)
         .max_body_bytes(args.max_body_bytes)
         .watch_history(args.watch_history)
+        // A gate named again (in the same flag or a later one) takes the
+        // last value, as kube-apiserver's flag does.
         .sharded_list_and_watch(
             args.feature_gates
-                .as_ref()
-                .is_some_and(|g| g.sharded_list_and_watch),
+                .iter()
+                .filter_map(|g| g.sharded_list_and_watch)
+                .next_back()
+                .unwrap_or(false),
         );
     let server = match ApiServer::start(config).await {
         Ok(s) => s,

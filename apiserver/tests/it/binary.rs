@@ -106,8 +106,11 @@ fn feature_gates_turn_sharded_lists_on_and_unknown_gates_are_refused() {
         .args([
             "--listen",
             "127.0.0.1:0",
+            // Go's bool spellings; a gate named twice takes the last value.
             "--feature-gates",
-            "ShardedListAndWatch=true",
+            "ShardedListAndWatch=false",
+            "--feature-gates",
+            "ShardedListAndWatch=True",
         ])
         .arg("--kubeconfig")
         .arg(&kc)

@@ -142,6 +142,37 @@ fn a_plan_aims_only_at_registered_controllers() {
 }
 
 #[test]
+fn settled_returns_on_a_server_that_wrote_before_the_perturber_and_not_since() {
+    simulate(async {
+        let server = ApiServer::start(ServerConfig::default().seed(5))
+            .await
+            .unwrap();
+        // The server holds its bootstrap objects: its resourceVersion is
+        // past 0 before the perturber exists.
+        let plan = Plan::draw(5, &[], HORIZON, &[]).unwrap();
+        let perturber = Perturber::new(&server, plan, |_| {});
+        tokio::time::timeout(Duration::from_secs(5), perturber.settled())
+            .await
+            .expect("settled() returns with nothing to record");
+        // A write made right after `new`, before the recorder first ran, is
+        // recorded too.
+        let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+        api.create(&PostParams::default(), &cm("early"))
+            .await
+            .unwrap();
+        perturber.settled().await;
+        assert!(
+            perturber
+                .events()
+                .iter()
+                .any(|e| e.contains("ADDED configmaps default/early")),
+            "{:?}",
+            perturber.events()
+        );
+    });
+}
+
+#[test]
 fn a_judge_sees_each_write_with_the_object_before_and_after() {
     let seen = simulate(async {
         let server = ApiServer::start(ServerConfig::default().seed(4))

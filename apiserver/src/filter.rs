@@ -61,7 +61,7 @@ impl ObjectFilter {
         self.labels.matches(|k| o.label(k))
             && self.fields.matches(|f| o.field(f))
             && self.shard.as_ref().is_none_or(|s| match s.field() {
-                ShardField::Uid => s.matches_value(&o.uid.to_string()),
+                ShardField::Uid => s.matches_hash(crate::shard::hash_display(o.uid)),
                 ShardField::Namespace => s.matches_value(o.namespace()),
             })
     }

@@ -146,7 +146,13 @@ impl ShardSelector {
     /// [`ShardSelector::field`]) has the text `value` is in the shard.
     #[must_use]
     pub fn matches_value(&self, value: &str) -> bool {
-        let h = u128::from(hash(value));
+        self.matches_hash(hash(value))
+    }
+
+    /// Whether a field whose [`hash`] is `h` is in the shard.
+    #[must_use]
+    pub fn matches_hash(&self, h: u64) -> bool {
+        let h = u128::from(h);
         self.ranges
             .iter()
             .any(|&(start, end)| start <= h && h < end)
@@ -163,6 +169,16 @@ impl fmt::Display for ShardSelector {
 #[must_use]
 pub fn hash(value: &str) -> u64 {
     ward_base::fnv1a(value.as_bytes())
+}
+
+/// [`hash`] of a value's `Display` text (a uid), without building it: a
+/// sharded watch hashes every event it is offered.
+#[must_use]
+pub fn hash_display(value: impl fmt::Display) -> u64 {
+    use fmt::Write;
+    let mut h = ward_base::Fnv1a::default();
+    write!(h, "{value}").expect("hashing never fails");
+    h.finish()
 }
 
 /// One `shardRange(<path>, '<start>', '<end>')`.
@@ -247,6 +263,8 @@ mod tests {
     fn the_hash_is_fnv1a_64_of_the_text() {
         assert_eq!(hash(""), 0xcbf2_9ce4_8422_2325, "the offset basis");
         assert_eq!(hash("a"), 0xaf63_dc4c_8601_ec8c);
+        let uid = "943ff9fc-99de-4f03-8000-00000000000c";
+        assert_eq!(hash_display(uid), hash(uid));
     }
 
     #[test]

@@ -39,32 +39,34 @@
 //! `AHasher::default()`). Turn the `seeded-entropy`
 //! feature off to leave `getrandom` to libc.
 
-use std::cell::Cell;
+use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicUsize, Ordering};
+
+use ward_base::Rng;
 
 /// Where every simulation's stream starts.
 const STREAM_START: u64 = 0x5741_5244_5345_4544;
 
 thread_local! {
-    /// The SplitMix64 state of this thread's stream, while it simulates.
-    static STREAM: Cell<Option<u64>> = const { Cell::new(None) };
+    /// This thread's stream, while it simulates.
+    static STREAM: RefCell<Option<Rng>> = const { RefCell::new(None) };
     /// Per-map seeds handed to ahash on this thread while it simulates.
     static AHASH_SEEDS: Cell<usize> = const { Cell::new(0) };
 }
 
-/// One SplitMix64 step of this thread's stream, if it simulates.
+/// The next word of this thread's stream, if it simulates.
 fn next() -> Option<u64> {
     STREAM
-        .try_with(|s| {
-            let state = s.get()?.wrapping_add(0x9e37_79b9_7f4a_7c15);
-            s.set(Some(state));
-            let mut z = state;
-            z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-            Some(z ^ (z >> 31))
-        })
+        .try_with(|s| s.try_borrow_mut().ok()?.as_mut().map(Rng::next_u64))
         .ok()
         .flatten()
+}
+
+/// Whether this thread simulates.
+fn simulating() -> bool {
+    STREAM
+        .try_with(|s| s.try_borrow().is_ok_and(|r| r.is_some()))
+        .unwrap_or(false)
 }
 
 /// Fill `buf` from this thread's stream; false if it does not simulate.
@@ -80,7 +82,7 @@ fn fill(buf: &mut [u8]) -> bool {
 
 /// Restart this thread's stream.
 fn reset() {
-    STREAM.with(|s| s.set(Some(STREAM_START)));
+    STREAM.with(|s| *s.borrow_mut() = Some(Rng::new(STREAM_START)));
 }
 
 /// Mark this (fresh) thread as simulating and prime every covered source
@@ -114,8 +116,7 @@ struct PerSimulation;
 impl ahash::random_state::RandomSource for PerSimulation {
     fn gen_hasher_seed(&self) -> usize {
         static ELSEWHERE: AtomicUsize = AtomicUsize::new(0);
-        let simulating = STREAM.try_with(|s| s.get().is_some()).unwrap_or(false);
-        if simulating {
+        if simulating() {
             AHASH_SEEDS.with(|c| {
                 let seed = c.get().wrapping_add(0x9e37_79b9);
                 c.set(seed);
@@ -143,8 +144,7 @@ pub unsafe extern "C" fn getrandom(
     len: libc::size_t,
     flags: libc::c_uint,
 ) -> libc::ssize_t {
-    let simulating = STREAM.try_with(|s| s.get().is_some()).unwrap_or(false);
-    if simulating && !buf.is_null() {
+    if simulating() && !buf.is_null() {
         // SAFETY: the caller gives a buffer valid for `len` bytes.
         let bytes = unsafe { std::slice::from_raw_parts_mut(buf.cast::<u8>(), len) };
         if fill(bytes) {

@@ -225,13 +225,13 @@ impl Future for Lost {
     }
 }
 
-/// The durations of an election.
+/// The durations of an election (and of a shard member's Lease).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Timing {
-    lease_duration: Duration,
-    renew_every: Duration,
-    retry_every: Duration,
-    clock_skew: Option<Duration>,
+pub(crate) struct Timing {
+    pub(crate) lease_duration: Duration,
+    pub(crate) renew_every: Duration,
+    pub(crate) retry_every: Duration,
+    pub(crate) clock_skew: Option<Duration>,
 }
 
 impl Default for Timing {
@@ -246,25 +246,25 @@ impl Default for Timing {
 }
 
 impl Timing {
-    fn skew(&self) -> Duration {
+    pub(crate) fn skew(&self) -> Duration {
         self.clock_skew.unwrap_or_else(|| {
             Duration::from_secs(1).min(self.lease_duration.saturating_sub(self.renew_every) / 2)
         })
     }
 
     /// When a Lease written at `from` stops counting as held, for its holder.
-    fn deadline(&self, from: Instant) -> Instant {
+    pub(crate) fn deadline(&self, from: Instant) -> Instant {
         from + self.lease_duration.saturating_sub(self.skew())
     }
 
     /// `leaseDurationSeconds`: whole seconds, rounded up.
-    fn seconds(&self) -> i32 {
+    pub(crate) fn seconds(&self) -> i32 {
         let d = self.lease_duration;
         let s = d.as_secs() + u64::from(d.subsec_nanos() > 0);
         i32::try_from(s).unwrap_or(i32::MAX)
     }
 
-    fn validate(&self) -> Result<(), LeaderError> {
+    pub(crate) fn validate(&self) -> Result<(), LeaderError> {
         let bad = |m: String| Err(LeaderError::Config(m));
         if self.lease_duration < Duration::from_secs(1) {
             return bad(format!(
@@ -788,12 +788,12 @@ impl Future for Keeper {
     }
 }
 
-fn is_conflict(e: &kube::Error) -> bool {
+pub(crate) fn is_conflict(e: &kube::Error) -> bool {
     matches!(e, kube::Error::Api(s) if s.code == 409)
 }
 
 /// The holder named in `spec`, if any (an empty identity is no holder).
-fn holder(spec: Option<&LeaseSpec>) -> Option<&str> {
+pub(crate) fn holder(spec: Option<&LeaseSpec>) -> Option<&str> {
     spec.and_then(|s| s.holder_identity.as_deref())
         .filter(|h| !h.is_empty())
 }
@@ -801,7 +801,12 @@ fn holder(spec: Option<&LeaseSpec>) -> Option<&str> {
 /// Whether `identity` may take a Lease with `spec` at `now`: it is free,
 /// already its own, or its holder's `renewTime + leaseDurationSeconds` has
 /// passed (`fallback` when the Lease names no duration).
-fn available(spec: &LeaseSpec, identity: &str, now: jiff::Timestamp, fallback: Duration) -> bool {
+pub(crate) fn available(
+    spec: &LeaseSpec,
+    identity: &str,
+    now: jiff::Timestamp,
+    fallback: Duration,
+) -> bool {
     let Some(h) = holder(Some(spec)) else {
         return true;
     };

@@ -77,6 +77,7 @@ pub mod fresh;
 pub mod guard;
 pub mod leader;
 pub mod observe;
+pub mod shard;
 pub mod shutdown;
 
 pub use controller::{Error, ErrorBackoff, GuardedController, RunResult, Synced};

@@ -18,7 +18,7 @@ pub use sync::Synced;
 use std::fmt::Debug;
 use std::future::Future;
 use std::hash::Hash;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use futures::channel::mpsc;
 use futures::{Stream, StreamExt, TryStreamExt};
@@ -31,6 +31,7 @@ use serde::de::DeserializeOwned;
 
 use crate::guard::{Guard, GuardContext, GuardError};
 use crate::observe::Readiness;
+use crate::shard::Shard;
 use stale::StaleTriggers;
 
 /// Why a guarded reconcile failed.
@@ -105,6 +106,9 @@ where
     stale: Arc<StaleTriggers<K>>,
     synced: Synced,
     readiness: Option<Readiness>,
+    /// Set by [`shard`](Self::shard); read by the trigger streams when
+    /// they start, and by every reconcile.
+    shard: Arc<OnceLock<Shard>>,
 }
 
 impl<K> GuardedController<K>
@@ -130,11 +134,26 @@ where
         let writer = reflector::store::Writer::<K>::new(dyntype.clone());
         let reader = writer.as_reader();
         let synced = Synced::new();
+        let shard = Arc::new(OnceLock::<Shard>::new());
+        // Which watch runs is decided when the stream is first polled,
+        // after every builder (`shard` among them) has run.
+        let watch = {
+            let shard = shard.clone();
+            futures::stream::once(async move {
+                match shard.get() {
+                    Some(shard) => crate::shard::watch(api, wc, shard.clone()).boxed(),
+                    None => watcher::watcher(api, wc).boxed(),
+                }
+            })
+            .flatten()
+        };
         let trigger = synced
-            .track(reflector::reflector(writer, watcher::watcher(api, wc)))
+            .track(reflector::reflector(writer, watch))
             .applied_objects();
         let inner = Controller::for_stream_with(trigger, reader, dyntype.clone());
-        Self::wrap(inner, dyntype, client, synced)
+        let mut this = Self::wrap(inner, dyntype, client, synced);
+        this.shard = shard;
+        this
     }
 
     /// A controller driven by `trigger`, whose objects `reader` caches, as
@@ -204,7 +223,27 @@ where
             stale,
             synced,
             readiness: None,
+            shard: Arc::default(),
         }
+    }
+
+    /// Make this a sharded controller (see [`crate::shard`]): it
+    /// reconciles only objects in `shard`'s active slots, each reconcile
+    /// counted by the shard (drained or cancelled before its slot is
+    /// handed over); its watch (from [`new`](Self::new)) restarts with
+    /// the slots' `shardSelector` whenever they change, and is filtered
+    /// client-side too; children from [`owns`](Self::owns) are kept when
+    /// their controller owner hashes to an active slot (by uid) or their
+    /// namespace does (by namespace); [`watches`](Self::watches) triggers
+    /// naming an object outside this controller's cache are dropped
+    /// (kube-runtime would report each as `ObjectNotFound`). A controller
+    /// from `for_stream*` is gated the same way, but its objects are
+    /// whatever the stream passed in holds. Set once: a second call is
+    /// ignored.
+    #[must_use]
+    pub fn shard(self, shard: Shard) -> Self {
+        let _ = self.shard.set(shard);
+        self
     }
 
     /// Add a guard; guards run in the order added, before every reconcile.
@@ -346,7 +385,10 @@ where
         Child::DynamicType: Debug + Eq + Hash + Clone,
     {
         let stale = self.stale.clone();
-        let seen = trigger.inspect_ok(move |c| stale.observe(c.meta()));
+        let shard = self.shard.clone();
+        let seen = trigger
+            .inspect_ok(move |c| stale.observe(c.meta()))
+            .try_filter(move |c| futures::future::ready(child_in_shard(&shard, c.meta())));
         self.inner = self.inner.owns_stream_with(seen, dyntype);
         self
     }
@@ -376,7 +418,11 @@ where
         Child: Resource<DynamicType = ()> + Send + 'static,
     {
         let stale = self.stale.clone();
-        let seen = trigger.inspect(move |c| stale.observe(c.meta()));
+        let shard = self.shard.clone();
+        let seen = KeepIf {
+            inner: Box::pin(trigger.inspect(move |c| stale.observe(c.meta()))),
+            keep: move |c: &Arc<Child>| child_in_shard(&shard, c.meta()),
+        };
         self.inner = self.inner.owns_shared_stream_with(seen, dyntype);
         self
     }
@@ -450,6 +496,7 @@ where
         I: 'static + IntoIterator<Item = ObjectRef<K>>,
         I::IntoIter: Send,
     {
+        let mapper = self.cached_only(mapper);
         self.inner = self.inner.watches_stream_with(trigger, mapper, dyntype);
         self
     }
@@ -484,10 +531,30 @@ where
         I: 'static + IntoIterator<Item = ObjectRef<K>>,
         I::IntoIter: Send,
     {
+        let mapper = self.cached_only(mapper);
         self.inner = self
             .inner
             .watches_shared_stream_with(trigger, mapper, dyntype);
         self
+    }
+
+    /// `mapper`, dropping (once sharded) the objects this controller's
+    /// cache does not hold: another replica's.
+    fn cached_only<T, I>(
+        &self,
+        mapper: impl Fn(T) -> I + Sync + Send + 'static,
+    ) -> impl Fn(T) -> Vec<ObjectRef<K>> + Sync + Send + 'static
+    where
+        I: IntoIterator<Item = ObjectRef<K>>,
+    {
+        let (shard, store) = (self.shard.clone(), self.inner.store());
+        move |other| {
+            let refs = mapper(other).into_iter();
+            match shard.get() {
+                None => refs.collect(),
+                Some(_) => refs.filter(|r| store.get(r).is_some()).collect(),
+            }
+        }
     }
 
     /// Reconcile the named object whenever `trigger` emits
@@ -526,5 +593,43 @@ where
     pub fn shutdown_on_signal(mut self) -> Self {
         self.inner = self.inner.shutdown_on_signal();
         self
+    }
+}
+
+/// Whether a child's trigger reaches this replica: always when unsharded;
+/// else when its routing hash (see [`ShardKey::child_hash`](crate::shard::ShardKey::child_hash))
+/// falls in an active slot.
+fn child_in_shard(
+    shard: &OnceLock<Shard>,
+    meta: &k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta,
+) -> bool {
+    shard.get().is_none_or(|s| {
+        s.key()
+            .child_hash(meta)
+            .is_some_and(|h| s.slots().contains_hash(h))
+    })
+}
+
+/// The items of `inner` that `keep` accepts; unlike `StreamExt::filter` it
+/// holds no item between polls (a shared stream's `Arc<Child>` need not be
+/// `Send`).
+struct KeepIf<S, F> {
+    inner: std::pin::Pin<Box<S>>,
+    keep: F,
+}
+
+impl<S: Stream, F: FnMut(&S::Item) -> bool + Unpin> Stream for KeepIf<S, F> {
+    type Item = S::Item;
+
+    fn poll_next(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<Option<S::Item>> {
+        loop {
+            match futures::ready!(self.inner.as_mut().poll_next(cx)) {
+                Some(item) if !(self.keep)(&item) => {}
+                other => return std::task::Poll::Ready(other),
+            }
+        }
     }
 }

@@ -23,6 +23,7 @@ use super::{Error, ErrorBackoff, GuardedController};
 use crate::guard::{Guard, GuardContext, Verdict, run_guards_counted};
 use crate::observe::catalog;
 use crate::observe::readiness::RemoveOnDrop;
+use crate::shard::Shard;
 
 /// One item of [`GuardedController::run`]'s stream: the object and the
 /// action taken, or kube-runtime's error wrapping Ward's [`Error`].
@@ -47,6 +48,7 @@ where
     tracking: AtomicBool,
     backoff: Option<ErrorBackoff>,
     stale: Arc<StaleTriggers<K>>,
+    shard: Option<Shard>,
 }
 
 impl<K> Shared<K>
@@ -148,15 +150,40 @@ where
         let stale_trigger = self.stale.take(&oref);
         let span = tracing::info_span!("reconcile", object = %oref,
             uid = uid.as_deref().unwrap_or(""), stale_trigger);
-        self.judged(obj, reconcile, oref, uid)
-            .instrument(span)
-            .await
+        // A sharded controller's reconcile starts only on an active slot,
+        // and is counted there until it ends (or is cancelled).
+        let ticket = match &self.shard {
+            None => None,
+            Some(shard) => match shard.key().hash(obj.meta()).and_then(|h| shard.enter(h)) {
+                Some(ticket) => Some(ticket),
+                None => {
+                    self.metrics.reconciled("unowned");
+                    return Ok(Action::await_change());
+                }
+            },
+        };
+        let run = self.clone().judged(obj, reconcile, oref, uid);
+        match ticket {
+            None => run.instrument(span).await,
+            Some(ticket) => {
+                let cancelled = ticket.cancelled();
+                tokio::select! {
+                    biased;
+                    () = cancelled => {
+                        span.in_scope(|| tracing::warn!("reconcile cancelled: its slot was handed over"));
+                        self.metrics.reconciled("cancelled");
+                        Ok(Action::await_change())
+                    }
+                    result = run.instrument(span.clone()) => result,
+                }
+            }
+        }
     }
 
     /// The guards' verdict and what follows from it: the reconcile, a wait,
     /// a skip or a guard error; then the metrics.
     async fn judged<Fut>(
-        &self,
+        self: Arc<Self>,
         obj: Arc<K>,
         reconcile: Fut,
         oref: ObjectRef<K>,
@@ -265,6 +292,7 @@ where
             tracking: AtomicBool::new(false),
             backoff: self.backoff,
             stale: self.stale,
+            shard: self.shard.get().cloned(),
         });
         let on_error = shared.clone();
         // The guards prepare when the stream is first polled (inside the

@@ -47,7 +47,15 @@ pub struct Metric {
 }
 
 /// `ward_reconciles_total`'s `result` label values.
-pub const RECONCILE_RESULTS: &[&str] = &["success", "error", "skipped", "waiting", "guard_error"];
+pub const RECONCILE_RESULTS: &[&str] = &[
+    "success",
+    "error",
+    "skipped",
+    "waiting",
+    "guard_error",
+    "unowned",
+    "cancelled",
+];
 /// `ward_guard_verdicts_total`'s `verdict` label values.
 pub const VERDICTS: &[&str] = &["proceed", "wait", "skip"];
 /// `ward_stale_triggers_total`'s `source` label values.
@@ -65,6 +73,9 @@ pub const LATE_RENEWALS: &[&str] = &["conflict", "renewed", "error"];
 /// `ward_leader_acquire_attempts_total`'s `result` label values.
 pub const ACQUIRE_RESULTS: &[&str] = &["acquired", "held", "conflict", "error"];
 
+/// `ward_shard_handovers_total`'s `event` label values.
+pub const SHARD_EVENTS: &[&str] = &["claimed", "released", "withdrawn", "cancelled", "lost"];
+
 /// The reconcile-duration histogram's bucket bounds, in seconds: a
 /// reconcile is a few API calls, so 1 ms to 30 s.
 pub const RECONCILE_BUCKETS: &[f64] = &[
@@ -77,7 +88,7 @@ pub const METRICS: &[Metric] = &[
         name: "ward_reconciles_total",
         kind: MetricType::Counter,
         labels: &["kind", "result"],
-        help: "Reconciles by outcome: success, error (the reconciler's), skipped or waiting (a guard's verdict), guard_error.",
+        help: "Reconciles by outcome: success, error (the reconciler's), skipped or waiting (a guard's verdict), guard_error; a sharded controller's unowned (its slot not active here) or cancelled (its slot lost mid-reconcile).",
     },
     Metric {
         name: "ward_reconcile_duration_seconds",
@@ -162,6 +173,30 @@ pub const METRICS: &[Metric] = &[
         kind: MetricType::Counter,
         labels: &["lease", "identity", "result"],
         help: "Renews abandoned at their deadline that completed later: conflict, renewed (then given back), error.",
+    },
+    Metric {
+        name: "ward_shard_slots_owned",
+        kind: MetricType::Gauge,
+        labels: &["ring", "identity"],
+        help: "Slots (of 128) this sharded member reconciles now.",
+    },
+    Metric {
+        name: "ward_shard_members",
+        kind: MetricType::Gauge,
+        labels: &["ring", "identity"],
+        help: "Live members of the ring in this member's last view, itself included.",
+    },
+    Metric {
+        name: "ward_shard_server_filtering",
+        kind: MetricType::Gauge,
+        labels: &["ring", "identity"],
+        help: "1 when the server applies the shard's shardSelector (KEP-5866), 0 while the member filters client-side.",
+    },
+    Metric {
+        name: "ward_shard_handovers_total",
+        kind: MetricType::Counter,
+        labels: &["ring", "identity", "event"],
+        help: "Slots claimed, released, withdrawn (another member listed them first), lost (the Lease not renewed in time); reconciles cancelled by a hand-over.",
     },
     Metric {
         name: "ward_ready",
@@ -310,6 +345,30 @@ pub(crate) fn register_election(lease: &str, identity: &str) {
         for v in values {
             metrics::counter!(name, &labels(key, v)).increment(0);
         }
+    }
+}
+
+/// Present a shard member's series at zero.
+pub(crate) fn register_shard(ring: &str, identity: &str) {
+    register();
+    let labels = [
+        ("ring", ring.to_string()),
+        ("identity", identity.to_string()),
+    ];
+    for gauge in [
+        "ward_shard_slots_owned",
+        "ward_shard_members",
+        "ward_shard_server_filtering",
+    ] {
+        metrics::gauge!(gauge, &labels).set(0.0);
+    }
+    for event in SHARD_EVENTS {
+        let [r, i] = labels.clone();
+        metrics::counter!(
+            "ward_shard_handovers_total",
+            &[r, i, ("event", event.to_string())]
+        )
+        .increment(0);
     }
 }
 

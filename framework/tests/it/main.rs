@@ -8,3 +8,4 @@ mod guarded;
 mod leader;
 mod observe;
 mod operate;
+mod shard;

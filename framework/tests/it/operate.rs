@@ -472,6 +472,17 @@ async fn the_metrics_text_is_valid_exposition_with_every_series_from_the_start()
         std::future::pending::<()>(),
     );
     within("the follower ready", rf.until_ready()).await;
+    // A shard member shows its series from the start, at zero while it
+    // has handed nothing over.
+    let rs = Readiness::new();
+    let member = ward::shard::Member::new(client.clone(), "default", "metrics", "solo")
+        .clock(Clock::new())
+        .readiness(rs.clone());
+    let _member = tokio::spawn(member.run(
+        |_| std::future::pending::<()>(),
+        std::future::pending::<()>(),
+    ));
+    within("the member ready", rs.until_ready()).await;
 
     let text = prom.render();
     let (families, samples) = parse_exposition(&text).unwrap_or_else(|e| panic!("{e}\n{text}"));
@@ -519,6 +530,10 @@ async fn the_metrics_text_is_valid_exposition_with_every_series_from_the_start()
                 ("event", "acquired"),
             ],
         ),
+        (
+            "ward_shard_handovers_total",
+            vec![("ring", "metrics"), ("identity", "solo"), ("event", "lost")],
+        ),
     ] {
         assert!(
             has(name, &labels, 0.0),
@@ -537,6 +552,14 @@ async fn the_metrics_text_is_valid_exposition_with_every_series_from_the_start()
         &[("check", "leader-election/default/metrics")],
         1.0
     ));
+    // The lone member holds every slot.
+    let solo = [("ring", "metrics"), ("identity", "solo")];
+    assert!(has("ward_shard_slots_owned", &solo, 128.0), "{text}");
+    assert!(has("ward_shard_members", &solo, 1.0), "{text}");
+    assert!(
+        has("ward_ready", &[("check", "shard/default/metrics")], 1.0),
+        "{text}"
+    );
     // The reconcile duration is a histogram with Ward's buckets,
     // cumulative, ending in +Inf = count.
     let buckets: Vec<(f64, f64)> = samples

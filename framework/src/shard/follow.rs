@@ -1,0 +1,122 @@
+//! A sharded controller's watch: kube-runtime's watcher, restarted with
+//! the shard's selector whenever its active slots change, filtered
+//! client-side whatever the server did.
+//!
+//! A restart begins with a fresh LIST, so the reflector's store is
+//! rebuilt (kube-runtime's `Init` … `InitDone`) with exactly the objects
+//! of the new slots: objects of a slot gained are listed (and reconciled),
+//! those of a slot lost leave the cache.
+
+use std::fmt::Debug;
+
+use futures::stream::BoxStream;
+use futures::{Stream, StreamExt};
+use kube::Resource;
+use kube::api::Api;
+use kube::runtime::watcher::{self, Event};
+use serde::de::DeserializeOwned;
+
+use super::{Shard, Slots, query};
+
+struct State<K: 'static> {
+    api: Api<K>,
+    wc: watcher::Config,
+    shard: Shard,
+    /// The slots the running watch was started for.
+    slots: Slots,
+    inner: Option<BoxStream<'static, watcher::Result<Event<K>>>>,
+    probed: bool,
+}
+
+/// The objects of `api` in `shard`'s active slots, as a watcher's events.
+pub(crate) fn watch<K>(
+    api: Api<K>,
+    wc: watcher::Config,
+    shard: Shard,
+) -> impl Stream<Item = watcher::Result<Event<K>>> + Send
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    shard.register(api.resource_url());
+    let state = State {
+        api,
+        wc,
+        shard,
+        slots: Slots::NONE,
+        inner: None,
+        probed: false,
+    };
+    futures::stream::unfold(state, |mut st| async move {
+        loop {
+            if st.inner.is_none() {
+                st.start().await;
+            }
+            let shard = st.shard.clone();
+            let inner = st.inner.as_mut().expect("started above");
+            tokio::select! {
+                biased;
+                _ = shard.changed(st.slots) => st.inner = None,
+                event = inner.next() => match event {
+                    None => return None,
+                    Some(Ok(event)) => {
+                        if let Some(event) = st.keep(event) {
+                            return Some((Ok(event), st));
+                        }
+                    }
+                    Some(Err(e)) => return Some((Err(e), st)),
+                },
+            }
+        }
+    })
+}
+
+impl<K> State<K>
+where
+    K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+{
+    /// (Re)start the watch for the slots active now.
+    async fn start(&mut self) {
+        self.slots = self.shard.slots();
+        if self.slots.is_empty() {
+            // Nothing to watch: empty the cache, then wait for a slot.
+            self.inner = Some(
+                futures::stream::iter([Ok(Event::Init), Ok(Event::InitDone)])
+                    .chain(futures::stream::pending())
+                    .boxed(),
+            );
+            return;
+        }
+        if !self.probed {
+            self.probed = true;
+            let client = self.api.clone().into_client();
+            let server = query::server_filters(&client, self.api.resource_url()).await;
+            let labels = [
+                ("ring", self.shard.ring().to_string()),
+                ("identity", self.shard.identity().to_string()),
+            ];
+            metrics::gauge!("ward_shard_server_filtering", &labels).set(if server {
+                1.0
+            } else {
+                0.0
+            });
+            if !server {
+                tracing::info!(ring = %self.shard.ring(), path = %self.api.resource_url(),
+                    "the server does not apply shardSelector here: filtering client-side");
+            }
+        }
+        self.inner = Some(watcher::watcher(self.api.clone(), self.wc.clone()).boxed());
+    }
+
+    /// An event, unless it carries an object outside the watch's slots.
+    fn keep(&self, event: Event<K>) -> Option<Event<K>> {
+        let key = self.shard.key();
+        let inside = |k: &K| {
+            key.hash(k.meta())
+                .is_some_and(|h| self.slots.contains_hash(h))
+        };
+        match &event {
+            Event::Apply(k) | Event::InitApply(k) if !inside(k) => None,
+            _ => Some(event),
+        }
+    }
+}

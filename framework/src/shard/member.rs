@@ -1,0 +1,526 @@
+//! A replica's membership in a ring: its member Lease, and the hand-over
+//! protocol run on it every round (see the [module docs](super) for the
+//! protocol and why two replicas cannot overlap).
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::pin::pin;
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::Client;
+use kube::api::{Api, DeleteParams, ListParams, PostParams, Preconditions};
+use tokio::sync::watch;
+use tokio::time::{Instant, sleep_until};
+
+use super::gate::Gate;
+use super::ring::{Ring, Slots};
+use super::{ANNOTATION, LABEL, Shard, ShardError, ShardKey};
+use crate::clock::Clock;
+use crate::leader::{Timing, available, holder, is_conflict};
+use crate::observe::readiness::RemoveOnDrop;
+use crate::observe::{Readiness, ReadyCheck, catalog};
+
+/// One replica of a sharded controller: a member of the ring `ring`,
+/// holding the Lease `<ring>-<identity>` in `namespace` (see the
+/// [module docs](super)).
+#[derive(Clone, Debug)]
+pub struct Member {
+    api: Api<Lease>,
+    ring: String,
+    identity: String,
+    lease_name: String,
+    timing: Timing,
+    drain: Duration,
+    key: ShardKey,
+    clock: Clock,
+    readiness: Option<Readiness>,
+}
+
+impl Member {
+    /// Replica `identity` (unique per process, e.g. the pod name) of the
+    /// ring `ring`, whose member Leases live in `namespace`.
+    #[must_use]
+    pub fn new(
+        client: Client,
+        namespace: &str,
+        ring: impl Into<String>,
+        identity: impl Into<String>,
+    ) -> Self {
+        let (ring, identity) = (ring.into(), identity.into());
+        Member {
+            api: Api::namespaced(client, namespace),
+            lease_name: format!("{ring}-{identity}"),
+            ring,
+            identity,
+            timing: Timing::default(),
+            drain: Duration::from_secs(5),
+            key: ShardKey::Uid,
+            clock: Clock::new(),
+            readiness: None,
+        }
+    }
+
+    /// What objects are hashed by (default [`ShardKey::Uid`]).
+    #[must_use]
+    pub fn key(mut self, key: ShardKey) -> Self {
+        self.key = key;
+        self
+    }
+
+    /// How long a member Lease stays valid after its last renew (default 15 s).
+    #[must_use]
+    pub fn lease_duration(mut self, d: Duration) -> Self {
+        self.timing.lease_duration = d;
+        self
+    }
+
+    /// How often a round runs: renew, release, claim (default 5 s).
+    #[must_use]
+    pub fn renew_every(mut self, d: Duration) -> Self {
+        self.timing.renew_every = d;
+        self
+    }
+
+    /// How soon a failed round is retried (default 2 s).
+    #[must_use]
+    pub fn retry_every(mut self, d: Duration) -> Self {
+        self.timing.retry_every = d;
+        self
+    }
+
+    /// How much earlier than its Lease's expiry a member stops every
+    /// reconcile, to absorb clock differences between replicas (default
+    /// as [`LeaderElection::clock_skew`](crate::LeaderElection::clock_skew)).
+    #[must_use]
+    pub fn clock_skew(mut self, d: Duration) -> Self {
+        self.timing.clock_skew = Some(d);
+        self
+    }
+
+    /// How long reconciles running on a slot being handed over may take to
+    /// finish before they are cancelled (default 5 s; at most half the
+    /// lease duration is used).
+    #[must_use]
+    pub fn drain_timeout(mut self, d: Duration) -> Self {
+        self.drain = d;
+        self
+    }
+
+    /// The clock that stamps and judges Lease times (replicas under one
+    /// paused tokio clock should share one, as for
+    /// [`LeaderElection::clock`](crate::LeaderElection::clock)).
+    #[must_use]
+    pub fn clock(mut self, clock: Clock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    /// Drive a readiness check named `shard/<namespace>/<ring>`: it passes
+    /// while this member's Lease is renewed and its view of the ring has
+    /// been proven current, fails when a round fails or the Lease is lost,
+    /// and is removed once [`run`](Self::run) returns. A member owning no
+    /// slot (more replicas than work) is ready.
+    #[must_use]
+    pub fn readiness(mut self, readiness: Readiness) -> Self {
+        self.readiness = Some(readiness);
+        self
+    }
+
+    /// Join the ring, run `work` with the [`Shard`] it reconciles through,
+    /// and leave gracefully once `shutdown` completes: every slot drained,
+    /// then the member Lease deleted, then `shard.stopping()` completes and
+    /// `work` is awaited.
+    ///
+    /// A member that cannot renew in time loses its slots (every reconcile
+    /// on them cancelled before the Lease can expire) and carries on: it
+    /// rejoins with its next successful round. Dropping the returned future
+    /// stops everything without leaving (the Lease then expires).
+    ///
+    /// # Errors
+    /// [`ShardError::Config`] for durations that do not fit together;
+    /// [`ShardError::Leave`] if the Lease could not be deleted on the way
+    /// out (the others take its slots once it expires).
+    pub async fn run<F, Fut, S>(self, work: F, shutdown: S) -> Result<(), ShardError>
+    where
+        F: FnOnce(Shard) -> Fut,
+        Fut: Future<Output = ()>,
+        S: Future,
+    {
+        self.timing
+            .validate()
+            .map_err(|e| ShardError::Config(e.to_string()))?;
+        let check = self.readiness.as_ref().map(|r| {
+            r.check(format!(
+                "shard/{}/{}",
+                self.api.namespace().unwrap_or_default(),
+                self.ring
+            ))
+        });
+        let _remove = check.clone().map(RemoveOnDrop);
+        catalog::register_shard(&self.ring, &self.identity);
+        let shard = Shard::new(
+            self.ring.clone(),
+            self.identity.clone(),
+            self.key,
+            Gate::default(),
+        );
+        let mut keeper = Keeper {
+            member: Arc::new(self),
+            gate: shard.inner.gate.clone(),
+            check,
+            mine: None,
+            held: Slots::NONE,
+            deadline: watch::Sender::new(None),
+        };
+        let mut work = pin!(work(shard.clone()));
+        let mut shutdown = pin!(shutdown);
+        let mut work_done = false;
+        {
+            let keep = pin!(keeper.keep());
+            tokio::select! {
+                () = keep => unreachable!("the keeper runs until dropped"),
+                _ = &mut shutdown => {}
+                () = &mut work => work_done = true,
+            }
+        }
+        let left = keeper.leave().await;
+        shard.inner.stopping.send_replace(true);
+        if !work_done {
+            work.await;
+        }
+        left
+    }
+}
+
+/// The keeper's state between rounds.
+struct Keeper {
+    member: Arc<Member>,
+    gate: Gate,
+    check: Option<ReadyCheck>,
+    /// The member Lease as last written (its resourceVersion proves a view fresh).
+    mine: Option<Lease>,
+    /// The slots the member Lease lists (claimed, maybe not yet active).
+    held: Slots,
+    /// When the Lease stops counting as held, for this member (`None`
+    /// while it holds nothing worth stopping for).
+    deadline: watch::Sender<Option<Instant>>,
+}
+
+/// Why a round ended early; the next one retries.
+#[derive(Debug, thiserror::Error)]
+enum RoundError {
+    #[error(transparent)]
+    Api(#[from] kube::Error),
+    #[error("the ring's view was not proven current (it predates this member's own write)")]
+    Stale,
+}
+
+impl Keeper {
+    fn labels(&self) -> [(&'static str, String); 2] {
+        [
+            ("ring", self.member.ring.clone()),
+            ("identity", self.member.identity.clone()),
+        ]
+    }
+
+    fn count(&self, event: &'static str, n: usize) {
+        let [ring, identity] = self.labels();
+        metrics::counter!(
+            "ward_shard_handovers_total",
+            &[ring, identity, ("event", event.to_string())]
+        )
+        .increment(n as u64);
+    }
+
+    fn gauges(&self, members: Option<usize>) {
+        let labels = self.labels();
+        metrics::gauge!("ward_shard_slots_owned", &labels).set(self.gate.active().len() as f64);
+        if let Some(n) = members {
+            metrics::gauge!("ward_shard_members", &labels).set(n as f64);
+        }
+    }
+
+    fn ready(&self, ok: bool) {
+        if let Some(check) = &self.check {
+            check.set(ok);
+        }
+    }
+
+    /// Rounds forever, every `renew_every` (`retry_every` after a failed
+    /// one), raced against the Lease's deadline: when it passes, whatever
+    /// the round was doing (a hanging write, a drain) is dropped and every
+    /// reconcile stopped.
+    async fn keep(&mut self) {
+        loop {
+            let expired = expired(self.deadline.subscribe());
+            let lost = {
+                let step = pin!(self.step());
+                tokio::select! {
+                    biased;
+                    () = expired => true,
+                    () = step => false,
+                }
+            };
+            if lost {
+                self.lose();
+            }
+        }
+    }
+
+    /// One round, then the pause before the next.
+    async fn step(&mut self) {
+        let timing = self.member.timing;
+        let pause = match self.round().await {
+            Ok(()) => {
+                self.ready(true);
+                timing.renew_every
+            }
+            Err(e) => {
+                tracing::warn!(ring = %self.member.ring, identity = %self.member.identity, error = %e, "shard round failed");
+                self.ready(false);
+                timing.retry_every
+            }
+        };
+        tokio::time::sleep(pause).await;
+    }
+
+    /// No renew landed in time: stop every reconcile now, before any other
+    /// member can count this Lease expired.
+    fn lose(&mut self) {
+        self.deadline.send_replace(None);
+        let running = self.gate.cancel(Slots::ALL);
+        if !self.held.is_empty() {
+            self.count("lost", self.held.len());
+            tracing::warn!(ring = %self.member.ring, identity = %self.member.identity,
+                slots = self.held.len(), cancelled = running, "lost the member lease: every slot dropped");
+        }
+        // The Lease may still list them (a write may land late): the next
+        // write lists only what is claimed afresh.
+        self.held = Slots::NONE;
+        self.ready(false);
+        self.gauges(None);
+    }
+
+    /// One round of the protocol (steps as numbered in the module docs).
+    async fn round(&mut self) -> Result<(), RoundError> {
+        let m = self.member.clone();
+        // 1. Read every member Lease of the ring.
+        let view = self.view().await?;
+        let others = view.others(&m);
+        let ring = Ring::new(
+            others
+                .keys()
+                .map(String::as_str)
+                .chain([m.identity.as_str()]),
+        );
+        let desired = ring.slots_of(&m.identity);
+        let theirs = others.values().fold(Slots::NONE, |a, s| a.union(*s));
+        self.gauges(Some(ring.members().len()));
+        if self.mine.is_none() {
+            self.mine = view.mine;
+        }
+        // 2. Release what the ring gives to others: drain, then write.
+        let release = self.held.minus(desired);
+        if !release.is_empty() {
+            let patience = self.drain_patience();
+            let cancelled = self.gate.drain(release, patience).await;
+            self.count("cancelled", cancelled);
+            self.held = self.held.minus(release);
+            self.write().await?;
+            self.count("released", release.len());
+            self.gauges(None);
+        }
+        // 3. Claim what the ring gives to this member and nobody lists.
+        let claim = desired.minus(self.held).minus(theirs);
+        self.held = self.held.union(claim);
+        self.write().await?;
+        // 4. Activate what is claimed, once a view taken after that write
+        // shows no other live member listing it; withdraw what another does.
+        let pending = self.held.minus(self.gate.active());
+        if !pending.is_empty() {
+            let after = self.view().await?;
+            if after.mine.as_ref().and_then(rv) != self.mine.as_ref().and_then(rv) {
+                return Err(RoundError::Stale);
+            }
+            let contested = after
+                .others(&m)
+                .values()
+                .fold(Slots::NONE, |a, s| a.union(*s))
+                .intersection(pending);
+            let won = pending.minus(contested);
+            self.gate.activate(won);
+            self.count("claimed", won.len());
+            if !contested.is_empty() {
+                self.held = self.held.minus(contested);
+                self.write().await?;
+                self.count("withdrawn", contested.len());
+            }
+            self.gauges(None);
+        }
+        Ok(())
+    }
+
+    /// Half the lease duration at most: a drain must end well before the
+    /// Lease could expire under it.
+    fn drain_patience(&self) -> Duration {
+        self.member.drain.min(self.member.timing.lease_duration / 2)
+    }
+
+    /// The ring's member Leases, by a quorum LIST.
+    async fn view(&self) -> Result<View, kube::Error> {
+        let m = &self.member;
+        let lp = ListParams::default().labels(&format!("{LABEL}={}", m.ring));
+        let list = m.api.list(&lp).await?;
+        let now = m.clock.now();
+        let mut view = View::default();
+        for lease in list.items {
+            if lease.metadata.name.as_deref() == Some(m.lease_name.as_str()) {
+                view.mine = Some(lease);
+                continue;
+            }
+            let Some(spec) = &lease.spec else { continue };
+            let Some(who) = holder(Some(spec)) else {
+                continue;
+            };
+            if available(spec, &m.identity, now, m.timing.lease_duration) {
+                continue; // expired: its holder stopped before this instant
+            }
+            let slots = lease
+                .metadata
+                .annotations
+                .as_ref()
+                .and_then(|a| a.get(ANNOTATION))
+                .and_then(|h| Slots::from_hex(h).ok())
+                // A member whose claims cannot be read holds everything.
+                .unwrap_or(Slots::ALL);
+            view.members.insert(who.to_string(), slots);
+        }
+        Ok(view)
+    }
+
+    /// Write the member Lease: renewed, listing `held`. Its validity
+    /// counts from the write's start.
+    async fn write(&mut self) -> Result<(), kube::Error> {
+        let m = self.member.clone();
+        let started = Instant::now();
+        let mut lease = self.mine.clone().unwrap_or_else(|| {
+            let mut l = Lease::default();
+            l.metadata.name = Some(m.lease_name.clone());
+            l
+        });
+        lease
+            .metadata
+            .labels
+            .get_or_insert_with(BTreeMap::new)
+            .insert(LABEL.into(), m.ring.clone());
+        lease
+            .metadata
+            .annotations
+            .get_or_insert_with(BTreeMap::new)
+            .insert(ANNOTATION.into(), self.held.to_hex());
+        let now = MicroTime(m.clock.now());
+        let spec = lease.spec.get_or_insert_with(LeaseSpec::default);
+        if holder(Some(spec)) != Some(m.identity.as_str()) {
+            spec.holder_identity = Some(m.identity.clone());
+            spec.acquire_time = Some(now.clone());
+        }
+        spec.renew_time = Some(now);
+        spec.lease_duration_seconds = Some(m.timing.seconds());
+        let pp = PostParams::default();
+        let written = match lease.metadata.resource_version {
+            None => m.api.create(&pp, &lease).await,
+            Some(_) => m.api.replace(&m.lease_name, &pp, &lease).await,
+        };
+        match written {
+            Ok(l) => {
+                self.mine = Some(l);
+                self.deadline.send_replace(Some(m.timing.deadline(started)));
+                Ok(())
+            }
+            Err(e) => {
+                // A late write of this member's landed, or the Lease was
+                // deleted or already exists: learn it afresh next round.
+                if is_conflict(&e) || matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                    self.mine = None;
+                }
+                Err(e)
+            }
+        }
+    }
+
+    /// Leave the ring: drain every slot, then delete the member Lease.
+    async fn leave(&mut self) -> Result<(), ShardError> {
+        let cancelled = self.gate.drain(Slots::ALL, self.drain_patience()).await;
+        self.count("cancelled", cancelled);
+        self.count("released", self.held.len());
+        self.held = Slots::NONE;
+        self.gauges(Some(0));
+        let m = &self.member;
+        let Some(mine) = &self.mine else {
+            return Ok(());
+        };
+        let dp = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: mine.metadata.uid.clone(),
+                resource_version: None,
+            }),
+            ..DeleteParams::default()
+        };
+        let deleted =
+            tokio::time::timeout(m.timing.lease_duration, m.api.delete(&m.lease_name, &dp));
+        match deleted.await {
+            Ok(Ok(_)) => Ok(()),
+            Ok(Err(kube::Error::Api(s))) if s.code == 404 || s.code == 409 => Ok(()),
+            Ok(Err(source)) => Err(ShardError::Leave {
+                lease: m.lease_name.clone(),
+                source,
+            }),
+            Err(_) => Err(ShardError::LeaveTimeout {
+                lease: m.lease_name.clone(),
+            }),
+        }
+    }
+}
+
+/// One LIST of the ring's member Leases.
+#[derive(Default)]
+struct View {
+    mine: Option<Lease>,
+    /// Live members other than this one, with the slots their Leases list.
+    members: BTreeMap<String, Slots>,
+}
+
+impl View {
+    /// The live members other than `m` (another Lease naming `m`'s own
+    /// identity — two replicas given one identity — counts as `m`).
+    fn others(&self, m: &Member) -> BTreeMap<String, Slots> {
+        let mut others = self.members.clone();
+        others.remove(&m.identity);
+        others
+    }
+}
+
+fn rv(lease: &Lease) -> Option<&str> {
+    lease.metadata.resource_version.as_deref()
+}
+
+/// Completes when the deadline `rx` holds has passed (never while it is `None`).
+async fn expired(mut rx: watch::Receiver<Option<Instant>>) {
+    loop {
+        let deadline = *rx.borrow_and_update();
+        match deadline {
+            Some(d) => tokio::select! {
+                () = sleep_until(d) => return,
+                changed = rx.changed() => if changed.is_err() { return std::future::pending().await },
+            },
+            None => {
+                if rx.changed().await.is_err() {
+                    return std::future::pending().await;
+                }
+            }
+        }
+    }
+}

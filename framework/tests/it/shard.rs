@@ -1,0 +1,343 @@
+//! Sharded controllers against ward-apiserver, under tokio's paused clock:
+//! replicas split the objects, hand slots over on a graceful leave, a
+//! crash and a join, reconcile every object on its new owner, and never
+//! run two reconciles of one object at once; with and without the
+//! server's KEP-5866 filtering.
+
+use crate::common::prometheus;
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::Lease;
+use k8s_openapi::api::core::v1::ConfigMap;
+use kube::api::{Api, ListParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+use ward::GuardedController;
+use ward::clock::Clock;
+use ward::shard::{Member, Shard, ShardError, Slots};
+use ward_apiserver::{ApiServer, ServerConfig};
+
+const WAIT: Duration = Duration::from_secs(600);
+const LEASE: Duration = Duration::from_secs(10);
+const RENEW: Duration = Duration::from_secs(2);
+const OBJECTS: usize = 120;
+
+/// One reconcile: who ran it, on which object, from when to when (`None`:
+/// still running).
+#[derive(Debug, Clone)]
+struct Run {
+    who: &'static str,
+    object: String,
+    start: Instant,
+    end: Option<Instant>,
+}
+
+type Journal = Arc<Mutex<Vec<Run>>>;
+
+/// Records a reconcile's end when dropped (also when it is cancelled).
+struct Ending(Journal, usize);
+
+impl Drop for Ending {
+    fn drop(&mut self) {
+        self.0.lock().unwrap()[self.1].end = Some(Instant::now());
+    }
+}
+
+/// I1: no two replicas ran reconciles of one object at overlapping times.
+fn assert_no_overlap(journal: &Journal) {
+    let runs = journal.lock().unwrap().clone();
+    let mut by_object: BTreeMap<&str, Vec<&Run>> = BTreeMap::new();
+    for r in &runs {
+        by_object.entry(&r.object).or_default().push(r);
+    }
+    for (object, runs) in by_object {
+        for (i, a) in runs.iter().enumerate() {
+            for b in &runs[i + 1..] {
+                let (a_end, b_end) = (
+                    a.end.unwrap_or(Instant::now()),
+                    b.end.unwrap_or(Instant::now()),
+                );
+                assert!(
+                    a.who == b.who || a_end <= b.start || b_end <= a.start,
+                    "{object}: {} and {} reconciled it at once ({a:?} / {b:?})",
+                    a.who,
+                    b.who
+                );
+            }
+        }
+    }
+}
+
+/// Every object has a finished reconcile by `who` that started after `since`.
+fn reconciled_by(
+    journal: &Journal,
+    objects: &[String],
+    who: impl Fn(&str) -> &'static str,
+    since: Instant,
+) -> bool {
+    let runs = journal.lock().unwrap();
+    objects.iter().all(|o| {
+        runs.iter()
+            .any(|r| r.object == *o && r.who == who(o) && r.start >= since && r.end.is_some())
+    })
+}
+
+async fn until(what: &str, mut cond: impl FnMut() -> bool) -> Instant {
+    let ok = tokio::time::timeout(WAIT, async {
+        while !cond() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    assert!(ok.is_ok(), "timed out waiting for {what}");
+    Instant::now()
+}
+
+struct Replica {
+    who: &'static str,
+    shard: Arc<Mutex<Option<Shard>>>,
+    shutdown: Option<oneshot::Sender<()>>,
+    run: JoinHandle<Result<(), ShardError>>,
+}
+
+impl Replica {
+    fn start(
+        server: &ApiServer,
+        clock: &Clock,
+        ring: &str,
+        who: &'static str,
+        journal: &Journal,
+    ) -> Replica {
+        let client = server.client();
+        let member = Member::new(client.clone(), "default", ring, who)
+            .lease_duration(LEASE)
+            .renew_every(RENEW)
+            .retry_every(Duration::from_secs(1))
+            .drain_timeout(Duration::from_secs(3))
+            .clock(*clock);
+        let (tx, rx) = oneshot::channel::<()>();
+        let seen = Arc::new(Mutex::new(None));
+        let (slot, journal) = (seen.clone(), journal.clone());
+        let run = tokio::spawn(member.run(
+            move |shard: Shard| async move {
+                *slot.lock().unwrap() = Some(shard.clone());
+                let api: Api<ConfigMap> = Api::default_namespaced(shard.client(client));
+                let journal = journal.clone();
+                GuardedController::new(api, watcher::Config::default())
+                    .shard(shard.clone())
+                    .graceful_shutdown_on(shard.stopping())
+                    .run(
+                        move |cm: Arc<ConfigMap>, _: Arc<()>| {
+                            let journal = journal.clone();
+                            async move {
+                                let i = {
+                                    let mut j = journal.lock().unwrap();
+                                    j.push(Run {
+                                        who,
+                                        object: cm.name_any(),
+                                        start: Instant::now(),
+                                        end: None,
+                                    });
+                                    j.len() - 1
+                                };
+                                let _end = Ending(journal, i);
+                                tokio::time::sleep(Duration::from_millis(300)).await;
+                                Ok::<_, kube::Error>(Action::requeue(Duration::from_secs(1)))
+                            }
+                        },
+                        |_, _, _| Action::requeue(Duration::from_secs(1)),
+                        Arc::new(()),
+                    )
+                    .for_each(|_| async {})
+                    .await;
+            },
+            async move {
+                let _ = rx.await;
+            },
+        ));
+        Replica {
+            who,
+            shard: seen,
+            shutdown: Some(tx),
+            run,
+        }
+    }
+
+    fn slots(&self) -> Slots {
+        self.shard
+            .lock()
+            .unwrap()
+            .as_ref()
+            .map_or(Slots::NONE, Shard::slots)
+    }
+}
+
+/// The replicas' slots cover the space exactly once.
+fn partition(replicas: &[&Replica]) -> bool {
+    let mut all = Slots::NONE;
+    for r in replicas {
+        let s = r.slots();
+        if !all.intersection(s).is_empty() {
+            return false;
+        }
+        all = all.union(s);
+    }
+    all == Slots::ALL
+}
+
+async fn objects(client: &Client) -> (Vec<String>, BTreeMap<String, u64>) {
+    let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
+    let mut names = Vec::new();
+    for i in 0..OBJECTS {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(format!("cm-{i:03}"));
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+        names.push(format!("cm-{i:03}"));
+    }
+    let hashes = cms
+        .list(&ListParams::default())
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(|cm| {
+            (
+                cm.name_any(),
+                ward_base::fnv1a(cm.uid().unwrap().as_bytes()),
+            )
+        })
+        .collect();
+    (names, hashes)
+}
+
+async fn scenario(server_filters: bool) {
+    let metrics = prometheus();
+    let server = ApiServer::start(ServerConfig::default().sharded_list_and_watch(server_filters))
+        .await
+        .unwrap();
+    let client = server.client();
+    let clock = Clock::new();
+    // Tests run at once and share the metrics recorder: a ring of their own.
+    let ring = if server_filters { "server" } else { "client" };
+    let journal: Journal = Arc::default();
+    let (names, hashes) = objects(&client).await;
+    let owner = |replicas: &[&Replica]| {
+        let map: BTreeMap<String, &'static str> = hashes
+            .iter()
+            .map(|(n, h)| {
+                let who = replicas
+                    .iter()
+                    .find(|r| r.slots().contains_hash(*h))
+                    .map_or("", |r| r.who);
+                (n.clone(), who)
+            })
+            .collect();
+        move |o: &str| map[o]
+    };
+
+    let a = Replica::start(&server, &clock, ring, "a", &journal);
+    let mut b = Replica::start(&server, &clock, ring, "b", &journal);
+    let mut c = Replica::start(&server, &clock, ring, "c", &journal);
+    let settled = until("three replicas to split the slots", || {
+        partition(&[&a, &b, &c]) && [&a, &b, &c].iter().all(|r| r.slots().len() >= 42)
+    })
+    .await;
+    let who = owner(&[&a, &b, &c]);
+    until("every object reconciled by its owner", || {
+        reconciled_by(&journal, &names, &who, settled)
+    })
+    .await;
+    let filtering = metrics.render();
+    let gauge = format!(
+        "ward_shard_server_filtering{{ring=\"{ring}\",identity=\"a\"}} {}",
+        u8::from(server_filters)
+    );
+    assert!(filtering.contains(&gauge), "{gauge} in\n{filtering}");
+
+    // Graceful leave: c drains, deletes its Lease; a and b take its slots.
+    let c_slots = c.slots();
+    let left = Instant::now();
+    c.shutdown.take().unwrap().send(()).unwrap();
+    c.run.await.unwrap().unwrap();
+    let leases: Api<Lease> = Api::default_namespaced(client.clone());
+    assert!(
+        leases
+            .get_opt(&format!("{ring}-c"))
+            .await
+            .unwrap()
+            .is_none(),
+        "c deleted its Lease"
+    );
+    let moved = until("a and b to take c's slots", || partition(&[&a, &b])).await;
+    assert!(
+        moved - left <= RENEW * 3,
+        "graceful hand-over took {:?}",
+        moved - left
+    );
+    let who = owner(&[&a, &b]);
+    let of_c: Vec<String> = names
+        .iter()
+        .filter(|n| c_slots.contains_hash(hashes[*n]))
+        .cloned()
+        .collect();
+    until("c's objects reconciled by their new owners", || {
+        reconciled_by(&journal, &of_c, &who, left)
+    })
+    .await;
+
+    // Crash: b stops without a word; its Lease expires, a takes everything.
+    let crashed = Instant::now();
+    b.run.abort();
+    let _ = (&mut b.run).await;
+    let taken = until("a to take every slot", || a.slots() == Slots::ALL).await;
+    assert!(
+        taken - crashed >= LEASE - RENEW,
+        "a took b's slots before its Lease could expire"
+    );
+    assert!(
+        taken - crashed <= LEASE + RENEW * 2,
+        "takeover after a crash took {:?}",
+        taken - crashed
+    );
+    until("everything reconciled by a", || {
+        reconciled_by(&journal, &names, |_| "a", taken)
+    })
+    .await;
+
+    // Join: d takes about half.
+    let d = Replica::start(&server, &clock, ring, "d", &journal);
+    let joined = until("a and d to split the slots", || {
+        partition(&[&a, &d]) && d.slots().len() == 64
+    })
+    .await;
+    let who = owner(&[&a, &d]);
+    until(
+        "every object reconciled by its owner after the join",
+        || reconciled_by(&journal, &names, &who, joined),
+    )
+    .await;
+
+    assert_no_overlap(&journal);
+    let metrics = metrics.render();
+    let owned = format!("ward_shard_slots_owned{{ring=\"{ring}\",identity=\"d\"}} 64");
+    assert!(metrics.contains(&owned), "{owned} in\n{metrics}");
+    drop(a);
+    drop(d);
+}
+
+#[tokio::test(start_paused = true)]
+async fn replicas_hand_slots_over_without_overlap_with_server_filtering() {
+    scenario(true).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn replicas_hand_slots_over_without_overlap_filtering_client_side() {
+    scenario(false).await;
+}

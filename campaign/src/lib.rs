@@ -75,16 +75,18 @@
 
 pub mod entropy;
 pub mod history;
+mod isolate;
 mod kinds;
 mod plan;
 mod world;
 
 pub use history::{Violation, Write};
+pub use isolate::{FrozenView, Partition};
 pub use kinds::{
     Crash, GcDelay, GcPause, KindsError, StaleView, Unobserved, WriteFaults, builtin, select,
 };
 pub use plan::{Action, Perturbation, Plan, PlanError, pick, window};
-pub use world::{Controller, Limits, Log, Op, Perturber, RunError, World};
+pub use world::{Controller, Cut, Limits, Log, Op, Perturber, RunError, World};
 
 /// Run `fut` as a simulation: on a thread of its own, with every source of
 /// randomness the [`entropy`] module covers seeded, on a single-threaded

@@ -61,6 +61,18 @@ struct Target {
     /// Crash once the read (write) count reaches this (0: never).
     crash_at: [AtomicU64; 2],
     crashed: Notify,
+    /// Cut off from the server: its requests wait or fail.
+    cut: watch::Sender<Option<Cut>>,
+}
+
+/// How a partitioned controller's requests fare.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Each waits until the partition ends, then is delivered — unless the
+    /// controller abandoned it meanwhile (then it never reaches the server).
+    Hang,
+    /// Each fails at once with a transport error.
+    Fail,
 }
 
 impl Target {
@@ -210,6 +222,17 @@ impl World {
         };
         let now = t.counts[op.index()].load(Ordering::SeqCst);
         t.crash_at[op.index()].store(now + k.max(1), Ordering::SeqCst);
+        true
+    }
+
+    /// Cut controller `name` off from the server (`Some`), or reconnect
+    /// it (`None`); while cut it still runs. False if there is no such
+    /// controller.
+    pub fn partition(&self, name: &str, cut: Option<Cut>) -> bool {
+        let Some(t) = self.target(name) else {
+            return false;
+        };
+        t.cut.send_replace(cut);
         true
     }
 
@@ -391,6 +414,7 @@ impl Perturber {
             counts: Default::default(),
             crash_at: Default::default(),
             crashed: Notify::new(),
+            cut: watch::Sender::new(None),
         });
         self.world
             .targets
@@ -569,17 +593,18 @@ struct Counted {
 
 impl<B> tower::Service<Request<B>> for Counted
 where
+    B: Send + 'static,
     WardService: tower::Service<Request<B>>,
     <WardService as tower::Service<Request<B>>>::Future: Send + 'static,
     <WardService as tower::Service<Request<B>>>::Response: Send + 'static,
-    <WardService as tower::Service<Request<B>>>::Error: Send + 'static,
+    <WardService as tower::Service<Request<B>>>::Error: Into<tower::BoxError> + Send + 'static,
 {
     type Response = <WardService as tower::Service<Request<B>>>::Response;
-    type Error = <WardService as tower::Service<Request<B>>>::Error;
+    type Error = tower::BoxError;
     type Future = BoxFuture<'static, Result<Self::Response, Self::Error>>;
 
     fn poll_ready(&mut self, cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
-        self.inner.poll_ready(cx)
+        self.inner.poll_ready(cx).map_err(Into::into)
     }
 
     fn call(&mut self, req: Request<B>) -> Self::Future {
@@ -593,10 +618,30 @@ where
             // run ends with the verdict.
             return Box::pin(std::future::pending());
         }
-        let answer = self.inner.call(req);
+        let mut inner = self.inner.clone();
         let target = self.target.clone();
+        let mut cut = target.cut.subscribe();
         Box::pin(async move {
-            let resp = answer.await?;
+            // Partitioned: nothing reaches the server until it ends.
+            loop {
+                let now = *cut.borrow_and_update();
+                match now {
+                    None => break,
+                    Some(Cut::Fail) => {
+                        return Err(std::io::Error::new(
+                            std::io::ErrorKind::NetworkUnreachable,
+                            "partitioned from the API server",
+                        )
+                        .into());
+                    }
+                    Some(Cut::Hang) => {
+                        if cut.changed().await.is_err() {
+                            break;
+                        }
+                    }
+                }
+            }
+            let resp = inner.call(req).await.map_err(Into::into)?;
             if target.count(op) {
                 // Crashed: the request is served, its answer never seen.
                 std::future::pending::<()>().await;

@@ -480,6 +480,67 @@ example!(
     crate::lws::scenario
 );
 
+/// The sharding example: one scenario (`churn`), naive and guarded.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Sharding;
+
+impl Example for Sharding {
+    fn name(&self) -> &'static str {
+        "sharding"
+    }
+
+    fn scenarios(&self) -> Vec<String> {
+        vec!["churn".into()]
+    }
+
+    fn variants(&self) -> Vec<Variant> {
+        vec![
+            Variant {
+                name: "naive".into(),
+                guarded: false,
+            },
+            Variant {
+                name: "guarded".into(),
+                guarded: true,
+            },
+        ]
+    }
+
+    fn run(
+        &self,
+        scenario: &str,
+        variant: &str,
+        seed: u64,
+        kinds: &[Arc<dyn Perturbation>],
+    ) -> Result<RunOutcome, String> {
+        use crate::sharding::replica::Mode;
+        if scenario != "churn" {
+            return Err(format!("unknown sharding scenario {scenario:?}: churn"));
+        }
+        let mode = match variant {
+            "naive" => Mode::Naive,
+            "guarded" => Mode::Guarded,
+            other => {
+                return Err(format!(
+                    "unknown sharding variant {other:?}: naive or guarded"
+                ));
+            }
+        };
+        let report = crate::run::simulate(crate::sharding::scenario::run(mode, seed, kinds))
+            .map_err(|e| e.to_string())?;
+        Ok(RunOutcome {
+            violations: report
+                .violations
+                .iter()
+                .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
+                .collect(),
+            plan: report.plan,
+            history: report.journal,
+            events: report.events,
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -11,4 +11,5 @@ pub mod lws;
 pub mod meta;
 pub mod mirror;
 pub mod run;
+pub mod sharding;
 pub mod whereabouts;

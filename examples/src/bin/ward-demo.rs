@@ -82,7 +82,8 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<ExitCode, String> {
-    let examples: Vec<&dyn Example> = vec![&demo::Whereabouts, &demo::Cns, &demo::Lws];
+    let examples: Vec<&dyn Example> =
+        vec![&demo::Whereabouts, &demo::Cns, &demo::Lws, &demo::Sharding];
     let kinds = ward_campaign::select(&args.perturb, &ward_campaign::builtin())
         .map_err(|e| e.to_string())?;
     if let Some(what) = &args.replay {

@@ -1,0 +1,162 @@
+//! Two kinds that isolate one controller while it keeps running — what a
+//! replica of a sharded or leader-elected controller must survive:
+//!
+//! | kind | what the target sees |
+//! |---|---|
+//! | `partition` | cut off from the server: every request hangs until the window ends (one abandoned meanwhile never arrives), or fails at once |
+//! | `frozen-view` | everything it reads, quorum reads included, as of the window's start (a stuck proxy or cache in front of it) |
+//!
+//! They are not among [`builtin`](crate::builtin): the three examples'
+//! campaigns predate them. A scenario adds them to its kinds (the
+//! sharding example does).
+
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use ward_base::Rng;
+
+use crate::plan::{Action, Perturbation, pick, secs, window};
+use crate::world::{Cut, World};
+
+/// `partition`: the target's requests hang or fail for a window.
+#[derive(Debug, Clone, Copy)]
+pub struct Partition;
+
+struct PartitionAction {
+    target: String,
+    at: Duration,
+    len: Duration,
+    cut: Cut,
+}
+
+impl Perturbation for Partition {
+    fn kind(&self) -> &'static str {
+        "partition"
+    }
+
+    fn draw(&self, rng: &mut Rng, horizon: Duration, targets: &[String]) -> Box<dyn Action> {
+        let target = pick(rng, targets);
+        let (at, len) = window(rng, horizon, Duration::from_secs(2), horizon / 3);
+        let cut = if rng.up_to(1) == 0 {
+            Cut::Hang
+        } else {
+            Cut::Fail
+        };
+        Box::new(PartitionAction {
+            target,
+            at,
+            len,
+            cut,
+        })
+    }
+}
+
+impl fmt::Display for PartitionAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let how = match self.cut {
+            Cut::Hang => "its requests hang",
+            Cut::Fail => "its requests fail",
+        };
+        write!(
+            f,
+            "{} partitioned ({how}) from {} for {}",
+            self.target,
+            secs(self.at),
+            secs(self.len)
+        )
+    }
+}
+
+impl Action for PartitionAction {
+    fn target(&self) -> Option<&str> {
+        Some(&self.target)
+    }
+
+    fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
+        let (target, at, len, cut) = (self.target.clone(), self.at, self.len, self.cut);
+        async move {
+            w.until(at).await;
+            if !w.partition(&target, Some(cut)) {
+                w.log(format!(
+                    "perturb: {target} is no controller of this run; nothing done"
+                ));
+                return;
+            }
+            w.log(format!("perturb: {target} partitioned ({cut:?})"));
+            w.until(at + len).await;
+            w.partition(&target, None);
+            w.log(format!("perturb: {target} reconnected"));
+        }
+        .boxed()
+    }
+}
+
+/// `frozen-view`: all the target reads, quorum reads included, frozen at
+/// the resourceVersion of the window's start, then released.
+#[derive(Debug, Clone, Copy)]
+pub struct FrozenView;
+
+struct FrozenViewAction {
+    target: String,
+    at: Duration,
+    len: Duration,
+}
+
+impl Perturbation for FrozenView {
+    fn kind(&self) -> &'static str {
+        "frozen-view"
+    }
+
+    fn draw(&self, rng: &mut Rng, horizon: Duration, targets: &[String]) -> Box<dyn Action> {
+        let target = pick(rng, targets);
+        let (at, len) = window(rng, horizon, Duration::from_secs(2), horizon / 3);
+        Box::new(FrozenViewAction { target, at, len })
+    }
+}
+
+impl fmt::Display for FrozenViewAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "all {} reads frozen from {} for {}",
+            self.target,
+            secs(self.at),
+            secs(self.len)
+        )
+    }
+}
+
+impl Action for FrozenViewAction {
+    fn target(&self) -> Option<&str> {
+        Some(&self.target)
+    }
+
+    fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
+        let (target, at, len) = (self.target.clone(), self.at, self.len);
+        async move {
+            let Some(client) = w.client_of(&target) else {
+                w.log(format!(
+                    "perturb: {target} is no controller of this run; nothing done"
+                ));
+                return;
+            };
+            w.until(at).await;
+            let rv = w.current_rv();
+            w.faults().update_view(client, |v| {
+                v.frozen_at = Some(rv);
+                v.stale_quorum_reads = true;
+            });
+            w.log(format!("perturb: every read of {target} frozen at rv {rv}"));
+            w.until(at + len).await;
+            w.faults().update_view(client, |v| {
+                v.frozen_at = None;
+                v.stale_quorum_reads = false;
+            });
+            w.log(format!("perturb: {target}'s reads released"));
+        }
+        .boxed()
+    }
+}

@@ -1,0 +1,232 @@
+//! One replica, naive or guarded, and the reconcile both run.
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::watcher;
+use kube::{Client, ResourceExt};
+use tokio::sync::watch;
+use ward::GuardedController;
+use ward::clock::Clock;
+use ward::shard::{ANNOTATION, LABEL, Member, Ring, ShardKey, Slots};
+
+use super::invariants::Running;
+
+/// The namespace of the objects and of the member Leases.
+pub const NAMESPACE: &str = "work";
+/// The ring's name.
+pub const RING: &str = "widgets";
+/// Who wrote an object last.
+pub const BY: &str = "sharding.ward.dev/by";
+/// How long a member Lease lasts.
+pub const LEASE: Duration = Duration::from_secs(6);
+/// How often a member renews (and looks at the ring).
+pub const RENEW: Duration = Duration::from_secs(1);
+/// How long a reconcile decides before it writes.
+pub const WORK: Duration = Duration::from_millis(400);
+/// How soon an object is reconciled again.
+pub const AGAIN: Duration = Duration::from_secs(3);
+
+/// Which replica.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Each replica reconciles what its own current view of the ring gives it.
+    Naive,
+    /// Ward's hand-over protocol.
+    Guarded,
+}
+
+/// What every reconcile of one replica shares.
+struct Ctx {
+    who: String,
+    api: Api<ConfigMap>,
+    running: Running,
+}
+
+/// Read, decide, write back: a counter and the writer's name.
+async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
+    let _running = ctx.running.enter(&ctx.who, &cm.name_any());
+    tokio::time::sleep(WORK).await;
+    let mut next = (*cm).clone();
+    let data = next.data.get_or_insert_with(BTreeMap::new);
+    let count: u64 = data.get("count").and_then(|c| c.parse().ok()).unwrap_or(0);
+    data.insert("count".into(), (count + 1).to_string());
+    next.annotations_mut().insert(BY.into(), ctx.who.clone());
+    match ctx
+        .api
+        .replace(&cm.name_any(), &PostParams::default(), &next)
+        .await
+    {
+        Ok(_) => Ok(Action::requeue(AGAIN)),
+        // Someone wrote it since the cache saw it: the watch brings it back.
+        Err(kube::Error::Api(s)) if s.code == 409 => Ok(Action::requeue(AGAIN)),
+        Err(e) => Err(e),
+    }
+}
+
+/// Run replica `who` in `mode` on `client` until `leave` says so (a
+/// graceful leave); dropping the future is a crash.
+pub async fn run(
+    mode: Mode,
+    client: Client,
+    who: String,
+    clock: Clock,
+    running: Running,
+    mut leave: watch::Receiver<bool>,
+) {
+    let leaving = async move {
+        let _ = leave.wait_for(|l| *l).await;
+    };
+    match mode {
+        Mode::Guarded => {
+            let member = Member::new(client.clone(), NAMESPACE, RING, who.clone())
+                .key(ShardKey::Uid)
+                .lease_duration(LEASE)
+                .renew_every(RENEW)
+                .retry_every(RENEW)
+                .drain_timeout(Duration::from_secs(2))
+                .clock(clock);
+            let _ = member
+                .run(
+                    |shard| async move {
+                        let api: Api<ConfigMap> = Api::namespaced(shard.client(client), NAMESPACE);
+                        let ctx = Arc::new(Ctx {
+                            who,
+                            api: api.clone(),
+                            running,
+                        });
+                        GuardedController::new(api, watcher::Config::default())
+                            .shard(shard.clone())
+                            .graceful_shutdown_on(shard.stopping())
+                            .run(reconcile, |_, _, _| Action::requeue(AGAIN), ctx)
+                            .for_each(|_| async {})
+                            .await;
+                    },
+                    leaving,
+                )
+                .await;
+        }
+        Mode::Naive => naive(client, who, clock, running, leaving).await,
+    }
+}
+
+/// The naive replica: a member Lease renewed with the slots its own view
+/// gives it, and a controller that reconciles exactly those, at once.
+async fn naive(
+    client: Client,
+    who: String,
+    clock: Clock,
+    running: Running,
+    leaving: impl Future<Output = ()>,
+) {
+    let mine = Arc::new(Mutex::new(Slots::NONE));
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
+    let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
+    let ctx = Arc::new(Ctx {
+        who: who.clone(),
+        api: api.clone(),
+        running,
+    });
+    let (stop_tx, stop_rx) = watch::channel(false);
+    let gate = mine.clone();
+    let controller = GuardedController::new(api, watcher::Config::default())
+        .graceful_shutdown_on(async move {
+            let mut rx = stop_rx;
+            let _ = rx.wait_for(|s| *s).await;
+        })
+        .run(
+            move |cm: Arc<ConfigMap>, ctx: Arc<Ctx>| {
+                let ours = ShardKey::Uid.hash(&cm.metadata).is_some_and(|h| {
+                    gate.lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .contains_hash(h)
+                });
+                async move {
+                    if !ours {
+                        return Ok(Action::await_change());
+                    }
+                    reconcile(cm, ctx).await
+                }
+            },
+            |_, _, _| Action::requeue(AGAIN),
+            ctx,
+        )
+        .for_each(|_| async {});
+    let name = format!("{RING}-{who}");
+    let membership = async {
+        loop {
+            let _ = renew(&leases, &name, &who, &clock, &mine).await;
+            tokio::time::sleep(RENEW).await;
+        }
+    };
+    tokio::select! {
+        () = controller => {}
+        () = membership => {}
+        () = leaving => {
+            let _ = stop_tx.send(true);
+            let _ = leases.delete(&name, &DeleteParams::default()).await;
+        }
+    }
+}
+
+/// One naive round: list the Leases, take the slots the view gives, renew.
+async fn renew(
+    leases: &Api<Lease>,
+    name: &str,
+    who: &str,
+    clock: &Clock,
+    mine: &Mutex<Slots>,
+) -> Result<(), kube::Error> {
+    let list = leases
+        .list(&ListParams::default().labels(&format!("{LABEL}={RING}")))
+        .await?;
+    let now = clock.now();
+    let mut members: BTreeSet<String> = [who.to_string()].into();
+    let mut current = None;
+    for l in list.items {
+        if l.metadata.name.as_deref() == Some(name) {
+            current = Some(l);
+            continue;
+        }
+        let Some(spec) = &l.spec else { continue };
+        let (Some(holder), Some(renewed), Some(secs)) = (
+            &spec.holder_identity,
+            &spec.renew_time,
+            spec.lease_duration_seconds,
+        ) else {
+            continue;
+        };
+        if renewed.0 + jiff::SignedDuration::from_secs(i64::from(secs)) > now {
+            members.insert(holder.clone());
+        }
+    }
+    let slots = Ring::new(members).slots_of(who);
+    *mine.lock().unwrap_or_else(|e| e.into_inner()) = slots;
+    let mut lease = current.unwrap_or_else(|| {
+        let mut l = Lease::default();
+        l.metadata.name = Some(name.to_string());
+        l
+    });
+    lease.labels_mut().insert(LABEL.into(), RING.into());
+    lease
+        .annotations_mut()
+        .insert(ANNOTATION.into(), slots.to_hex());
+    lease.spec = Some(LeaseSpec {
+        holder_identity: Some(who.to_string()),
+        renew_time: Some(MicroTime(now)),
+        lease_duration_seconds: Some(LEASE.as_secs() as i32),
+        ..LeaseSpec::default()
+    });
+    match lease.metadata.resource_version {
+        None => leases.create(&PostParams::default(), &lease).await?,
+        Some(_) => leases.replace(name, &PostParams::default(), &lease).await?,
+    };
+    Ok(())
+}

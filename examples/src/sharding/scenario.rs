@@ -1,0 +1,274 @@
+//! The churn scenario: three replicas, then a seeded script of joins,
+//! graceful leaves and crashes (a crash leaves its Lease to expire), while
+//! the seed's plan partitions replicas and freezes their reads.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
+use kube::ResourceExt;
+use kube::api::{Api, ListParams, PostParams};
+use tokio::sync::watch;
+use ward::clock::Clock;
+use ward_apiserver::{ApiServer, ServerConfig};
+use ward_base::Rng;
+use ward_campaign::{FrozenView, Partition, Perturbation};
+
+use super::invariants::{Invariant, Running, Violation, Violations, balanced, writes_in_slots};
+use super::replica::{self, LEASE, Mode, NAMESPACE, RENEW, WORK};
+use crate::journal::Journal;
+
+/// How many objects the replicas share.
+pub const OBJECTS: usize = 32;
+/// The replicas that may run: three from the start, two that may join.
+pub const REPLICAS: [&str; 5] = ["r0", "r1", "r2", "r3", "r4"];
+/// How long the churn lasts (plans and the script are drawn over it).
+pub const HORIZON: Duration = Duration::from_secs(40);
+/// I3's bound: a Lease left to expire, a round to see it, a round to
+/// claim the slot, and a reconcile.
+pub const SETTLE: Duration = Duration::from_secs(LEASE.as_secs() + 2 * RENEW.as_secs() + 2);
+
+/// The kinds every sharding run adds to the selected ones.
+#[must_use]
+pub fn isolation() -> Vec<Arc<dyn Perturbation>> {
+    vec![Arc::new(Partition), Arc::new(FrozenView)]
+}
+
+/// Errors setting the scenario up.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The embedded server would not start.
+    #[error("starting the embedded server: {0}")]
+    Server(#[from] ward_apiserver::ServerError),
+    /// An API call failed.
+    #[error("API call failed: {0}")]
+    Kube(#[from] kube::Error),
+    /// The plan could not be carried out.
+    #[error("the plan: {0}")]
+    Plan(String),
+}
+
+/// What a run found.
+#[derive(Debug, Clone)]
+pub struct Report {
+    /// The seed.
+    pub seed: u64,
+    /// The perturbation plan and the membership script, as printed.
+    pub plan: String,
+    /// Every write the server committed.
+    pub events: Vec<String>,
+    /// Every invariant broken, in order.
+    pub violations: Vec<Violation>,
+    /// What happened, in simulated time.
+    pub journal: Vec<(Duration, String)>,
+}
+
+/// One membership change of the script.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Change {
+    Join(usize),
+    Leave(usize),
+    Crash(usize),
+}
+
+/// The seed's membership script: r0 starts, r1 and r2 join a second
+/// apart; then r3 and r4 join, one of r0–r2 leaves gracefully and another
+/// crashes, in a drawn order at drawn times within the first 80% of the
+/// horizon (at least two replicas always run).
+fn script(seed: u64) -> Vec<(Duration, Change)> {
+    let mut rng = Rng::stream(seed, "sharding/membership");
+    let mut at: Vec<Duration> = (0..4)
+        .map(|_| rng.between(Duration::from_secs(4), HORIZON.mul_f64(0.8)))
+        .collect();
+    at.sort();
+    let gone = rng.up_to(2) as usize;
+    let crashed = (gone + 1 + rng.up_to(1) as usize) % 3;
+    let mut changes = vec![
+        Change::Join(3),
+        Change::Join(4),
+        Change::Leave(gone),
+        Change::Crash(crashed),
+    ];
+    // A drawn order (Fisher-Yates on the seed's stream).
+    for i in (1..changes.len()).rev() {
+        let j = rng.up_to(i as u64) as usize;
+        changes.swap(i, j);
+    }
+    let mut script = vec![
+        (Duration::from_secs(1), Change::Join(1)),
+        (Duration::from_secs(2), Change::Join(2)),
+    ];
+    script.extend(at.into_iter().zip(changes));
+    script
+}
+
+/// Run the churn with `mode` and `seed`, carrying out the seed's plan of
+/// `kinds` plus [`isolation`]'s.
+pub async fn run(
+    mode: Mode,
+    seed: u64,
+    kinds: &[Arc<dyn Perturbation>],
+) -> Result<Report, ScenarioError> {
+    let clock = Clock::on_the_second();
+    let server = ApiServer::start(
+        ServerConfig::default()
+            .seed(seed)
+            .clock(clock)
+            .sharded_list_and_watch(true),
+    )
+    .await?;
+    let client = server.client();
+    let mut ns = Namespace::default();
+    ns.metadata.name = Some(NAMESPACE.into());
+    Api::<Namespace>::all(client.clone())
+        .create(&PostParams::default(), &ns)
+        .await?;
+    let cms: Api<ConfigMap> = Api::namespaced(client.clone(), NAMESPACE);
+    for i in 0..OBJECTS {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(format!("obj-{i:02}"));
+        cms.create(&PostParams::default(), &cm).await?;
+    }
+
+    let journal = Journal::new();
+    let violations = Violations::new(journal.clone());
+    let running = Running::new(violations.clone());
+    let mut all: Vec<Arc<dyn Perturbation>> = kinds.to_vec();
+    for k in isolation() {
+        if !all.iter().any(|a| a.kind() == k.kind()) {
+            all.push(k);
+        }
+    }
+    let targets: Vec<String> = REPLICAS.iter().map(|r| (*r).to_string()).collect();
+    let plan = ward_campaign::Plan::draw(seed, &all, HORIZON, &targets)
+        .map_err(|e| ScenarioError::Plan(e.to_string()))?;
+    let script = script(seed);
+    let mut printed = plan.to_string();
+    for (at, change) in &script {
+        printed.push_str(&format!(
+            "  membership: {change:?} at {:.3}s\n",
+            at.as_secs_f64()
+        ));
+    }
+    let log = journal.clone();
+    let t0 = clock.now();
+    let mut perturber = ward_campaign::Perturber::new(&server, plan, move |line| log.log(line));
+    perturber.judge("I2", writes_in_slots(t0, violations.clone()));
+
+    let mut leave = Vec::new();
+    let mut controllers = Vec::new();
+    for (i, name) in REPLICAS.iter().enumerate() {
+        let (tx, rx) = watch::channel(false);
+        leave.push(tx);
+        let (running, name) = (running.clone(), (*name).to_string());
+        let ctl = perturber.controller(&server, &name.clone(), move |client| {
+            replica::run(
+                mode,
+                client,
+                name.clone(),
+                clock,
+                running.clone(),
+                rx.clone(),
+            )
+        });
+        if i > 0 {
+            ctl.stop(); // joins on the script
+        }
+        controllers.push(ctl);
+    }
+    perturber
+        .start()
+        .map_err(|e| ScenarioError::Plan(e.to_string()))?;
+
+    let outcome = perturber
+        .run(async {
+            let mut live = [true, false, false, false, false];
+            for (at, change) in &script {
+                tokio::time::sleep_until(
+                    tokio::time::Instant::now() + at.saturating_sub(journal.elapsed()),
+                )
+                .await;
+                journal.log(format!("membership: {change:?}"));
+                match *change {
+                    Change::Join(i) => {
+                        controllers[i].start();
+                        live[i] = true;
+                    }
+                    Change::Leave(i) => {
+                        leave[i].send_replace(true);
+                        live[i] = false;
+                    }
+                    Change::Crash(i) => {
+                        controllers[i].stop();
+                        live[i] = false;
+                    }
+                }
+            }
+            // Quiet from the last change and the last perturbation window
+            // (each opens in the first 80% of the horizon, lasts at most a third).
+            let quiet = HORIZON.mul_f64(0.8) + HORIZON / 3;
+            tokio::time::sleep_until(
+                tokio::time::Instant::now() + quiet.saturating_sub(journal.elapsed()),
+            )
+            .await;
+            let quiet = journal.elapsed();
+            journal.log("quiet: no more membership changes or perturbations");
+            tokio::time::sleep(SETTLE + WORK).await;
+            (live, quiet)
+        })
+        .await;
+    let (live, quiet) = match outcome {
+        Ok(v) => v,
+        Err(verdict) => {
+            journal.log(format!("run ended early: {verdict}"));
+            perturber.settled().await;
+            return Ok(report(seed, printed, &perturber, &violations, &journal));
+        }
+    };
+    perturber.settled().await;
+
+    // I3: every object reconciled by the owner the final ring names.
+    let members: Vec<String> = REPLICAS
+        .iter()
+        .zip(live)
+        .filter(|(_, l)| *l)
+        .map(|(r, _)| (*r).to_string())
+        .collect();
+    let ring = ward::shard::Ring::new(members.iter().cloned());
+    for cm in cms.list(&ListParams::default()).await?.items {
+        let hash = ward_base::fnv1a(cm.uid().unwrap_or_default().as_bytes());
+        let owner = ring.owner_of(hash).unwrap_or_default();
+        if !running.finished(owner, &cm.name_any(), quiet, quiet + SETTLE + WORK) {
+            violations.violate(
+                Invariant::I3,
+                cm.name_any(),
+                format!(
+                    "{} was not reconciled by its final owner {owner} within {:?} of the quiet",
+                    cm.name_any(),
+                    SETTLE + WORK
+                ),
+            );
+        }
+    }
+    // I4: the final ring's balance.
+    if let Err(e) = balanced(&members, seed) {
+        violations.violate(Invariant::I4, "ring".into(), e);
+    }
+    Ok(report(seed, printed, &perturber, &violations, &journal))
+}
+
+fn report(
+    seed: u64,
+    plan: String,
+    perturber: &ward_campaign::Perturber,
+    violations: &Violations,
+    journal: &Journal,
+) -> Report {
+    Report {
+        seed,
+        plan,
+        events: perturber.events(),
+        violations: violations.all(),
+        journal: journal.entries(),
+    }
+}

@@ -452,10 +452,26 @@ impl Keeper {
     }
 
     /// Leave the ring: drain every slot, then delete the member Lease.
+    /// The deadline still holds while draining: a member cut off from the
+    /// server cancels what runs once its Lease could expire, drained or not.
     async fn leave(&mut self) -> Result<(), ShardError> {
-        let cancelled = self.gate.drain(Slots::ALL, self.drain_patience()).await;
-        self.count("cancelled", cancelled);
-        self.count("released", self.held.len());
+        let patience = self.drain_patience();
+        let expired = expired(self.deadline.subscribe());
+        let drained = {
+            let drain = pin!(self.gate.drain(Slots::ALL, patience));
+            tokio::select! {
+                biased;
+                () = expired => None,
+                cancelled = drain => Some(cancelled),
+            }
+        };
+        match drained {
+            Some(cancelled) => {
+                self.count("cancelled", cancelled);
+                self.count("released", self.held.len());
+            }
+            None => self.lose(),
+        }
         self.held = Slots::NONE;
         self.gauges(Some(0));
         let m = &self.member;

@@ -341,3 +341,156 @@ async fn replicas_hand_slots_over_without_overlap_with_server_filtering() {
 async fn replicas_hand_slots_over_without_overlap_filtering_client_side() {
     scenario(false).await;
 }
+
+/// A client whose requests hang while `cut` says so (a partition: nothing
+/// reaches the server; a request abandoned meanwhile never does).
+fn cut_client(server: &ApiServer, cut: tokio::sync::watch::Receiver<bool>) -> Client {
+    #[derive(Clone)]
+    struct Cut {
+        inner: ward_apiserver::WardService,
+        cut: tokio::sync::watch::Receiver<bool>,
+    }
+    impl tower::Service<http::Request<kube::client::Body>> for Cut {
+        type Response = <ward_apiserver::WardService as tower::Service<
+            http::Request<kube::client::Body>,
+        >>::Response;
+        type Error = std::convert::Infallible;
+        type Future = futures::future::BoxFuture<'static, Result<Self::Response, Self::Error>>;
+        fn poll_ready(
+            &mut self,
+            _: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+        fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
+            let (mut inner, mut cut) = (self.inner.clone(), self.cut.clone());
+            Box::pin(async move {
+                let _ = cut.wait_for(|c| !*c).await;
+                inner.call(req).await
+            })
+        }
+    }
+    Client::new(
+        Cut {
+            inner: server.service(),
+            cut,
+        },
+        "default",
+    )
+}
+
+/// A member cut off from the server while it leaves: its drain cannot
+/// finish (its reconciles hang on their writes), yet they are cancelled
+/// before its Lease can expire — before the other member takes the slots.
+#[tokio::test(start_paused = true)]
+async fn a_partitioned_member_leaving_stops_its_reconciles_before_its_lease_expires() {
+    let server = ApiServer::start(ServerConfig::default().sharded_list_and_watch(true))
+        .await
+        .unwrap();
+    let clock = Clock::new();
+    let journal: Journal = Arc::default();
+    let (names, _) = objects(&server.client()).await;
+    let (cut_tx, cut_rx) = tokio::sync::watch::channel(false);
+    let start = |who: &'static str, client: Client| {
+        let member = Member::new(client.clone(), "default", "cut", who)
+            .lease_duration(LEASE)
+            .renew_every(RENEW)
+            .retry_every(Duration::from_secs(1))
+            .drain_timeout(Duration::from_secs(5))
+            .clock(clock);
+        let (tx, rx) = oneshot::channel::<()>();
+        let (journal, seen) = (journal.clone(), Arc::new(Mutex::new(None)));
+        let slot = seen.clone();
+        let run = tokio::spawn(member.run(
+            move |shard: Shard| async move {
+                *slot.lock().unwrap() = Some(shard.clone());
+                let api: Api<ConfigMap> = Api::default_namespaced(shard.client(client));
+                let writer = api.clone();
+                GuardedController::new(api, watcher::Config::default())
+                    .shard(shard.clone())
+                    .graceful_shutdown_on(shard.stopping())
+                    .run(
+                        move |cm: Arc<ConfigMap>, _: Arc<()>| {
+                            let (journal, writer) = (journal.clone(), writer.clone());
+                            async move {
+                                let i = {
+                                    let mut j = journal.lock().unwrap();
+                                    j.push(Run {
+                                        who,
+                                        object: cm.name_any(),
+                                        start: Instant::now(),
+                                        end: None,
+                                    });
+                                    j.len() - 1
+                                };
+                                let _end = Ending(journal, i);
+                                tokio::time::sleep(Duration::from_millis(300)).await;
+                                // Hangs while cut off.
+                                let _ = writer
+                                    .replace(&cm.name_any(), &PostParams::default(), &cm)
+                                    .await;
+                                Ok::<_, kube::Error>(Action::requeue(Duration::from_secs(1)))
+                            }
+                        },
+                        |_, _, _| Action::requeue(Duration::from_secs(1)),
+                        Arc::new(()),
+                    )
+                    .for_each(|_| async {})
+                    .await;
+            },
+            async move {
+                let _ = rx.await;
+            },
+        ));
+        Replica {
+            who,
+            shard: seen,
+            shutdown: Some(tx),
+            run,
+        }
+    };
+    let mut a = start("a", cut_client(&server, cut_rx));
+    let b = start("b", server.client());
+    until("a and b to split the slots", || {
+        partition(&[&a, &b]) && a.slots().len() == 64
+    })
+    .await;
+    until("a to be reconciling", || {
+        journal
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|r| r.who == "a" && r.end.is_none())
+    })
+    .await;
+
+    // Cut off, a cannot renew; it leaves before its deadline, and its
+    // drain (patience 5 s) would outlast the Lease.
+    cut_tx.send_replace(true);
+    let cut = Instant::now();
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    a.shutdown.take().unwrap().send(()).unwrap();
+    let taken = until("b to take every slot", || b.slots() == Slots::ALL).await;
+    assert!(
+        taken - cut >= LEASE - RENEW,
+        "b took over before a's Lease could expire"
+    );
+    let left = a.run.await.unwrap();
+    assert!(
+        matches!(left, Err(ShardError::LeaveTimeout { .. })),
+        "{left:?}"
+    );
+    until("b to reconcile everything", || {
+        reconciled_by(&journal, &names, |_| "b", taken)
+    })
+    .await;
+    assert_no_overlap(&journal);
+    assert!(
+        journal
+            .lock()
+            .unwrap()
+            .iter()
+            .all(|r| r.who != "a" || r.end.is_some_and(|e| e < taken)),
+        "a's reconciles ended before b took over"
+    );
+}

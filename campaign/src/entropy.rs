@@ -30,8 +30,13 @@
 //! Not covered (each draws from a process-wide counter that earlier runs
 //! step): the random branch order of an unbiased `tokio::select!` or
 //! `futures::select!` in the controller — write `biased;` where two
-//! branches can be ready at once; foldhash maps (their seed is ASLR and the
-//! clock; kube-runtime only looks entries up in its one); threads the
+//! branches can be ready at once; foldhash maps (their seed is ASLR, stack
+//! addresses and the clock). kube-runtime's scheduler keeps the triggers it
+//! holds back for an object under reconcile in one, and releases them in
+//! its order: when two reconciles of different objects end at the same
+//! instant, which one's held trigger runs first varies from run to run —
+//! a scenario replays exactly only if its reconciles end apart (the
+//! sharding example spreads its reconciles' durations for this); threads the
 //! controller spawns itself (not marked as simulating); and ahash maps
 //! created before the process's first simulation (their keys came from the
 //! kernel; the first simulation says so on stderr when it can tell — it

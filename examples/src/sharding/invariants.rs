@@ -226,7 +226,9 @@ fn member(lease: &Value) -> Option<(String, Member)> {
 
 /// I4: the ring of `members` spreads 1,000 uids drawn from `seed` within
 /// ±30% of the mean; the worst replica's share if not.
-#[must_use]
+///
+/// # Errors
+/// The first replica outside the bound, and its share.
 pub fn balanced(members: &[String], seed: u64) -> Result<(), String> {
     let ring = Ring::new(members.iter().cloned());
     let mut rng = ward_base::Rng::stream(seed, "sharding/uids");

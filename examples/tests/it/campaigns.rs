@@ -71,7 +71,10 @@ fn digests() -> Vec<String> {
     const SEEDS: u64 = 2;
     let all = builtin();
     let mut out = Vec::new();
-    for ex in examples() {
+    for ex in examples()
+        .into_iter()
+        .chain([&demo::Sharding as &dyn Example])
+    {
         for scenario in ex.scenarios() {
             for variant in ex.variants() {
                 for seed in 0..SEEDS {

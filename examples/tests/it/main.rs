@@ -7,4 +7,5 @@ mod cns;
 mod common;
 mod lws;
 mod mirror;
+mod sharding;
 mod whereabouts;

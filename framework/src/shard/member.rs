@@ -180,7 +180,10 @@ impl Member {
         let mut work_done = false;
         {
             let keep = pin!(keeper.keep());
+            // Biased, here and below: a simulation replays only if the
+            // order branches are polled in is fixed.
             tokio::select! {
+                biased;
                 () = keep => unreachable!("the keeper runs until dropped"),
                 _ = &mut shutdown => {}
                 () = &mut work => work_done = true,
@@ -529,6 +532,7 @@ async fn expired(mut rx: watch::Receiver<Option<Instant>>) {
         let deadline = *rx.borrow_and_update();
         match deadline {
             Some(d) => tokio::select! {
+                biased;
                 () = sleep_until(d) => return,
                 changed = rx.changed() => if changed.is_err() { return std::future::pending().await },
             },

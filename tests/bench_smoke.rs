@@ -66,6 +66,28 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
         "the campaign target is reported"
     );
 
+    // Part 5: every replica count synced in both modes; with the server
+    // filtering, two replicas receive less than one does, without it not.
+    assert_eq!(r.shard.rows.len(), 4);
+    for row in &r.shard.rows {
+        assert!(row.synced && row.sync_secs > 0.0, "{row:?}");
+        assert!(
+            row.bytes_per_replica > 0.0 && row.cached_per_replica > 0.0,
+            "{row:?}"
+        );
+        assert_eq!(row.handover_secs.is_some(), row.replicas > 1, "{row:?}");
+    }
+    let two = |server: bool| {
+        r.shard
+            .rows
+            .iter()
+            .find(|x| x.server_filtering == server && x.replicas == 2)
+            .unwrap()
+            .bytes_ratio
+    };
+    assert!(two(true) < 0.8, "server filtering: {}", two(true));
+    assert!(two(false) > 0.9, "client filtering: {}", two(false));
+
     // Output: JSON and one SVG per benchmark.
     for f in [
         "results.json",
@@ -73,6 +95,7 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
         "apiserver.json",
         "scaling.json",
         "campaign.json",
+        "shard.json",
         "results.md",
         "churn.svg",
         "apiserver.svg",

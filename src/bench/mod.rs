@@ -15,6 +15,7 @@ pub mod campaign;
 pub mod churn;
 pub mod objects;
 pub mod report;
+pub mod shard;
 pub mod sys;
 
 use std::path::PathBuf;
@@ -31,6 +32,8 @@ pub struct BenchConfig {
     pub api: apiserver::ApiConfig,
     /// Campaign speed (part 4).
     pub campaign: campaign::CampaignConfig,
+    /// Sharded controllers (part 5).
+    pub shard: shard::ShardConfig,
     /// Where results are written.
     pub out_dir: PathBuf,
     /// Which parts run (all by default).
@@ -48,6 +51,8 @@ pub struct Parts {
     pub churn: bool,
     /// Campaign speed.
     pub campaign: bool,
+    /// Sharded controllers.
+    pub shard: bool,
 }
 
 impl Default for Parts {
@@ -57,13 +62,14 @@ impl Default for Parts {
             api: true,
             churn: true,
             campaign: true,
+            shard: true,
         }
     }
 }
 
 impl Parts {
     /// Only the parts named in a comma-separated list (`memory`, `api`,
-    /// `churn`, `campaign`); every part for `all` or an empty list.
+    /// `churn`, `campaign`, `shard`); every part for `all` or an empty list.
     #[must_use]
     pub fn parse(list: &str) -> Parts {
         let names: Vec<&str> = list
@@ -79,6 +85,7 @@ impl Parts {
             api: names.contains(&"api"),
             churn: names.contains(&"churn"),
             campaign: names.contains(&"campaign"),
+            shard: names.contains(&"shard"),
         }
     }
 }
@@ -114,6 +121,12 @@ impl BenchConfig {
             campaign: campaign::CampaignConfig {
                 seeds: 20,
                 threads: 2,
+            },
+            shard: shard::ShardConfig {
+                objects: 100_000,
+                replicas: vec![1, 2, 4],
+                lease: Duration::from_secs(5),
+                timeout: Duration::from_secs(300),
             },
             out_dir: default_out_dir("ward-bench"),
             parts: Parts::default(),
@@ -152,6 +165,12 @@ impl BenchConfig {
                 seeds: 1,
                 threads: 2,
             },
+            shard: shard::ShardConfig {
+                objects: 200,
+                replicas: vec![1, 2],
+                lease: Duration::from_secs(2),
+                timeout: Duration::from_secs(60),
+            },
             out_dir: default_out_dir("ward-bench-smoke"),
             parts: Parts::default(),
         }
@@ -186,6 +205,8 @@ pub struct Results {
     pub scaling: report::Scaling,
     /// Part 4.
     pub campaign: campaign::CampaignResults,
+    /// Part 5.
+    pub shard: shard::ShardResults,
     /// Every target with its measured value.
     pub targets: Vec<report::Target>,
 }
@@ -230,6 +251,12 @@ pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -
     }
     log("campaign speed");
     let campaign = campaign::run(&campaign_config, log);
+    let mut shard_config = config.shard.clone();
+    if !parts.shard {
+        shard_config.objects = 0;
+    }
+    log("sharded controllers: 1, 2, 4 replicas, server and client filtering");
+    let shard = shard::run(&shard_config, log);
     let scaling = report::scaling(&churn, &api);
     let mut results = Results {
         machine: sys::machine(),
@@ -240,6 +267,7 @@ pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -
         api,
         scaling,
         campaign,
+        shard,
         targets: Vec::new(),
     };
     results.targets = report::targets(&results);

@@ -330,6 +330,7 @@ pub fn write(r: &Results, dir: &Path) -> std::io::Result<()> {
     std::fs::write(dir.join("apiserver.json"), json(&r.api))?;
     std::fs::write(dir.join("scaling.json"), json(&r.scaling))?;
     std::fs::write(dir.join("campaign.json"), json(&r.campaign))?;
+    std::fs::write(dir.join("shard.json"), json(&r.shard))?;
     std::fs::write(dir.join("results.md"), markdown(r))?;
     let plots: [(&str, PlotFn); 4] = [
         ("churn.svg", plot_churn),
@@ -485,6 +486,11 @@ pub fn markdown(r: &Results) -> String {
             "| {} {} | {} | {:.1} |",
             row.example, row.scenario, row.variant, row.runs_per_sec
         );
+    }
+    let sharding = super::shard::markdown(&r.shard);
+    if !sharding.is_empty() {
+        s.push('\n');
+        s.push_str(&sharding);
     }
     s.push_str("\n**Targets**:\n\n| part | target | measured | met |\n|---|---|---|---|\n");
     for t in &r.targets {

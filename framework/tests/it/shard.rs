@@ -494,3 +494,95 @@ async fn a_partitioned_member_leaving_stops_its_reconciles_before_its_lease_expi
         "a's reconciles ended before b took over"
     );
 }
+
+/// After the ring has formed (each replica's watch restarted for its
+/// slots), a change to an object reaches its owner through the watch: the
+/// reconcile awaits changes only, it never requeues.
+#[tokio::test(start_paused = true)]
+async fn changes_reach_the_owner_through_its_restarted_watch() {
+    let server = ApiServer::start(ServerConfig::default().sharded_list_and_watch(true))
+        .await
+        .unwrap();
+    let clock = Clock::new();
+    let (names, hashes) = objects(&server.client()).await;
+    let seen: Arc<Mutex<BTreeMap<String, (&'static str, String)>>> = Arc::default();
+    let start = |who: &'static str| {
+        let client = server.client();
+        let member = Member::new(client.clone(), "default", "changes", who)
+            .lease_duration(LEASE)
+            .renew_every(RENEW)
+            .clock(clock);
+        let (tx, rx) = oneshot::channel::<()>();
+        let (seen, slot) = (seen.clone(), Arc::new(Mutex::new(None)));
+        let shard_slot = slot.clone();
+        let run = tokio::spawn(member.run(
+            move |shard: Shard| async move {
+                *shard_slot.lock().unwrap() = Some(shard.clone());
+                let api: Api<ConfigMap> = Api::default_namespaced(shard.client(client));
+                GuardedController::new(api, watcher::Config::default())
+                    .shard(shard.clone())
+                    .run(
+                        move |cm: Arc<ConfigMap>, _: Arc<()>| {
+                            let version = cm
+                                .data
+                                .as_ref()
+                                .and_then(|d| d.get("v").cloned())
+                                .unwrap_or_default();
+                            seen.lock().unwrap().insert(cm.name_any(), (who, version));
+                            async { Ok::<_, kube::Error>(Action::await_change()) }
+                        },
+                        |_, _, _| Action::await_change(),
+                        Arc::new(()),
+                    )
+                    .for_each(|_| async {})
+                    .await;
+            },
+            async move {
+                let _ = rx.await;
+            },
+        ));
+        Replica {
+            who,
+            shard: slot,
+            shutdown: Some(tx),
+            run,
+        }
+    };
+    let (a, b) = (start("a"), start("b"));
+    until("a and b to split the slots", || {
+        partition(&[&a, &b]) && a.slots().len() == 64
+    })
+    .await;
+    let owner = |name: &str| {
+        if a.slots().contains_hash(hashes[name]) {
+            "a"
+        } else {
+            "b"
+        }
+    };
+    until("every object reconciled by its owner", || {
+        let seen = seen.lock().unwrap();
+        names
+            .iter()
+            .all(|n| seen.get(n).is_some_and(|(w, _)| *w == owner(n)))
+    })
+    .await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let patch = serde_json::json!({"data": {"v": "2"}});
+    for n in &names {
+        cms.patch(
+            n,
+            &kube::api::PatchParams::default(),
+            &kube::api::Patch::Merge(&patch),
+        )
+        .await
+        .unwrap();
+    }
+    until("every change reconciled by the object's owner", || {
+        let seen = seen.lock().unwrap();
+        names
+            .iter()
+            .all(|n| seen.get(n).is_some_and(|(w, v)| *w == owner(n) && v == "2"))
+    })
+    .await;
+}

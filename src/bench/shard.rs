@@ -218,7 +218,7 @@ async fn measure(
         r.bytes.store(0, Ordering::Relaxed);
     }
     let updated = Instant::now();
-    update(&server.client(), hashes.keys()).await;
+    update(&server.client(), hashes.keys(), ring).await;
     let delivered = synced && wait(config.timeout, || done(&owner, updated)).await;
     let bytes = replicas
         .iter()
@@ -258,10 +258,11 @@ async fn measure(
     }
 }
 
-/// Change every object once.
-async fn update(client: &Client, names: impl Iterator<Item = &String>) {
+/// Change every object once (to a value of this run's own: a patch that
+/// changes nothing is not a write, and sends no event).
+async fn update(client: &Client, names: impl Iterator<Item = &String>, run: &str) {
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    let patch = serde_json::json!({"data": {"payload": "y".repeat(256)}});
+    let patch = serde_json::json!({"data": {"payload": "y".repeat(256), "run": run}});
     for name in names {
         cms.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
             .await

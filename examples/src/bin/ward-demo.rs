@@ -18,10 +18,10 @@ use ward_examples::demo::{self, Example, Selection, Stop};
 #[derive(Debug, Parser)]
 #[command(name = "ward-demo", version)]
 struct Args {
-    /// Only this example (whereabouts, cns, lws).
+    /// Only this example (whereabouts, cns, lws, sharding).
     #[arg(long)]
     example: Option<String>,
-    /// Only this scenario (S1, S2, S3).
+    /// Only this scenario (S1, S2, S3; churn for sharding).
     #[arg(long)]
     scenario: Option<String>,
     /// Only this variant (naive, upstream, guarded).

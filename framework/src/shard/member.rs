@@ -26,6 +26,42 @@ use crate::observe::{Readiness, ReadyCheck, catalog};
 /// One replica of a sharded controller: a member of the ring `ring`,
 /// holding the Lease `<ring>-<identity>` in `namespace` (see the
 /// [module docs](super)).
+///
+/// ```no_run
+/// use std::sync::Arc;
+/// use futures::StreamExt;
+/// use k8s_openapi::api::core::v1::ConfigMap;
+/// use kube::api::Api;
+/// use kube::runtime::{controller::Action, watcher};
+/// use ward::GuardedController;
+/// use ward::shard::Member;
+///
+/// async fn reconcile(_cm: Arc<ConfigMap>, _: Arc<()>) -> Result<Action, kube::Error> {
+///     Ok(Action::await_change())
+/// }
+///
+/// # async fn demo(client: kube::Client, pod_name: String) -> Result<(), Box<dyn std::error::Error>> {
+/// let readiness = ward::Readiness::new(); // served at /readyz by ward::Observability
+/// Member::new(client.clone(), "my-namespace", "my-controller", pod_name)
+///     .readiness(readiness.clone()) // check shard/my-namespace/my-controller
+///     .run(
+///         |shard| async move {
+///             // LISTs and WATCHes through shard.client(..) carry the
+///             // shard's shardSelector.
+///             let api = Api::<ConfigMap>::all(shard.client(client));
+///             GuardedController::new(api, watcher::Config::default())
+///                 .shard(shard.clone())
+///                 .graceful_shutdown_on(shard.stopping())
+///                 .run(reconcile, |_, _, _| Action::await_change(), Arc::new(()))
+///                 .for_each(|_| async {})
+///                 .await;
+///         },
+///         ward::shutdown::signal()?,
+///     )
+///     .await?;
+/// # Ok(())
+/// # }
+/// ```
 #[derive(Clone, Debug)]
 pub struct Member {
     api: Api<Lease>,
@@ -542,5 +578,34 @@ async fn expired(mut rx: watch::Receiver<Option<Instant>>) {
                 }
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    /// docs/sharding.md shows `Member`'s example as it is compiled here.
+    #[test]
+    fn the_sharding_guide_shows_the_member_example() {
+        let source = include_str!("member.rs");
+        let block = source
+            .split_once("/// ```no_run\n")
+            .and_then(|(_, rest)| rest.split_once("/// ```\n"))
+            .map(|(b, _)| b)
+            .expect("the example");
+        let visible: String = block
+            .lines()
+            .map(|l| {
+                l.trim_start()
+                    .strip_prefix("/// ")
+                    .unwrap_or(l.trim_start().trim_start_matches("///"))
+            })
+            .filter(|l| !(l.starts_with("# ") || *l == "#"))
+            .map(|l| format!("{l}\n"))
+            .collect();
+        let guide = include_str!("../../../docs/sharding.md");
+        assert!(
+            guide.contains(&format!("```rust\n{visible}```")),
+            "docs/sharding.md lacks the Member example as compiled:\n{visible}"
+        );
     }
 }

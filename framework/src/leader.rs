@@ -18,8 +18,9 @@
 //!   took over meanwhile (its resourceVersion changed) and is given back at
 //!   once if not.
 //! - **Release** on shutdown (or when the work returns): the Lease's holder
-//!   is cleared, so the next candidate takes over at its next retry instead
-//!   of waiting for the Lease to expire.
+//!   is cleared, and the other candidates — each watching the Lease —
+//!   try at once instead of waiting for it to expire or for their next
+//!   retry.
 //!
 //! Metrics (labels `lease` = `namespace/name`, `identity`), every series
 //! present from the start, followers' included: gauge `ward_leader` (1
@@ -85,6 +86,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Duration;
 
+use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::Client;
@@ -563,6 +565,7 @@ impl LeaderElection {
     /// Try until this candidate holds the Lease; returns it and when the
     /// successful write started (its validity counts from there).
     async fn acquire(&self) -> (Lease, Instant) {
+        let mut released = pin!(self.released());
         loop {
             let started = Instant::now();
             let attempt = self.try_acquire().await;
@@ -586,8 +589,31 @@ impl LeaderElection {
                     tracing::warn!(lease = %self.lease, error = %e, "acquiring the lease failed")
                 }
             }
-            tokio::time::sleep(self.timing.retry_every).await;
+            // Try again after `retry_every`, or at once when the holder
+            // gives the Lease up (or it is deleted).
+            tokio::select! {
+                biased;
+                Some(()) = released.next() => {}
+                () = tokio::time::sleep(self.timing.retry_every) => {}
+            }
         }
+    }
+
+    /// An item each time a watch of the Lease sees it released (no
+    /// holder) or deleted; ends if the watch cannot run (then only the
+    /// retry period is left).
+    fn released(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
+        use kube::runtime::{WatchStreamExt, watcher};
+        let wc = watcher::Config::default().fields(&format!("metadata.name={}", self.name));
+        watcher::watcher(self.api.clone(), wc)
+            .default_backoff()
+            .filter_map(|event| {
+                futures::future::ready(match event {
+                    Ok(watcher::Event::Apply(l)) if holder(l.spec.as_ref()).is_none() => Some(()),
+                    Ok(watcher::Event::Delete(_)) => Some(()),
+                    _ => None,
+                })
+            })
     }
 
     /// Renew until lost or told to stop (then release).

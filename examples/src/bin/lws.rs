@@ -13,8 +13,10 @@
 //!   `/metrics`, `/healthz` and `/readyz` (ready once the controller's
 //!   watches have synced, or — with `--leader-elect` — while this replica
 //!   is a healthy candidate); `--leader-elect` runs the controller only
-//!   while this replica holds the Lease `ward-lws`. SIGTERM or SIGINT stops
-//!   it gracefully and releases the Lease.
+//!   while this replica holds the Lease `ward-lws`; `--shard RING` instead
+//!   runs it on every replica, each reconciling the LeaderWorkerSets of the
+//!   slots it holds in the ring (see `ward::shard`). SIGTERM or SIGINT
+//!   stops it gracefully and releases the Lease (or leaves the ring).
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -66,10 +68,14 @@ struct RunArgs {
     #[arg(long)]
     metrics_addr: Option<std::net::SocketAddr>,
     /// Reconcile only while holding the Lease `ward-lws` (run two replicas).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "shard")]
     leader_elect: bool,
-    /// This replica's identity in the election [default: $POD_NAME, else
-    /// the host name].
+    /// Run as a member of the sharded ring RING (Leases `RING-<identity>`):
+    /// every replica reconciles its share of the LeaderWorkerSets, by uid.
+    #[arg(long, value_name = "RING")]
+    shard: Option<String>,
+    /// This replica's identity in the election or the ring [default:
+    /// $POD_NAME, else the host name].
     #[arg(long)]
     identity: Option<String>,
     /// The Lease's namespace [default: $POD_NAMESPACE, else default].
@@ -240,19 +246,48 @@ async fn serve(client: kube::Client, args: &RunArgs, journal: Journal) -> ExitCo
         },
     };
     let (ns, mode) = (args.namespace.clone(), args.mode);
-    let code = if args.leader_elect {
-        let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
-        let identity = args
-            .identity
-            .clone()
-            .or_else(|| env("POD_NAME"))
-            .or_else(|| env("HOSTNAME"))
-            .unwrap_or_else(|| format!("lws-{}", std::process::id()));
-        let lease_ns = args
-            .lease_namespace
-            .clone()
-            .or_else(|| env("POD_NAMESPACE"))
-            .unwrap_or_else(|| "default".into());
+    let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
+    let identity = args
+        .identity
+        .clone()
+        .or_else(|| env("POD_NAME"))
+        .or_else(|| env("HOSTNAME"))
+        .unwrap_or_else(|| format!("lws-{}", std::process::id()));
+    let lease_ns = args
+        .lease_namespace
+        .clone()
+        .or_else(|| env("POD_NAMESPACE"))
+        .unwrap_or_else(|| "default".into());
+    let code = if let Some(ring) = &args.shard {
+        ward_base::outln!("member {identity} of ring {lease_ns}/{ring}");
+        let work = {
+            let (client, readiness) = (client.clone(), readiness.clone());
+            move |shard: ward::shard::Shard| async move {
+                let stopping = shard.stopping();
+                controller::run_sharded(
+                    client,
+                    &ns,
+                    mode,
+                    journal,
+                    Some(readiness),
+                    stopping,
+                    shard,
+                )
+                .await
+            }
+        };
+        match ward::shard::Member::new(client, &lease_ns, ring.as_str(), identity)
+            .readiness(readiness)
+            .run(work, stop)
+            .await
+        {
+            Ok(()) => {
+                ward_base::outln!("left the ring");
+                ExitCode::SUCCESS
+            }
+            Err(e) => fail(e.to_string()),
+        }
+    } else if args.leader_elect {
         ward_base::outln!("leader election on Lease {lease_ns}/{LEASE} as {identity}");
         let work = {
             let (client, readiness) = (client.clone(), readiness.clone());

@@ -85,11 +85,55 @@ pub async fn run_until(
     readiness: Option<Readiness>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    let lws: Api<LeaderWorkerSet> = Api::namespaced(client.clone(), namespace);
+    run_with(client, namespace, mode, journal, readiness, shutdown, None).await;
+}
+
+/// [`run_until`] as one replica of a sharded controller: it reconciles the
+/// LeaderWorkerSets whose uids hash to `shard`'s active slots (their
+/// StatefulSets follow their controller owner's uid).
+pub async fn run_sharded(
+    client: Client,
+    namespace: &str,
+    mode: Mode,
+    journal: Journal,
+    readiness: Option<Readiness>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    shard: ward::shard::Shard,
+) {
+    run_with(
+        client,
+        namespace,
+        mode,
+        journal,
+        readiness,
+        shutdown,
+        Some(shard),
+    )
+    .await;
+}
+
+async fn run_with(
+    client: Client,
+    namespace: &str,
+    mode: Mode,
+    journal: Journal,
+    readiness: Option<Readiness>,
+    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
+    shard: Option<ward::shard::Shard>,
+) {
+    // A sharded replica lists and watches its LeaderWorkerSets with the
+    // shard's selector; reads in reconciles use the plain client.
+    let listing = shard
+        .as_ref()
+        .map_or(client.clone(), |s| s.client(client.clone()));
+    let lws: Api<LeaderWorkerSet> = Api::namespaced(listing, namespace);
     let sts: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
     let mut ctl = GuardedController::new(lws, watcher::Config::default())
         .owns(sts, watcher::Config::default())
         .graceful_shutdown_on(shutdown);
+    if let Some(shard) = shard {
+        ctl = ctl.shard(shard);
+    }
     if let Some(r) = readiness {
         ctl = ctl.readiness(r);
     }

@@ -168,6 +168,28 @@ fn http_get(addr: &str, path: &str) -> std::io::Result<(u16, String)> {
 /// Lease and exits 0. Real time: every wait is bounded.
 #[test]
 fn the_binary_behind_leader_election_is_ready_and_releases_on_sigterm() {
+    run_until_sigterm(
+        &["--leader-elect"],
+        r#"ward_leader{lease="default/ward-lws",identity="e2e"} 1"#,
+        "released the Lease",
+    );
+}
+
+/// The same as one replica of a sharded ring: ready, holding every slot
+/// (alone in the ring), and on SIGTERM it leaves the ring and exits 0.
+#[test]
+fn the_binary_as_a_shard_member_is_ready_and_leaves_on_sigterm() {
+    run_until_sigterm(
+        &["--shard", "lws"],
+        r#"ward_shard_slots_owned{ring="lws",identity="e2e"} 128"#,
+        "left the ring",
+    );
+}
+
+/// Run the binary with `mode` on its embedded server until ready and
+/// synced with `metric` showing, then SIGTERM it: it prints `last` and
+/// exits 0.
+fn run_until_sigterm(mode: &[&str], metric: &str, last: &str) {
     use std::io::BufRead;
     use std::time::{Duration, Instant};
     let kubeconfig =
@@ -182,7 +204,9 @@ fn the_binary_behind_leader_election_is_ready_and_releases_on_sigterm() {
     }
     let mut child = Reap(
         Command::new(env!("CARGO_BIN_EXE_lws"))
-            .args(["run", "--leader-elect", "--identity", "e2e"])
+            .arg("run")
+            .args(mode)
+            .args(["--identity", "e2e"])
             .args(["--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
             .arg(&kubeconfig)
             .stdout(std::process::Stdio::piped())
@@ -215,17 +239,13 @@ fn the_binary_behind_leader_election_is_ready_and_releases_on_sigterm() {
         let (status, body) = http_get(&addr, "/readyz").unwrap();
         if status == 200 {
             let (_, metrics) = http_get(&addr, "/metrics").unwrap();
-            if metrics.contains(synced) {
+            if metrics.contains(synced) && metrics.contains(metric) {
                 break metrics;
             }
         }
         assert!(Instant::now() < deadline, "never ready and synced: {body}");
         std::thread::sleep(Duration::from_millis(50));
     };
-    assert!(
-        metrics.contains(r#"ward_leader{lease="default/ward-lws",identity="e2e"} 1"#),
-        "{metrics}"
-    );
     assert!(
         metrics.contains("# TYPE ward_reconcile_duration_seconds histogram"),
         "{metrics}"
@@ -237,7 +257,7 @@ fn the_binary_behind_leader_election_is_ready_and_releases_on_sigterm() {
     assert!(kill.success());
     let released = loop {
         match next_line() {
-            Ok(line) if line == "released the Lease" => break true,
+            Ok(line) if line == last => break true,
             Ok(_) => {}
             Err(_) => break false,
         }
@@ -250,6 +270,6 @@ fn the_binary_behind_leader_election_is_ready_and_releases_on_sigterm() {
         std::thread::sleep(Duration::from_millis(20));
     };
     let _ = std::fs::remove_file(&kubeconfig);
-    assert!(released, "no release after SIGTERM");
+    assert!(released, "no {last:?} after SIGTERM");
     assert_eq!(status.code(), Some(0));
 }

@@ -46,6 +46,11 @@ fn main() {
         config.churn.sync_rounds = n;
         config.out_dir = bench::default_out_dir("ward-bench-partial");
     }
+    // WARD_BENCH_SHARD_OBJECTS=10000 shards that many objects.
+    if let Some(n) = env::<usize>("WARD_BENCH_SHARD_OBJECTS") {
+        config.shard.objects = n;
+        config.out_dir = bench::default_out_dir("ward-bench-partial");
+    }
     let log = |line: &str| eprintln!("[{:>6.1}s] {line}", started.elapsed().as_secs_f64());
     let results = bench::run_all(&config, false, &log);
     ward_base::outln!("{}", bench::report::markdown(&results));

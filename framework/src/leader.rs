@@ -600,8 +600,9 @@ impl LeaderElection {
     }
 
     /// An item each time a watch of the Lease sees it released (no
-    /// holder) or deleted; ends if the watch cannot run (then only the
-    /// retry period is left).
+    /// holder) or deleted. A watch that fails (no `list`/`watch` RBAC, say)
+    /// is retried with kube-runtime's default backoff and yields nothing:
+    /// then only the retry period is left.
     fn released(&self) -> impl futures::Stream<Item = ()> + Send + 'static {
         use kube::runtime::{WatchStreamExt, watcher};
         let wc = watcher::Config::default().fields(&format!("metadata.name={}", self.name));

@@ -323,7 +323,11 @@ fn start(
                             |_, _, _| Action::await_change(),
                             seen,
                         )
-                        .for_each(|_| async {})
+                        .for_each(|r| async move {
+                            if let Err(e) = r {
+                                eprintln!("sharding bench: replica-{i}: {e}");
+                            }
+                        })
                         .await;
                 },
                 async move {

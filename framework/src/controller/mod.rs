@@ -137,19 +137,25 @@ where
         let shard = Arc::new(OnceLock::<Shard>::new());
         // Which watch runs is decided when the stream is first polled,
         // after every builder (`shard` among them) has run.
-        let watch = {
-            let shard = shard.clone();
+        let trigger = {
+            let (shard, synced) = (shard.clone(), synced.clone());
             futures::stream::once(async move {
                 match shard.get() {
-                    Some(shard) => crate::shard::watch(api, wc, shard.clone()).boxed(),
-                    None => watcher::watcher(api, wc).boxed(),
+                    None => synced
+                        .track(reflector::reflector(writer, watcher::watcher(api, wc)))
+                        .applied_objects()
+                        .boxed(),
+                    Some(shard) => {
+                        let watch = crate::shard::watch(api, wc, shard.clone());
+                        crate::shard::applied_once_listed(
+                            synced.track(reflector::reflector(writer, watch)),
+                        )
+                        .boxed()
+                    }
                 }
             })
             .flatten()
         };
-        let trigger = synced
-            .track(reflector::reflector(writer, watch))
-            .applied_objects();
         let inner = Controller::for_stream_with(trigger, reader, dyntype.clone());
         let mut this = Self::wrap(inner, dyntype, client, synced);
         this.shard = shard;
@@ -230,7 +236,8 @@ where
     /// Make this a sharded controller (see [`crate::shard`]): it
     /// reconciles only objects in `shard`'s active slots, each reconcile
     /// counted by the shard (drained or cancelled before its slot is
-    /// handed over); its watch (from [`new`](Self::new)) restarts with
+    /// handed over) — the reconciler's future is built for every
+    /// scheduled object, as with guards, and polled only when admitted; its watch (from [`new`](Self::new)) restarts with
     /// the slots' `shardSelector` whenever they change, and is filtered
     /// client-side too; children from [`owns`](Self::owns) are kept when
     /// their controller owner hashes to an active slot (by uid) or their

@@ -24,6 +24,8 @@ struct State<K: 'static> {
     shard: Shard,
     /// The slots the running watch was started for.
     slots: Slots,
+    /// The gate's deactivation epoch then.
+    epoch: u64,
     inner: Option<BoxStream<'static, watcher::Result<Event<K>>>>,
     probed: bool,
 }
@@ -43,6 +45,7 @@ where
         wc,
         shard,
         slots: Slots::NONE,
+        epoch: 0,
         inner: None,
         probed: false,
     };
@@ -55,7 +58,7 @@ where
             let inner = st.inner.as_mut().expect("started above");
             tokio::select! {
                 biased;
-                _ = shard.changed(st.slots) => st.inner = None,
+                () = shard.changed((st.slots, st.epoch)) => st.inner = None,
                 event = inner.next() => match event {
                     None => return None,
                     Some(Ok(event)) => {
@@ -76,7 +79,7 @@ where
 {
     /// (Re)start the watch for the slots active now.
     async fn start(&mut self) {
-        self.slots = self.shard.slots();
+        (self.slots, self.epoch) = self.shard.active_epoch();
         if self.slots.is_empty() {
             // Nothing to watch: empty the cache, then wait for a slot.
             self.inner = Some(
@@ -119,4 +122,37 @@ where
             _ => Some(event),
         }
     }
+}
+
+/// The objects a sharded watch applied, as triggers — like kube-runtime's
+/// `applied_objects`, except that a relist's objects are held back until
+/// its `InitDone`, when the reflector's store holds them. kube-runtime
+/// looks each trigger up in the store: an object of a slot just gained,
+/// triggered while its relist is still paging, would not be found there
+/// (`ObjectNotFound`) and never reconciled. (kube-runtime's own relists
+/// have the same gap only for objects created meanwhile.)
+pub(crate) fn applied_once_listed<K>(
+    events: impl Stream<Item = watcher::Result<Event<K>>> + Send,
+) -> impl Stream<Item = watcher::Result<K>> + Send
+where
+    K: Send + 'static,
+{
+    let mut held: Vec<K> = Vec::new();
+    events.flat_map(move |event| {
+        let out: Vec<watcher::Result<K>> = match event {
+            Err(e) => vec![Err(e)],
+            Ok(Event::Apply(k)) => vec![Ok(k)],
+            Ok(Event::InitApply(k)) => {
+                held.push(k);
+                Vec::new()
+            }
+            Ok(Event::InitDone) => std::mem::take(&mut held).into_iter().map(Ok).collect(),
+            Ok(Event::Init) => {
+                held.clear();
+                Vec::new()
+            }
+            Ok(Event::Delete(_)) => Vec::new(),
+        };
+        futures::stream::iter(out)
+    })
 }

@@ -18,6 +18,9 @@ use super::ring::{SLOTS, Slots};
 #[derive(Debug)]
 struct State {
     active: Slots,
+    /// Bumped whenever a slot is deactivated: a watch started before then
+    /// is stale even if the same slots are active again now.
+    epoch: u64,
     /// Slots whose reconciles must stop now.
     cancelled: Slots,
     running: [u32; SLOTS],
@@ -34,6 +37,7 @@ impl Default for Gate {
         Gate {
             tx: watch::Sender::new(State {
                 active: Slots::NONE,
+                epoch: 0,
                 cancelled: Slots::NONE,
                 running: [0; SLOTS],
             }),
@@ -47,15 +51,30 @@ impl Gate {
         self.tx.borrow().active
     }
 
-    /// The active slots once they differ from `from`.
-    pub(crate) async fn active_changed(&self, from: Slots) -> Slots {
-        let mut rx = self.tx.subscribe();
-        let now = rx.wait_for(|s| s.active != from).await.map(|s| s.active);
-        // The sender lives in `self`: the wait ends only with a change.
-        now.unwrap_or(from)
+    /// The active slots and the deactivation epoch.
+    pub(crate) fn active_epoch(&self) -> (Slots, u64) {
+        let s = self.tx.borrow();
+        (s.active, s.epoch)
     }
 
-    /// Let reconciles start on `slots`.
+    /// Completes once the active slots differ from `from`, or a slot has
+    /// been deactivated since (even if active again).
+    pub(crate) async fn active_changed(&self, from: (Slots, u64)) {
+        let mut rx = self.tx.subscribe();
+        // The sender lives in `self`: the wait ends only with a change.
+        let _ = rx.wait_for(|s| (s.active, s.epoch) != from).await;
+    }
+
+    /// Completes once no reconcile runs on `slots`.
+    pub(crate) async fn idle(&self, slots: Slots) {
+        let mut rx = self.tx.subscribe();
+        let _ = rx
+            .wait_for(|s| (0..SLOTS).all(|i| !slots.contains(i) || s.running[i] == 0))
+            .await;
+    }
+
+    /// Let reconciles start on `slots` (the keeper waits for [`idle`](Self::idle)
+    /// after a cancel first: activating clears the cancel).
     pub(crate) fn activate(&self, slots: Slots) {
         self.tx.send_if_modified(|s| {
             let before = s.active;
@@ -112,6 +131,7 @@ impl Gate {
         let mut running = 0;
         self.tx.send_modify(|s| {
             s.active = s.active.minus(slots);
+            s.epoch += 1;
             s.cancelled = s.cancelled.union(slots);
             running = (0..SLOTS)
                 .filter(|&i| slots.contains(i))

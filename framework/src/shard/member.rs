@@ -77,7 +77,10 @@ pub struct Member {
 
 impl Member {
     /// Replica `identity` (unique per process, e.g. the pod name) of the
-    /// ring `ring`, whose member Leases live in `namespace`.
+    /// ring `ring`, whose member Leases live in `namespace`. The Lease's
+    /// name joins them with `-`: ring `a` with identity `b-c` and ring
+    /// `a-b` with identity `c` would share one — keep ring names free of
+    /// `-`, or give each ring its own namespace.
     #[must_use]
     pub fn new(
         client: Client,
@@ -155,8 +158,9 @@ impl Member {
     }
 
     /// Drive a readiness check named `shard/<namespace>/<ring>`: it passes
-    /// while this member's Lease is renewed and its view of the ring has
-    /// been proven current, fails when a round fails or the Lease is lost,
+    /// after each round that renewed the Lease (and, when it claimed, saw
+    /// its claim in a view proven current), fails when a round fails or
+    /// the Lease is lost,
     /// and is removed once [`run`](Self::run) returns. A member owning no
     /// slot (more replicas than work) is ready.
     #[must_use]
@@ -206,6 +210,7 @@ impl Member {
         let mut keeper = Keeper {
             member: Arc::new(self),
             gate: shard.inner.gate.clone(),
+            shard: shard.clone(),
             check,
             mine: None,
             held: Slots::NONE,
@@ -226,7 +231,7 @@ impl Member {
             }
         }
         let left = keeper.leave().await;
-        shard.inner.stopping.send_replace(true);
+        drop(keeper);
         if !work_done {
             work.await;
         }
@@ -238,6 +243,8 @@ impl Member {
 struct Keeper {
     member: Arc<Member>,
     gate: Gate,
+    /// Told to stop when the keeper is dropped.
+    shard: Shard,
     check: Option<ReadyCheck>,
     /// The member Lease as last written (its resourceVersion proves a view fresh).
     mine: Option<Lease>,
@@ -255,6 +262,17 @@ enum RoundError {
     Api(#[from] kube::Error),
     #[error("the ring's view was not proven current (it predates this member's own write)")]
     Stale,
+    #[error("this member's Lease was {0}: every slot dropped")]
+    Lost(&'static str),
+}
+
+impl Drop for Keeper {
+    /// However the member ends — left, or its future dropped — nothing
+    /// runs on its slots any more, and its controllers are told to stop.
+    fn drop(&mut self) {
+        self.gate.cancel(Slots::ALL);
+        self.shard.inner.stopping.send_replace(true);
+    }
 }
 
 impl Keeper {
@@ -306,6 +324,11 @@ impl Keeper {
             if lost {
                 self.lose();
             }
+            if self.deadline.borrow().is_none() {
+                // Lost (or never held): nothing may be activated again until
+                // the cancelled reconciles are gone.
+                self.gate.idle(Slots::ALL).await;
+            }
         }
     }
 
@@ -319,6 +342,9 @@ impl Keeper {
             }
             Err(e) => {
                 tracing::warn!(ring = %self.member.ring, identity = %self.member.identity, error = %e, "shard round failed");
+                if matches!(e, RoundError::Lost(_)) {
+                    self.lose();
+                }
                 self.ready(false);
                 timing.retry_every
             }
@@ -361,8 +387,14 @@ impl Keeper {
         if self.mine.is_none() {
             self.mine = view.mine;
         }
-        // 2. Release what the ring gives to others: drain, then write.
-        let release = self.held.minus(desired);
+        // 2. Release what the ring gives to others: drain, then write. An
+        // active slot another live Lease lists is released too: the
+        // protocol never lets that happen, so whoever is confused, neither
+        // keeps reconciling on it.
+        let release = self
+            .held
+            .minus(desired)
+            .union(self.gate.active().intersection(theirs));
         if !release.is_empty() {
             let patience = self.drain_patience();
             let cancelled = self.gate.drain(release, patience).await;
@@ -402,18 +434,28 @@ impl Keeper {
         Ok(())
     }
 
-    /// Half the lease duration at most: a drain must end well before the
-    /// Lease could expire under it.
+    /// The drain timeout, but never past the deadline less the clock skew
+    /// (then the reconciles are cancelled, and the release written, while
+    /// the Lease is still valid).
     fn drain_patience(&self) -> Duration {
-        self.member.drain.min(self.member.timing.lease_duration / 2)
+        let timing = self.member.timing;
+        let left = match *self.deadline.borrow() {
+            Some(d) => d
+                .saturating_duration_since(Instant::now())
+                .saturating_sub(timing.skew()),
+            None => Duration::ZERO,
+        };
+        self.member.drain.min(left)
     }
 
     /// The ring's member Leases, by a quorum LIST.
     async fn view(&self) -> Result<View, kube::Error> {
         let m = &self.member;
         let lp = ListParams::default().labels(&format!("{LABEL}={}", m.ring));
-        let list = m.api.list(&lp).await?;
+        // Expiry is judged as of the request, not the answer: the list's
+        // snapshot may be older than the answer's arrival.
         let now = m.clock.now();
+        let list = m.api.list(&lp).await?;
         let mut view = View::default();
         for lease in list.items {
             if lease.metadata.name.as_deref() == Some(m.lease_name.as_str()) {
@@ -427,22 +469,30 @@ impl Keeper {
             if available(spec, &m.identity, now, m.timing.lease_duration) {
                 continue; // expired: its holder stopped before this instant
             }
-            let slots = lease
+            let text = lease
                 .metadata
                 .annotations
                 .as_ref()
-                .and_then(|a| a.get(ANNOTATION))
-                .and_then(|h| Slots::from_hex(h).ok())
-                // A member whose claims cannot be read holds everything.
-                .unwrap_or(Slots::ALL);
-            view.members.insert(who.to_string(), slots);
+                .and_then(|a| a.get(ANNOTATION));
+            let slots = match text.map(|h| Slots::from_hex(h)) {
+                None => Slots::NONE,
+                Some(Ok(slots)) => slots,
+                Some(Err(_)) => {
+                    // A member whose claims cannot be read holds everything.
+                    tracing::warn!(ring = %m.ring, lease = ?lease.metadata.name, annotation = ?text,
+                        "unreadable shard slots: counting them all as held");
+                    Slots::ALL
+                }
+            };
+            let entry = view.members.entry(who.to_string()).or_default();
+            *entry = entry.union(slots);
         }
         Ok(view)
     }
 
     /// Write the member Lease: renewed, listing `held`. Its validity
     /// counts from the write's start.
-    async fn write(&mut self) -> Result<(), kube::Error> {
+    async fn write(&mut self) -> Result<(), RoundError> {
         let m = self.member.clone();
         let started = Instant::now();
         let mut lease = self.mine.clone().unwrap_or_else(|| {
@@ -479,13 +529,40 @@ impl Keeper {
                 self.deadline.send_replace(Some(m.timing.deadline(started)));
                 Ok(())
             }
+            // Deleted under this member (kubectl, a cleanup): others may
+            // have claimed its slots already.
+            Err(kube::Error::Api(s)) if s.code == 404 => {
+                self.mine = None;
+                Err(RoundError::Lost("deleted"))
+            }
+            // Written by someone else since: a late write of this member's
+            // (harmless), or an edit — then it may no longer list what runs.
+            Err(e) if is_conflict(&e) && lease.metadata.resource_version.is_some() => {
+                self.mine = None;
+                let now = m.api.get_opt(&m.lease_name).await?;
+                let intact = now.as_ref().is_some_and(|l| {
+                    let listed = l
+                        .metadata
+                        .annotations
+                        .as_ref()
+                        .and_then(|a| a.get(ANNOTATION))
+                        .and_then(|h| Slots::from_hex(h).ok())
+                        .unwrap_or(Slots::NONE);
+                    holder(l.spec.as_ref()) == Some(m.identity.as_str())
+                        && self.gate.active().minus(listed).is_empty()
+                });
+                if !intact {
+                    return Err(RoundError::Lost("changed by someone else"));
+                }
+                self.mine = now;
+                Err(RoundError::Api(e))
+            }
             Err(e) => {
-                // A late write of this member's landed, or the Lease was
-                // deleted or already exists: learn it afresh next round.
-                if is_conflict(&e) || matches!(&e, kube::Error::Api(s) if s.code == 404) {
+                // Created meanwhile (a stale view missed it): learn it next round.
+                if is_conflict(&e) {
                     self.mine = None;
                 }
-                Err(e)
+                Err(RoundError::Api(e))
             }
         }
     }

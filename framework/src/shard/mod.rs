@@ -103,7 +103,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::ObjectMeta;
 use kube::Client;
 use tokio::sync::watch;
 
-pub(crate) use follow::watch;
+pub(crate) use follow::{applied_once_listed, watch};
 pub(crate) use gate::{Gate, Ticket};
 pub use member::Member;
 pub use ring::{Ring, SLOTS, Slots};
@@ -264,8 +264,9 @@ impl Shard {
         self.slots().selector(self.key().field())
     }
 
-    /// Completes when the member begins to leave (its slots are released
-    /// by then); made for
+    /// Completes once the member has left the ring (its slots drained and
+    /// released, its Lease deleted or given up) or its future was dropped;
+    /// made for
     /// [`GuardedController::graceful_shutdown_on`](crate::GuardedController::graceful_shutdown_on).
     pub fn stopping(&self) -> impl Future<Output = ()> + Send + Sync + 'static {
         let mut rx = self.inner.stopping.subscribe();
@@ -283,9 +284,14 @@ impl Shard {
         Client::new(query::ShardQuery::new(client, self.clone()), default_ns)
     }
 
-    /// Wait until a slot changes; the active slots then.
-    pub(crate) async fn changed(&self, from: Slots) -> Slots {
-        self.inner.gate.active_changed(from).await
+    /// The active slots and the gate's deactivation epoch.
+    pub(crate) fn active_epoch(&self) -> (Slots, u64) {
+        self.inner.gate.active_epoch()
+    }
+
+    /// Wait until the active slots change, or one is deactivated.
+    pub(crate) async fn changed(&self, from: (Slots, u64)) {
+        self.inner.gate.active_changed(from).await;
     }
 
     /// A reconcile may start on an object hashing to `hash`: its ticket.

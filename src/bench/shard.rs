@@ -3,8 +3,8 @@
 //! ConfigMaps, with the server filtering (KEP-5866 on) and without (each
 //! replica filters client-side). Per replica count and mode: the time
 //! until every object has been reconciled once (the ring forming
-//! included), the bytes each replica received on its LISTs and WATCHes of
-//! the kind, the objects each caches, and, with two replicas or more, the
+//! included), the bytes each replica receives for one update of every
+//! object once synced, the objects each caches, and, with two replicas or more, the
 //! hand-over: one replica leaves gracefully, and the time until each of
 //! its objects has been reconciled by its new owner. Bytes are compared
 //! with one replica's in the same mode (the baseline of the same run).
@@ -51,7 +51,8 @@ pub struct ShardRow {
     pub sync_secs: f64,
     /// Whether that happened within the timeout.
     pub synced: bool,
-    /// Mean bytes a replica received on the kind's LISTs and WATCHes.
+    /// Mean bytes a replica received for one update of every object, once
+    /// synced (its watch, and any relist the update caused).
     pub bytes_per_replica: f64,
     /// `bytes_per_replica` over one replica's in the same mode.
     pub bytes_ratio: f64,
@@ -376,7 +377,7 @@ pub fn markdown(r: &ShardResults) -> String {
     }
     let _ = writeln!(
         s,
-        "**Sharding** ({} ConfigMaps of ~300 bytes, member Leases of {:.0} s renewed every {:.1} s; bytes: what one replica received on the kind's LISTs and WATCHes, and its ratio to one replica's in the same mode; cached: objects in a replica's cache once synced; hand-over: a replica leaves gracefully, until each of its objects was reconciled by its new owner):\n",
+        "**Sharding** ({} ConfigMaps of ~300 bytes, member Leases of {:.0} s renewed every {:.1} s; KiB: what one replica received for one update of every object once synced, and its ratio to one replica's in the same mode; cached: objects in a replica's cache once synced; hand-over: a replica leaves gracefully, until each of its objects was reconciled by its new owner):\n",
         r.objects,
         r.lease_secs,
         r.lease_secs / 5.0

@@ -189,9 +189,10 @@ impl Member {
         Fut: Future<Output = ()>,
         S: Future,
     {
-        self.timing
-            .validate()
-            .map_err(|e| ShardError::Config(e.to_string()))?;
+        self.timing.validate().map_err(|e| match e {
+            crate::LeaderError::Config(why) => ShardError::Config(why),
+            other => ShardError::Config(other.to_string()),
+        })?;
         let check = self.readiness.as_ref().map(|r| {
             r.check(format!(
                 "shard/{}/{}",
@@ -209,7 +210,6 @@ impl Member {
         );
         let mut keeper = Keeper {
             member: Arc::new(self),
-            gate: shard.inner.gate.clone(),
             shard: shard.clone(),
             check,
             mine: None,
@@ -242,8 +242,8 @@ impl Member {
 /// The keeper's state between rounds.
 struct Keeper {
     member: Arc<Member>,
-    gate: Gate,
-    /// Told to stop when the keeper is dropped.
+    /// Its gate is the keeper's to open and close; told to stop when the
+    /// keeper is dropped.
     shard: Shard,
     check: Option<ReadyCheck>,
     /// The member Lease as last written (its resourceVersion proves a view fresh).
@@ -270,12 +270,16 @@ impl Drop for Keeper {
     /// However the member ends — left, or its future dropped — nothing
     /// runs on its slots any more, and its controllers are told to stop.
     fn drop(&mut self) {
-        self.gate.cancel(Slots::ALL);
+        self.gate().cancel(Slots::ALL);
         self.shard.inner.stopping.send_replace(true);
     }
 }
 
 impl Keeper {
+    fn gate(&self) -> &Gate {
+        &self.shard.inner.gate
+    }
+
     fn labels(&self) -> [(&'static str, String); 2] {
         [
             ("ring", self.member.ring.clone()),
@@ -294,7 +298,7 @@ impl Keeper {
 
     fn gauges(&self, members: Option<usize>) {
         let labels = self.labels();
-        metrics::gauge!("ward_shard_slots_owned", &labels).set(self.gate.active().len() as f64);
+        metrics::gauge!("ward_shard_slots_owned", &labels).set(self.gate().active().len() as f64);
         if let Some(n) = members {
             metrics::gauge!("ward_shard_members", &labels).set(n as f64);
         }
@@ -327,7 +331,7 @@ impl Keeper {
             if self.deadline.borrow().is_none() {
                 // Lost (or never held): nothing may be activated again until
                 // the cancelled reconciles are gone.
-                self.gate.idle(Slots::ALL).await;
+                self.gate().idle(Slots::ALL).await;
             }
         }
     }
@@ -356,7 +360,7 @@ impl Keeper {
     /// member can count this Lease expired.
     fn lose(&mut self) {
         self.deadline.send_replace(None);
-        let running = self.gate.cancel(Slots::ALL);
+        let running = self.gate().cancel(Slots::ALL);
         if !self.held.is_empty() {
             self.count("lost", self.held.len());
             tracing::warn!(ring = %self.member.ring, identity = %self.member.identity,
@@ -394,10 +398,10 @@ impl Keeper {
         let release = self
             .held
             .minus(desired)
-            .union(self.gate.active().intersection(theirs));
+            .union(self.gate().active().intersection(theirs));
         if !release.is_empty() {
             let patience = self.drain_patience();
-            let cancelled = self.gate.drain(release, patience).await;
+            let cancelled = self.gate().drain(release, patience).await;
             self.count("cancelled", cancelled);
             self.held = self.held.minus(release);
             self.write().await?;
@@ -410,7 +414,7 @@ impl Keeper {
         self.write().await?;
         // 4. Activate what is claimed, once a view taken after that write
         // shows no other live member listing it; withdraw what another does.
-        let pending = self.held.minus(self.gate.active());
+        let pending = self.held.minus(self.gate().active());
         if !pending.is_empty() {
             let after = self.view().await?;
             if after.mine.as_ref().and_then(rv) != self.mine.as_ref().and_then(rv) {
@@ -422,7 +426,7 @@ impl Keeper {
                 .fold(Slots::NONE, |a, s| a.union(*s))
                 .intersection(pending);
             let won = pending.minus(contested);
-            self.gate.activate(won);
+            self.gate().activate(won);
             self.count("claimed", won.len());
             if !contested.is_empty() {
                 self.held = self.held.minus(contested);
@@ -549,7 +553,7 @@ impl Keeper {
                         .and_then(|h| Slots::from_hex(h).ok())
                         .unwrap_or(Slots::NONE);
                     holder(l.spec.as_ref()) == Some(m.identity.as_str())
-                        && self.gate.active().minus(listed).is_empty()
+                        && self.gate().active().minus(listed).is_empty()
                 });
                 if !intact {
                     return Err(RoundError::Lost("changed by someone else"));
@@ -574,7 +578,7 @@ impl Keeper {
         let patience = self.drain_patience();
         let expired = expired(self.deadline.subscribe());
         let drained = {
-            let drain = pin!(self.gate.drain(Slots::ALL, patience));
+            let drain = pin!(self.gate().drain(Slots::ALL, patience));
             tokio::select! {
                 biased;
                 () = expired => None,

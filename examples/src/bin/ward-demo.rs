@@ -28,7 +28,7 @@ struct Args {
     #[arg(long)]
     variant: Option<String>,
     /// Seeds per scenario and variant (the default run takes about a
-    /// minute on 2 cores).
+    /// minute and a half on 2 cores).
     #[arg(long, default_value_t = 200)]
     seeds: u64,
     /// The first seed (default 0; with `--soak`, drawn from the clock and

@@ -131,8 +131,10 @@ pub fn run(config: &ShardConfig, log: &(dyn Fn(&str) + Sync)) -> ShardResults {
 /// `objects` ConfigMaps; their names and uid hashes.
 async fn create(client: &Client, objects: usize) -> HashMap<String, u64> {
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
-    let mut cm = ConfigMap::default();
-    cm.data = Some([("payload".to_string(), "x".repeat(256))].into());
+    let mut cm = ConfigMap {
+        data: Some([("payload".to_string(), "x".repeat(256))].into()),
+        ..ConfigMap::default()
+    };
     for i in 0..objects {
         cm.metadata.name = Some(format!("shard-{i:06}"));
         cms.create(&PostParams::default(), &cm)

@@ -18,6 +18,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use ward_base::Rng;
 
+use crate::kinds::StaleViewAction;
 use crate::plan::{Action, Perturbation, pick, secs, window};
 use crate::world::{Cut, World};
 
@@ -99,12 +100,6 @@ impl Action for PartitionAction {
 #[derive(Debug, Clone, Copy)]
 pub struct FrozenView;
 
-struct FrozenViewAction {
-    target: String,
-    at: Duration,
-    len: Duration,
-}
-
 impl Perturbation for FrozenView {
     fn kind(&self) -> &'static str {
         "frozen-view"
@@ -113,50 +108,12 @@ impl Perturbation for FrozenView {
     fn draw(&self, rng: &mut Rng, horizon: Duration, targets: &[String]) -> Box<dyn Action> {
         let target = pick(rng, targets);
         let (at, len) = window(rng, horizon, Duration::from_secs(2), horizon / 3);
-        Box::new(FrozenViewAction { target, at, len })
-    }
-}
-
-impl fmt::Display for FrozenViewAction {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(
-            f,
-            "all {} reads frozen from {} for {}",
-            self.target,
-            secs(self.at),
-            secs(self.len)
-        )
-    }
-}
-
-impl Action for FrozenViewAction {
-    fn target(&self) -> Option<&str> {
-        Some(&self.target)
-    }
-
-    fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
-        let (target, at, len) = (self.target.clone(), self.at, self.len);
-        async move {
-            let Some(client) = w.client_of(&target) else {
-                w.log(format!(
-                    "perturb: {target} is no controller of this run; nothing done"
-                ));
-                return;
-            };
-            w.until(at).await;
-            let rv = w.current_rv();
-            w.faults().update_view(client, |v| {
-                v.frozen_at = Some(rv);
-                v.stale_quorum_reads = true;
-            });
-            w.log(format!("perturb: every read of {target} frozen at rv {rv}"));
-            w.until(at + len).await;
-            w.faults().update_view(client, |v| {
-                v.frozen_at = None;
-                v.stale_quorum_reads = false;
-            });
-            w.log(format!("perturb: {target}'s reads released"));
-        }
-        .boxed()
+        // `stale-view`'s action, quorum reads frozen too.
+        Box::new(StaleViewAction {
+            target,
+            at,
+            len,
+            quorum: true,
+        })
     }
 }

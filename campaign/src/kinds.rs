@@ -196,10 +196,12 @@ impl Action for GcPauseAction {
 #[derive(Debug, Clone, Copy)]
 pub struct StaleView;
 
-struct StaleViewAction {
-    target: String,
-    at: Duration,
-    len: Duration,
+pub(crate) struct StaleViewAction {
+    pub(crate) target: String,
+    pub(crate) at: Duration,
+    pub(crate) len: Duration,
+    /// Quorum reads frozen too (`frozen-view`).
+    pub(crate) quorum: bool,
 }
 
 impl Perturbation for StaleView {
@@ -210,16 +212,25 @@ impl Perturbation for StaleView {
     fn draw(&self, rng: &mut Rng, horizon: Duration, targets: &[String]) -> Box<dyn Action> {
         let target = pick(rng, targets);
         let (at, len) = window(rng, horizon, Duration::from_secs(2), horizon / 3);
-        Box::new(StaleViewAction { target, at, len })
+        Box::new(StaleViewAction {
+            target,
+            at,
+            len,
+            quorum: false,
+        })
     }
 }
 
 impl fmt::Display for StaleViewAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = if self.quorum {
+            format!("all {} reads", self.target)
+        } else {
+            format!("{}'s view", self.target)
+        };
         write!(
             f,
-            "{}'s view frozen from {} for {}",
-            self.target,
+            "{what} frozen from {} for {}",
             secs(self.at),
             secs(self.len)
         )
@@ -232,7 +243,7 @@ impl Action for StaleViewAction {
     }
 
     fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
-        let (target, at, len) = (self.target.clone(), self.at, self.len);
+        let (target, at, len, quorum) = (self.target.clone(), self.at, self.len, self.quorum);
         async move {
             let Some(client) = w.client_of(&target) else {
                 w.log(format!(
@@ -242,11 +253,25 @@ impl Action for StaleViewAction {
             };
             w.until(at).await;
             let rv = w.current_rv();
-            w.faults().update_view(client, |v| v.frozen_at = Some(rv));
-            w.log(format!("perturb: {target}'s view frozen at rv {rv}"));
+            w.faults().update_view(client, |v| {
+                v.frozen_at = Some(rv);
+                v.stale_quorum_reads = quorum;
+            });
+            if quorum {
+                w.log(format!("perturb: every read of {target} frozen at rv {rv}"));
+            } else {
+                w.log(format!("perturb: {target}'s view frozen at rv {rv}"));
+            }
             w.until(at + len).await;
-            w.faults().update_view(client, |v| v.frozen_at = None);
-            w.log(format!("perturb: {target}'s view released"));
+            w.faults().update_view(client, |v| {
+                v.frozen_at = None;
+                v.stale_quorum_reads = false;
+            });
+            if quorum {
+                w.log(format!("perturb: {target}'s reads released"));
+            } else {
+                w.log(format!("perturb: {target}'s view released"));
+            }
         }
         .boxed()
     }

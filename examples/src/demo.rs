@@ -414,6 +414,25 @@ fn standard() -> (Vec<String>, Vec<Variant>) {
     (scenarios, variants)
 }
 
+/// A run's outcome from its report's parts (each invariant named by its
+/// `Debug`, e.g. `I2`).
+fn outcome<I: std::fmt::Debug>(
+    violations: &[crate::journal::Violation<I>],
+    plan: String,
+    history: Vec<(Duration, String)>,
+    events: Vec<String>,
+) -> RunOutcome {
+    RunOutcome {
+        violations: violations
+            .iter()
+            .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
+            .collect(),
+        plan,
+        history,
+        events,
+    }
+}
+
 /// One run of an example whose scenario module has `run(scenario, mode,
 /// seed, kinds)` returning a report with its violations, plan, journal and
 /// committed writes.
@@ -446,16 +465,7 @@ macro_rules! example {
                 use $module as scenario_module;
                 let run = scenario_module::run(scenario.parse()?, variant.parse()?, seed, kinds);
                 let report = crate::run::simulate(run).map_err(|e| e.to_string())?;
-                Ok(RunOutcome {
-                    violations: report
-                        .violations
-                        .iter()
-                        .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
-                        .collect(),
-                    plan: report.plan,
-                    history: report.journal,
-                    events: report.events,
-                })
+                Ok(outcome(&report.violations, report.plan, report.journal, report.events))
             }
         }
     };
@@ -528,16 +538,12 @@ impl Example for Sharding {
         };
         let report = crate::run::simulate(crate::sharding::scenario::run(mode, seed, kinds))
             .map_err(|e| e.to_string())?;
-        Ok(RunOutcome {
-            violations: report
-                .violations
-                .iter()
-                .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
-                .collect(),
-            plan: report.plan,
-            history: report.journal,
-            events: report.events,
-        })
+        Ok(outcome(
+            &report.violations,
+            report.plan,
+            report.journal,
+            report.events,
+        ))
     }
 }
 

@@ -184,10 +184,7 @@ pub async fn run(
         .run(async {
             let mut live = [true, false, false, false, false];
             for (at, change) in &script {
-                tokio::time::sleep_until(
-                    tokio::time::Instant::now() + at.saturating_sub(journal.elapsed()),
-                )
-                .await;
+                tokio::time::sleep(at.saturating_sub(journal.elapsed())).await;
                 journal.log(format!("membership: {change:?}"));
                 match *change {
                     Change::Join(i) => {
@@ -207,10 +204,7 @@ pub async fn run(
             // Quiet from the last change and the last perturbation window
             // (each opens in the first 80% of the horizon, lasts at most a third).
             let quiet = HORIZON.mul_f64(0.8) + HORIZON / 3;
-            tokio::time::sleep_until(
-                tokio::time::Instant::now() + quiet.saturating_sub(journal.elapsed()),
-            )
-            .await;
+            tokio::time::sleep(quiet.saturating_sub(journal.elapsed())).await;
             let quiet = journal.elapsed();
             journal.log("quiet: no more membership changes or perturbations");
             tokio::time::sleep(SETTLE + WORK).await;

@@ -546,21 +546,19 @@ where
     }
 
     /// `mapper`, dropping (once sharded) the objects this controller's
-    /// cache does not hold: another replica's.
+    /// cache does not hold: another replica's. Unsharded, its refs pass
+    /// as they are (no copy, no lookup).
     fn cached_only<T, I>(
         &self,
         mapper: impl Fn(T) -> I + Sync + Send + 'static,
-    ) -> impl Fn(T) -> Vec<ObjectRef<K>> + Sync + Send + 'static
+    ) -> impl Fn(T) -> InCache<I::IntoIter, K> + Sync + Send + 'static
     where
         I: IntoIterator<Item = ObjectRef<K>>,
     {
         let (shard, store) = (self.shard.clone(), self.inner.store());
-        move |other| {
-            let refs = mapper(other).into_iter();
-            match shard.get() {
-                None => refs.collect(),
-                Some(_) => refs.filter(|r| store.get(r).is_some()).collect(),
-            }
+        move |other| InCache {
+            refs: mapper(other).into_iter(),
+            store: shard.get().map(|_| store.clone()),
         }
     }
 
@@ -638,5 +636,30 @@ impl<S: Stream, F: FnMut(&S::Item) -> bool + Unpin> Stream for KeepIf<S, F> {
                 other => return std::task::Poll::Ready(other),
             }
         }
+    }
+}
+
+/// The refs of `refs` that `store` holds (all of them without a store).
+struct InCache<It, K: Resource + 'static>
+where
+    K::DynamicType: Eq + Hash + Clone,
+{
+    refs: It,
+    store: Option<Store<K>>,
+}
+
+impl<It, K> Iterator for InCache<It, K>
+where
+    It: Iterator<Item = ObjectRef<K>>,
+    K: Resource + Clone + 'static,
+    K::DynamicType: Eq + Hash + Clone,
+{
+    type Item = ObjectRef<K>;
+
+    fn next(&mut self) -> Option<ObjectRef<K>> {
+        let store = self.store.as_ref();
+        self.refs
+            .by_ref()
+            .find(|r| store.is_none_or(|s| s.get(r).is_some()))
     }
 }

@@ -16,6 +16,7 @@ use kube::api::Api;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 
+use super::gate::ActiveWatch;
 use super::{Shard, Slots, query};
 
 struct State<K: 'static> {
@@ -24,8 +25,8 @@ struct State<K: 'static> {
     shard: Shard,
     /// The slots the running watch was started for.
     slots: Slots,
-    /// The gate's deactivation epoch then.
-    epoch: u64,
+    /// What restarts it.
+    active: ActiveWatch,
     inner: Option<BoxStream<'static, watcher::Result<Event<K>>>>,
     probed: bool,
 }
@@ -43,9 +44,9 @@ where
     let state = State {
         api,
         wc,
+        active: shard.watch_active(),
         shard,
         slots: Slots::NONE,
-        epoch: 0,
         inner: None,
         probed: false,
     };
@@ -54,11 +55,10 @@ where
             if st.inner.is_none() {
                 st.start().await;
             }
-            let shard = st.shard.clone();
             let inner = st.inner.as_mut().expect("started above");
             tokio::select! {
                 biased;
-                () = shard.changed((st.slots, st.epoch)) => st.inner = None,
+                () = st.active.changed() => st.inner = None,
                 event = inner.next() => match event {
                     None => return None,
                     Some(Ok(event)) => {
@@ -79,7 +79,7 @@ where
 {
     /// (Re)start the watch for the slots active now.
     async fn start(&mut self) {
-        (self.slots, self.epoch) = self.shard.active_epoch();
+        self.slots = self.active.take();
         if self.slots.is_empty() {
             // Nothing to watch: empty the cache, then wait for a slot.
             self.inner = Some(

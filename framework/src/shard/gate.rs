@@ -51,18 +51,13 @@ impl Gate {
         self.tx.borrow().active
     }
 
-    /// The active slots and the deactivation epoch.
-    pub(crate) fn active_epoch(&self) -> (Slots, u64) {
-        let s = self.tx.borrow();
-        (s.active, s.epoch)
-    }
-
-    /// Completes once the active slots differ from `from`, or a slot has
-    /// been deactivated since (even if active again).
-    pub(crate) async fn active_changed(&self, from: (Slots, u64)) {
-        let mut rx = self.tx.subscribe();
-        // The sender lives in `self`: the wait ends only with a change.
-        let _ = rx.wait_for(|s| (s.active, s.epoch) != from).await;
+    /// A watch of the active slots, for a watch that must restart when
+    /// they change.
+    pub(crate) fn watch_active(&self) -> ActiveWatch {
+        ActiveWatch {
+            rx: self.tx.subscribe(),
+            seen: (Slots::NONE, u64::MAX),
+        }
     }
 
     /// Completes once no reconcile runs on `slots`.
@@ -145,6 +140,33 @@ impl Gate {
     #[cfg(test)]
     fn running(&self) -> u32 {
         self.tx.borrow().running.iter().sum()
+    }
+}
+
+/// The active slots as one watcher last took them ([`Gate::watch_active`]):
+/// one subscription, however many events pass meanwhile.
+#[derive(Debug)]
+pub(crate) struct ActiveWatch {
+    rx: watch::Receiver<State>,
+    /// The active slots and the deactivation epoch last taken.
+    seen: (Slots, u64),
+}
+
+impl ActiveWatch {
+    /// Take the active slots now.
+    pub(crate) fn take(&mut self) -> Slots {
+        let s = self.rx.borrow_and_update();
+        self.seen = (s.active, s.epoch);
+        s.active
+    }
+
+    /// Completes once the active slots differ from those last taken, or a
+    /// slot has been deactivated since (even if active again).
+    pub(crate) async fn changed(&mut self) {
+        let seen = self.seen;
+        // The gate (the sender) outlives its shards: the wait ends only
+        // with a change.
+        let _ = self.rx.wait_for(|s| (s.active, s.epoch) != seen).await;
     }
 }
 

@@ -140,8 +140,8 @@ impl Member {
     }
 
     /// How long reconciles running on a slot being handed over may take to
-    /// finish before they are cancelled (default 5 s; at most half the
-    /// lease duration is used).
+    /// finish before they are cancelled (default 5 s; never past the
+    /// Lease's deadline less the clock skew).
     #[must_use]
     pub fn drain_timeout(mut self, d: Duration) -> Self {
         self.drain = d;
@@ -160,8 +160,7 @@ impl Member {
     /// Drive a readiness check named `shard/<namespace>/<ring>`: it passes
     /// after each round that renewed the Lease (and, when it claimed, saw
     /// its claim in a view proven current), fails when a round fails or
-    /// the Lease is lost,
-    /// and is removed once [`run`](Self::run) returns. A member owning no
+    /// the Lease is lost, and is removed once [`run`](Self::run) returns. A member owning no
     /// slot (more replicas than work) is ready.
     #[must_use]
     pub fn readiness(mut self, readiness: Readiness) -> Self {

@@ -284,14 +284,9 @@ impl Shard {
         Client::new(query::ShardQuery::new(client, self.clone()), default_ns)
     }
 
-    /// The active slots and the gate's deactivation epoch.
-    pub(crate) fn active_epoch(&self) -> (Slots, u64) {
-        self.inner.gate.active_epoch()
-    }
-
-    /// Wait until the active slots change, or one is deactivated.
-    pub(crate) async fn changed(&self, from: (Slots, u64)) {
-        self.inner.gate.active_changed(from).await;
+    /// A watch of the active slots.
+    pub(crate) fn watch_active(&self) -> gate::ActiveWatch {
+        self.inner.gate.watch_active()
     }
 
     /// A reconcile may start on an object hashing to `hash`: its ticket.

@@ -100,6 +100,15 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) -> Instant {
     Instant::now()
 }
 
+/// `who` in `ring`, with the tests' Lease timings.
+fn member(client: Client, clock: &Clock, ring: &str, who: &'static str) -> Member {
+    Member::new(client, "default", ring, who)
+        .lease_duration(LEASE)
+        .renew_every(RENEW)
+        .retry_every(Duration::from_secs(1))
+        .clock(*clock)
+}
+
 struct Replica {
     who: &'static str,
     shard: Arc<Mutex<Option<Shard>>>,
@@ -107,50 +116,45 @@ struct Replica {
     run: JoinHandle<Result<(), ShardError>>,
 }
 
+/// Record in `journal` that `who` started reconciling `cm`; the end is
+/// recorded when the returned guard drops (finished or cancelled).
+fn recorded(journal: &Journal, who: &'static str, cm: &ConfigMap) -> Ending {
+    let mut j = journal.lock().unwrap();
+    j.push(Run {
+        who,
+        object: cm.name_any(),
+        start: Instant::now(),
+        end: None,
+    });
+    Ending(journal.clone(), j.len() - 1)
+}
+
+/// A reconcile: the object, and the controller's `Api` to write with.
+type Reconcile = Arc<
+    dyn Fn(Arc<ConfigMap>, Api<ConfigMap>) -> futures::future::BoxFuture<'static, Action>
+        + Send
+        + Sync,
+>;
+
 impl Replica {
-    fn start(
-        server: &ApiServer,
-        clock: &Clock,
-        ring: &str,
-        who: &'static str,
-        journal: &Journal,
-    ) -> Replica {
-        let client = server.client();
-        let member = Member::new(client.clone(), "default", ring, who)
-            .lease_duration(LEASE)
-            .renew_every(RENEW)
-            .retry_every(Duration::from_secs(1))
-            .drain_timeout(Duration::from_secs(3))
-            .clock(*clock);
+    /// `member`, running a sharded controller of ConfigMaps whose LISTs
+    /// and WATCHes go through the shard's client over `client`.
+    fn spawn(member: Member, who: &'static str, client: Client, reconcile: Reconcile) -> Replica {
         let (tx, rx) = oneshot::channel::<()>();
         let seen = Arc::new(Mutex::new(None));
-        let (slot, journal) = (seen.clone(), journal.clone());
+        let slot = seen.clone();
         let run = tokio::spawn(member.run(
             move |shard: Shard| async move {
                 *slot.lock().unwrap() = Some(shard.clone());
                 let api: Api<ConfigMap> = Api::default_namespaced(shard.client(client));
-                let journal = journal.clone();
+                let writer = api.clone();
                 GuardedController::new(api, watcher::Config::default())
                     .shard(shard.clone())
                     .graceful_shutdown_on(shard.stopping())
                     .run(
                         move |cm: Arc<ConfigMap>, _: Arc<()>| {
-                            let journal = journal.clone();
-                            async move {
-                                let i = {
-                                    let mut j = journal.lock().unwrap();
-                                    j.push(Run {
-                                        who,
-                                        object: cm.name_any(),
-                                        start: Instant::now(),
-                                        end: None,
-                                    });
-                                    j.len() - 1
-                                };
-                                let _end = Ending(journal, i);
-                                tokio::time::sleep(Duration::from_millis(300)).await;
-                                Ok::<_, kube::Error>(Action::requeue(Duration::from_secs(1)))
-                            }
+                            let done = reconcile(cm, writer.clone());
+                            async move { Ok::<_, kube::Error>(done.await) }
                         },
                         |_, _, _| Action::requeue(Duration::from_secs(1)),
                         Arc::new(()),
@@ -168,6 +172,28 @@ impl Replica {
             shutdown: Some(tx),
             run,
         }
+    }
+
+    /// `who` in `ring`, each reconcile journaled and taking 300 ms.
+    fn start(
+        server: &ApiServer,
+        clock: &Clock,
+        ring: &str,
+        who: &'static str,
+        journal: &Journal,
+    ) -> Replica {
+        let client = server.client();
+        let member = member(client.clone(), clock, ring, who).drain_timeout(Duration::from_secs(3));
+        let journal = journal.clone();
+        let reconcile: Reconcile = Arc::new(move |cm, _| {
+            let running = recorded(&journal, who, &cm);
+            Box::pin(async move {
+                let _running = running;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                Action::requeue(Duration::from_secs(1))
+            })
+        });
+        Replica::spawn(member, who, client, reconcile)
     }
 
     fn slots(&self) -> Slots {
@@ -392,62 +418,22 @@ async fn a_partitioned_member_leaving_stops_its_reconciles_before_its_lease_expi
     let (names, _) = objects(&server.client()).await;
     let (cut_tx, cut_rx) = tokio::sync::watch::channel(false);
     let start = |who: &'static str, client: Client| {
-        let member = Member::new(client.clone(), "default", "cut", who)
-            .lease_duration(LEASE)
-            .renew_every(RENEW)
-            .retry_every(Duration::from_secs(1))
-            .drain_timeout(Duration::from_secs(5))
-            .clock(clock);
-        let (tx, rx) = oneshot::channel::<()>();
-        let (journal, seen) = (journal.clone(), Arc::new(Mutex::new(None)));
-        let slot = seen.clone();
-        let run = tokio::spawn(member.run(
-            move |shard: Shard| async move {
-                *slot.lock().unwrap() = Some(shard.clone());
-                let api: Api<ConfigMap> = Api::default_namespaced(shard.client(client));
-                let writer = api.clone();
-                GuardedController::new(api, watcher::Config::default())
-                    .shard(shard.clone())
-                    .graceful_shutdown_on(shard.stopping())
-                    .run(
-                        move |cm: Arc<ConfigMap>, _: Arc<()>| {
-                            let (journal, writer) = (journal.clone(), writer.clone());
-                            async move {
-                                let i = {
-                                    let mut j = journal.lock().unwrap();
-                                    j.push(Run {
-                                        who,
-                                        object: cm.name_any(),
-                                        start: Instant::now(),
-                                        end: None,
-                                    });
-                                    j.len() - 1
-                                };
-                                let _end = Ending(journal, i);
-                                tokio::time::sleep(Duration::from_millis(300)).await;
-                                // Hangs while cut off.
-                                let _ = writer
-                                    .replace(&cm.name_any(), &PostParams::default(), &cm)
-                                    .await;
-                                Ok::<_, kube::Error>(Action::requeue(Duration::from_secs(1)))
-                            }
-                        },
-                        |_, _, _| Action::requeue(Duration::from_secs(1)),
-                        Arc::new(()),
-                    )
-                    .for_each(|_| async {})
+        let member =
+            member(client.clone(), &clock, "cut", who).drain_timeout(Duration::from_secs(5));
+        let journal = journal.clone();
+        let reconcile: Reconcile = Arc::new(move |cm, writer| {
+            let running = recorded(&journal, who, &cm);
+            Box::pin(async move {
+                let _running = running;
+                tokio::time::sleep(Duration::from_millis(300)).await;
+                // Hangs while cut off.
+                let _ = writer
+                    .replace(&cm.name_any(), &PostParams::default(), &cm)
                     .await;
-            },
-            async move {
-                let _ = rx.await;
-            },
-        ));
-        Replica {
-            who,
-            shard: seen,
-            shutdown: Some(tx),
-            run,
-        }
+                Action::requeue(Duration::from_secs(1))
+            })
+        });
+        Replica::spawn(member, who, client, reconcile)
     };
     let mut a = start("a", cut_client(&server, cut_rx));
     let b = start("b", server.client());
@@ -508,45 +494,22 @@ async fn changes_reach_the_owner_through_its_restarted_watch() {
     let seen: Arc<Mutex<BTreeMap<String, (&'static str, String)>>> = Arc::default();
     let start = |who: &'static str| {
         let client = server.client();
-        let member = Member::new(client.clone(), "default", "changes", who)
-            .lease_duration(LEASE)
-            .renew_every(RENEW)
-            .clock(clock);
-        let (tx, rx) = oneshot::channel::<()>();
-        let (seen, slot) = (seen.clone(), Arc::new(Mutex::new(None)));
-        let shard_slot = slot.clone();
-        let run = tokio::spawn(member.run(
-            move |shard: Shard| async move {
-                *shard_slot.lock().unwrap() = Some(shard.clone());
-                let api: Api<ConfigMap> = Api::default_namespaced(shard.client(client));
-                GuardedController::new(api, watcher::Config::default())
-                    .shard(shard.clone())
-                    .run(
-                        move |cm: Arc<ConfigMap>, _: Arc<()>| {
-                            let version = cm
-                                .data
-                                .as_ref()
-                                .and_then(|d| d.get("v").cloned())
-                                .unwrap_or_default();
-                            seen.lock().unwrap().insert(cm.name_any(), (who, version));
-                            async { Ok::<_, kube::Error>(Action::await_change()) }
-                        },
-                        |_, _, _| Action::await_change(),
-                        Arc::new(()),
-                    )
-                    .for_each(|_| async {})
-                    .await;
-            },
-            async move {
-                let _ = rx.await;
-            },
-        ));
-        Replica {
+        let seen = seen.clone();
+        let reconcile: Reconcile = Arc::new(move |cm, _| {
+            let version = cm
+                .data
+                .as_ref()
+                .and_then(|d| d.get("v").cloned())
+                .unwrap_or_default();
+            seen.lock().unwrap().insert(cm.name_any(), (who, version));
+            Box::pin(async { Action::await_change() })
+        });
+        Replica::spawn(
+            member(client.clone(), &clock, "changes", who),
             who,
-            shard: slot,
-            shutdown: Some(tx),
-            run,
-        }
+            client,
+            reconcile,
+        )
     };
     let (a, b) = (start("a"), start("b"));
     until("a and b to split the slots", || {

@@ -1,0 +1,177 @@
+#!/usr/bin/env python3
+"""Import circles between the workspace's source files.
+
+A file depends on another when it names an item defined there: through a
+private `use`, or a path (`crate::`, `super::`, `self::`, a child module's
+name) in its code. Re-exports (`pub use`, `pub(crate) use`) are followed to
+the defining file and are not dependencies of their own: a `mod.rs` or
+`lib.rs` that only declares and re-exports is a facade. Unit-test modules
+(`#[cfg(test)] mod tests` at a file's end) are left out.
+
+Prints every strongly connected set of more than one file (an import
+circle) and exits 1 if there is one. Generated files (`// @generated` on
+their first line) are left out. Usage: python3 .ci/imports.py [ROOT [PREFIX]]
+(PREFIX: also print the edges of files under it).
+"""
+import os, re, sys
+
+ITEM = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:async\s+|const\s+|unsafe\s+|extern\s+\"\w+\"\s+)*"
+                  r"(?:fn|struct|enum|trait|type|const|static|union|macro_rules!)\s+(\w+)", re.M)
+USE = re.compile(r"(?:^|\n)\s*(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);")
+
+def strip(text):
+    text = re.sub(r"//[^\n]*", "", text)
+    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
+    text = re.sub(r'"(\\.|[^"\\])*"', '""', text)
+    i = text.find("#[cfg(test)]\nmod tests")
+    return text[:i] if i >= 0 else text
+
+def expand(tree):
+    tree = tree.strip()
+    i = tree.find("{")
+    if i < 0:
+        parts = tree.split(" as ")
+        return [(parts[0].strip(), parts[-1].strip().split("::")[-1])]
+    prefix, body = tree[:i], tree[i + 1:tree.rfind("}")]
+    items, depth, cur = [], 0, ""
+    for ch in body:
+        depth += ch == "{"
+        depth -= ch == "}"
+        if ch == "," and depth == 0:
+            items.append(cur); cur = ""
+        else:
+            cur += ch
+    items.append(cur)
+    out = []
+    for p in items:
+        if p.strip():
+            out += [((prefix + q).replace("::self", ""), a if q != "self" else prefix.rstrip(":").split("::")[-1])
+                    for q, a in expand(p)]
+    return out
+
+class Crate:
+    def __init__(self, src):
+        self.mods = {}
+        for dp, _, fns in os.walk(src):
+            for f in fns:
+                if not f.endswith(".rs"):
+                    continue
+                parts = os.path.relpath(os.path.join(dp, f), src)[:-3].split(os.sep)
+                if parts[0] == "bin":
+                    continue
+                if parts[-1] == "mod":
+                    parts = parts[:-1]
+                if parts in (["lib"], ["main"]):
+                    parts = []
+                self.mods[tuple(parts)] = os.path.join(dp, f)
+        self.mods = {m: f for m, f in self.mods.items()
+                     if not open(f).readline().startswith("// @generated")}
+        self.text = {m: strip(open(f).read()) for m, f in self.mods.items()}
+        self.items = {m: set(ITEM.findall(t)) for m, t in self.text.items()}
+        self.reexports, self.uses = {}, {}
+        for m, t in self.text.items():
+            re_, us = {}, []
+            for vis, tree in USE.findall(t):
+                for path, alias in expand(tree):
+                    if vis:
+                        re_[alias] = path
+                    else:
+                        us.append(path)
+            self.reexports[m], self.uses[m] = re_, us
+
+    def base(self, m, segs):
+        if segs[0] == "crate":
+            return [], segs[1:]
+        if segs[0] in ("super", "self"):
+            b = list(m)
+            while segs and segs[0] == "super":
+                b, segs = b[:-1], segs[1:]
+            if segs and segs[0] == "self":
+                segs = segs[1:]
+            return b, segs
+        if tuple(list(m) + [segs[0]]) in self.mods:
+            return list(m), segs
+        return None, None
+
+    def resolve(self, m, segs, depth=0):
+        b, segs = self.base(m, segs)
+        if b is None or depth > 10:
+            return None
+        cur = b
+        for i, s in enumerate(segs):
+            if tuple(cur + [s]) in self.mods:
+                cur = cur + [s]
+                continue
+            mod = tuple(cur)
+            if s in self.items.get(mod, ()):
+                return mod
+            if s in self.reexports.get(mod, {}):
+                target = self.reexports[mod][s].split("::")
+                r = self.resolve(mod, target, depth + 1)
+                return r if r is not None else mod
+            for alias, path in self.reexports.get(mod, {}).items():
+                if alias == "*":
+                    r = self.resolve(mod, path.split("::")[:-1] + [s], depth + 1)
+                    if r is not None:
+                        return r
+            return mod
+        return tuple(cur)
+
+    def edges(self):
+        out = {}
+        for m, t in self.text.items():
+            paths = list(self.uses[m])
+            paths += re.findall(r"\b(?:crate|super|self)(?:::\w+)+", t)
+            for ch in re.findall(r"\bmod\s+(\w+)\s*;", t):
+                paths += re.findall(r"(?<![\w:])" + ch + r"(?:::\w+)+", t)
+            for p in paths:
+                segs = [s.strip() for s in p.split("::") if s.strip()]
+                if not segs:
+                    continue
+                r = self.resolve(m, segs)
+                if r is not None and r != m:
+                    out.setdefault(self.mods[m], set()).add(self.mods[r])
+        return out
+
+def circles(edges):
+    index, low, stack, on, found, n = {}, {}, [], set(), [], [0]
+    def visit(v):
+        index[v] = low[v] = n[0]; n[0] += 1
+        stack.append(v); on.add(v)
+        for w in edges.get(v, ()):
+            if w not in index:
+                visit(w); low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            comp = []
+            while True:
+                w = stack.pop(); on.discard(w); comp.append(w)
+                if w == v:
+                    break
+            if len(comp) > 1:
+                found.append(sorted(comp))
+    sys.setrecursionlimit(10000)
+    for v in list(edges):
+        if v not in index:
+            visit(v)
+    return found
+
+if __name__ == "__main__":
+    root = sys.argv[1] if len(sys.argv) > 1 else "."
+    show = sys.argv[2] if len(sys.argv) > 2 else None
+    bad = 0
+    for c in ["base", "apiserver", "framework", "guards", "campaign", "examples", "."]:
+        src = os.path.join(root, c, "src")
+        if not os.path.isdir(src):
+            continue
+        e = Crate(src).edges()
+        if show:
+            for f in sorted(e):
+                r = os.path.relpath(f, root)
+                if r.startswith(show):
+                    print(r, "->", sorted(os.path.relpath(x, root) for x in e[f]))
+        for comp in circles(e):
+            bad += 1
+            print(f"{len(comp)} files:", " ".join(os.path.relpath(x, root) for x in comp))
+    sys.exit(1 if bad else 0)

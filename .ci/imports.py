@@ -4,9 +4,10 @@
 A file depends on another when it names an item defined there: through a
 private `use`, or a path (`crate::`, `super::`, `self::`, a child module's
 name) in its code. Re-exports (`pub use`, `pub(crate) use`) are followed to
-the defining file and are not dependencies of their own: a `mod.rs` or
-`lib.rs` that only declares and re-exports is a facade. Unit-test modules
-(`#[cfg(test)] mod tests` at a file's end) are left out.
+the defining file; in a `mod.rs` or `lib.rs` they are not dependencies of
+their own (one that only declares and re-exports is a facade), in any
+other file they are. Unit-test modules
+and other items compiled only for tests (`#[cfg(test)]`) are left out.
 
 Prints every strongly connected set of more than one file (an import
 circle) and exits 1 if there is one. Generated files (`// @generated` on
@@ -23,8 +24,24 @@ def strip(text):
     text = re.sub(r"//[^\n]*", "", text)
     text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
     text = re.sub(r'"(\\.|[^"\\])*"', '""', text)
-    i = text.find("#[cfg(test)]\nmod tests")
-    return text[:i] if i >= 0 else text
+    # Items only tests compile: `#[cfg(test)]` and the item after it
+    # (a module, a function, an impl) up to its closing brace.
+    out, i = [], 0
+    while (j := text.find("#[cfg(test)]", i)) >= 0:
+        out.append(text[i:j])
+        k = text.find("{", j)
+        semi = text.find(";", j)
+        if k < 0 or 0 <= semi < k:
+            i = semi + 1 if semi >= 0 else len(text)
+            continue
+        depth = 0
+        for n in range(k, len(text)):
+            depth += {"{": 1, "}": -1}.get(text[n], 0)
+            if depth == 0:
+                break
+        i = n + 1
+    out.append(text[i:])
+    return "".join(out)
 
 def expand(tree):
     tree = tree.strip()
@@ -71,11 +88,14 @@ class Crate:
         self.reexports, self.uses = {}, {}
         for m, t in self.text.items():
             re_, us = {}, []
+            facade = os.path.basename(self.mods[m]) in ("mod.rs", "lib.rs")
             for vis, tree in USE.findall(t):
                 for path, alias in expand(tree):
                     if vis:
                         re_[alias] = path
-                    else:
+                    # A facade (`mod.rs`, `lib.rs`) re-exports; any other
+                    # file's re-export is also its own import.
+                    if not vis or not facade:
                         us.append(path)
             self.reexports[m], self.uses[m] = re_, us
 
@@ -121,9 +141,11 @@ class Crate:
         out = {}
         for m, t in self.text.items():
             paths = list(self.uses[m])
-            paths += re.findall(r"\b(?:crate|super|self)(?:::\w+)+", t)
+            # Paths in the code (use declarations are read above).
+            code = USE.sub("\n", t)
+            paths += re.findall(r"\b(?:crate|super|self)(?:::\w+)+", code)
             for ch in re.findall(r"\bmod\s+(\w+)\s*;", t):
-                paths += re.findall(r"(?<![\w:])" + ch + r"(?:::\w+)+", t)
+                paths += re.findall(r"(?<![\w:])" + ch + r"(?:::\w+)+", code)
             for p in paths:
                 segs = [s.strip() for s in p.split("::") if s.strip()]
                 if not segs:

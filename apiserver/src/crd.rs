@@ -10,9 +10,11 @@
 
 use std::sync::Arc;
 
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::broadcast::error::RecvError;
 
+use crate::kind::Strategy;
+pub use crate::kind::accept_crd as accept;
 use crate::resources::{Registry, ResourceInfo, ScalePaths, StorageKey};
 use crate::status::ApiError;
 use crate::store::{EventType, Store};
@@ -34,146 +36,36 @@ pub fn is_crd(info: &ResourceInfo) -> bool {
 
 /// The resources a CRD object defines (one per served version), or 422.
 pub fn resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
-    let name = crd["metadata"]["name"].as_str().unwrap_or_default();
-    let spec = &crd["spec"];
-    let invalid = |m: String| ApiError::invalid("CustomResourceDefinition", name, m);
-    let group = spec["group"].as_str().unwrap_or_default();
-    let names = &spec["names"];
-    let plural = names["plural"].as_str().unwrap_or_default();
-    let kind = names["kind"].as_str().unwrap_or_default();
-    if group.is_empty() || !group.contains('.') {
-        return Err(invalid(format!(
-            "spec.group: Invalid value: \"{group}\": should be a domain with at least one dot"
-        )));
-    }
-    if plural.is_empty() || kind.is_empty() {
-        return Err(invalid(
-            "spec.names.plural and spec.names.kind: Required value".into(),
-        ));
-    }
-    if name != format!("{plural}.{group}") {
-        return Err(invalid(format!(
-            "metadata.name: Invalid value: \"{name}\": must be spec.names.plural+\".\"+spec.group"
-        )));
-    }
-    let namespaced = match spec["scope"].as_str() {
-        Some("Namespaced") => true,
-        Some("Cluster") => false,
-        other => {
-            return Err(invalid(format!(
-                "spec.scope: Unsupported value: {}: supported values: \"Cluster\", \"Namespaced\"",
-                other
-                    .map(|s| format!("\"{s}\""))
-                    .unwrap_or_else(|| "\"\"".into())
-            )));
-        }
-    };
-    let versions = spec["versions"].as_array().cloned().unwrap_or_default();
-    if versions.is_empty() {
-        return Err(invalid(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version"
-                .into(),
-        ));
-    }
-    if versions.iter().filter(|v| v["storage"] == true).count() != 1 {
-        return Err(invalid(
-            "spec.versions: Invalid value: must have exactly one version marked as storage version"
-                .into(),
-        ));
-    }
-    let strs = |v: &Value| -> Vec<String> {
-        v.as_array()
-            .map(|a| {
-                a.iter()
-                    .filter_map(|s| s.as_str().map(String::from))
-                    .collect()
-            })
-            .unwrap_or_default()
-    };
-    let mut out = Vec::new();
-    for v in &versions {
-        let Some(vname) = v["name"].as_str().filter(|s| !s.is_empty()) else {
-            return Err(invalid("spec.versions[].name: Required value".into()));
-        };
-        if v["served"] != true {
-            continue;
-        }
-        out.push(ResourceInfo {
-            group: group.into(),
-            version: vname.into(),
-            plural: plural.into(),
-            singular: names["singular"]
-                .as_str()
-                .map(String::from)
-                .unwrap_or_else(|| kind.to_lowercase()),
-            kind: kind.into(),
-            list_kind: names["listKind"]
-                .as_str()
-                .map(String::from)
-                .unwrap_or_else(|| format!("{kind}List")),
-            namespaced,
-            short_names: strs(&names["shortNames"]),
-            categories: strs(&names["categories"]),
-            status_subresource: v["subresources"]["status"].is_object(),
+    let d = crate::kind::Definition::parse(crd)?;
+    Ok(d.versions
+        .iter()
+        .filter(|v| v.served)
+        .map(|v| ResourceInfo {
+            group: d.group.clone(),
+            version: v.name.clone(),
+            plural: d.plural.clone(),
+            singular: d.singular.clone(),
+            kind: d.kind.clone(),
+            list_kind: d.list_kind.clone(),
+            namespaced: d.namespaced,
+            short_names: d.short_names.clone(),
+            categories: d.categories.clone(),
+            status_subresource: v.status,
             builtin: false,
             has_spec: true,
-            scale: scale_paths(&v["subresources"]["scale"]),
-        });
-    }
-    Ok(out)
-}
-
-/// A version's `subresources.scale`, when it declares one with its two
-/// required paths.
-fn scale_paths(scale: &Value) -> Option<ScalePaths> {
-    let path = |k: &str| {
-        scale[k]
-            .as_str()
-            .filter(|p| p.starts_with('.'))
-            .map(String::from)
-    };
-    Some(ScalePaths {
-        spec_replicas: path("specReplicasPath")?,
-        status_replicas: path("statusReplicasPath")?,
-        label_selector: path("labelSelectorPath"),
-    })
-}
-
-/// Accept a CRD as the real server does at once when its names do not
-/// conflict: `acceptedNames`, `storedVersions` and the `NamesAccepted` and
-/// `Established` conditions (at `now`).
-pub fn accept(crd: &mut Value, now: &str) {
-    let names = crd["spec"]["names"].clone();
-    let mut accepted = names.clone();
-    if accepted["singular"].is_null() {
-        accepted["singular"] = names["kind"]
-            .as_str()
-            .unwrap_or_default()
-            .to_lowercase()
-            .into();
-    }
-    if accepted["listKind"].is_null() {
-        accepted["listKind"] = format!("{}List", names["kind"].as_str().unwrap_or_default()).into();
-    }
-    let stored: Vec<Value> = crd["spec"]["versions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .filter(|v| v["storage"] == true)
-        .map(|v| v["name"].clone())
-        .collect();
-    let cond = |t: &str, reason: &str, msg: &str| {
-        json!({"type": t, "status": "True", "reason": reason, "message": msg,
-               "lastTransitionTime": now})
-    };
-    crd["status"] = json!({
-        "acceptedNames": accepted,
-        "storedVersions": stored,
-        "conditions": [
-            cond("NamesAccepted", "NoConflicts", "no conflicts found"),
-            cond("Established", "InitialNamesAccepted", "the initial names have been accepted"),
-        ],
-    });
+            scale: v
+                .scale
+                .clone()
+                .map(
+                    |[spec_replicas, status_replicas, label_selector]| ScalePaths {
+                        spec_replicas,
+                        status_replicas,
+                        label_selector: (!label_selector.is_empty()).then_some(label_selector),
+                    },
+                ),
+            strategy: Strategy::generic(),
+        })
+        .collect())
 }
 
 /// Make the served resources match the store for the CRD `crd` (any
@@ -265,6 +157,8 @@ pub async fn watch_deletions(
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::store::DeleteSpec;
     use crate::store::testing::{info, store};

@@ -33,7 +33,7 @@ impl ObjectFilter {
             .map_err(|e| ApiError::bad_request(e.to_string()))?;
         let fields = FieldSelector::parse(field_selector.unwrap_or(""))
             .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
-        let extra = crate::resources::selectable_fields(&info.api_version(), &info.kind);
+        let extra = info.strategy.selectable_fields();
         for f in fields.fields() {
             let ok = matches!(f, "metadata.name" | "metadata.namespace") || extra.contains(&f);
             if !ok {

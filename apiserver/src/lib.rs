@@ -36,6 +36,7 @@
 #[cfg(fuzzing)]
 use bolero as _;
 
+mod bootstrap;
 pub mod builtins;
 pub mod clock;
 pub mod crd;
@@ -45,12 +46,14 @@ pub mod faults;
 pub mod filter;
 pub mod gc;
 pub mod handler;
+pub mod kind;
 pub mod listener;
 pub mod openapi;
 pub mod partial;
 pub mod patch;
 pub mod pods;
 pub mod proto;
+pub mod render;
 pub mod resources;
 pub mod selector;
 pub mod server;

@@ -39,7 +39,7 @@ pub fn partial_of_one(obj: &StoredObject) -> Bytes {
 /// (resourceVersion, continue).
 #[must_use]
 pub fn partial_list(objs: &[Arc<StoredObject>], meta: &Value) -> Bytes {
-    crate::handler::list_json(
+    crate::render::list_json(
         "PartialObjectMetadataList",
         "meta.k8s.io/v1",
         meta,

@@ -4,6 +4,9 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, RwLock};
 
+pub use crate::kind::ServedSubresource;
+use crate::kind::Strategy;
+
 /// One served resource (a group/version/plural), as discovery describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ResourceInfo {
@@ -34,6 +37,9 @@ pub struct ResourceInfo {
     pub has_spec: bool,
     /// Where a `/scale` subresource reads and writes, when one is served.
     pub scale: Option<ScalePaths>,
+    /// What the kind does differently from the generic request path
+    /// ([`crate::kind`]); [`Strategy::generic`] for custom resources.
+    pub strategy: Strategy,
 }
 
 /// The fields behind a `/scale` subresource, as JSON paths (`.spec.replicas`),
@@ -62,48 +68,26 @@ impl ScalePaths {
     }
 }
 
-/// A subresource served on a resource, as discovery lists it and the
-/// router finds it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ServedSubresource {
-    /// Its name in the URL, e.g. `status`.
-    pub name: &'static str,
-    /// (group, version, kind) of what it takes and answers; `None`: the object's own.
-    pub kind: Option<(&'static str, &'static str, &'static str)>,
-    /// Its verbs: `get, patch, update` for those that read and write (a
-    /// part of) the object, `create` for those that act (`handler::act`).
-    pub verbs: &'static [&'static str],
-}
-
 impl ResourceInfo {
     /// The subresources served on this resource, in discovery's order.
     #[must_use]
     pub fn subresources(&self) -> Vec<ServedSubresource> {
         const RW: &[&str] = &["get", "patch", "update"];
-        const CREATE: &[&str] = &["create"];
-        let sub = |name, kind, verbs| ServedSubresource { name, kind, verbs };
         let mut out = Vec::new();
         if self.status_subresource {
-            out.push(sub("status", None, RW));
+            out.push(ServedSubresource {
+                name: "status",
+                kind: None,
+                verbs: RW,
+            });
         }
-        match (self.group.as_str(), self.plural.as_str()) {
-            ("", "pods") => out.extend([
-                sub("ephemeralcontainers", None, RW),
-                sub("binding", Some(("", "v1", "Binding")), CREATE),
-                sub("eviction", Some(("policy", "v1", "Eviction")), CREATE),
-            ]),
-            ("", "serviceaccounts") => out.push(sub(
-                "token",
-                Some(("authentication.k8s.io", "v1", "TokenRequest")),
-                CREATE,
-            )),
-            ("certificates.k8s.io", "certificatesigningrequests") => {
-                out.push(sub("approval", None, RW));
-            }
-            _ => {}
-        }
+        out.extend(self.strategy.subresources().iter().cloned());
         if self.scale.is_some() {
-            out.push(sub("scale", Some(("autoscaling", "v1", "Scale")), RW));
+            out.push(ServedSubresource {
+                name: "scale",
+                kind: Some(("autoscaling", "v1", "Scale")),
+                verbs: RW,
+            });
         }
         out
     }
@@ -141,68 +125,23 @@ impl ResourceInfo {
     }
 
     /// The verbs discovery advertises, and the only ones the handler
-    /// routes (405 for the others). Namespaces, as in Kubernetes, have no
-    /// deletecollection; componentstatuses are read-only.
+    /// routes (405 for the others): the kind's
+    /// ([`KindStrategy::verbs`](crate::kind::KindStrategy::verbs)).
+    /// Namespaces, as in Kubernetes, have no deletecollection;
+    /// componentstatuses are read-only.
     #[must_use]
     pub fn verbs(&self) -> &'static [&'static str] {
-        const ALL: &[&str] = &[
-            "create",
-            "delete",
-            "deletecollection",
-            "get",
-            "list",
-            "patch",
-            "update",
-            "watch",
-        ];
-        const NO_DELETECOLLECTION: &[&str] = &[
-            "create", "delete", "get", "list", "patch", "update", "watch",
-        ];
-        // componentstatuses: the real server computes them on read.
-        const READ_ONLY: &[&str] = &["get", "list"];
-        match (self.group.is_empty(), self.plural.as_str()) {
-            (true, "namespaces") => NO_DELETECOLLECTION,
-            (true, "componentstatuses") => READ_ONLY,
-            _ => ALL,
-        }
+        self.strategy.verbs()
     }
 }
 
-/// Field-selector paths a kind supports besides `metadata.name` and
-/// `metadata.namespace` (what the real server indexes for these kinds).
+/// Field-selector paths the built-in kind `kind` at `api_version`
+/// supports besides `metadata.name` and `metadata.namespace` (what the
+/// real server indexes for it): its strategy's
+/// [`selectable_fields`](crate::kind::KindStrategy::selectable_fields).
 #[must_use]
 pub fn selectable_fields(api_version: &str, kind: &str) -> &'static [&'static str] {
-    match (api_version, kind) {
-        ("v1", "Pod") => &["spec.nodeName", "status.phase"],
-        // kube-apiserver: `strconv.FormatBool(node.Spec.Unschedulable)`.
-        ("v1", "Node") => &["spec.unschedulable"],
-        ("v1", "Event") => &[
-            "involvedObject.kind",
-            "involvedObject.namespace",
-            "involvedObject.name",
-            "involvedObject.uid",
-            "involvedObject.apiVersion",
-            "involvedObject.resourceVersion",
-            "involvedObject.fieldPath",
-            "reason",
-            "reportingComponent",
-            "source",
-            "type",
-        ],
-        ("events.k8s.io/v1", "Event") => &[
-            "regarding.kind",
-            "regarding.namespace",
-            "regarding.name",
-            "regarding.uid",
-            "regarding.apiVersion",
-            "regarding.resourceVersion",
-            "regarding.fieldPath",
-            "reason",
-            "reportingController",
-            "type",
-        ],
-        _ => &[],
-    }
+    crate::kind::by_kind(api_version, kind).selectable_fields()
 }
 
 /// Identifies one stored collection: the group and plural, whatever the version.
@@ -239,6 +178,7 @@ fn builtin(
         builtin: true,
         has_spec,
         scale: None,
+        strategy: crate::kind::builtin(group, plural),
     }
 }
 

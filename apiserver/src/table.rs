@@ -4,6 +4,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
+use crate::kind::Column;
 use crate::resources::ResourceInfo;
 use crate::store::StoredObject;
 
@@ -16,21 +17,21 @@ pub fn wants_table(accept: &str) -> bool {
         .is_some_and(|first| first.contains("as=Table"))
 }
 
-fn columns(info: &ResourceInfo) -> Vec<(&'static str, &'static str)> {
-    let mut c = vec![("Name", "name")];
-    match (info.group.as_str(), info.plural.as_str()) {
-        ("", "namespaces") => c.push(("Status", "")),
-        ("", "pods") => {
-            c.push(("Status", ""));
-            c.push(("Node", ""));
-        }
-        ("", "nodes") => c.push(("Status", "")),
-        ("", "configmaps") | ("", "secrets") => c.push(("Data", "")),
-        ("apps", "statefulsets") => c.push(("Ready", "")),
-        _ => {}
-    }
-    c.push(("Age", ""));
-    c
+/// Name, the kind's own columns, Age.
+fn columns(info: &ResourceInfo) -> impl Iterator<Item = Column> {
+    let name = Column {
+        name: "Name",
+        format: "name",
+        cell: |obj| Value::String(obj["metadata"]["name"].as_str().unwrap_or("").to_string()),
+    };
+    let age = Column {
+        name: "Age",
+        format: "",
+        cell: |obj| age(obj["metadata"]["creationTimestamp"].as_str().unwrap_or("")).into(),
+    };
+    std::iter::once(name)
+        .chain(info.strategy.columns().iter().copied())
+        .chain(std::iter::once(age))
 }
 
 fn age(ts: &str) -> String {
@@ -46,39 +47,8 @@ fn age(ts: &str) -> String {
     }
 }
 
-fn cell(info: &ResourceInfo, col: &str, obj: &Value) -> Value {
-    let s = |v: &Value| Value::String(v.as_str().unwrap_or("").to_string());
-    match col {
-        "Name" => s(&obj["metadata"]["name"]),
-        "Age" => age(obj["metadata"]["creationTimestamp"].as_str().unwrap_or("")).into(),
-        "Status" if info.plural == "nodes" => "Unknown".into(),
-        "Status" => {
-            if !obj["metadata"]["deletionTimestamp"].is_null() {
-                "Terminating".into()
-            } else {
-                s(&obj["status"]["phase"])
-            }
-        }
-        "Node" => match obj["spec"]["nodeName"].as_str() {
-            Some(n) => n.into(),
-            None => "<none>".into(),
-        },
-        "Data" => obj["data"].as_object().map_or(0, |m| m.len()).into(),
-        "Ready" => format!(
-            "{}/{}",
-            obj["status"]["readyReplicas"].as_i64().unwrap_or(0),
-            obj["spec"]["replicas"].as_i64().unwrap_or(1)
-        )
-        .into(),
-        _ => Value::Null,
-    }
-}
-
 fn row(info: &ResourceInfo, obj: &Value) -> Value {
-    let cells: Vec<Value> = columns(info)
-        .iter()
-        .map(|(c, _)| cell(info, c, obj))
-        .collect();
+    let cells: Vec<Value> = columns(info).map(|c| (c.cell)(obj)).collect();
     json!({
         "cells": cells,
         "object": {
@@ -94,9 +64,8 @@ fn row(info: &ResourceInfo, obj: &Value) -> Value {
 #[must_use]
 pub fn table(info: &ResourceInfo, objects: &[Value], meta: Value) -> Value {
     let defs: Vec<Value> = columns(info)
-        .iter()
-        .map(|(name, format)| {
-            json!({"name": name, "type": "string", "format": format, "description": "", "priority": 0})
+        .map(|c| {
+            json!({"name": c.name, "type": "string", "format": c.format, "description": "", "priority": 0})
         })
         .collect();
     json!({

@@ -118,6 +118,12 @@ fn line_for(spec: &WatchSpec, e: &Event) -> Option<Bytes> {
     Some(held_line(spec, kind, &e.object, Some(e)))
 }
 
+/// The event's shared rendering ([`crate::store::Renderings`]) of its
+/// watch line, as stored.
+const PLAIN_LINE: usize = 0;
+/// ... and as a `PartialObjectMetadata` (a metadata-only watch's line).
+const METADATA_LINE: usize = 1;
+
 fn held_line(
     spec: &WatchSpec,
     kind: EventType,
@@ -130,12 +136,12 @@ fn held_line(
         match spec.render {
             None if spec.info.is_api_version(obj.api_version()) => {
                 let line = || encode_line(kind.as_str(), &e.object.raw);
-                return e.line.get_or_init(line).clone();
+                return e.renderings.get_or_init(PLAIN_LINE, line);
             }
             Some(Render::Metadata) => {
                 let line =
                     || encode_line(kind.as_str(), &crate::partial::partial_of_one(&e.object));
-                return e.metadata_line.get_or_init(line).clone();
+                return e.renderings.get_or_init(METADATA_LINE, line);
             }
             _ => {}
         }

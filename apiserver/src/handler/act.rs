@@ -14,9 +14,10 @@
 use http::StatusCode;
 use serde_json::{Value, json};
 
+use super::body::{parse_body, spec_from_body};
 use super::params::{WriteOptions, WriteVerb};
-use super::write::parse_body;
-use super::{Req, Resp, json_response};
+use super::request::Req;
+use super::response::{Resp, json_response};
 use crate::resources::ResourceInfo;
 use crate::selector::{LabelSelector, selector_string};
 use crate::status::ApiError;
@@ -93,7 +94,7 @@ fn evict(c: &Call<'_>) -> Result<Resp, ApiError> {
     // kube-apiserver validates the Eviction's deleteOptions as a DELETE's.
     let mut spec = match &body["deleteOptions"] {
         Value::Null => DeleteSpec::default(),
-        opts => super::delete::spec_from_body(opts)?,
+        opts => spec_from_body(opts)?,
     };
     if commit == Commit::DryRun {
         spec.commit = Commit::DryRun;

@@ -1,156 +1,44 @@
 //! The one request handler behind both transports (in-process tower
 //! `Service` and HTTP): routing, body limits, and the verbs get, list,
 //! watch, create, update, patch, delete and deletecollection.
+//!
+//! One direction per layer: this file routes a request to a verb
+//! (`read`, `write`, `delete`, `scale`, `act`); the verbs share what
+//! sits below them — the request as they see it (`request`), its query
+//! (`params`) and body (`body`), and the answers (`response`, with
+//! [`crate::partial`], [`crate::table`] and [`crate::render`] below it);
+//! all of it reads and writes through the store. No verb imports another
+//! verb or this file.
 
 mod act;
+mod body;
 mod delete;
 mod params;
 mod read;
+mod request;
+mod response;
 mod scale;
+mod state;
 mod write;
 
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::sync::Arc;
 
 use axum::body::Body;
 use bytes::Bytes;
-use http::{HeaderMap, Method, Request, Response, StatusCode, header};
+use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
-use crate::resources::{Registry, ResourceInfo};
+use crate::kind::Subresource;
+use crate::resources::ResourceInfo;
 use crate::status::ApiError;
-use crate::store::{Store, StoredObject};
-use crate::strategy::Subresource;
-use crate::{discovery, openapi, table};
+use crate::{discovery, openapi};
+use request::{Action, Req, Target};
+use response::{Resp, Streamed, json_response};
 
 pub use crate::faults::ClientId;
-
-/// Handler settings.
-#[derive(Debug, Clone)]
-pub struct HandlerConfig {
-    /// Largest request body accepted (413 beyond).
-    pub max_body_bytes: usize,
-    /// How often watches that allow bookmarks get one.
-    pub bookmark_interval: Duration,
-    /// `host:port` advertised by `/api` (empty when there is no listener).
-    pub server_address: String,
-    /// Serve `shardSelector` on lists and watches (KEP-5866's feature gate
-    /// `ShardedListAndWatch`); off, the option is ignored.
-    pub sharded_list_and_watch: bool,
-}
-
-impl Default for HandlerConfig {
-    fn default() -> Self {
-        HandlerConfig {
-            max_body_bytes: 3 * 1024 * 1024,
-            bookmark_interval: Duration::from_secs(15),
-            server_address: String::new(),
-            sharded_list_and_watch: false,
-        }
-    }
-}
-
-/// Everything a request needs: the store, the served kinds, settings.
-#[derive(Debug)]
-pub struct State {
-    /// The object store.
-    pub store: Arc<Store>,
-    /// The served kinds.
-    pub registry: Arc<Registry>,
-    /// Settings.
-    pub config: HandlerConfig,
-    /// Flips to true when the server stops: open watches end.
-    pub shutdown: tokio::sync::watch::Receiver<bool>,
-    /// Fault settings: write faults and per-client views apply to requests.
-    pub faults: crate::faults::Faults,
-    /// State of the generateName suffix generator (seeded, deterministic).
-    names: Mutex<crate::faults::Rng>,
-}
-
-impl State {
-    /// Build the handler state.
-    #[must_use]
-    pub fn new(
-        store: Arc<Store>,
-        registry: Arc<Registry>,
-        config: HandlerConfig,
-        shutdown: tokio::sync::watch::Receiver<bool>,
-        faults: crate::faults::Faults,
-        seed: u64,
-    ) -> Self {
-        State {
-            store,
-            registry,
-            config,
-            shutdown,
-            faults,
-            names: Mutex::new(crate::faults::Rng::new(seed)),
-        }
-    }
-
-    fn random_suffix(&self) -> String {
-        const ALPHABET: &[u8] = b"bcdfghjklmnpqrstvwxz2456789";
-        let mut rng = self.names.lock().unwrap_or_else(|e| e.into_inner());
-        (0..5)
-            .map(|_| ALPHABET[(rng.next_u64() % ALPHABET.len() as u64) as usize] as char)
-            .collect()
-    }
-}
-
-type Resp = Response<Body>;
-
-fn json_response(code: StatusCode, body: &Value) -> Resp {
-    bytes_response(code, Bytes::from(body.to_string()))
-}
-
-/// A list's JSON: its `kind`, `apiVersion` and `metadata`, then `items`,
-/// each written by `item` (the stored bytes, or a rendering of them).
-pub(crate) fn list_json(
-    kind: &str,
-    api_version: &str,
-    meta: &Value,
-    items: &[Arc<StoredObject>],
-    mut item: impl FnMut(&mut Vec<u8>, &StoredObject),
-) -> Bytes {
-    let mut out = Vec::with_capacity(128 + items.iter().map(|o| o.raw.len() + 1).sum::<usize>());
-    out.extend_from_slice(
-        format!(
-            "{{\"kind\":{},\"apiVersion\":{},\"metadata\":{meta},\"items\":[",
-            Value::from(kind),
-            Value::from(api_version),
-        )
-        .as_bytes(),
-    );
-    for (i, o) in items.iter().enumerate() {
-        if i > 0 {
-            out.push(b',');
-        }
-        item(&mut out, o);
-    }
-    out.extend_from_slice(b"]}");
-    Bytes::from(out)
-}
-
-fn bytes_response(code: StatusCode, body: Bytes) -> Resp {
-    Response::builder()
-        .status(code)
-        .header(header::CONTENT_TYPE, "application/json")
-        .body(Body::from(body))
-        .expect("static response parts are valid")
-}
-
-/// The response for an error: its status code and a `metav1.Status` body.
-#[must_use]
-pub fn error_response(e: &ApiError) -> Resp {
-    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
-    let mut resp = json_response(code, &e.to_status());
-    if let Some(secs) = e.retry_after_seconds() {
-        resp.headers_mut()
-            .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
-    }
-    resp
-}
+pub use response::error_response;
+pub use state::{HandlerConfig, State};
 
 /// Handle one request.
 pub async fn handle<B>(state: Arc<State>, client: ClientId, req: Request<B>) -> Resp
@@ -245,10 +133,6 @@ where
         crate::proto::Wants::Json => resp,
     }
 }
-
-/// Marks a response whose body is a stream (a watch): never re-encoded.
-#[derive(Debug, Clone, Copy)]
-pub(crate) struct Streamed;
 
 /// For a client that prefers protobuf: a JSON answer re-encoded as
 /// protobuf when its kind has a protobuf form; kept as JSON when the client also takes JSON
@@ -411,66 +295,6 @@ impl<'a> ResourcePath<'a> {
     }
 }
 
-/// The resourceVersion a client's read is served at when its view is
-/// frozen: reads that name a resourceVersion (informer lists, `rv=0`) are
-/// stale, quorum reads (none named) only when the view says so.
-fn stale_read_rv(req: &Req<'_>, names_rv: bool) -> Option<u64> {
-    let view = req.state.faults.view(req.client);
-    let frozen = view.frozen_at?;
-    (names_rv || view.stale_quorum_reads).then_some(frozen)
-}
-
-struct Req<'a> {
-    state: &'a Arc<State>,
-    client: ClientId,
-    method: &'a Method,
-    headers: &'a HeaderMap,
-    query: params::Query,
-    body: Bytes,
-}
-
-impl Req<'_> {
-    fn header(&self, h: header::HeaderName) -> &str {
-        self.headers
-            .get(h)
-            .and_then(|v| v.to_str().ok())
-            .unwrap_or("")
-    }
-
-    fn only_get(&self) -> Result<(), ApiError> {
-        if self.method == Method::GET {
-            Ok(())
-        } else {
-            Err(ApiError::method_not_allowed(self.method.as_str()))
-        }
-    }
-
-    /// The manager a write is recorded under: `fieldManager`, else the
-    /// user agent's first segment (as the real server defaults it).
-    fn field_manager(&self, opts: &params::WriteOptions) -> String {
-        if let Some(m) = &opts.field_manager {
-            return m.clone();
-        }
-        let ua = self.header(header::USER_AGENT);
-        let m: String = ua
-            .split('/')
-            .next()
-            .unwrap_or("")
-            .chars()
-            .take(128)
-            .collect();
-        if m.is_empty() { "unknown".into() } else { m }
-    }
-}
-
-/// A request aimed at a served resource.
-struct Target {
-    info: Arc<ResourceInfo>,
-    namespace: Option<String>,
-    name: Option<String>,
-    sub: Subresource,
-}
-
 fn route(
     req: &Req<'_>,
     path: &str,
@@ -527,42 +351,6 @@ fn route(
     }
 }
 
-/// What a request asks of a served resource, decided from its method and
-/// the shape of its path before any parameter is read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-enum Action {
-    /// GET of one object (or its status).
-    Get,
-    /// GET of a collection: a list, or a watch when `watch` is set.
-    List,
-    /// POST to a namespace's (or a cluster-scoped kind's) collection.
-    Create,
-    /// PUT of one object (or its status).
-    Update,
-    /// PATCH of one object (or its status).
-    Patch,
-    /// DELETE of one object.
-    Delete,
-    /// DELETE of a namespace's (or a cluster-scoped kind's) collection.
-    DeleteCollection,
-}
-
-impl Action {
-    /// The discovery verb that must be served for this action (`list` also
-    /// covers `watch`).
-    fn verb(self) -> &'static str {
-        match self {
-            Action::Get => "get",
-            Action::List => "list",
-            Action::Create => "create",
-            Action::Update => "update",
-            Action::Patch => "patch",
-            Action::Delete => "delete",
-            Action::DeleteCollection => "deletecollection",
-        }
-    }
-}
-
 /// The action a method asks for on a path of this shape, or 405: the
 /// routes Kubernetes registers for a resource are
 /// - `/<plural>` of a namespaced kind (all namespaces): list and watch only;
@@ -601,9 +389,7 @@ fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiE
     }
     let sub = match p.sub {
         None => Subresource::Main,
-        Some(sub @ ("log" | "exec" | "attach" | "portforward" | "proxy"))
-            if info.group.is_empty() && info.plural == "pods" =>
-        {
+        Some(sub) if info.strategy.kubelet_subresources().contains(&sub) => {
             let (Some(ns), Some(name)) = (namespace, name) else {
                 return Err(ApiError::no_route(path));
             };
@@ -685,13 +471,6 @@ fn check_path_segment_name(name: &str) -> Result<(), ApiError> {
     }
 }
 
-/// After every committed write: a CRD's served resources follow the store.
-fn committed(req: &Req<'_>, t: &Target, obj: &StoredObject) {
-    if crate::crd::is_crd(&t.info) {
-        crate::crd::settle(&req.state.registry, &req.state.store, &obj.value());
-    }
-}
-
 /// The answer to a pod subresource only a kubelet serves (`log`, `exec`,
 /// `attach`, `portforward`, `proxy`): 404 for a missing pod, kube-apiserver's
 /// 400 for a pod not yet on a node, else 503 saying there is no kubelet.
@@ -706,22 +485,6 @@ fn needs_kubelet(req: &Req<'_>, info: &ResourceInfo, ns: &str, name: &str, sub: 
             "ward-apiserver runs no kubelet: pods/{sub} of pod {name} on node {node} cannot be served (its containers do not run)"
         )),
     }
-}
-
-fn ns_of(t: &Target) -> &str {
-    t.namespace.as_deref().unwrap_or("")
-}
-
-fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCode) -> Resp {
-    if crate::partial::wants_partial(req.header(header::ACCEPT)) {
-        return bytes_response(code, crate::partial::partial_of_one(o));
-    }
-    if table::wants_table(req.header(header::ACCEPT)) {
-        let mut v = o.value();
-        v["apiVersion"] = t.info.api_version().into();
-        return json_response(code, &table::table_of_one(&t.info, &v));
-    }
-    bytes_response(code, o.bytes_at(&t.info.api_version()))
 }
 
 #[cfg(test)]

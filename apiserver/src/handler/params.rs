@@ -20,7 +20,6 @@
 
 use std::time::Duration;
 
-use super::read::decode_continue;
 use crate::status::ApiError;
 use crate::store::Commit;
 
@@ -406,6 +405,36 @@ pub(super) fn invalid_options(kind: &str, errs: Vec<String>) -> Result<(), ApiEr
             "",
         ),
     )
+}
+
+/// The `continue` token of a page that ended at `ns`/`name`.
+pub(super) fn encode_continue(ns: &str, name: &str) -> String {
+    let raw = format!("{ns}\u{0}{name}");
+    raw.bytes().map(|b| format!("{b:02x}")).collect()
+}
+
+/// The `ns`/`name` a `continue` token names (400 for one this server did not make).
+pub(super) fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+    let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
+    if !token.len().is_multiple_of(2) {
+        return Err(bad());
+    }
+    let bytes = (0..token.len())
+        .step_by(2)
+        .map(|i| {
+            token
+                .get(i..i + 2)
+                .and_then(|h| u8::from_str_radix(h, 16).ok())
+        })
+        .collect::<Option<Vec<u8>>>()
+        .ok_or_else(bad)?;
+    let s = String::from_utf8(bytes).map_err(|_| bad())?;
+    let (ns, name) = s.split_once('\u{0}').ok_or_else(bad)?;
+    // Tokens name the last object of a page: never an empty name.
+    if name.is_empty() {
+        return Err(bad());
+    }
+    Ok((ns.to_string(), name.to_string()))
 }
 
 #[cfg(test)]

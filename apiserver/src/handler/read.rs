@@ -1,13 +1,13 @@
 //! Reads: get, list (with stale views and pagination) and watch.
 
-use super::params::{GetOptions, ListOptions};
 use axum::body::Body;
 use futures::StreamExt;
 use http::{Response, StatusCode, header};
 use serde_json::{Value, json};
 
-use super::{Req, Resp, Target, bytes_response, json_response, ns_of, render, stale_read_rv};
-use crate::filter::ObjectFilter;
+use super::params::{GetOptions, ListOptions, encode_continue};
+use super::request::{Req, Target, filter_of, ns_of, stale_read_rv};
+use super::response::{Resp, Streamed, bytes_response, json_response, render};
 use crate::status::ApiError;
 use crate::table;
 use crate::watch::{self, WatchSpec};
@@ -29,58 +29,6 @@ pub(super) fn get(req: &Req<'_>, t: &Target, opts: &GetOptions) -> Result<Resp, 
     }
     .ok_or_else(|| ApiError::not_found(&t.info.group, &t.info.plural, name))?;
     Ok(render(req, t, &o, StatusCode::OK))
-}
-
-pub(super) fn filter_of(
-    req: &Req<'_>,
-    t: &Target,
-    opts: &ListOptions,
-) -> Result<ObjectFilter, ApiError> {
-    let mut filter = ObjectFilter::new(
-        &t.info,
-        t.namespace.clone(),
-        opts.label_selector.as_deref(),
-        opts.field_selector.as_deref(),
-    )?;
-    // Without the feature the option is ignored, as kube-apiserver ignores
-    // it with the gate off (a client then sees no `shardInfo`).
-    if req.state.config.sharded_list_and_watch
-        && let Some(s) = &opts.shard_selector
-    {
-        filter.shard = Some(
-            crate::shard::ShardSelector::parse(s)
-                .map_err(|e| ApiError::bad_request(format!("invalid shardSelector: {e}")))?,
-        );
-    }
-    Ok(filter)
-}
-
-pub(super) fn encode_continue(ns: &str, name: &str) -> String {
-    let raw = format!("{ns}\u{0}{name}");
-    raw.bytes().map(|b| format!("{b:02x}")).collect()
-}
-
-pub(super) fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
-    let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
-    if !token.len().is_multiple_of(2) {
-        return Err(bad());
-    }
-    let bytes = (0..token.len())
-        .step_by(2)
-        .map(|i| {
-            token
-                .get(i..i + 2)
-                .and_then(|h| u8::from_str_radix(h, 16).ok())
-        })
-        .collect::<Option<Vec<u8>>>()
-        .ok_or_else(bad)?;
-    let s = String::from_utf8(bytes).map_err(|_| bad())?;
-    let (ns, name) = s.split_once('\u{0}').ok_or_else(bad)?;
-    // Tokens name the last object of a page: never an empty name.
-    if name.is_empty() {
-        return Err(bad());
-    }
-    Ok((ns.to_string(), name.to_string()))
 }
 
 pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp, ApiError> {
@@ -138,7 +86,7 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
         ));
     }
     let api_version = t.info.api_version();
-    let list = super::list_json(
+    let list = crate::render::list_json(
         &t.info.list_kind,
         &api_version,
         &meta,
@@ -175,7 +123,7 @@ pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp
     Ok(Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/json")
-        .extension(super::Streamed)
+        .extension(Streamed)
         .body(Body::from_stream(stream))
         .expect("static response parts are valid"))
 }

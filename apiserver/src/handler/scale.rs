@@ -13,9 +13,10 @@
 use http::{StatusCode, header};
 use serde_json::{Value, json};
 
+use super::body::{parse_body, patch_error};
 use super::params::{GetOptions, WriteOptions, WriteVerb};
-use super::write::{parse_body, patch_error};
-use super::{Action, Req, Resp, Target, json_response, ns_of};
+use super::request::{Action, Req, Target, committed, ns_of};
+use super::response::{Resp, json_response};
 use crate::patch::{self, PatchKind};
 use crate::resources::{ResourceInfo, ScalePaths};
 use crate::status::ApiError;
@@ -109,7 +110,7 @@ fn write(
             Ok(new)
         })?;
     if opts.commit == Commit::Store {
-        super::committed(req, t, &stored);
+        committed(req, t, &stored);
     }
     Ok(json_response(
         StatusCode::OK,

@@ -1,57 +1,19 @@
 //! Writes: create, update, patch (JSON, merge, strategic) and server-side apply.
 
-use super::params::{WriteOptions, WriteVerb};
 use std::sync::Arc;
 
 use http::{StatusCode, header};
 use serde_json::{Value, json};
 
-use super::{Req, Resp, Target, committed, ns_of, render};
-use crate::patch::{self, PatchError, PatchKind};
+use super::body::{parse_body, patch_error};
+use super::params::{WriteOptions, WriteVerb};
+use super::request::{Req, Target, committed, ns_of};
+use super::response::{Resp, render};
+use crate::patch::{self, PatchKind};
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
 use crate::store::{Commit, StoredObject};
 use crate::strategy::{self, Subresource};
-
-/// Parse a request body as a JSON object: JSON, YAML (`application/yaml`)
-/// or, for a built-in kind, protobuf (`application/vnd.kubernetes.protobuf`).
-pub(super) fn parse_body(req: &Req<'_>) -> Result<Value, ApiError> {
-    let ct = req.header(header::CONTENT_TYPE);
-    let essence = ct
-        .split(';')
-        .next()
-        .unwrap_or("")
-        .trim()
-        .to_ascii_lowercase();
-    let v: Value = match essence.as_str() {
-        "" | "application/json" | "*/*" => serde_json::from_slice(&req.body)
-            .map_err(|e| ApiError::bad_request(format!("error decoding JSON body: {e}")))?,
-        crate::proto::MEDIA_TYPE => crate::proto::decode_object(&req.body).map_err(|e| match e {
-            // As kube-apiserver answers a protobuf body for a custom resource.
-            crate::proto::ProtoError::UnknownKind { .. } => ApiError::unsupported_media_type(
-                format!("the body of the request was in an unknown format - accepted media types include: application/json, application/yaml ({e})"),
-            ),
-            e => ApiError::bad_request(format!("error decoding protobuf body: {e}")),
-        })?,
-        "application/yaml" => {
-            let s = std::str::from_utf8(&req.body)
-                .map_err(|_| ApiError::bad_request("error decoding YAML body: not UTF-8"))?;
-            serde_saphyr::from_str(s)
-                .map_err(|e| ApiError::bad_request(format!("error decoding YAML body: {e}")))?
-        }
-        other => {
-            return Err(ApiError::unsupported_media_type(format!(
-                "the body of the request was in an unknown format - accepted media types include: application/json, application/yaml (got {other})"
-            )));
-        }
-    };
-    if !v.is_object() {
-        return Err(ApiError::bad_request(
-            "the body of the request must be a JSON object",
-        ));
-    }
-    Ok(v)
-}
 
 /// Check apiVersion/kind against the URL (filling them in when absent),
 /// and metadata's shape, name and namespace.
@@ -237,16 +199,6 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             Ok(new)
         })?;
     Ok(written(req, t, &stored, opts.commit))
-}
-
-pub(super) fn patch_error(t: &Target, name: &str, e: PatchError) -> ApiError {
-    match e {
-        PatchError::Malformed(m) => ApiError::bad_request(m),
-        PatchError::TestFailed(m) | PatchError::Invalid(m) => {
-            ApiError::invalid(&t.info.kind, name, m)
-        }
-        PatchError::Conflict(m) => ApiError::conflict(m),
-    }
 }
 
 pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {

@@ -2,7 +2,11 @@
 //! server-side apply walk objects: field names without list indices (the
 //! items of a list share the list's path), allocation-free.
 
-use super::strategic::MAX_DEPTH;
+/// Deepest nesting (maps and list items) walked before giving up. The JSON
+/// and YAML parsers stop at 128 / 64 levels and JSON / merge patches may not
+/// produce deeper objects, so this only stops hand-built values, well before
+/// a 2 MiB thread stack (tokio's default) could run out even in debug builds.
+pub(crate) const MAX_DEPTH: usize = 150;
 
 /// Field-name path from the object root, without list indices (items of a
 /// list share the list's path). Allocation-free: each level borrows its parent.

@@ -9,13 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::PatchError;
-pub(crate) use super::path::Path;
-
-/// Deepest nesting (maps and list items) walked before giving up. The JSON
-/// and YAML parsers stop at 128 / 64 levels and JSON / merge patches may not
-/// produce deeper objects, so this only stops hand-built values, well before
-/// a 2 MiB thread stack (tokio's default) could run out even in debug builds.
-pub(crate) const MAX_DEPTH: usize = 150;
+pub(crate) use super::path::{MAX_DEPTH, Path};
 
 const DIRECTIVE: &str = "$patch";
 const RETAIN_KEYS: &str = "$retainKeys";

@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::write::{Change, Commit, Written, finalizers};
+use super::write::{Change, Written, finalizers};
 use super::*;
 
 impl Store {
@@ -58,7 +58,8 @@ impl Store {
             }
             let v = old.value();
             let mut fin: Vec<String> = old.finalizers().map(String::from).collect();
-            let grace = self.rules.grace(key, &v, spec.grace_period_seconds);
+            let kind = self.rules.strategy(key);
+            let grace = kind.grace(&v, spec.grace_period_seconds);
             if old.terminating {
                 // A later delete may shorten a grace period, never lengthen it.
                 let current = v["metadata"]["deletionGracePeriodSeconds"]
@@ -69,7 +70,7 @@ impl Store {
                 }
             } else {
                 let add = spec.add_finalizers.iter().map(String::as_str);
-                for f in add.chain(self.rules.delete_finalizers(key).iter().copied()) {
+                for f in add.chain(kind.delete_finalizers().iter().copied()) {
                     if !fin.iter().any(|x| x == f) {
                         fin.push(f.to_string());
                     }
@@ -111,7 +112,7 @@ impl Store {
             crate::clock::format_time(at).into(),
         );
         m.insert("deletionGracePeriodSeconds".into(), grace.into());
-        self.rules.mark_terminating(key, &mut v);
+        self.rules.strategy(key).mark_terminating(&mut v);
         Change::Put(v)
     }
 
@@ -263,6 +264,8 @@ impl Store {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::*;
     use crate::store::testing::*;
 

@@ -18,10 +18,11 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use serde_json::{Value, json};
+use serde_json::Value;
 use tokio::sync::broadcast;
 
 use crate::clock::Clock;
+use crate::kind::Strategy;
 use crate::resources::{ResourceInfo, StorageKey};
 use crate::status::ApiError;
 
@@ -32,7 +33,6 @@ mod write;
 
 use object::{Id, Named, Slot};
 pub use object::{OwnerRef, RefUid, StoredObject, Uid};
-pub use write::Commit;
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -69,10 +69,30 @@ pub struct Event {
     /// The object before the write (None for ADDED): lets a filtered watch
     /// turn "stopped matching" into DELETED and "started matching" into ADDED.
     pub prev: Option<Arc<StoredObject>>,
-    /// The watch line for `kind`, built on first use and shared by every watcher.
-    pub line: std::sync::OnceLock<Bytes>,
-    /// The same as a `PartialObjectMetadata` (a metadata-only watch's line).
-    pub metadata_line: std::sync::OnceLock<Bytes>,
+    /// Renderings of this event its readers build once and share (the
+    /// watch's lines), each under a slot the reader chooses.
+    pub renderings: Renderings,
+}
+
+/// Bytes a reader of an event renders once and every other reader reuses
+/// (a watch line, built by the first watcher that needs it). The store
+/// neither builds nor reads them: a reader picks a slot per rendering, so
+/// a new rendering adds a slot number in the reader, not a field here. They
+/// live as long as the event, so they need no eviction.
+#[derive(Debug, Default)]
+pub struct Renderings([std::sync::OnceLock<Bytes>; Renderings::SLOTS]);
+
+impl Renderings {
+    /// How many renderings an event holds; a slot beyond is rendered each time.
+    pub const SLOTS: usize = 4;
+
+    /// The rendering in `slot`, built by `render` if it is the first asked for.
+    pub fn get_or_init(&self, slot: usize, render: impl FnOnce() -> Bytes) -> Bytes {
+        match self.0.get(slot) {
+            Some(cell) => cell.get_or_init(render).clone(),
+            None => render(),
+        }
+    }
 }
 
 /// Store sizing.
@@ -128,6 +148,16 @@ pub struct ListPage {
     pub continue_after: Option<(String, String)>,
 }
 
+/// Whether a write is stored or only tried (`dryRun=All`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Commit {
+    /// Store the write and emit its event.
+    #[default]
+    Store,
+    /// Decide and validate it, answer what would be stored, store nothing.
+    DryRun,
+}
+
 /// Preconditions and options of a delete.
 #[derive(Debug, Clone, Default)]
 pub struct DeleteSpec {
@@ -166,22 +196,27 @@ pub struct Store {
     uids: AtomicU64,
 }
 
-/// The per-kind rules a delete follows, which the store leaves to the layer
-/// above ([`crate::strategy::KindRules`] is the server's): the store knows
-/// preconditions, finalizers, grace periods and namespaces as containers,
-/// not which kind has a grace period or what marks a namespace terminating.
+/// What the store leaves to the layer above ([`crate::strategy::KindRules`]
+/// is the server's): which [`Strategy`] each collection's objects follow,
+/// what a fresh cluster holds, what an emptied namespace drops. The store
+/// knows preconditions, finalizers, grace periods and namespaces as
+/// containers, and no kind by name: it applies the strategy it is handed.
 pub trait Rules: fmt::Debug + Send + Sync {
-    /// The grace period in seconds that a delete asking for `requested`
-    /// gives `obj` (of collection `key`) as it is now; 0 removes it at once.
-    fn grace(&self, key: &StorageKey, obj: &Value, requested: Option<i64>) -> i64;
-    /// Finalizers every delete of this collection's objects adds.
-    fn delete_finalizers(&self, key: &StorageKey) -> &'static [&'static str];
-    /// What else changes when `obj` starts terminating (beyond its
-    /// deletionTimestamp and grace period).
-    fn mark_terminating(&self, key: &StorageKey, obj: &mut Value);
+    /// The strategy the objects of collection `key` follow (their grace
+    /// period, the finalizers a delete adds, their selectable fields).
+    /// [`Strategy::generic`] by default.
+    fn strategy(&self, key: &StorageKey) -> Strategy {
+        let _ = key;
+        Strategy::generic()
+    }
     /// A terminating namespace holds no objects any more: drop what held
     /// it for them (its finalizer).
     fn namespace_emptied(&self, ns: &mut Value);
+    /// The objects a new store holds, each with its resource: what a fresh
+    /// cluster holds. None by default.
+    fn bootstrap(&self) -> Vec<(ResourceInfo, Value)> {
+        Vec::new()
+    }
 }
 
 /// The store's namespace collection key.
@@ -237,53 +272,8 @@ fn paginate<'a>(
     }
 }
 
-/// What a fresh cluster holds that clients look up: the four initial
-/// namespaces, the `default/kubernetes` Service, and the bootstrap
-/// ClusterRoles `cluster-admin` (bound to `system:masters`), `admin`,
-/// `edit` and `view`. The last three carry their aggregation rules with
-/// empty rules: no controller aggregates them here.
-fn bootstrap_objects() -> Vec<serde_json::Value> {
-    let mut objects: Vec<_> = ["default", "kube-system", "kube-public", "kube-node-lease"]
-        .into_iter()
-        .map(|name| {
-            json!({"apiVersion": "v1", "kind": "Namespace",
-                "metadata": {"name": name, "labels": {"kubernetes.io/metadata.name": name}},
-                "spec": {"finalizers": ["kubernetes"]}, "status": {"phase": "Active"}})
-        })
-        .collect();
-    objects.push(json!({"apiVersion": "v1", "kind": "Service",
-        "metadata": {"name": "kubernetes", "namespace": "default",
-            "labels": {"component": "apiserver", "provider": "kubernetes"}},
-        "spec": {"type": "ClusterIP", "clusterIP": "10.96.0.1", "clusterIPs": ["10.96.0.1"],
-            "ipFamilies": ["IPv4"], "ipFamilyPolicy": "SingleStack",
-            "ports": [{"name": "https", "port": 443, "protocol": "TCP", "targetPort": 6443}],
-            "sessionAffinity": "None", "internalTrafficPolicy": "Cluster"}}));
-    let bootstrap = json!({"kubernetes.io/bootstrapping": "rbac-defaults"});
-    let autoupdate = json!({"rbac.authorization.kubernetes.io/autoupdate": "true"});
-    objects.push(
-        json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-        "metadata": {"name": "cluster-admin", "labels": bootstrap, "annotations": autoupdate},
-        "rules": [{"apiGroups": ["*"], "resources": ["*"], "verbs": ["*"]},
-                  {"nonResourceURLs": ["*"], "verbs": ["*"]}]}),
-    );
-    objects.push(json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRoleBinding",
-        "metadata": {"name": "cluster-admin", "labels": bootstrap, "annotations": autoupdate},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "cluster-admin"},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": "system:masters"}]}));
-    for name in ["admin", "edit", "view"] {
-        let label = format!("rbac.authorization.k8s.io/aggregate-to-{name}");
-        objects.push(
-            json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "ClusterRole",
-            "metadata": {"name": name, "labels": bootstrap, "annotations": autoupdate},
-            "aggregationRule": {"clusterRoleSelectors": [{"matchLabels": {label: "true"}}]},
-            "rules": []}),
-        );
-    }
-    objects
-}
-
 impl Store {
-    /// A store holding what a fresh cluster holds (`bootstrap_objects`).
+    /// A store holding what `rules` says a fresh cluster holds ([`Rules::bootstrap`]).
     #[must_use]
     pub fn new(config: StoreConfig, clock: Clock, rules: Arc<dyn Rules>) -> Self {
         let (events, _) = broadcast::channel(config.watch_buffer.max(16));
@@ -300,17 +290,9 @@ impl Store {
             rules,
             uids: AtomicU64::new(0),
         };
-        let builtins = crate::resources::builtin_resources();
-        for obj in bootstrap_objects() {
-            let info = builtins
-                .iter()
-                .find(|r| {
-                    r.is_api_version(obj["apiVersion"].as_str().unwrap_or(""))
-                        && r.kind == obj["kind"]
-                })
-                .expect("bootstrap kinds are built in");
+        for (info, obj) in store.rules.bootstrap() {
             store
-                .create(info, obj)
+                .create(&info, obj)
                 .expect("bootstrap objects are valid");
         }
         store
@@ -376,6 +358,8 @@ impl Store {
 #[cfg(test)]
 pub(crate) mod testing {
     //! Fixtures shared by the store's tests.
+    use serde_json::json;
+
     use super::*;
     use crate::resources::builtin_resources;
 

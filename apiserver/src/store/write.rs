@@ -22,16 +22,6 @@ pub(super) enum Change {
     Remove(Value),
 }
 
-/// Whether a write is stored or only tried (`dryRun=All`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum Commit {
-    /// Store the write and emit its event.
-    #[default]
-    Store,
-    /// Decide and validate it, answer what would be stored, store nothing.
-    DryRun,
-}
-
 /// What a committed write left.
 pub(super) struct Written {
     /// The object written (for a removal, its last state).
@@ -90,7 +80,7 @@ impl Store {
             // Indexed and serialized before taking the lock; only the
             // resourceVersion is spliced in under it.
             let size_hint = old.as_ref().map_or(0, |o| o.raw.len() + 32);
-            let prepared = Prepared::new(&new, size_hint);
+            let prepared = Prepared::new(&new, size_hint, &*self.rules.strategy(key));
             let mut inner = match held.take() {
                 Some(inner) => inner,
                 None => self.lock(),
@@ -133,7 +123,7 @@ impl Store {
             }
         };
         Ok(Written {
-            object: Prepared::new(&new, 0).finish(rv),
+            object: Prepared::new(&new, 0, &*self.rules.strategy(key)).finish(rv),
             removed,
         })
     }
@@ -228,8 +218,7 @@ impl Store {
             key,
             object,
             prev,
-            line: std::sync::OnceLock::new(),
-            metadata_line: std::sync::OnceLock::new(),
+            renderings: Renderings::default(),
         });
         inner.history.push_back(event.clone());
         while inner.history.len() > self.config.history.max(1) {
@@ -520,6 +509,8 @@ pub(super) fn finalizers(v: &Value) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
+    use serde_json::json;
+
     use super::testing::*;
     use super::*;
 

@@ -1,0 +1,59 @@
+//! What the verbs answer with: JSON bodies, errors as `metav1.Status`, one
+//! object rendered as the client asked (whole, metadata only, a Table).
+
+use axum::body::Body;
+use bytes::Bytes;
+use http::{Response, StatusCode, header};
+use serde_json::Value;
+
+use super::request::{Req, Target};
+use crate::status::ApiError;
+use crate::store::StoredObject;
+use crate::table;
+
+/// A response.
+pub(super) type Resp = Response<Body>;
+
+/// A JSON response of `body`.
+pub(super) fn json_response(code: StatusCode, body: &Value) -> Resp {
+    bytes_response(code, Bytes::from(body.to_string()))
+}
+
+/// A JSON response of bytes already serialized.
+pub(super) fn bytes_response(code: StatusCode, body: Bytes) -> Resp {
+    Response::builder()
+        .status(code)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body))
+        .expect("static response parts are valid")
+}
+
+/// The response for an error: its status code and a `metav1.Status` body.
+#[must_use]
+pub fn error_response(e: &ApiError) -> Resp {
+    let code = StatusCode::from_u16(e.code).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR);
+    let mut resp = json_response(code, &e.to_status());
+    if let Some(secs) = e.retry_after_seconds() {
+        resp.headers_mut()
+            .insert(header::RETRY_AFTER, header::HeaderValue::from(secs));
+    }
+    resp
+}
+
+/// Marks a response whose body is a stream (a watch): never re-encoded.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Streamed;
+
+/// One object as the client asked for it: metadata only, a Table row,
+/// or the object at the resource's version.
+pub(super) fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCode) -> Resp {
+    if crate::partial::wants_partial(req.header(header::ACCEPT)) {
+        return bytes_response(code, crate::partial::partial_of_one(o));
+    }
+    if table::wants_table(req.header(header::ACCEPT)) {
+        let mut v = o.value();
+        v["apiVersion"] = t.info.api_version().into();
+        return json_response(code, &table::table_of_one(&t.info, &v));
+    }
+    bytes_response(code, o.bytes_at(&t.info.api_version()))
+}

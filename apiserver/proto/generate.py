@@ -6,15 +6,17 @@ Usage, from anywhere in the repository (paths are the script's own):
     python3 apiserver/proto/generate.py            # write schema.rs
     python3 apiserver/proto/generate.py --check    # exit 1 if it differs
     python3 apiserver/proto/generate.py --extract-go API_REPO APIMACHINERY_REPO
-        # rewrite go_omitempty.txt from git repositories of k8s.io/api and
-        # k8s.io/apimachinery holding the tags in RELEASES (bare or not)
+        # rewrite go_omitempty.txt from clones (bare or not) of
+        # github.com/kubernetes/api and .../apimachinery holding the tags in
+        # RELEASES, and check json_names.txt against their json tags
 
 Inputs, every one pinned:
 - k8s-pb 0.9.0: prost messages generated from the generated.proto files of
   Kubernetes v1.35.0 (its justfile's KUBERNETES_VERSION): each message's
   fields with their tag, wire type and message type. Tags are never reused,
   so each field the served 1.33 has carries the same tag; the fields 1.34
-  and 1.35 added are kept, as ward-apiserver keeps them in JSON bodies.
+  and 1.35 added are kept, as ward-apiserver (which validates no schema)
+  keeps them in JSON bodies.
 - k8s-openapi 0.29.0 (serde types generated from Kubernetes' OpenAPI), its
   modules in RELEASES' order (v1_33, the served release, then v1_35 for the
   fields 1.33 lacks): each field's JSON name, which prost's snake_case names
@@ -39,23 +41,19 @@ it, so an edit by hand, or data changed without regenerating, fails
 
 Refreshing for another Kubernetes release: bump the crates in Cargo.lock
 and PB, OPENAPI, RELEASES here (the first release is the one
-discovery::KUBE_MINOR serves; the run checks), get git repositories of
-k8s.io/api and k8s.io/apimachinery with the new tags (k8s.io/api tags
-Kubernetes 1.x.y as v0.x.y), run --extract-go, then add the names the run
-asks for to json_names.txt and regenerate.
+discovery::KUBE_MINOR serves, which the run checks; the last the one
+k8s-pb's justfile names), run --extract-go with clones holding the new
+tags (k8s.io/api and k8s.io/apimachinery tag Kubernetes 1.x.y as v0.x.y),
+then add the names the run asks for to json_names.txt, from the Go types,
+and regenerate.
 
 Kept: every GA API version (v1, v2) and the apimachinery packages kinds use.
 
-Why a generated table rather than k8s-pb's prost structs at run time: prost
-structs know their tags only in generated encode/decode code (no reflection
-without prost-reflect and descriptors k8s-pb does not ship), carry
-snake_case names without the JSON ones, nest embedded structs that JSON
-inlines, and would mean decoding into one typed struct per kind and then
-converting to JSON by a hand-written match over every kind. The table is
-one walk for every kind, and keeps k8s-pb a dev-dependency (the tests check
-the codec against its encoding).
+Why a table rather than k8s-pb's prost structs at run time: see the module
+doc of apiserver/src/proto/mod.rs.
 """
 import difflib
+import functools
 import glob
 import json
 import os
@@ -98,13 +96,18 @@ def fail(msg):
     raise SystemExit(f"generate.py: {msg}")
 
 
-def crate_src(name, version):
-    """The src directory of a crate at the version Cargo.lock has."""
+@functools.cache
+def packages():
     meta = subprocess.run(["cargo", "metadata", "--format-version", "1", "--locked"],
                           cwd=ROOT, capture_output=True, text=True)
     if meta.returncode != 0:
         fail(f"cargo metadata failed:\n{meta.stderr}")
-    found = [p for p in json.loads(meta.stdout)["packages"] if p["name"] == name]
+    return json.loads(meta.stdout)["packages"]
+
+
+def crate_src(name, version):
+    """The src directory of a crate at the version Cargo.lock has."""
+    found = [p for p in packages() if p["name"] == name]
     for p in found:
         if p["version"] == version:
             return os.path.join(os.path.dirname(p["manifest_path"]), "src")

@@ -138,11 +138,12 @@ mod tests {
                 h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
             }
         }
-        assert_eq!(
-            digest,
-            Some(format!("{h:016x}").as_str()),
+        let content = format!("{h:016x}");
+        assert!(
+            digest == Some(content.as_str()),
             "apiserver/src/proto/schema.rs is not what apiserver/proto/generate.py \
-             writes from its inputs: never edit it by hand; run the generator"
+             wrote (its header's digest {digest:?}, its content's {content}): never \
+             edit it by hand; run the generator and commit what it writes"
         );
     }
 

@@ -2,45 +2,84 @@
 """Generate apiserver/src/proto/schema.rs: the protobuf wire schema of the
 Kubernetes kinds ward-apiserver serves, as a table its codec reads.
 
-Inputs: two crates already in Cargo.lock, read from cargo's registry, and
-the Go API types:
-- k8s-pb 0.9.0 (prost messages generated from Kubernetes' generated.proto):
-  each message's fields with their tag, wire type and message type;
-- k8s-openapi 0.29.0 (serde types generated from Kubernetes' OpenAPI): each
-  field's JSON name, which prost's snake_case names lose (`podIP` ->
-  `pod_ip`), and which proto fields are Go embedded structs (nested in
-  protobuf, their fields inlined in JSON);
-- the Go types of k8s.io/api and k8s.io/apimachinery (checkouts given as
-  arguments): which fields are plain (non-pointer) scalars with
-  `omitempty`. Go marshals those to protobuf even when zero, and its JSON
-  omits them; a pointer's zero (`replicas: 0`) is kept in both. Without
-  this a decoded object would carry `"nodeName": ""`.
+Usage, from anywhere in the repository (paths are the script's own):
+    python3 apiserver/proto/generate.py            # write schema.rs
+    python3 apiserver/proto/generate.py --check    # exit 1 if it differs
+    python3 apiserver/proto/generate.py --extract-go API_REPO APIMACHINERY_REPO
+        # rewrite go_omitempty.txt from clones (bare or not) of
+        # github.com/kubernetes/api and .../apimachinery holding the tags in
+        # RELEASES, and check json_names.txt against their json tags
 
-Usage, from the workspace root:
-    python3 apiserver/proto/generate.py K8S_API_DIR K8S_APIMACHINERY_DIR \
-        > apiserver/src/proto/schema.rs
+Inputs, every one pinned:
+- k8s-pb 0.9.0: prost messages generated from the generated.proto files of
+  Kubernetes v1.35.0 (its justfile's KUBERNETES_VERSION): each message's
+  fields with their tag, wire type and message type. Tags are never reused,
+  so each field the served 1.33 has carries the same tag; the fields 1.34
+  and 1.35 added are kept, as ward-apiserver (which validates no schema)
+  keeps them in JSON bodies.
+- k8s-openapi 0.29.0 (serde types generated from Kubernetes' OpenAPI), its
+  modules in RELEASES' order (v1_33, the served release, then v1_35 for the
+  fields 1.33 lacks): each field's JSON name, which prost's snake_case names
+  lose (`podIP` -> `pod_ip`), and which proto fields are Go embedded structs
+  (nested in protobuf, their fields inlined in JSON). Both crates are read
+  where `cargo metadata` says Cargo.lock's versions are (any CARGO_HOME; run
+  `cargo fetch` first if they are not downloaded).
+- json_names.txt: the JSON name of each field k8s-openapi's own types do not
+  name (lists' items, options and review messages, embedded structs'
+  fields...), each checked against its Go json tag. A field named nowhere
+  fails the run: add it there, from the Go type, never by guessing.
+- go_omitempty.txt: which fields are plain (non-pointer) Go scalars with
+  `omitempty`, taken once from k8s.io/api and k8s.io/apimachinery at the
+  tags in RELEASES (`--extract-go`). Go marshals those to protobuf even
+  when zero, and its JSON omits them; a pointer's zero (`replicas: 0`) is
+  kept in both. Without this a decoded object would carry `"nodeName": ""`.
+
+schema.rs's header names these inputs and carries an FNV-1a 64 digest of
+its body and the two data files; a Rust test (schema_types.rs) recomputes
+it, so an edit by hand, or data changed without regenerating, fails
+`cargo test`. `.ci/run` runs `--check`.
+
+Refreshing for another Kubernetes release: bump the crates in Cargo.lock
+and PB, OPENAPI, RELEASES here (the first release is the one
+discovery::KUBE_MINOR serves, which the run checks; the last the one
+k8s-pb's justfile names), run --extract-go with clones holding the new
+tags (k8s.io/api and k8s.io/apimachinery tag Kubernetes 1.x.y as v0.x.y),
+then add the names the run asks for to json_names.txt, from the Go types,
+and regenerate.
+
 Kept: every GA API version (v1, v2) and the apimachinery packages kinds use.
+
+Why a table rather than k8s-pb's prost structs at run time: see the module
+doc of apiserver/src/proto/mod.rs.
 """
+import difflib
+import functools
 import glob
+import json
 import os
 import re
 import subprocess
 import sys
+import tarfile
 
-REG = os.path.expanduser("~/.cargo/registry/src")
-PB = sorted(glob.glob(f"{REG}/*/k8s-pb-0.9.0/src"))[0]
-OPENAPI = sorted(glob.glob(f"{REG}/*/k8s-openapi-0.29.0/src"))[0]
-OPENAPI_VERSIONS = ["v1_33", "v1_34", "v1_35", "v1_36", "v1_37"]  # newest wins
+HERE = os.path.dirname(os.path.abspath(__file__))
+ROOT = os.path.dirname(os.path.dirname(HERE))
+SCHEMA = os.path.join(ROOT, "apiserver/src/proto/schema.rs")
+NAMES = os.path.join(HERE, "json_names.txt")
+GO_DATA = os.path.join(HERE, "go_omitempty.txt")
+DISCOVERY = os.path.join(ROOT, "apiserver/src/discovery.rs")
+
+PB = ("k8s-pb", "0.9.0")  # generated from Kubernetes v1.35.0's protos
+OPENAPI = ("k8s-openapi", "0.29.0")
+# Kubernetes releases, first wins for each field: the one served, then the
+# one k8s-pb's protos are from. (release, k8s-openapi module, Go module tag)
+RELEASES = [("v1.33.0", "v1_33", "v0.33.0"), ("v1.35.0", "v1_35", "v0.35.0")]
 APIMACHINERY = (
     "apimachinery.pkg.apis.meta.v1",
     "apimachinery.pkg.api.resource",
     "apimachinery.pkg.runtime",
     "apimachinery.pkg.util.intstr",
 )
-# JSON names that differ from the Go field name beyond case.
-RENAMED = {
-    ("apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaProps", "ref"): "$ref",
-}
 SCALARS = {"string": "String", "bool": "Bool", "int32": "Int32", "int64": "Int64",
            "double": "Double", "bytes": "Bytes"}
 
@@ -49,6 +88,38 @@ STRUCT_RE = re.compile(r"pub struct (\w+) \{(\}|.*?\n\})", re.S)
 FIELD_RE = re.compile(r"#\[prost\((?P<attr>[^]]*)\)\]\s*pub (?P<name>r#\w+|\w+):\s*")
 RESOURCE_RE = re.compile(
     r"impl crate::Resource for (\w+) \{\s*const API_VERSION: &'static str = \"([^\"]*)\";")
+GO_STRUCT_RE = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.S | re.M)
+GO_FIELD_RE = re.compile(r"^\s+(?:\w+\s+)?(?P<ty>[*\w.\[\]]+)\s+`(?P<tags>[^`]*)`", re.M)
+
+
+def fail(msg):
+    raise SystemExit(f"generate.py: {msg}")
+
+
+@functools.cache
+def packages():
+    meta = subprocess.run(["cargo", "metadata", "--format-version", "1", "--locked"],
+                          cwd=ROOT, capture_output=True, text=True)
+    if meta.returncode != 0:
+        fail(f"cargo metadata failed:\n{meta.stderr}")
+    return json.loads(meta.stdout)["packages"]
+
+
+def crate_src(name, version):
+    """The src directory of a crate at the version Cargo.lock has."""
+    found = [p for p in packages() if p["name"] == name]
+    for p in found:
+        if p["version"] == version:
+            return os.path.join(os.path.dirname(p["manifest_path"]), "src")
+    fail(f"Cargo.lock has {name} {[p['version'] for p in found]}, generate.py pins "
+         f"{version}: update the pin (and RELEASES) and regenerate")
+
+
+def check_served():
+    minor = re.search(r'KUBE_MINOR: &str = "(\d+)"', open(DISCOVERY).read()).group(1)
+    if not RELEASES[0][0].startswith(f"v1.{minor}."):
+        fail(f"ward-apiserver serves 1.{minor} (discovery::KUBE_MINOR) but RELEASES "
+             f"starts with {RELEASES[0][0]}")
 
 
 def kept(module):
@@ -86,57 +157,11 @@ def norm(snake):
     return snake.replace("_", "")
 
 
-def openapi_names():
-    """(module, lowercased type) -> {normalized snake name: JSON name}."""
-    names = {}
-    for version in OPENAPI_VERSIONS:
-        root = f"{OPENAPI}/{version}"
-        for path in glob.glob(f"{root}/**/*.rs", recursive=True):
-            src = open(path).read()
-            struct = re.search(r"pub struct (\w+) \{", src)
-            pairs = re.findall(r'"([^"]+)" => Field::Key_(\w+),', src)
-            if struct and pairs:
-                module = os.path.relpath(os.path.dirname(path), root).replace(os.sep, ".")
-                names[(module, struct.group(1).lower())] = {norm(s): j for j, s in pairs}
-    return names
-
-
-GO_STRUCT_RE = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.S | re.M)
-GO_FIELD_RE = re.compile(
-    r'^\s+(?:\w+\s+)?(?P<ty>[*\w.\[\]]+)\s+`json:"[^",]*(?P<opts>[^"]*)"\s+protobuf:"\w+,(?P<tag>\d+),',
-    re.M)
-
-
-def go_omit_zero(api_dir, apimachinery_dir):
-    """(module, lowercased struct) -> tags of plain scalar fields with
-    omitempty: their zero value is "unset"."""
-    out = {}
-    roots = [(api_dir, "api"), (f"{apimachinery_dir}/pkg", "apimachinery.pkg")]
-    for root, prefix in roots:
-        for path in glob.glob(f"{root}/**/*.go", recursive=True):
-            if path.endswith("_test.go") or "generated" in os.path.basename(path):
-                continue
-            rel = os.path.relpath(os.path.dirname(path), root).replace(os.sep, ".")
-            module = f"{prefix}.{rel}"
-            for sm in GO_STRUCT_RE.finditer(open(path).read()):
-                tags = out.setdefault((module, sm.group(1).lower()), set())
-                for fm in GO_FIELD_RE.finditer(sm.group(2)):
-                    plain = not fm.group("ty").startswith(("*", "[", "map["))
-                    if plain and "omitempty" in fm.group("opts"):
-                        tags.add(int(fm.group("tag")))
-    return out
-
-
-def camel(snake):
-    head, *rest = snake.split("_")
-    return head + "".join(p[:1].upper() + p[1:] for p in rest)
-
-
-def parse_pb():
+def parse_pb(pb):
     """Every kept message as {name: [field]}, and (apiVersion, module) pairs."""
     messages, modules = {}, set()
-    for path in sorted(glob.glob(f"{PB}/**/mod.rs", recursive=True)):
-        module = os.path.relpath(os.path.dirname(path), PB).replace(os.sep, ".")
+    for path in sorted(glob.glob(f"{pb}/**/mod.rs", recursive=True)):
+        module = os.path.relpath(os.path.dirname(path), pb).replace(os.sep, ".")
         if not kept(module):
             continue
         src = open(path).read()
@@ -164,6 +189,35 @@ def parse_pb():
     return messages, modules
 
 
+def openapi_names(openapi):
+    """(module, lowercased type) -> {normalized snake name: JSON name}, each
+    field from the first of RELEASES' modules that has it."""
+    names = {}
+    for _, version, _ in RELEASES:
+        root = f"{openapi}/{version}"
+        for path in sorted(glob.glob(f"{root}/**/*.rs", recursive=True)):
+            src = open(path).read()
+            struct = re.search(r"pub struct (\w+) \{", src)
+            pairs = re.findall(r'"([^"]+)" => Field::Key_(\w+),', src)
+            if struct and pairs:
+                module = os.path.relpath(os.path.dirname(path), root).replace(os.sep, ".")
+                own = names.setdefault((module, struct.group(1).lower()), {})
+                for j, s in pairs:
+                    own.setdefault(norm(s), j)
+    return names
+
+
+def read_listed_names():
+    """json_names.txt: (message, field) -> JSON name."""
+    listed = {}
+    for line in open(NAMES):
+        words = line.split("#", 1)[0].split()
+        if words:
+            message, field, json_name = words
+            listed[(message, field)] = json_name
+    return listed
+
+
 def inlines(messages, own, message):
     """Whether `message` is a Go embedded struct of a type whose JSON
     fields are `own`: each of its fields is one of them, or embedded too."""
@@ -172,82 +226,194 @@ def inlines(messages, own, message):
         norm(n["name"]) in own or inlines(messages, own, n.get("message")) for n in nested)
 
 
-def mark_omit_zero(messages, omit):
+def name_fields(messages, names, listed):
+    """Give each field its JSON name ("" for an embedded struct): from its
+    k8s-openapi type, else from json_names.txt. Fails on a field named by
+    neither, and on a listed name no field uses."""
+    unnamed, used = [], set()
     for full, fields in messages.items():
         module, msg = full.rsplit(".", 1)
-        tags = omit.get((module, msg.lower()), set())
+        own = names.get((module, msg.lower()), {})
         for f in fields:
-            scalar = f["ty"] in SCALARS.values() and not f["repeated"]
-            f["omit_zero"] = scalar and f["tag"] in tags
+            json_name = own.get(norm(f["name"]))
+            if json_name is None and own and inlines(messages, own, f.get("message")):
+                json_name = ""  # embedded: proto nests it, JSON inlines it
+            if json_name is None:
+                json_name = listed.get((full, f["name"]))
+                used.add((full, f["name"]))
+            if json_name is None:
+                unnamed.append(f"{full} {f['name']}")
+            f["json"] = json_name
+    stale = sorted(f"{m} {f}" for m, f in set(listed) - used)
+    if unnamed or stale:
+        fail("json_names.txt is out of step with the inputs.\n"
+             + "".join(f"  no JSON name (add it, from the Go json tag): {u}\n" for u in unnamed)
+             + "".join(f"  listed but named by k8s-openapi or gone (remove it): {s}\n"
+                       for s in stale))
 
 
-def name_fields(messages, names):
-    """Give each field its JSON name ("" for an embedded struct); the
-    guessed ones (no k8s-openapi type or field) are returned."""
-    by_module = {}
-    for (module, _), fields in names.items():
-        by_module.setdefault(module, {}).update(fields)
-    guessed = []
-    for full, fields in messages.items():
-        module, msg = full.rsplit(".", 1)
-        own = names.get((module, msg.lower()))
-        for f in fields:
-            key = norm(f["name"])
-            json = RENAMED.get((full, f["name"]))
-            if json is None and own is not None:
-                json = own.get(key)
-                if json is None and inlines(messages, own, f.get("message")):
-                    json = ""  # embedded: proto nests it, JSON inlines it
-            if json is None and own is None:
-                json = by_module.get(module, {}).get(key)
-            if json is None:
-                json = camel(f["name"])
-                guessed.append(f"{full}.{f['name']} -> {json}")
-            f["json"] = json
-    return guessed
-
-
-def go_versions():
-    """What the Go checkouts are: their git commit, or their directory name."""
-    out = []
-    for d in sys.argv[1:3]:
-        try:
-            rev = subprocess.run(["git", "-C", d, "rev-parse", "--short=10", "HEAD"],
-                                 capture_output=True, text=True, check=True).stdout.strip()
-        except (OSError, subprocess.CalledProcessError):
-            rev = os.path.basename(os.path.normpath(d))
-        out.append(rev)
+def read_go_data():
+    """go_omitempty.txt: {message: tags}, checked to be from RELEASES."""
+    text = open(GO_DATA).read()
+    tags = re.search(r"^# tags: (.*)$", text, re.M)
+    if tags is None or tags.group(1).split() != [t for _, _, t in RELEASES]:
+        fail("go_omitempty.txt is not from RELEASES' tags: run --extract-go")
+    out = {}
+    for line in text.splitlines():
+        if line and not line.startswith("#"):
+            message, *numbers = line.split()
+            out[message] = {int(n) for n in numbers}
     return out
 
 
-def main():
-    messages, modules = parse_pb()
-    guessed = name_fields(messages, openapi_names())
-    if len(sys.argv) != 3:
-        raise SystemExit(__doc__)
-    mark_omit_zero(messages, go_omit_zero(sys.argv[1], sys.argv[2]))
-    out = sys.stdout
-    out.write("// @generated by apiserver/proto/generate.py from k8s-pb 0.9.0 (tags, types),\n")
-    out.write("// k8s-openapi 0.29.0 (JSON names) and the Go types of k8s.io/api and\n")
-    out.write(f"// k8s.io/apimachinery ({', '.join(go_versions())}). Do not edit by hand.\n\n")
-    out.write("use super::schema_types::{Field, Message, Ty::*};\n\n")
-    out.write("/// Each API version's k8s-pb module (where its kinds' messages are).\n")
-    out.write("pub(super) static MODULES: &[(&str, &str)] = &[\n")
-    for av, module in sorted(modules):
-        out.write(f'    ("{av}", "{module}"),\n')
-    out.write("];\n\n")
-    out.write("/// Every message (`module.Message`) with its fields, sorted by name.\n")
-    out.write("pub(super) static MESSAGES: &[Message] = &[\n")
+def fnv1a64(parts):
+    h = 0xcbf29ce484222325
+    for part in parts:
+        for b in part.encode():
+            h = ((h ^ b) * 0x100000001b3) & 0xFFFFFFFFFFFFFFFF
+    return f"{h:016x}"
+
+
+def render(messages, modules, omit):
+    """schema.rs: a header naming the inputs and the digest, then the body."""
+    body = ["use super::schema_types::{Field, Message, Ty::*};\n\n",
+            "/// Each API version's k8s-pb module (where its kinds' messages are).\n",
+            "pub(super) static MODULES: &[(&str, &str)] = &[\n"]
+    body += [f'    ("{av}", "{module}"),\n' for av, module in sorted(modules)]
+    body += ["];\n\n",
+             "/// Every message (`module.Message`) with its fields, sorted by name.\n",
+             "pub(super) static MESSAGES: &[Message] = &[\n"]
     for name in sorted(messages):
-        out.write(f'    Message {{ name: "{name}", fields: &[\n')
+        body.append(f'    Message {{ name: "{name}", fields: &[\n')
         for f in messages[name]:
-            out.write(f'        Field {{ tag: {f["tag"]}, json: "{f["json"]}", ty: {f["ty"]}, '
-                      f'repeated: {str(f["repeated"]).lower()}, '
-                      f'omit_zero: {str(f["omit_zero"]).lower()} }},\n')
-        out.write("    ] },\n")
-    out.write("];\n")
-    for g in guessed:
-        print(f"guessed {g}", file=sys.stderr)
+            omit_zero = f["tag"] in omit.get(name, ())
+            body.append(f'        Field {{ tag: {f["tag"]}, json: "{f["json"]}", ty: {f["ty"]}, '
+                        f'repeated: {str(f["repeated"]).lower()}, '
+                        f'omit_zero: {str(omit_zero).lower()} }},\n')
+        body.append("    ] },\n")
+    body.append("];\n")
+    body = "".join(body)
+    releases = ", then ".join(r for r, _, _ in RELEASES)
+    modules_used = ", then ".join(m for _, m, _ in RELEASES)
+    digest = fnv1a64([body, open(NAMES).read(), open(GO_DATA).read()])
+    header = (
+        "// @generated by apiserver/proto/generate.py; do not edit by hand: run it\n"
+        f"// (`--check` compares). Inputs: k8s-pb {PB[1]} (tags, types: Kubernetes\n"
+        f"// {RELEASES[-1][0]}'s protos), k8s-openapi {OPENAPI[1]} modules {modules_used} and\n"
+        "// apiserver/proto/json_names.txt (JSON names), apiserver/proto/\n"
+        "// go_omitempty.txt (Go's omitempty scalars, from k8s.io/api and\n"
+        f"// k8s.io/apimachinery of Kubernetes {releases}); each field from the\n"
+        "// first release that has it. The digest is FNV-1a 64 of this file after\n"
+        "// the header, then json_names.txt, then go_omitempty.txt:\n"
+        f"// digest: {digest}\n\n")
+    return header + body
+
+
+def generate():
+    check_served()
+    pb, openapi = crate_src(*PB), crate_src(*OPENAPI)
+    messages, modules = parse_pb(pb)
+    name_fields(messages, openapi_names(openapi), read_listed_names())
+    return render(messages, modules, read_go_data())
+
+
+def go_structs(repo, tag, under, prefix):
+    """(module, lowercased struct) -> {protobuf tag: (json name, plain
+    scalar with omitempty)} of the hand-written Go files at `tag`."""
+    commit = subprocess.run(["git", "-C", repo, "rev-parse", f"{tag}^{{commit}}"],
+                            capture_output=True, text=True, check=True).stdout.strip()
+    out = {}
+    archive = subprocess.Popen(["git", "-C", repo, "archive", "--format=tar", commit]
+                               + [under] * bool(under), stdout=subprocess.PIPE)
+    with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
+        for member in tar:
+            base = os.path.basename(member.name)
+            if (not member.isfile() or not base.endswith(".go")
+                    or base.endswith("_test.go") or "generated" in base):
+                continue
+            dirs = member.name.split("/")[:-1][len(under.split("/")) if under else 0:]
+            module = ".".join([prefix] + dirs)
+            for sm in GO_STRUCT_RE.finditer(tar.extractfile(member).read().decode()):
+                fields = out.setdefault((module, sm.group(1).lower()), {})
+                for fm in GO_FIELD_RE.finditer(sm.group(2)):
+                    proto = re.search(r'protobuf:"\w+,(\d+),', fm.group("tags"))
+                    js = re.search(r'json:"([^",]*)([^"]*)"', fm.group("tags"))
+                    if proto:
+                        plain = not fm.group("ty").startswith(("*", "[", "map["))
+                        omitempty = bool(js) and "omitempty" in js.group(2)
+                        fields[int(proto.group(1))] = (js.group(1) if js else None,
+                                                       plain and omitempty)
+    if archive.wait() != 0:
+        fail(f"git archive {tag} failed in {repo}")
+    return commit, out
+
+
+def extract_go(api_repo, apimachinery_repo):
+    """Write go_omitempty.txt from the Go types at RELEASES' tags, and check
+    json_names.txt against their json tags."""
+    messages, _ = parse_pb(crate_src(*PB))
+    releases, sources = [], []
+    for release, _, tag in RELEASES:
+        api_commit, api = go_structs(api_repo, tag, "", "api")
+        am_commit, am = go_structs(apimachinery_repo, tag, "pkg", "apimachinery.pkg")
+        sources.append({**api, **am})
+        releases.append(f"#   Kubernetes {release}: k8s.io/api {tag} ({api_commit}),\n"
+                        f"#     k8s.io/apimachinery {tag} ({am_commit})\n")
+    lines, go_names = [], {}
+    for name in sorted(messages):
+        module, msg = name.rsplit(".", 1)
+        tags = []
+        for f in messages[name]:
+            # The first release whose Go struct has the field decides.
+            go = next((s[(module, msg.lower())][f["tag"]] for s in sources
+                       if f["tag"] in s.get((module, msg.lower()), {})), None)
+            if go is None:
+                continue
+            go_names[(name, f["name"])] = go[0]
+            if go[1] and f["ty"] in SCALARS.values() and not f["repeated"]:
+                tags.append(f["tag"])
+        if tags:
+            lines.append(f"{name} {' '.join(map(str, sorted(tags)))}\n")
+    with open(GO_DATA, "w") as out:
+        out.write(
+            "# The plain (non-pointer) Go scalar fields with `omitempty` of the\n"
+            "# messages in apiserver/src/proto/schema.rs: a message (k8s-pb's name),\n"
+            "# then those fields' protobuf tags. Go writes them to protobuf even when\n"
+            "# zero and leaves them out of JSON. Taken by `generate.py --extract-go`\n"
+            "# from the Go types at these tags, each field from the first that has it\n"
+            "# (the served release, then the one k8s-pb's protos are from):\n"
+            + "".join(releases)
+            + f"# tags: {' '.join(t for _, _, t in RELEASES)}\n"
+            + "# Messages from apiextensions-apiserver and kube-aggregator are not\n"
+            + "# read: they keep their zeros.\n"
+            + "".join(lines))
+    wrong = [f"  {m} {f}: listed {j}, Go says {go_names[(m, f)]}"
+             for (m, f), j in sorted(read_listed_names().items())
+             if go_names.get((m, f)) not in (None, "", "-", j)]
+    if wrong:
+        fail("json_names.txt disagrees with the Go json tags:\n" + "\n".join(wrong))
+
+
+def main():
+    args = sys.argv[1:]
+    if args[:1] == ["--extract-go"] and len(args) == 3:
+        extract_go(args[1], args[2])
+    elif args == ["--check"]:
+        committed, fresh = open(SCHEMA).read(), generate()
+        if fresh != committed:
+            diff = list(difflib.unified_diff(committed.splitlines(), fresh.splitlines(),
+                                             "committed", "generated", lineterm="", n=0))
+            print("\n".join(diff[:40] + ["..."] * (len(diff) > 40)), file=sys.stderr)
+            fail("apiserver/src/proto/schema.rs differs from what its inputs generate: "
+                 "run `python3 apiserver/proto/generate.py` (never edit schema.rs by "
+                 "hand) and commit the result")
+        print("apiserver/src/proto/schema.rs is as generated")
+    elif not args:
+        schema = generate()
+        with open(SCHEMA, "w") as out:
+            out.write(schema)
+    else:
+        fail("usage: generate.py [--check | --extract-go API_REPO APIMACHINERY_REPO]")
 
 
 main()

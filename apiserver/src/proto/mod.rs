@@ -5,18 +5,35 @@
 //!
 //! A body is `k8s\0` then a `runtime.Unknown` whose `typeMeta` names the
 //! kind and whose `raw` is the kind's message. The messages' fields come
-//! from a schema generated from k8s-pb (tags and types) and k8s-openapi
-//! (JSON names) by `apiserver/proto/generate.py`; the codec walks it, so
-//! every GA kind and the apimachinery types are covered without a
-//! hand-written conversion per kind. Custom resources have no protobuf
-//! form (as in Kubernetes): their bodies get 415, and their answers JSON.
+//! from a table, `schema.rs`, that `apiserver/proto/generate.py` writes
+//! from pinned inputs its header names: k8s-pb 0.9.0 (tags and types,
+//! Kubernetes v1.35.0's protos: a superset of the served 1.33 with the same
+//! tags), k8s-openapi 0.29.0's `v1_33` module, then `v1_35` for the fields
+//! 1.33 lacks (JSON names), and two committed, reviewed data files for
+//! what neither crate says. The codec walks it, so every GA kind and the
+//! apimachinery types are covered without a hand-written conversion per
+//! kind. A test recomputes the digest in the table's header, so an edit by
+//! hand fails `cargo test`; `generate.py --check` (in `.ci/run`)
+//! regenerates and compares. Custom resources have no protobuf form (as in
+//! Kubernetes): their bodies get 415, and their answers JSON.
+//!
+//! Why a table and not k8s-pb's prost structs, which hold the same tags:
+//! a prost struct knows its tags only inside its generated encode and
+//! decode code (no reflection without prost-reflect and descriptors, which
+//! k8s-pb does not ship), has no serde, so no JSON names, and nests Go's
+//! embedded structs that JSON inlines. Using them would mean decoding into
+//! one typed struct per kind, then a hand-written conversion to JSON for
+//! each of them — the per-kind code the table avoids — and a 39,000-line
+//! crate as a dependency of the server rather than of its tests (which
+//! check the codec against k8s-pb's encoding).
 //!
 //! Zero values follow Go: a plain scalar field with `omitempty` (Go
 //! marshals it to protobuf even when zero; its JSON omits it) is dropped
 //! when zero, a pointer's zero (`replicas: 0`) is kept — so a protobuf
 //! body yields the JSON object a JSON client sends for the same Go value.
 //! Which fields are which comes from the Go types of k8s.io/api and
-//! k8s.io/apimachinery (the generator's third input); the apiextensions
+//! k8s.io/apimachinery at Kubernetes v1.33.0 (v1.35.0 for the fields 1.33
+//! lacks), kept in `apiserver/proto/go_omitempty.txt`; the apiextensions
 //! and apiregistration messages, whose Go types it does not read, keep
 //! their zeros.
 

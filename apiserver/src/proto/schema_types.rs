@@ -120,6 +120,33 @@ mod tests {
         assert!(message_of_kind("example.com/v1", "Status").is_none());
     }
 
+    /// schema.rs is what generate.py wrote from the committed data: its
+    /// header's digest is FNV-1a 64 of its body, then json_names.txt, then
+    /// go_omitempty.txt, as generate.py computes it.
+    #[test]
+    fn the_schema_is_as_generated() {
+        let schema = include_str!("schema.rs");
+        let (header, body) = schema.split_once("\n\n").unwrap_or_default();
+        let digest = header.lines().find_map(|l| l.strip_prefix("// digest: "));
+        let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+        for part in [
+            body,
+            include_str!("../../proto/json_names.txt"),
+            include_str!("../../proto/go_omitempty.txt"),
+        ] {
+            for b in part.bytes() {
+                h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);
+            }
+        }
+        let content = format!("{h:016x}");
+        assert!(
+            digest == Some(content.as_str()),
+            "apiserver/src/proto/schema.rs is not what apiserver/proto/generate.py \
+             wrote (its header's digest {digest:?}, its content's {content}): never \
+             edit it by hand; run the generator and commit what it writes"
+        );
+    }
+
     #[test]
     fn every_message_a_field_names_is_in_the_schema() {
         let special = ["Time", "MicroTime", "Timestamp", "Duration", "Quantity"];

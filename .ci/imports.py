@@ -81,8 +81,8 @@ class Crate:
                 if parts in (["lib"], ["main"]):
                     parts = []
                 self.mods[tuple(parts)] = os.path.join(dp, f)
-        self.mods = {m: f for m, f in self.mods.items()
-                     if not open(f).readline().startswith("// @generated")}
+        self.generated = {f for f in self.mods.values()
+                          if open(f).readline().startswith("// @generated")}
         self.text = {m: strip(open(f).read()) for m, f in self.mods.items()}
         self.items = {m: set(ITEM.findall(t)) for m, t in self.text.items()}
         self.reexports, self.uses = {}, {}
@@ -153,7 +153,9 @@ class Crate:
                 r = self.resolve(m, segs)
                 if r is not None and r != m:
                     out.setdefault(self.mods[m], set()).add(self.mods[r])
-        return out
+        # Generated files are no part of any circle: their edges go.
+        return {f: {t for t in ts if t not in self.generated}
+                for f, ts in out.items() if f not in self.generated}
 
 def circles(edges):
     index, low, stack, on, found, n = {}, {}, [], set(), [], [0]

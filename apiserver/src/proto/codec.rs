@@ -9,7 +9,7 @@ use prost::encoding::{WireType, decode_key, decode_varint, encode_key, encode_va
 use serde_json::{Map, Number, Value};
 
 use super::ProtoError;
-use super::schema_types::{Field, Message, Ty, message};
+use super::schema_types::{Field, Message, Ty, message, message_of_kind};
 
 /// Nesting deeper than this is refused (a crafted body cannot exhaust the
 /// stack; real objects nest a few dozen levels at most).
@@ -291,7 +291,7 @@ fn decode_named(name: &'static str, buf: &[u8], depth: u32) -> Result<Value, Pro
         | (META, "FieldsV1")
         | (JSON_SCHEMA, "Json") => match bytes_field(buf, 1)? {
             None | Some(b"") => Ok(Value::Null),
-            Some(raw) if raw.starts_with(super::MAGIC) => super::decode_object(raw),
+            Some(raw) if raw.starts_with(MAGIC) => decode_object(raw),
             Some(raw) => serde_json::from_slice(raw)
                 .map_err(|e| ProtoError::Wire(format!("raw JSON of a {short}: {e}"))),
         },
@@ -683,6 +683,47 @@ fn encode_named(
         }
     }
     Ok(())
+}
+
+/// The four bytes every Kubernetes protobuf body starts with.
+const MAGIC: &[u8] = b"k8s\0";
+
+/// A protobuf body (`k8s\0` + `runtime.Unknown`) as the JSON object it
+/// carries, with its `apiVersion` and `kind`.
+pub fn decode_object(body: &[u8]) -> Result<Value, ProtoError> {
+    let raw = body.strip_prefix(MAGIC).ok_or(ProtoError::NoMagic)?;
+    let u = read_unknown(raw)?;
+    if !u.content_encoding.is_empty() {
+        return Err(ProtoError::Encoding(u.content_encoding));
+    }
+    let msg = message_of_kind(&u.api_version, &u.kind).ok_or_else(|| ProtoError::UnknownKind {
+        api_version: u.api_version.clone(),
+        kind: u.kind.clone(),
+    })?;
+    let mut obj = Map::new();
+    obj.insert("apiVersion".into(), u.api_version.into());
+    obj.insert("kind".into(), u.kind.into());
+    obj.extend(decode_message(msg, u.raw, 1)?);
+    Ok(Value::Object(obj))
+}
+
+/// A JSON object with `apiVersion` and `kind` as a protobuf body; an error
+/// if its kind has no protobuf form (a custom resource, a Table).
+pub fn encode_object(v: &Value) -> Result<Vec<u8>, ProtoError> {
+    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
+    let (api_version, kind) = (s("apiVersion"), s("kind"));
+    let msg = message_of_kind(api_version, kind).ok_or_else(|| ProtoError::UnknownKind {
+        api_version: api_version.into(),
+        kind: kind.into(),
+    })?;
+    let obj = v
+        .as_object()
+        .ok_or_else(|| ProtoError::Type("not an object".into()))?;
+    let mut raw = Vec::new();
+    encode_message(msg, obj, &mut raw, 1)?;
+    let mut out = MAGIC.to_vec();
+    write_unknown(api_version, kind, &raw, &mut out);
+    Ok(out)
 }
 
 #[cfg(test)]

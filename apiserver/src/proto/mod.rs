@@ -44,13 +44,10 @@ pub mod openapi_v2;
 mod schema;
 mod schema_types;
 
-use serde_json::{Map, Value};
+pub use codec::{decode_object, encode_object};
 
 /// The media type.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";
-
-/// The four bytes every Kubernetes protobuf body starts with.
-const MAGIC: &[u8] = b"k8s\0";
 
 /// Why a body could not be decoded or an object encoded.
 #[derive(Debug, thiserror::Error)]
@@ -127,46 +124,4 @@ pub fn wants(accept: &str) -> Wants {
         },
         _ => Wants::Json,
     }
-}
-
-/// A protobuf body (`k8s\0` + `runtime.Unknown`) as the JSON object it
-/// carries, with its `apiVersion` and `kind`.
-pub fn decode_object(body: &[u8]) -> Result<Value, ProtoError> {
-    let raw = body.strip_prefix(MAGIC).ok_or(ProtoError::NoMagic)?;
-    let u = codec::read_unknown(raw)?;
-    if !u.content_encoding.is_empty() {
-        return Err(ProtoError::Encoding(u.content_encoding));
-    }
-    let msg = schema_types::message_of_kind(&u.api_version, &u.kind).ok_or_else(|| {
-        ProtoError::UnknownKind {
-            api_version: u.api_version.clone(),
-            kind: u.kind.clone(),
-        }
-    })?;
-    let mut obj = Map::new();
-    obj.insert("apiVersion".into(), u.api_version.into());
-    obj.insert("kind".into(), u.kind.into());
-    obj.extend(codec::decode_message(msg, u.raw, 1)?);
-    Ok(Value::Object(obj))
-}
-
-/// A JSON object with `apiVersion` and `kind` as a protobuf body; an error
-/// if its kind has no protobuf form (a custom resource, a Table).
-pub fn encode_object(v: &Value) -> Result<Vec<u8>, ProtoError> {
-    let s = |k: &str| v.get(k).and_then(Value::as_str).unwrap_or("");
-    let (api_version, kind) = (s("apiVersion"), s("kind"));
-    let msg = schema_types::message_of_kind(api_version, kind).ok_or_else(|| {
-        ProtoError::UnknownKind {
-            api_version: api_version.into(),
-            kind: kind.into(),
-        }
-    })?;
-    let obj = v
-        .as_object()
-        .ok_or_else(|| ProtoError::Type("not an object".into()))?;
-    let mut raw = Vec::new();
-    codec::encode_message(msg, obj, &mut raw, 1)?;
-    let mut out = MAGIC.to_vec();
-    codec::write_unknown(api_version, kind, &raw, &mut out);
-    Ok(out)
 }

@@ -5,8 +5,8 @@
 //! [`KindStrategy`](crate::kind::KindStrategy) (its
 //! [`ResourceInfo::strategy`]) where the kind decides: its name rule,
 //! validation, create and update preparation, defaults and subresource
-//! checks. On delete, [`KindRules`] is what the store is handed for the
-//! cluster as a whole (its bootstrap objects, an emptied namespace).
+//! checks. [`KindRules`] is what the store is handed: each collection's
+//! strategy, the bootstrap objects, what an emptied namespace drops.
 
 use serde_json::{Value, json};
 

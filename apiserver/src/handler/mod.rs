@@ -476,7 +476,7 @@ fn check_path_segment_name(name: &str) -> Result<(), ApiError> {
 /// 400 for a pod not yet on a node, else 503 saying there is no kubelet.
 fn needs_kubelet(req: &Req<'_>, info: &ResourceInfo, ns: &str, name: &str, sub: &str) -> ApiError {
     let Some(pod) = req.state.store.get(&info.storage_key(), ns, name) else {
-        return ApiError::not_found("", "pods", name);
+        return ApiError::not_found(&info.group, &info.plural, name);
     };
     let pod = pod.value();
     match pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {

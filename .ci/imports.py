@@ -121,6 +121,11 @@ class Crate:
         out = {}
         for m, t in self.text.items():
             paths = list(self.uses[m])
+            # A `use` line is counted once, through its expanded paths; a
+            # re-export is a dependency only when the file uses the name too.
+            t = USE.sub("\n", t)
+            paths += [path for alias, path in self.reexports[m].items()
+                      if alias != "*" and re.search(r"(?<![\w:.])(?<!fn )" + re.escape(alias) + r"\b", t)]
             paths += re.findall(r"\b(?:crate|super|self)(?:::\w+)+", t)
             for ch in re.findall(r"\bmod\s+(\w+)\s*;", t):
                 paths += re.findall(r"(?<![\w:])" + ch + r"(?:::\w+)+", t)

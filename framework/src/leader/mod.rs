@@ -42,9 +42,11 @@
 //! ([`crate::shard`]). Any window where two leaders run is the race Ward
 //! exists to close. The files: `lease.rs`, the pure Lease
 //! arithmetic (when a Lease is free, the durations, the Lease a candidate
-//! writes); `keeper.rs`, the task that acquires, renews and releases;
-//! `lost.rs`, the work's signal; and here the public API, its metrics and
-//! readiness.
+//! writes); `outcome.rs`, how an election ends and its errors;
+//! `election.rs`, the public API (the candidate and its settings), its
+//! metrics and readiness; `keeper.rs`, the task that acquires, renews and
+//! releases; `run.rs`, [`LeaderElection::run`]; `lost.rs`, the work's
+//! signal; and here only the re-exports.
 //!
 //! [`LeaderElection::run`] ties it together: it waits for leadership, then
 //! runs the work with a [`Lost`] future that completes as soon as the work

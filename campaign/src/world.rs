@@ -149,7 +149,7 @@ pub enum RunError {
         kind: &'static str,
         /// The name it targets.
         target: String,
-        /// The names registered with [`Perturber::controller`].
+        /// The names registered with [`Perturber::controller`](crate::Perturber::controller).
         known: String,
     },
     /// Livelock: simulated time stood still while the controllers kept

@@ -8,7 +8,7 @@
 //! - **Acquire**: create the Lease when it is absent; take it over when it
 //!   is free (no holder, or released) or when its holder's
 //!   `renewTime + leaseDurationSeconds` is in the past — judged with the
-//!   Lease's own timestamps against [`Clock`] (wall time that follows tokio's
+//!   Lease's own timestamps against [`Clock`](crate::clock::Clock) (wall time that follows tokio's
 //!   clock), bumping `leaseTransitions`.
 //! - **Renew** every `renew_every`. A candidate stops leading — its [`Lost`]
 //!   signal fires — when the Lease is taken over or deleted, or when no renew

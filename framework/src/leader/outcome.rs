@@ -53,7 +53,7 @@ impl fmt::Display for LostReason {
     }
 }
 
-/// How [`LeaderElection::run`] ended.
+/// How [`LeaderElection::run`](super::LeaderElection::run) ended.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Outcome {
     /// Shutdown came before this candidate ever led; the work never ran.

@@ -4,10 +4,10 @@
 A file depends on another when it names an item defined there: through a
 private `use`, or a path (`crate::`, `super::`, `self::`, a child module's
 name) in its code. Re-exports (`pub use`, `pub(crate) use`) are followed to
-the defining file; in a `mod.rs` or `lib.rs` they are not dependencies of
-their own (one that only declares and re-exports is a facade), in any
-other file they are. Unit-test modules
-and other items compiled only for tests (`#[cfg(test)]`) are left out.
+the defining file, and are dependencies only when the file's own code uses
+the name too: a `mod.rs` or `lib.rs` that only declares and re-exports is
+a facade. Unit-test modules and other items compiled only for tests
+(`#[cfg(test)]`) are left out.
 
 Prints every strongly connected set of more than one file (an import
 circle) and exits 1 if there is one. Generated files (`// @generated` on
@@ -88,14 +88,11 @@ class Crate:
         self.reexports, self.uses = {}, {}
         for m, t in self.text.items():
             re_, us = {}, []
-            facade = os.path.basename(self.mods[m]) in ("mod.rs", "lib.rs")
             for vis, tree in USE.findall(t):
                 for path, alias in expand(tree):
                     if vis:
                         re_[alias] = path
-                    # A facade (`mod.rs`, `lib.rs`) re-exports; any other
-                    # file's re-export is also its own import.
-                    if not vis or not facade:
+                    else:
                         us.append(path)
             self.reexports[m], self.uses[m] = re_, us
 
@@ -141,8 +138,11 @@ class Crate:
         out = {}
         for m, t in self.text.items():
             paths = list(self.uses[m])
-            # Paths in the code (use declarations are read above).
+            # A `use` line is counted once, through its expanded paths; a
+            # re-export is a dependency only when the file uses the name too.
             code = USE.sub("\n", t)
+            paths += [path for alias, path in self.reexports[m].items()
+                      if alias != "*" and re.search(r"(?<![\w:.])(?<!fn )" + re.escape(alias) + r"\b", code)]
             paths += re.findall(r"\b(?:crate|super|self)(?:::\w+)+", code)
             for ch in re.findall(r"\bmod\s+(\w+)\s*;", t):
                 paths += re.findall(r"(?<![\w:])" + ch + r"(?:::\w+)+", code)

@@ -77,6 +77,7 @@ pub mod entropy;
 pub mod history;
 mod isolate;
 mod kinds;
+mod perturber;
 mod plan;
 mod world;
 
@@ -85,8 +86,9 @@ pub use isolate::{FrozenView, Partition};
 pub use kinds::{
     Crash, GcDelay, GcPause, KindsError, StaleView, Unobserved, WriteFaults, builtin, select,
 };
+pub use perturber::{Controller, Perturber};
 pub use plan::{Action, Perturbation, Plan, PlanError, pick, window};
-pub use world::{Controller, Cut, Limits, Log, Op, Perturber, RunError, World};
+pub use world::{Cut, Limits, Log, Op, RunError, World};
 
 /// Run `fut` as a simulation: on a thread of its own, with every source of
 /// randomness the [`entropy`] module covers seeded, on a single-threaded

@@ -1,8 +1,9 @@
 //! What a plan acts on: the server's fault knobs and the controllers under
-//! test, each run under a supervisor that can crash and restart it.
+//! test (run by the [`Perturber`](crate::Perturber), each under a
+//! supervisor that can crash and restart it), reached through a transport
+//! that counts their calls, cuts them off and crashes them.
 
 use std::collections::BTreeMap;
-use std::future::Future;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
@@ -11,14 +12,10 @@ use std::time::Duration;
 use futures::future::BoxFuture;
 use http::{Method, Request};
 use tokio::sync::{Notify, watch};
-use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use ward_apiserver::faults::ClientId;
 use ward_apiserver::store::Store;
-use ward_apiserver::{ApiServer, Faults, WardService};
-
-use crate::history::{self, Shared, Violation, Write};
-use crate::plan::Plan;
+use ward_apiserver::{Faults, WardService};
 
 /// Where a run's perturbation events are written (the scenario's journal).
 pub type Log = Arc<dyn Fn(String) + Send + Sync>;
@@ -53,16 +50,16 @@ impl std::fmt::Display for Op {
 
 /// One controller under test, as the plan sees it.
 #[derive(Debug)]
-struct Target {
-    name: String,
-    client: ClientId,
+pub(crate) struct Target {
+    pub(crate) name: String,
+    pub(crate) client: ClientId,
     /// Requests answered, reads and writes.
-    counts: [AtomicU64; 2],
+    pub(crate) counts: [AtomicU64; 2],
     /// Crash once the read (write) count reaches this (0: never).
-    crash_at: [AtomicU64; 2],
-    crashed: Notify,
+    pub(crate) crash_at: [AtomicU64; 2],
+    pub(crate) crashed: Notify,
     /// Cut off from the server: its requests wait or fail.
-    cut: watch::Sender<Option<Cut>>,
+    pub(crate) cut: watch::Sender<Option<Cut>>,
 }
 
 /// How a partitioned controller's requests fare.
@@ -94,25 +91,25 @@ impl Target {
 /// The run a plan acts on (handed to [`Action::run`](crate::Action::run)).
 pub struct World {
     /// When the plan started: its times count from here.
-    start: Mutex<Instant>,
-    faults: Faults,
-    store: Arc<Store>,
-    targets: Mutex<BTreeMap<String, Arc<Target>>>,
-    log: Log,
-    limits: Limits,
-    pace: Mutex<Pace>,
-    verdict: watch::Sender<Option<RunError>>,
+    pub(crate) start: Mutex<Instant>,
+    pub(crate) faults: Faults,
+    pub(crate) store: Arc<Store>,
+    pub(crate) targets: Mutex<BTreeMap<String, Arc<Target>>>,
+    pub(crate) log: Log,
+    pub(crate) limits: Limits,
+    pub(crate) pace: Mutex<Pace>,
+    pub(crate) verdict: watch::Sender<Option<RunError>>,
 }
 
 /// The controllers' API calls, for the livelock bound.
 #[derive(Debug)]
-struct Pace {
+pub(crate) struct Pace {
     /// The simulated instant of the latest call.
-    instant: Instant,
+    pub(crate) instant: Instant,
     /// Calls made at that instant.
-    at_instant: u64,
+    pub(crate) at_instant: u64,
     /// Calls made in all.
-    total: u64,
+    pub(crate) total: u64,
 }
 
 /// Bounds on a run: past either, the run ends with a livelock verdict
@@ -152,7 +149,7 @@ pub enum RunError {
         kind: &'static str,
         /// The name it targets.
         target: String,
-        /// The names registered with [`Perturber::controller`].
+        /// The names registered with [`Perturber::controller`](crate::Perturber::controller).
         known: String,
     },
     /// Livelock: simulated time stood still while the controllers kept
@@ -290,305 +287,13 @@ impl World {
     }
 }
 
-/// Runs a plan against one server: register the controllers under test
-/// with [`Perturber::controller`] (and any judges of the history with
-/// [`Perturber::judge`]), then [`Perturber::start`] the plan and
-/// [`Perturber::run`] the scenario's workload. Dropping it stops the plan
-/// and the controllers.
-pub struct Perturber {
-    world: Arc<World>,
-    plan: Plan,
-    history: Arc<Shared>,
-    tasks: Vec<JoinHandle<()>>,
-}
-
-impl Perturber {
-    /// A perturber for `server`, carrying out `plan` once started,
-    /// writing what it does to `log`. From now on it also records every
-    /// write the server commits (see [`Perturber::events`]).
-    #[must_use]
-    pub fn new(
-        server: &ApiServer,
-        plan: Plan,
-        log: impl Fn(String) + Send + Sync + 'static,
-    ) -> Self {
-        let store = server.store().clone();
-        let history = Arc::new(Shared::default());
-        let recorder = tokio::spawn(history::record(&store, history.clone()));
-        Perturber {
-            world: Arc::new(World {
-                start: Mutex::new(Instant::now()),
-                faults: server.faults().clone(),
-                store,
-                targets: Mutex::default(),
-                log: Arc::new(log),
-                limits: Limits::default(),
-                pace: Mutex::new(Pace {
-                    instant: Instant::now(),
-                    at_instant: 0,
-                    total: 0,
-                }),
-                verdict: watch::Sender::new(None),
-            }),
-            plan,
-            history,
-            tasks: vec![recorder],
-        }
-    }
-
-    /// The run's bounds ([`Limits::default`] unless set).
-    ///
-    /// # Panics
-    /// If a controller was registered or the plan started already (they
-    /// hold the limits they started with).
-    #[must_use]
-    pub fn limits(mut self, limits: Limits) -> Self {
-        let world = Arc::get_mut(&mut self.world)
-            .expect("Perturber::limits is set before `controller` and `start`");
-        world.limits = limits;
-        self
-    }
-
-    /// Every write the server committed since [`Perturber::new`], in
-    /// order, as `rv 42 MODIFIED pods default/web-0 (uid …)`: with the
-    /// plan's log and the scenario's journal, a run's history; a replay
-    /// of the seed yields the same lines, resourceVersions included.
-    #[must_use]
-    pub fn events(&self) -> Vec<String> {
-        self.history.lock().lines.clone()
-    }
-
-    /// Judge every write the server commits from now on, in order, with
-    /// the object before and after it: `check` returns `Err(what broke)`
-    /// for a write that breaks `invariant` (see [`crate::history`]). It runs
-    /// on the recorder's task with the history locked: it must not call
-    /// back into the perturber.
-    pub fn judge(
-        &mut self,
-        invariant: &'static str,
-        check: impl FnMut(&Write<'_>) -> Result<(), String> + Send + 'static,
-    ) {
-        self.history
-            .lock()
-            .judges
-            .push((invariant, Box::new(check)));
-    }
-
-    /// What the judges found so far, in the order of the writes.
-    #[must_use]
-    pub fn violations(&self) -> Vec<Violation> {
-        self.history.lock().violations.clone()
-    }
-
-    /// Wait until every write committed so far has been recorded and
-    /// judged.
-    pub async fn settled(&self) {
-        loop {
-            let recorded = self.history.recorded.notified();
-            let mut recorded = std::pin::pin!(recorded);
-            recorded.as_mut().enable();
-            if self.history.lock().rv >= self.world.store.current_rv() {
-                return;
-            }
-            recorded.await;
-        }
-    }
-
-    /// Run a controller under test as `name`: `start` is called with a
-    /// client of its own (the identity stale views and write faults aim
-    /// at) and the future it returns is the controller. A crash aborts that
-    /// future right after the read or write it was armed for (the controller never
-    /// sees that answer) and calls `start` again — same identity, nothing
-    /// else kept (state the controller shares outside its future, `start`
-    /// must reset). The scenario can stop and start it too, through the
-    /// returned [`Controller`].
-    pub fn controller<F, Fut>(&mut self, server: &ApiServer, name: &str, start: F) -> Controller
-    where
-        F: Fn(kube::Client) -> Fut + Send + 'static,
-        Fut: Future<Output = ()> + Send + 'static,
-    {
-        let svc = server.service();
-        let target = Arc::new(Target {
-            name: name.to_string(),
-            client: svc.client_id(),
-            counts: Default::default(),
-            crash_at: Default::default(),
-            crashed: Notify::new(),
-            cut: watch::Sender::new(None),
-        });
-        self.world
-            .targets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string(), target.clone());
-        let (want, mut wanted) = watch::channel(true);
-        // The supervisor holds the sender too: the scenario may drop its
-        // handle without stopping the controller.
-        let want = Arc::new(want);
-        let keep_open = want.clone();
-        let world = self.world.clone();
-        let name = name.to_string();
-        self.tasks.push(tokio::spawn(async move {
-            let _keep_open = keep_open;
-            loop {
-                if !wait(&mut wanted, true).await {
-                    return;
-                }
-                let client = kube::Client::new(
-                    Counted {
-                        inner: svc.clone(),
-                        target: target.clone(),
-                        world: world.clone(),
-                    },
-                    "default",
-                );
-                // Aborted with the supervisor, when the perturber is dropped.
-                let mut run = AbortOnDrop(tokio::spawn(start(client)));
-                tokio::select! {
-                    _ = &mut run.0 => {
-                        // Ended on its own: it runs again after a stop and a start.
-                        if !wait(&mut wanted, false).await {
-                            return;
-                        }
-                    }
-                    () = target.crashed.notified() => {
-                        run.stop().await;
-                        world.log(format!(
-                            "crash: {name} killed after {} reads and {} writes; restarted with its memory lost",
-                            target.counts[0].load(Ordering::SeqCst),
-                            target.counts[1].load(Ordering::SeqCst),
-                        ));
-                    }
-                    _ = wait(&mut wanted, false) => run.stop().await,
-                }
-            }
-        }));
-        Controller { want }
-    }
-
-    /// Start carrying out the plan: its times count from now.
-    ///
-    /// # Errors
-    /// [`RunError::UnknownTarget`] if an action of the plan targets a name
-    /// no [`Perturber::controller`] was registered under (nothing starts).
-    pub fn start(&mut self) -> Result<(), RunError> {
-        let known = self
-            .world
-            .targets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .keys()
-            .cloned()
-            .collect::<Vec<_>>();
-        for (kind, action) in &self.plan.actions {
-            if let Some(target) = action.target().filter(|t| !known.iter().any(|k| k == t)) {
-                return Err(RunError::UnknownTarget {
-                    kind,
-                    target: target.to_string(),
-                    known: if known.is_empty() {
-                        "none".into()
-                    } else {
-                        known.join(", ")
-                    },
-                });
-            }
-        }
-        *self.world.start.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
-        for (_, action) in &self.plan.actions {
-            self.tasks
-                .push(tokio::spawn(action.run(self.world.clone())));
-        }
-        Ok(())
-    }
-
-    /// Run the scenario's `workload` (and its settling and checks) to its
-    /// end, unless the controllers livelock first: then the verdict, with
-    /// the history up to it in [`Perturber::events`] and the log.
-    ///
-    /// # Errors
-    /// [`RunError::TimeStopped`] or [`RunError::TooManyCalls`] when the
-    /// controllers pass the run's [`Limits`].
-    pub async fn run<F: Future>(&self, workload: F) -> Result<F::Output, RunError> {
-        let mut verdict = self.world.verdict.subscribe();
-        tokio::select! {
-            biased;
-            v = verdict.wait_for(Option::is_some) => {
-                let v = v.expect("the world keeps the verdict's sender");
-                Err(v.clone().expect("waited for a verdict"))
-            }
-            out = workload => Ok(out),
-        }
-    }
-
-    /// The livelock verdict, if the controllers passed the run's limits.
-    #[must_use]
-    pub fn verdict(&self) -> Option<RunError> {
-        self.world.verdict.borrow().clone()
-    }
-
-    /// The plan.
-    #[must_use]
-    pub fn plan(&self) -> &Plan {
-        &self.plan
-    }
-}
-
-impl Drop for Perturber {
-    fn drop(&mut self) {
-        for t in &self.tasks {
-            t.abort();
-        }
-    }
-}
-
-/// A controller's task, aborted when dropped.
-struct AbortOnDrop(JoinHandle<()>);
-
-impl AbortOnDrop {
-    /// Abort it and wait until it is gone.
-    async fn stop(&mut self) {
-        self.0.abort();
-        let _ = (&mut self.0).await;
-    }
-}
-
-impl Drop for AbortOnDrop {
-    fn drop(&mut self) {
-        self.0.abort();
-    }
-}
-
-/// Wait until `wanted` says `run`; false once nobody can say anything.
-async fn wait(wanted: &mut watch::Receiver<bool>, run: bool) -> bool {
-    wanted.wait_for(|w| *w == run).await.is_ok()
-}
-
-/// A controller under test, as the scenario holds it: stopped and started
-/// by the scenario's own script (a node dying, say), crashed by the plan.
-#[derive(Debug)]
-pub struct Controller {
-    want: Arc<watch::Sender<bool>>,
-}
-
-impl Controller {
-    /// Stop it (its future is aborted) until [`Controller::start`].
-    pub fn stop(&self) {
-        self.want.send_replace(false);
-    }
-
-    /// Start it again (a fresh call of its `start`).
-    pub fn start(&self) {
-        self.want.send_replace(true);
-    }
-}
-
 /// A controller's transport: the in-process service, counting reads and
 /// writes, and never answering the one a crash was armed for.
 #[derive(Clone)]
-struct Counted {
-    inner: WardService,
-    target: Arc<Target>,
-    world: Arc<World>,
+pub(crate) struct Counted {
+    pub(crate) inner: WardService,
+    pub(crate) target: Arc<Target>,
+    pub(crate) world: Arc<World>,
 }
 
 impl<B> tower::Service<Request<B>> for Counted

@@ -15,13 +15,17 @@ pub mod campaign;
 pub mod churn;
 pub mod objects;
 pub mod report;
+pub mod results;
 pub mod shard;
+pub mod stats;
 pub mod sys;
+
+pub use results::Results;
+pub use stats::{median, quantile, ratio};
+pub use sys::runtime;
 
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
-
-use serde::Serialize;
 
 /// What to run, and how big.
 #[derive(Debug, Clone)]
@@ -186,40 +190,6 @@ pub fn default_out_dir(name: &str) -> PathBuf {
     target.join(name)
 }
 
-/// Everything one run measured.
-#[derive(Debug, Clone, Serialize)]
-pub struct Results {
-    /// The machine it ran on.
-    pub machine: String,
-    /// The date (UTC) it ran.
-    pub date: String,
-    /// Whether this was the smoke configuration.
-    pub smoke: bool,
-    /// Wall time of the whole run, seconds.
-    pub total_secs: f64,
-    /// Part 1.
-    pub churn: churn::ChurnResults,
-    /// Parts 2 and 3 (server side).
-    pub api: apiserver::ApiResults,
-    /// Part 3: the figures by object count.
-    pub scaling: report::Scaling,
-    /// Part 4.
-    pub campaign: campaign::CampaignResults,
-    /// Part 5.
-    pub shard: shard::ShardResults,
-    /// Every target with its measured value.
-    pub targets: Vec<report::Target>,
-}
-
-/// A multi-thread tokio runtime (one worker per core), as a controller runs on.
-#[must_use]
-pub fn runtime() -> tokio::runtime::Runtime {
-    tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-        .expect("a tokio runtime")
-}
-
 /// Run every benchmark, write the results under `config.out_dir`, and
 /// return them. `log` gets one line per step (progress).
 pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -> Results {
@@ -279,57 +249,4 @@ pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -
         ));
     }
     results
-}
-
-/// The `q` quantile (0..=1) of sorted `v`, nearest rank; 0 when empty.
-#[must_use]
-pub fn quantile(sorted: &[u64], q: f64) -> u64 {
-    if sorted.is_empty() {
-        return 0;
-    }
-    let i = ((sorted.len() as f64 - 1.0) * q.clamp(0.0, 1.0)).round() as usize;
-    sorted[i.min(sorted.len() - 1)]
-}
-
-/// The median of `xs` (the mean of the middle two when even; 0 when empty).
-#[must_use]
-pub fn median(mut xs: Vec<f64>) -> f64 {
-    if xs.is_empty() {
-        return 0.0;
-    }
-    xs.sort_by(f64::total_cmp);
-    let m = xs.len() / 2;
-    if xs.len() % 2 == 1 {
-        xs[m]
-    } else {
-        (xs[m - 1] + xs[m]) / 2.0
-    }
-}
-
-/// `a / b`, or 0 when `b` is 0.
-#[must_use]
-pub fn ratio(a: f64, b: f64) -> f64 {
-    if b == 0.0 { 0.0 } else { a / b }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn medians() {
-        assert_eq!(median(vec![]), 0.0);
-        assert_eq!(median(vec![3.0, 1.0, 2.0]), 2.0);
-        assert_eq!(median(vec![4.0, 1.0, 3.0, 2.0]), 2.5);
-    }
-
-    #[test]
-    fn quantiles_use_the_nearest_rank() {
-        let v: Vec<u64> = (1..=100).collect();
-        assert_eq!(quantile(&v, 0.5), 51);
-        assert_eq!(quantile(&v, 0.99), 99);
-        assert_eq!(quantile(&v, 1.0), 100);
-        assert_eq!(quantile(&[], 0.5), 0);
-        assert_eq!(ratio(1.0, 0.0), 0.0);
-    }
 }

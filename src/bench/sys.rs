@@ -1,5 +1,6 @@
-//! Process measurements: CPU time, resident memory (current and peak) and
-//! heap bytes in use. Linux only; elsewhere every reading is `None`.
+//! The process the benchmarks run in: its measurements — CPU time,
+//! resident memory (current and peak) and heap bytes in use (Linux only;
+//! elsewhere every reading is `None`) — and the tokio runtime they run on.
 
 use std::alloc::{GlobalAlloc, Layout};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -221,6 +222,15 @@ pub fn machine() -> String {
 #[must_use]
 pub fn today() -> String {
     jiff::Timestamp::now().strftime("%Y-%m-%d").to_string()
+}
+
+/// A multi-thread tokio runtime (one worker per core), as a controller runs on.
+#[must_use]
+pub fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime")
 }
 
 #[cfg(test)]

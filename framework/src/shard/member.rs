@@ -16,12 +16,43 @@ use tokio::sync::watch;
 use tokio::time::{Instant, sleep_until};
 
 use super::gate::Gate;
+use super::key::ShardKey;
 use super::ring::{Ring, Slots};
-use super::{ANNOTATION, LABEL, Shard, ShardError, ShardKey};
+use super::view::Shard;
 use crate::clock::Clock;
 use crate::leader::{Timing, available, holder, is_conflict};
 use crate::observe::readiness::RemoveOnDrop;
 use crate::observe::{Readiness, ReadyCheck, catalog};
+
+/// The label naming a member Lease's ring.
+pub const LABEL: &str = "ward.dev/ring";
+/// The annotation listing the slots a member Lease's holder holds (32 hex
+/// digits, slot 0 the lowest bit).
+pub const ANNOTATION: &str = "ward.dev/shard-slots";
+
+/// Errors from a sharded member.
+#[derive(Debug, thiserror::Error)]
+pub enum ShardError {
+    /// The durations do not fit together.
+    #[error("invalid shard member settings: {0}")]
+    Config(String),
+    /// The member Lease could not be deleted on leaving (the others take
+    /// its slots once it expires).
+    #[error("could not delete member lease {lease}: {source}")]
+    Leave {
+        /// The Lease's name.
+        lease: String,
+        /// What went wrong.
+        #[source]
+        source: kube::Error,
+    },
+    /// Deleting the member Lease took longer than a lease duration.
+    #[error("deleting member lease {lease} timed out")]
+    LeaveTimeout {
+        /// The Lease's name.
+        lease: String,
+    },
+}
 
 /// One replica of a sharded controller: a member of the ring `ring`,
 /// holding the Lease `<ring>-<identity>` in `namespace` (see the

@@ -9,7 +9,7 @@ use http::{Request, Response};
 use kube::Client;
 use kube::client::Body;
 
-use super::Shard;
+use super::view::Shard;
 
 /// A [`Client`] as a service, adding the shard's selector on the way.
 #[derive(Clone)]
@@ -42,6 +42,17 @@ impl tower::Service<Request<Body>> for ShardQuery {
         }
         let client = self.client.clone();
         Box::pin(async move { client.send(req).await })
+    }
+}
+
+impl Shard {
+    /// `client`, with the shard's `shardSelector` added to every LIST and
+    /// WATCH of a collection a sharded controller registered: build the
+    /// controller's `Api` on it so the server filters (see the module docs).
+    #[must_use]
+    pub fn client(&self, client: Client) -> Client {
+        let default_ns = client.default_namespace().to_string();
+        Client::new(ShardQuery::new(client, self.clone()), default_ns)
     }
 }
 

@@ -21,9 +21,34 @@ ITEM = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:async\s+|const\s+|unsafe\s+|
 USE = re.compile(r"(?:^|\n)\s*(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);")
 
 def strip(text):
-    text = re.sub(r"//[^\n]*", "", text)
-    text = re.sub(r"/\*.*?\*/", "", text, flags=re.S)
-    text = re.sub(r'"(\\.|[^"\\])*"', '""', text)
+    """The code of a file without comments, and with string and character
+    literals emptied (so no brace or path inside one counts)."""
+    out, i, n = [], 0, len(text)
+    while i < n:
+        c = text[i]
+        if text.startswith("//", i):
+            i = text.find("\n", i)
+            i = n if i < 0 else i
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j < 0 else j + 2
+        elif (m := re.compile(r'b?r(#*)"').match(text, i)) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+            end = text.find('"' + m.group(1), m.end())
+            out.append('""')
+            i = n if end < 0 else end + 1 + len(m.group(1))
+        elif c == '"':
+            j = i + 1
+            while j < n and text[j] != '"':
+                j += 2 if text[j] == "\\" else 1
+            out.append('""')
+            i = j + 1
+        elif c == "'" and (m := re.compile(r"'(?:\\.[^']*|[^'\\])'").match(text, i)):
+            out.append("' '")
+            i = m.end()
+        else:
+            out.append(c)
+            i += 1
+    text = "".join(out)
     # Items only tests compile: `#[cfg(test)]` and the item after it
     # (a module, a function, an impl) up to its closing brace.
     out, i = [], 0

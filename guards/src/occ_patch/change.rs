@@ -4,7 +4,7 @@
 use json_patch::PatchOperation;
 use serde_json::{Value, json};
 
-use super::OccError;
+use super::error::OccError;
 
 /// A change's operation.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! What a failed write means: a conflict to re-decide on, or an error.
 
-use super::GENERIC_INVALID_PATCH;
+use super::error::GENERIC_INVALID_PATCH;
 
 /// What a failed write means to the retry loop.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

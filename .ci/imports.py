@@ -19,6 +19,8 @@ import os, re, sys
 ITEM = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:async\s+|const\s+|unsafe\s+|extern\s+\"\w+\"\s+)*"
                   r"(?:fn|struct|enum|trait|type|const|static|union|macro_rules!)\s+(\w+)", re.M)
 USE = re.compile(r"(?:^|\n)\s*(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);")
+RAW = re.compile(r'b?r(#*)"')  # a raw string's start
+CHAR = re.compile(r"'(?:\\.[^']*|[^'\\])'")  # a character literal, not a lifetime
 
 def strip(text):
     """The code of a file without comments, and with string and character
@@ -32,7 +34,7 @@ def strip(text):
         elif text.startswith("/*", i):
             j = text.find("*/", i + 2)
             i = n if j < 0 else j + 2
-        elif (m := re.compile(r'b?r(#*)"').match(text, i)) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] == "_")):
+        elif (m := RAW.match(text, i)) and not (i and (text[i - 1].isalnum() or text[i - 1] == "_")):
             end = text.find('"' + m.group(1), m.end())
             out.append('""')
             i = n if end < 0 else end + 1 + len(m.group(1))
@@ -42,7 +44,7 @@ def strip(text):
                 j += 2 if text[j] == "\\" else 1
             out.append('""')
             i = j + 1
-        elif c == "'" and (m := re.compile(r"'(?:\\.[^']*|[^'\\])'").match(text, i)):
+        elif c == "'" and (m := CHAR.match(text, i)):
             out.append("' '")
             i = m.end()
         else:

@@ -103,6 +103,15 @@ impl ApiError {
         Self::new(410, "Expired", message)
     }
 
+    /// 504 Timeout, asking the client to retry after a second (a list at a
+    /// resourceVersion the server has not reached: kube-apiserver's
+    /// `Too large resource version`).
+    pub fn timeout(message: impl Into<String>) -> Self {
+        let mut e = Self::new(504, "Timeout", message);
+        e.details = Some(json!({"retryAfterSeconds": 1}));
+        e
+    }
+
     /// 429 TooManyRequests, asking the client to retry after a second
     /// (`details.retryAfterSeconds` and a `Retry-After` header, as
     /// kube-apiserver's max-in-flight filter answers).

@@ -87,7 +87,7 @@ pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiEr
     let items: Vec<Value> = items.iter().map(|o| o.value()).collect();
     let mut meta = json!({"resourceVersion": st.store.current_rv().to_string()});
     if let Some((ns, name)) = &page.continue_after {
-        meta["continue"] = encode_continue(ns, name).into();
+        meta["continue"] = encode_continue(page.rv, ns, name).into();
     }
     Ok(json_response(
         StatusCode::OK,

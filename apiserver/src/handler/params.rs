@@ -143,6 +143,9 @@ pub(super) struct ListOptions {
     pub limit: Option<usize>,
     /// The decoded `continue` token: the (namespace, name) to list after.
     pub continue_after: Option<(String, String)>,
+    /// The decoded `continue` token's resourceVersion: the snapshot its
+    /// list pages through.
+    pub continue_rv: Option<u64>,
     /// `sendInitialEvents`.
     pub send_initial_events: Option<bool>,
     /// `shardSelector` (parsed by the filter when the server serves it).
@@ -186,7 +189,9 @@ impl ListOptions {
             None => None,
         };
         if let Some(token) = raw_continue {
-            o.continue_after = Some(decode_continue(token)?);
+            let (rv, ns, name) = decode_continue(token)?;
+            o.continue_rv = Some(rv);
+            o.continue_after = Some((ns, name));
             if raw_rv.is_some_and(|rv| rv != "0") {
                 return Err(ApiError::bad_request(
                     "specifying resource version is not allowed when using continue",
@@ -196,6 +201,36 @@ impl ListOptions {
         o.resource_version = resource_version(raw_rv)?;
         Ok(o)
     }
+
+    /// The state a list reads, as kube-apiserver's `ListOptions` semantics
+    /// have it: a continued list pages through its first page's snapshot;
+    /// `resourceVersion=0` is any state (the latest here); another
+    /// resourceVersion is exact with `resourceVersionMatch=Exact`, or
+    /// without a match when paging (`limit`), else not older than it.
+    pub(super) fn read_at(&self) -> ReadAt {
+        if let Some(rv) = self.continue_rv {
+            return ReadAt::Continue(rv);
+        }
+        match (self.resource_version, self.resource_version_match) {
+            (None | Some(0), _) => ReadAt::Latest,
+            (Some(rv), Some(RvMatch::Exact)) => ReadAt::Exact(rv),
+            (Some(rv), None) if self.limit.is_some() => ReadAt::Exact(rv),
+            (Some(rv), _) => ReadAt::NotOlderThan(rv),
+        }
+    }
+}
+
+/// Which state a list reads ([`ListOptions::read_at`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum ReadAt {
+    /// The latest.
+    Latest,
+    /// The latest, which must be at least this resourceVersion.
+    NotOlderThan(u64),
+    /// The state at exactly this resourceVersion.
+    Exact(u64),
+    /// The snapshot a continue token pages through.
+    Continue(u64),
 }
 
 /// apimachinery's `ValidateListOptions` (with the WatchList feature on).
@@ -407,14 +442,16 @@ pub(super) fn invalid_options(kind: &str, errs: Vec<String>) -> Result<(), ApiEr
     )
 }
 
-/// The `continue` token of a page that ended at `ns`/`name`.
-pub(super) fn encode_continue(ns: &str, name: &str) -> String {
-    let raw = format!("{ns}\u{0}{name}");
+/// The `continue` token of a page of the snapshot at `rv` that ended at
+/// `ns`/`name`.
+pub(super) fn encode_continue(rv: u64, ns: &str, name: &str) -> String {
+    let raw = format!("{rv}\u{0}{ns}\u{0}{name}");
     raw.bytes().map(|b| format!("{b:02x}")).collect()
 }
 
-/// The `ns`/`name` a `continue` token names (400 for one this server did not make).
-pub(super) fn decode_continue(token: &str) -> Result<(String, String), ApiError> {
+/// The snapshot's resourceVersion and the `ns`/`name` a `continue` token
+/// names (400 for one this server did not make).
+pub(super) fn decode_continue(token: &str) -> Result<(u64, String, String), ApiError> {
     let bad = || ApiError::bad_request(format!("continue key is not valid: {token}"));
     if !token.len().is_multiple_of(2) {
         return Err(bad());
@@ -429,12 +466,16 @@ pub(super) fn decode_continue(token: &str) -> Result<(String, String), ApiError>
         .collect::<Option<Vec<u8>>>()
         .ok_or_else(bad)?;
     let s = String::from_utf8(bytes).map_err(|_| bad())?;
-    let (ns, name) = s.split_once('\u{0}').ok_or_else(bad)?;
+    let mut parts = s.splitn(3, '\u{0}');
+    let (Some(rv), Some(ns), Some(name)) = (parts.next(), parts.next(), parts.next()) else {
+        return Err(bad());
+    };
+    let rv = rv.parse::<u64>().map_err(|_| bad())?;
     // Tokens name the last object of a page: never an empty name.
     if name.is_empty() {
         return Err(bad());
     }
-    Ok((ns.to_string(), name.to_string()))
+    Ok((rv, ns.to_string(), name.to_string()))
 }
 
 #[cfg(test)]

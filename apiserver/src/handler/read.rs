@@ -5,7 +5,7 @@ use futures::StreamExt;
 use http::{Response, StatusCode, header};
 use serde_json::{Value, json};
 
-use super::params::{GetOptions, ListOptions, encode_continue};
+use super::params::{GetOptions, ListOptions, ReadAt, encode_continue};
 use super::request::{Req, Target, filter_of, ns_of, stale_read_rv};
 use super::response::{Resp, Streamed, bytes_response, json_response, render};
 use crate::status::ApiError;
@@ -31,37 +31,55 @@ pub(super) fn get(req: &Req<'_>, t: &Target, opts: &GetOptions) -> Result<Resp, 
     Ok(render(req, t, &o, StatusCode::OK))
 }
 
+/// kube-apiserver's answer to a `continue` token older than the history
+/// kept (410). Unlike it, no token to continue inconsistently comes with it.
+const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
+
+/// A list: the latest state, or one snapshot paged through
+/// ([`ListOptions::read_at`]).
 pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp, ApiError> {
     let filter = filter_of(req, t, opts)?;
     let limit = opts.limit;
     let after = opts.continue_after.as_ref();
-    let page = match stale_read_rv(req, opts.resource_version.is_some()) {
-        Some(at) => req
-            .state
-            .store
-            .list_at(
-                at,
-                &t.info.storage_key(),
-                t.namespace.as_deref(),
-                after,
-                limit,
-                |o| filter.matches(o),
-            )
-            .map_err(|floor| {
-                ApiError::expired(format!("too old resource version: {at} ({floor})"))
-            })?,
-        None => req.state.store.list(
-            &t.info.storage_key(),
-            t.namespace.as_deref(),
-            after,
-            limit,
-            |o| filter.matches(o),
-        ),
+    let store = &req.state.store;
+    let (key, ns) = (t.info.storage_key(), t.namespace.as_deref());
+    let snapshot = |at: u64, expired: &dyn Fn(u64) -> ApiError| {
+        store
+            .list_at(at, &key, ns, after, limit, |o| filter.matches(o))
+            .map_err(expired)
+    };
+    let too_old = |at: u64| {
+        move |floor: u64| ApiError::expired(format!("too old resource version: {at} ({floor})"))
+    };
+    let reached = |rv: u64| {
+        let current = store.current_rv();
+        if rv > current {
+            return Err(ApiError::timeout(format!(
+                "Too large resource version: {rv}, current: {current}"
+            )));
+        }
+        Ok(())
+    };
+    let page = match (
+        stale_read_rv(req, opts.resource_version.is_some()),
+        opts.read_at(),
+    ) {
+        (Some(frozen), _) => snapshot(frozen, &too_old(frozen))?,
+        (None, ReadAt::Latest) => store.list(&key, ns, after, limit, |o| filter.matches(o)),
+        (None, ReadAt::NotOlderThan(rv)) => {
+            reached(rv)?;
+            store.list(&key, ns, after, limit, |o| filter.matches(o))
+        }
+        (None, ReadAt::Exact(rv)) => {
+            reached(rv)?;
+            snapshot(rv, &too_old(rv))?
+        }
+        (None, ReadAt::Continue(rv)) => snapshot(rv, &|_| ApiError::expired(CONTINUE_EXPIRED))?,
     };
     // The list's metadata, whatever form the items take.
     let mut meta = json!({"resourceVersion": page.rv.to_string()});
     if let Some((ns, n)) = &page.continue_after {
-        meta["continue"] = encode_continue(ns, n).into();
+        meta["continue"] = encode_continue(page.rv, ns, n).into();
     }
     if let Some(shard) = &filter.shard {
         meta["shardInfo"] = json!({"selector": shard.as_str()});

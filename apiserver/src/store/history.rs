@@ -8,8 +8,15 @@ use tokio::sync::broadcast;
 use super::*;
 
 impl Store {
-    /// [`Store::list`] as of resourceVersion `at` (a stale view); `Err`
-    /// carries the oldest rv still served when `at` is too old.
+    /// [`Store::list`] as of resourceVersion `at`: a page of one snapshot
+    /// (a continued list, an exact read, a stale view), whatever was written
+    /// since. `Err` carries the oldest rv still served when `at` is too old.
+    ///
+    /// The page is the current collection from `after` on, merged with the
+    /// retained events newer than `at` undone — for each object they
+    /// touched, the state before the oldest of them (none when that one
+    /// created it) — so a page costs its length plus the events since `at`,
+    /// not the size of the collection.
     pub fn list_at(
         &self,
         at: u64,
@@ -19,8 +26,64 @@ impl Store {
         limit: Option<usize>,
         filter: impl Fn(&StoredObject) -> bool,
     ) -> Result<ListPage, u64> {
-        let state = self.state_at(key, at)?;
-        Ok(paginate(state.iter(), ns, after, limit, filter, at))
+        use std::cmp::Ordering;
+        use std::ops::Bound;
+        let inner = self.lock();
+        if at < inner.floor {
+            return Err(inner.floor);
+        }
+        // What each object written since `at` was at `at` (newest first,
+        // so the oldest event's answer stays).
+        let mut undone: BTreeMap<(&str, &str), Option<&Arc<StoredObject>>> = BTreeMap::new();
+        for e in inner.history.iter().rev() {
+            if e.object.rv <= at {
+                break;
+            }
+            if *e.key != *key {
+                continue;
+            }
+            let was = match e.kind {
+                EventType::Added => None,
+                _ => e.prev.as_ref(),
+            };
+            undone.insert((e.object.namespace(), e.object.name()), was);
+        }
+        let start: (&str, &str) = match (after, ns) {
+            (Some(a), _) => (a.0.as_str(), a.1.as_str()),
+            (None, Some(ns)) => (ns, ""),
+            (None, None) => ("", ""),
+        };
+        let from = Id::new(start.0, start.1);
+        let lower: Bound<&dyn Named> = Bound::Included(&from);
+        let mut current = inner
+            .collections
+            .get(key)
+            .into_iter()
+            .flat_map(|c| c.range::<dyn Named, _>((lower, Bound::Unbounded)))
+            .map(|s| &s.0)
+            .peekable();
+        let mut past = undone.range(start..).peekable();
+        let merged = std::iter::from_fn(|| {
+            loop {
+                let order = match (current.peek(), past.peek()) {
+                    (None, None) => return None,
+                    (Some(_), None) => Ordering::Less,
+                    (None, Some(_)) => Ordering::Greater,
+                    (Some(c), Some((k, _))) => (c.namespace(), c.name()).cmp(k),
+                };
+                if order != Ordering::Greater {
+                    let c = current.next();
+                    if order == Ordering::Less {
+                        return c;
+                    }
+                }
+                // This object was written since `at`: as it was then.
+                if let Some((_, Some(was))) = past.next() {
+                    return Some(*was);
+                }
+            }
+        });
+        Ok(paginate(merged, ns, after, limit, filter, at))
     }
 
     /// Start a watch of `key` at resourceVersion `from`: when `replay`, the

@@ -7,6 +7,7 @@ mod bad_requests;
 mod binary;
 mod builtins;
 mod common;
+mod consistent_lists;
 mod dry_run;
 mod faults;
 mod http_heads;

@@ -414,6 +414,7 @@ pub fn guarded_failed(rows: &[Row]) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sharding::replica::Mode;
 
     crate::journal::invariants! {
         "fake":
@@ -432,75 +433,53 @@ mod tests {
         }
     }
 
-    /// Their variants.
-    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-    enum V {
-        Naive,
-        Guarded,
-    }
-    impl std::fmt::Display for V {
-        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-            f.write_str(match self {
-                V::Naive => "naive",
-                V::Guarded => "guarded",
-            })
-        }
-    }
-
-    /// The violation of `broken`, if any.
-    fn violated(broken: Option<(Invariant, &str)>) -> Vec<Violation> {
-        let sink = Violations::new(crate::journal::Journal::new());
-        if let Some((invariant, detail)) = broken {
-            sink.violate(invariant, "subject".into(), detail.into());
-        }
-        sink.all()
-    }
-
-    /// A report of the fakes' with one violation of `broken`, if any.
-    fn report<E: Example<Scenario = A, Mode = V, Invariant = Invariant, Measured = ()>>(
-        mode: V,
-        seed: u64,
-        broken: Option<(Invariant, &str)>,
-    ) -> Report<E> {
-        Report {
-            scenario: A,
-            mode,
-            seed,
-            plan: String::new(),
-            events: Vec::new(),
-            violations: violated(broken),
-            journal: Vec::new(),
-            measured: (),
-        }
-    }
-
+    /// A fake example, naive and guarded: naive breaks I1 on every third
+    /// seed; when `BROKEN`, guarded breaks I9 on seed 4.
     #[derive(Debug, Clone)]
-    struct Fake;
-    impl Example for Fake {
-        const NAME: &'static str = "fake";
+    struct Fake<const BROKEN: bool>;
+    type Broken = Fake<true>;
+
+    impl<const BROKEN: bool> Example for Fake<BROKEN> {
+        const NAME: &'static str = if BROKEN { "broken" } else { "fake" };
         type Scenario = A;
-        type Mode = V;
+        type Mode = Mode;
         type Invariant = Invariant;
         type Measured = ();
         const SCENARIOS: &'static [A] = &[A];
-        const MODES: &'static [V] = &[V::Naive, V::Guarded];
-        fn guarded(mode: V) -> bool {
-            mode == V::Guarded
+        const MODES: &'static [Mode] = &Mode::ALL;
+        fn guarded(mode: Mode) -> bool {
+            mode == Mode::Guarded
         }
         async fn run(
             _: A,
-            mode: V,
+            mode: Mode,
             seed: u64,
             _: &[Arc<dyn Perturbation>],
         ) -> Result<Report<Self>, crate::run::ScenarioError> {
-            let bad = mode == V::Naive && seed % 3 == 2;
-            Ok(report(mode, seed, bad.then_some((Invariant::I1, "dup"))))
+            let sink = Violations::new(crate::journal::Journal::new());
+            if mode == Mode::Naive && seed % 3 == 2 {
+                sink.violate(Invariant::I1, "subject".into(), "dup".into());
+            }
+            if BROKEN && mode == Mode::Guarded && seed == 4 {
+                sink.violate(Invariant::I9, "subject".into(), "broken".into());
+            }
+            let violations: Vec<Violation> = sink.all();
+            Ok(Report {
+                scenario: A,
+                mode,
+                seed,
+                plan: String::new(),
+                events: Vec::new(),
+                violations,
+                journal: Vec::new(),
+                measured: (),
+            })
         }
     }
 
     #[test]
     fn the_table_counts_runs_and_names_the_first_violating_seed() {
-        let rows = campaign(&cells::<Fake>(), &Selection::seeds(0..9), 2, &|| {});
+        let rows = campaign(&cells::<Fake<false>>(), &Selection::seeds(0..9), 2, &|| {});
         assert_eq!(rows.len(), 2);
         assert_eq!(
             (rows[0].runs, rows[0].violating_runs, rows[0].first_seed),
@@ -513,37 +492,6 @@ mod tests {
         let t = table(&rows);
         assert!(t.contains("| fake    | A        | naive"), "{t}");
         assert!(t.contains("guarded (ward)"));
-    }
-
-    /// Fake, but its guarded variant breaks on seed 4.
-    #[derive(Debug, Clone)]
-    struct Broken;
-    impl Example for Broken {
-        const NAME: &'static str = "broken";
-        type Scenario = A;
-        type Mode = V;
-        type Invariant = Invariant;
-        type Measured = ();
-        const SCENARIOS: &'static [A] = Fake::SCENARIOS;
-        const MODES: &'static [V] = Fake::MODES;
-        fn guarded(mode: V) -> bool {
-            Fake::guarded(mode)
-        }
-        async fn run(
-            s: A,
-            mode: V,
-            seed: u64,
-            k: &[Arc<dyn Perturbation>],
-        ) -> Result<Report<Self>, crate::run::ScenarioError> {
-            if mode == V::Guarded && seed == 4 {
-                return Ok(report(mode, seed, Some((Invariant::I9, "broken"))));
-            }
-            let fake = Fake::run(s, mode, seed, k).await?;
-            Ok(Report {
-                violations: fake.violations,
-                ..report(mode, seed, None)
-            })
-        }
     }
 
     #[test]
@@ -562,17 +510,23 @@ mod tests {
         assert_eq!(rows[1].invariant.as_deref(), Some("I9"));
         assert!(guarded_failed(&rows));
         // Naive breaks do not stop it.
-        let rows = campaign_until(&cells::<Fake>(), &Selection::seeds(0..30), 2, stop, &|| {});
+        let rows = campaign_until(
+            &cells::<Fake<false>>(),
+            &Selection::seeds(0..30),
+            2,
+            stop,
+            &|| {},
+        );
         assert_eq!(rows[0].runs, 30);
     }
 
     #[test]
     fn campaigns_made_in_parts_merge_to_the_whole() {
-        let whole = campaign(&cells::<Fake>(), &Selection::seeds(0..12), 2, &|| {});
-        let mut parts = campaign(&cells::<Fake>(), &Selection::seeds(5..12), 2, &|| {});
+        let whole = campaign(&cells::<Fake<false>>(), &Selection::seeds(0..12), 2, &|| {});
+        let mut parts = campaign(&cells::<Fake<false>>(), &Selection::seeds(5..12), 2, &|| {});
         merge(
             &mut parts,
-            campaign(&cells::<Fake>(), &Selection::seeds(0..5), 2, &|| {}),
+            campaign(&cells::<Fake<false>>(), &Selection::seeds(0..5), 2, &|| {}),
         );
         assert_eq!(parts, whole);
     }

@@ -6,7 +6,6 @@
 //! exits: 0 when all is well, 1 on a violation, 2 on a usage or setup error.
 
 use std::fmt;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, FromArgMatches, Parser, Subcommand};
@@ -55,14 +54,14 @@ enum Command<R: clap::Args> {
 pub struct Help {
     /// What the binary is.
     pub about: &'static str,
-    /// What `scenario` takes (e.g. `S1 (the seed race), S2 (...) or S3 (...).`).
+    /// What `scenario` takes (e.g. `S1 (the seed race), S2 (...) or S3 (...)`).
     pub scenarios: &'static str,
     /// What `run` runs.
     pub run: &'static str,
 }
 
-/// The options every example's live run has; a binary flattens them into
-/// its own.
+/// The options every example's live run starts with; a binary flattens
+/// them into its own (`--kubeconfig` too, whose default is the binary's).
 #[derive(Debug, Clone, clap::Args)]
 pub struct Live {
     /// naive, upstream or guarded.
@@ -71,20 +70,6 @@ pub struct Live {
     /// Use the cluster of the usual kube config instead of an embedded server.
     #[arg(long)]
     pub cluster: bool,
-    /// Where to write the embedded server's kubeconfig [default:
-    /// <binary>.kubeconfig].
-    #[arg(long)]
-    kubeconfig: Option<PathBuf>,
-}
-
-impl Live {
-    /// Where the embedded server's kubeconfig goes for binary `name`.
-    #[must_use]
-    pub fn kubeconfig(&self, name: &str) -> PathBuf {
-        self.kubeconfig
-            .clone()
-            .unwrap_or_else(|| format!("{name}.kubeconfig").into())
-    }
 }
 
 /// The whole of an example binary's `main`: parse its command line (its
@@ -98,7 +83,7 @@ where
     R: clap::Args,
     F: Future<Output = ExitCode>,
 {
-    let cli = parse::<E, R>(help);
+    let cli = parse::<E, K, R>(help);
     let command = cli.command.unwrap_or(Command::Run(cli.run));
     // A scenario tells its story in its journal; reconcile failures the
     // naive variants run into are part of it, not warnings.
@@ -129,12 +114,13 @@ where
     }
 }
 
-/// The command line, with `E`'s name and `help`.
-fn parse<E: Example, R: clap::Args>(help: Help) -> Cli<R> {
+/// The command line, with `E`'s name, `K`'s kind and `help`.
+fn parse<E: Example, K: CustomResourceExt, R: clap::Args>(help: Help) -> Cli<R> {
+    let kind = K::crd().spec.names.kind;
     let command = Cli::<R>::command()
         .name(E::NAME)
-        .bin_name(E::NAME)
         .about(help.about)
+        .mut_subcommand("crds", |c| c.about(format!("Print the {kind} CRD (YAML)")))
         .mut_subcommand("run", |c| c.about(help.run));
     #[cfg(feature = "sim")]
     let command = command.mut_subcommand("scenario", |c| {

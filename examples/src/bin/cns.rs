@@ -38,14 +38,17 @@ struct RunArgs {
     /// spec.nodeName).
     #[arg(long, default_value = example::NODE)]
     node: String,
+    /// Where to write the embedded server's kubeconfig.
+    #[arg(long, default_value = "cns.kubeconfig")]
+    kubeconfig: std::path::PathBuf,
 }
 
 fn main() -> ExitCode {
     cli::main::<AzureCns, NodeNetworkConfig, _, _>(
         Help {
-            about: "The CNS stale-NNC race, naive vs upstream vs guarded.",
-            scenarios: "S1 (the seed race), S2 (NC replaced) or S3 (CNS restart).",
-            run: "Run the agent in real time (the default without a subcommand).",
+            about: "The CNS stale-NNC race, naive vs upstream vs guarded",
+            scenarios: "S1 (the seed race), S2 (NC replaced) or S3 (CNS restart)",
+            run: "Run the agent in real time (the default without a subcommand)",
         },
         run_live,
     )
@@ -67,10 +70,10 @@ async fn run_live(args: RunArgs) -> ExitCode {
         );
         return serve(cns.run(client, host)).await;
     }
-    let kubeconfig = args.live.kubeconfig(name);
+    let kubeconfig = &args.kubeconfig;
     let server = match cli::embedded(
         name,
-        &kubeconfig,
+        kubeconfig,
         |c| async move { example::install(&c).await },
     )
     .await

@@ -45,6 +45,9 @@ struct RunArgs {
     /// The namespace of the LeaderWorkerSets.
     #[arg(long, default_value = example::NAMESPACE)]
     namespace: String,
+    /// Where to write the embedded server's kubeconfig.
+    #[arg(long, default_value = "lws.kubeconfig")]
+    kubeconfig: std::path::PathBuf,
     /// Serve /metrics, /healthz and /readyz here (0.0.0.0:9090 in a pod, so
     /// the kubelet's probes reach it).
     #[arg(long)]
@@ -68,9 +71,9 @@ struct RunArgs {
 fn main() -> ExitCode {
     cli::main::<Lws, LeaderWorkerSet, _, _>(
         Help {
-            about: "The LWS revision race, naive vs upstream vs guarded.",
-            scenarios: "S1 (terminating StatefulSet), S2 (GC lag) or S3 (template change).",
-            run: "Run the controller in real time (the default without a subcommand).",
+            about: "The LWS revision race, naive vs upstream vs guarded",
+            scenarios: "S1 (terminating StatefulSet), S2 (GC lag) or S3 (template change)",
+            run: "Run the controller in real time (the default without a subcommand)",
         },
         run_live,
     )
@@ -91,10 +94,10 @@ async fn run_live(args: RunArgs) -> ExitCode {
         );
         return serve(client, &args, journal).await;
     }
-    let kubeconfig = args.live.kubeconfig(name);
+    let kubeconfig = &args.kubeconfig;
     let server = match cli::embedded(
         name,
-        &kubeconfig,
+        kubeconfig,
         |c| async move { example::install(&c).await },
     )
     .await

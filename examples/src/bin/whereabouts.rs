@@ -43,14 +43,17 @@ struct RunArgs {
     /// Liveness grace bound, seconds (guarded).
     #[arg(long, default_value_t = 30)]
     grace_secs: u64,
+    /// Where to write the embedded server's kubeconfig.
+    #[arg(long, default_value = "whereabouts.kubeconfig")]
+    kubeconfig: std::path::PathBuf,
 }
 
 fn main() -> ExitCode {
     cli::main::<Whereabouts, IPPool, _, _>(
         Help {
-            about: "The whereabouts ip-reconciler race, naive vs guarded.",
-            scenarios: "S1 (the seed race), S2 (node crash) or S3 (stuck Pending).",
-            run: "Run the reconciler (and, embedded, two node agents) in real time (the default without a subcommand).",
+            about: "The whereabouts ip-reconciler race, naive vs guarded",
+            scenarios: "S1 (the seed race), S2 (node crash) or S3 (stuck Pending)",
+            run: "Run the reconciler (and, embedded, two node agents) in real time (the default without a subcommand)",
         },
         run_live,
     )
@@ -82,9 +85,9 @@ async fn run_live(args: RunArgs) -> ExitCode {
         return ExitCode::SUCCESS;
     }
     let nets = example::networks();
-    let kubeconfig = args.live.kubeconfig(name);
+    let kubeconfig = &args.kubeconfig;
     let installed = nets.clone();
-    let server = match cli::embedded(name, &kubeconfig, |c| async move {
+    let server = match cli::embedded(name, kubeconfig, |c| async move {
         example::install(&c, &installed).await
     })
     .await

@@ -2,7 +2,9 @@
 //! every variant over many seeds, each seed with its plan of perturbations
 //! (see [`ward_campaign`]), and one table of what broke.
 //!
-//! An example plugs in by implementing [`Example`].
+//! An example plugs in by implementing [`Example`]; [`cells`] turns it into
+//! the table's cells, each a typed scenario and variant whose runs the
+//! campaign's worker threads make without knowing the example's types.
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -11,14 +13,7 @@ use std::time::Duration;
 
 use ward_campaign::Perturbation;
 
-/// One variant of an example's controller.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Variant {
-    /// Its name, e.g. `naive`.
-    pub name: String,
-    /// Whether it is built from Ward's guards (and so must never violate).
-    pub guarded: bool,
-}
+use crate::example::{Example, Report};
 
 /// What one seeded run found.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -33,23 +28,92 @@ pub struct RunOutcome {
     pub events: Vec<String>,
 }
 
-/// An example controller the demo can run.
-pub trait Example: Send + Sync {
-    /// Its name, e.g. `whereabouts`.
-    fn name(&self) -> &'static str;
-    /// Its scenarios, e.g. `S1`.
-    fn scenarios(&self) -> Vec<String>;
-    /// Its variants.
-    fn variants(&self) -> Vec<Variant>;
-    /// Run one scenario in one variant with one seed (in simulated time),
+impl RunOutcome {
+    /// A run's outcome from its report (each invariant named by its
+    /// `Debug`, e.g. `I2`).
+    #[must_use]
+    pub fn of<E: Example>(report: Report<E>) -> Self {
+        RunOutcome {
+            violations: report
+                .violations
+                .iter()
+                .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
+                .collect(),
+            plan: report.plan,
+            history: report.journal,
+            events: report.events,
+        }
+    }
+}
+
+/// One seeded run of a cell, with the seed's plan of the perturbation kinds.
+type Runner = dyn Fn(u64, &[Arc<dyn Perturbation>]) -> Result<RunOutcome, String> + Send + Sync;
+
+/// One cell of the table: an example's scenario in one of its variants.
+#[derive(Clone)]
+pub struct Cell {
+    /// The example's name, e.g. `whereabouts`.
+    pub example: &'static str,
+    /// The scenario, e.g. `S1`.
+    pub scenario: String,
+    /// The variant, e.g. `naive`.
+    pub variant: String,
+    /// Whether the variant is built from Ward's guards (and so must never
+    /// violate).
+    pub guarded: bool,
+    run: Arc<Runner>,
+}
+
+impl std::fmt::Debug for Cell {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}/{}/{}", self.example, self.scenario, self.variant)
+    }
+}
+
+impl Cell {
+    /// `E`'s `scenario` in `mode`.
+    #[must_use]
+    pub fn new<E: Example>(scenario: E::Scenario, mode: E::Mode) -> Self {
+        Cell {
+            example: E::NAME,
+            scenario: scenario.to_string(),
+            variant: mode.to_string(),
+            guarded: E::guarded(mode),
+            run: Arc::new(move |seed, kinds| {
+                let report = crate::run::simulate(E::run(scenario, mode, seed, kinds))
+                    .map_err(|e| e.to_string())?;
+                Ok(RunOutcome::of(report))
+            }),
+        }
+    }
+
+    /// Run it with `seed` (in simulated time, on a runtime of its own),
     /// carrying out the seed's plan of the perturbation `kinds`.
-    fn run(
-        &self,
-        scenario: &str,
-        variant: &str,
-        seed: u64,
-        kinds: &[Arc<dyn Perturbation>],
-    ) -> Result<RunOutcome, String>;
+    pub fn run(&self, seed: u64, kinds: &[Arc<dyn Perturbation>]) -> Result<RunOutcome, String> {
+        (self.run)(seed, kinds)
+    }
+}
+
+/// Every cell of `E`: each scenario in each variant, in table order.
+#[must_use]
+pub fn cells<E: Example>() -> Vec<Cell> {
+    E::SCENARIOS
+        .iter()
+        .flat_map(|&s| E::MODES.iter().map(move |&m| Cell::new::<E>(s, m)))
+        .collect()
+}
+
+/// Every example's cells, in table order: whereabouts, CNS, LWS, sharding.
+#[must_use]
+pub fn all() -> Vec<Cell> {
+    use crate::{cns::AzureCns, lws::Lws, sharding::Sharding, whereabouts::Whereabouts};
+    [
+        cells::<Whereabouts>(),
+        cells::<AzureCns>(),
+        cells::<Lws>(),
+        cells::<Sharding>(),
+    ]
+    .concat()
 }
 
 /// One row of the table.
@@ -78,9 +142,7 @@ pub struct Row {
 }
 
 struct Job<'a> {
-    example: &'a dyn Example,
-    scenario: String,
-    variant: Variant,
+    cell: &'a Cell,
     seed: u64,
 }
 
@@ -113,27 +175,18 @@ impl Selection {
         }
     }
 
-    /// The (example, scenario, variant) triples selected, in table order.
+    /// The cells of `all` selected, in table order.
     #[must_use]
-    pub fn cells<'a>(
-        &self,
-        examples: &[&'a dyn Example],
-    ) -> Vec<(&'a dyn Example, String, Variant)> {
+    pub fn cells(&self, all: &[Cell]) -> Vec<Cell> {
         let keep = |want: &Option<String>, have: &str| want.as_deref().is_none_or(|w| w == have);
-        let mut out = Vec::new();
-        for ex in examples {
-            if !keep(&self.example, ex.name()) {
-                continue;
-            }
-            for s in ex.scenarios() {
-                for v in ex.variants() {
-                    if keep(&self.scenario, &s) && keep(&self.variant, &v.name) {
-                        out.push((*ex, s.clone(), v));
-                    }
-                }
-            }
-        }
-        out
+        all.iter()
+            .filter(|c| {
+                keep(&self.example, c.example)
+                    && keep(&self.scenario, &c.scenario)
+                    && keep(&self.variant, &c.variant)
+            })
+            .cloned()
+            .collect()
     }
 }
 
@@ -148,37 +201,32 @@ pub enum Stop {
     FirstGuardedFailure,
 }
 
-/// Run the selected scenarios × variants of `examples`, on `threads`
-/// worker threads, reporting each finished run to `progress`.
+/// Run the selected cells of `all`, on `threads` worker threads,
+/// reporting each finished run to `progress`.
 pub fn campaign(
-    examples: &[&dyn Example],
+    all: &[Cell],
     selection: &Selection,
     threads: usize,
     progress: &(dyn Fn() + Sync),
 ) -> Vec<Row> {
-    campaign_until(examples, selection, threads, Stop::Never, progress)
+    campaign_until(all, selection, threads, Stop::Never, progress)
 }
 
 /// [`campaign`], stopping early as `stop` says. Runs are made seed by
 /// seed (every cell of a seed before the next seed), so a stopped campaign
 /// has covered its first seeds in every cell.
 pub fn campaign_until(
-    examples: &[&dyn Example],
+    all: &[Cell],
     selection: &Selection,
     threads: usize,
     stop: Stop,
     progress: &(dyn Fn() + Sync),
 ) -> Vec<Row> {
-    let cells = selection.cells(examples);
+    let cells = selection.cells(all);
     let mut jobs = Vec::new();
     for seed in selection.seeds.clone() {
-        for (ex, s, v) in &cells {
-            jobs.push(Job {
-                example: *ex,
-                scenario: s.clone(),
-                variant: v.clone(),
-                seed,
-            });
+        for cell in &cells {
+            jobs.push(Job { cell, seed });
         }
     }
     let results: Mutex<Vec<(usize, Result<RunOutcome, String>)>> = Mutex::new(Vec::new());
@@ -193,17 +241,14 @@ pub fn campaign_until(
                     }
                     let i = next.fetch_add(1, Ordering::Relaxed);
                     let Some(job) = jobs.get(i) else { return };
-                    let r = job
-                        .example
-                        .run(&job.scenario, &job.variant.name, job.seed, &selection.kinds)
-                        .map(|mut o| {
-                            // The table needs the violations only.
-                            o.history = Vec::new();
-                            o.events = Vec::new();
-                            o
-                        });
+                    let r = job.cell.run(job.seed, &selection.kinds).map(|mut o| {
+                        // The table needs the violations only.
+                        o.history = Vec::new();
+                        o.events = Vec::new();
+                        o
+                    });
                     let failed = !matches!(&r, Ok(o) if o.violations.is_empty());
-                    if stop == Stop::FirstGuardedFailure && job.variant.guarded && failed {
+                    if stop == Stop::FirstGuardedFailure && job.cell.guarded && failed {
                         stopped.store(true, Ordering::Relaxed);
                     }
                     results
@@ -220,11 +265,11 @@ pub fn campaign_until(
     // Rows in table order, whichever cells the runs made reached.
     let mut rows: Vec<Row> = cells
         .iter()
-        .map(|(ex, s, v)| Row {
-            example: ex.name().into(),
-            scenario: s.clone(),
-            variant: v.name.clone(),
-            guarded: v.guarded,
+        .map(|c| Row {
+            example: c.example.into(),
+            scenario: c.scenario.clone(),
+            variant: c.variant.clone(),
+            guarded: c.guarded,
             runs: 0,
             violating_runs: 0,
             first_seed: None,
@@ -250,7 +295,7 @@ pub fn campaign_until(
             Ok(_) => {}
             Err(e) => {
                 row.errors += 1;
-                tracing::error!(example = job.example.name(), scenario = %job.scenario, seed = job.seed, error = %e, "run failed");
+                tracing::error!(example = job.cell.example, scenario = %job.cell.scenario, seed = job.seed, error = %e, "run failed");
             }
         }
     }
@@ -359,39 +404,6 @@ pub fn table(rows: &[Row]) -> String {
     out
 }
 
-/// An example restricted to its guarded variants (what the tests run over
-/// many seeds).
-#[derive(Clone, Copy)]
-pub struct GuardedOnly<'a>(pub &'a dyn Example);
-
-impl Example for GuardedOnly<'_> {
-    fn name(&self) -> &'static str {
-        self.0.name()
-    }
-
-    fn scenarios(&self) -> Vec<String> {
-        self.0.scenarios()
-    }
-
-    fn variants(&self) -> Vec<Variant> {
-        self.0
-            .variants()
-            .into_iter()
-            .filter(|v| v.guarded)
-            .collect()
-    }
-
-    fn run(
-        &self,
-        scenario: &str,
-        variant: &str,
-        seed: u64,
-        kinds: &[Arc<dyn Perturbation>],
-    ) -> Result<RunOutcome, String> {
-        self.0.run(scenario, variant, seed, kinds)
-    }
-}
-
 /// Whether any guarded variant violated an invariant or failed to run.
 #[must_use]
 pub fn guarded_failed(rows: &[Row]) -> bool {
@@ -399,200 +411,75 @@ pub fn guarded_failed(rows: &[Row]) -> bool {
         .any(|r| r.guarded && (r.violating_runs > 0 || r.errors > 0))
 }
 
-/// The scenarios and variants every example has: S1–S3, naive, upstream
-/// and guarded (the guarded one built from Ward's guards).
-fn standard() -> (Vec<String>, Vec<Variant>) {
-    use crate::run::{Mode, Scenario};
-    let scenarios = Scenario::ALL.iter().map(ToString::to_string).collect();
-    let variants = Mode::ALL
-        .iter()
-        .map(|m| Variant {
-            name: m.to_string(),
-            guarded: *m == Mode::Guarded,
-        })
-        .collect();
-    (scenarios, variants)
-}
-
-/// A run's outcome from its report's parts (each invariant named by its
-/// `Debug`, e.g. `I2`).
-fn outcome<I: std::fmt::Debug>(
-    violations: &[crate::journal::Violation<I>],
-    plan: String,
-    history: Vec<(Duration, String)>,
-    events: Vec<String>,
-) -> RunOutcome {
-    RunOutcome {
-        violations: violations
-            .iter()
-            .map(|v| (format!("{:?}", v.invariant), v.detail.clone()))
-            .collect(),
-        plan,
-        history,
-        events,
-    }
-}
-
-/// One run of an example whose scenario module has `run(scenario, mode,
-/// seed, kinds)` returning a report with its violations, plan, journal and
-/// committed writes.
-macro_rules! example {
-    ($(#[$doc:meta])* $ty:ident, $name:literal, $module:path) => {
-        $(#[$doc])*
-        #[derive(Debug, Default, Clone, Copy)]
-        pub struct $ty;
-
-        impl Example for $ty {
-            fn name(&self) -> &'static str {
-                $name
-            }
-
-            fn scenarios(&self) -> Vec<String> {
-                standard().0
-            }
-
-            fn variants(&self) -> Vec<Variant> {
-                standard().1
-            }
-
-            fn run(
-                &self,
-                scenario: &str,
-                variant: &str,
-                seed: u64,
-                kinds: &[Arc<dyn Perturbation>],
-            ) -> Result<RunOutcome, String> {
-                use $module as scenario_module;
-                let run = scenario_module::run(scenario.parse()?, variant.parse()?, seed, kinds);
-                let report = crate::run::simulate(run).map_err(|e| e.to_string())?;
-                Ok(outcome(&report.violations, report.plan, report.journal, report.events))
-            }
-        }
-    };
-}
-
-example!(
-    /// The whereabouts example.
-    Whereabouts,
-    "whereabouts",
-    crate::whereabouts::scenario
-);
-example!(
-    /// The Azure CNS example.
-    Cns,
-    "cns",
-    crate::cns::scenario
-);
-example!(
-    /// The LWS example.
-    Lws,
-    "lws",
-    crate::lws::scenario
-);
-
-/// The sharding example: one scenario (`churn`), naive and guarded.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Sharding;
-
-impl Example for Sharding {
-    fn name(&self) -> &'static str {
-        "sharding"
-    }
-
-    fn scenarios(&self) -> Vec<String> {
-        vec!["churn".into()]
-    }
-
-    fn variants(&self) -> Vec<Variant> {
-        vec![
-            Variant {
-                name: "naive".into(),
-                guarded: false,
-            },
-            Variant {
-                name: "guarded".into(),
-                guarded: true,
-            },
-        ]
-    }
-
-    fn run(
-        &self,
-        scenario: &str,
-        variant: &str,
-        seed: u64,
-        kinds: &[Arc<dyn Perturbation>],
-    ) -> Result<RunOutcome, String> {
-        use crate::sharding::replica::Mode;
-        if scenario != "churn" {
-            return Err(format!("unknown sharding scenario {scenario:?}: churn"));
-        }
-        let mode = match variant {
-            "naive" => Mode::Naive,
-            "guarded" => Mode::Guarded,
-            other => {
-                return Err(format!(
-                    "unknown sharding variant {other:?}: naive or guarded"
-                ));
-            }
-        };
-        let report = crate::run::simulate(crate::sharding::scenario::run(mode, seed, kinds))
-            .map_err(|e| e.to_string())?;
-        Ok(outcome(
-            &report.violations,
-            report.plan,
-            report.journal,
-            report.events,
-        ))
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::sharding::replica::Mode;
 
-    struct Fake;
-    impl Example for Fake {
-        fn name(&self) -> &'static str {
-            "fake"
+    crate::journal::invariants! {
+        "fake":
+        /// Broken by naive runs.
+        I1 => "I1 (dup)",
+        /// Broken by `Broken`'s guarded run of seed 4.
+        I9 => "I9 (broken)",
+    }
+
+    /// The one scenario of the fakes.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq)]
+    struct A;
+    impl std::fmt::Display for A {
+        fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("A")
         }
-        fn scenarios(&self) -> Vec<String> {
-            vec!["A".into()]
+    }
+
+    /// A fake example, naive and guarded: naive breaks I1 on every third
+    /// seed; when `BROKEN`, guarded breaks I9 on seed 4.
+    #[derive(Debug, Clone)]
+    struct Fake<const BROKEN: bool>;
+    type Broken = Fake<true>;
+
+    impl<const BROKEN: bool> Example for Fake<BROKEN> {
+        const NAME: &'static str = if BROKEN { "broken" } else { "fake" };
+        type Scenario = A;
+        type Mode = Mode;
+        type Invariant = Invariant;
+        type Measured = ();
+        const SCENARIOS: &'static [A] = &[A];
+        const MODES: &'static [Mode] = &Mode::ALL;
+        fn guarded(mode: Mode) -> bool {
+            mode == Mode::Guarded
         }
-        fn variants(&self) -> Vec<Variant> {
-            vec![
-                Variant {
-                    name: "naive".into(),
-                    guarded: false,
-                },
-                Variant {
-                    name: "guarded".into(),
-                    guarded: true,
-                },
-            ]
-        }
-        fn run(
-            &self,
-            _: &str,
-            variant: &str,
+        async fn run(
+            _: A,
+            mode: Mode,
             seed: u64,
             _: &[Arc<dyn Perturbation>],
-        ) -> Result<RunOutcome, String> {
-            let bad = variant == "naive" && seed % 3 == 2;
-            Ok(RunOutcome {
-                violations: if bad {
-                    vec![("I1".into(), "dup".into())]
-                } else {
-                    vec![]
-                },
-                ..RunOutcome::default()
+        ) -> Result<Report<Self>, crate::run::ScenarioError> {
+            let sink = Violations::new(crate::journal::Journal::new());
+            if mode == Mode::Naive && seed % 3 == 2 {
+                sink.violate(Invariant::I1, "subject".into(), "dup".into());
+            }
+            if BROKEN && mode == Mode::Guarded && seed == 4 {
+                sink.violate(Invariant::I9, "subject".into(), "broken".into());
+            }
+            let violations: Vec<Violation> = sink.all();
+            Ok(Report {
+                scenario: A,
+                mode,
+                seed,
+                plan: String::new(),
+                events: Vec::new(),
+                violations,
+                journal: Vec::new(),
+                measured: (),
             })
         }
     }
 
     #[test]
     fn the_table_counts_runs_and_names_the_first_violating_seed() {
-        let rows = campaign(&[&Fake], &Selection::seeds(0..9), 2, &|| {});
+        let rows = campaign(&cells::<Fake<false>>(), &Selection::seeds(0..9), 2, &|| {});
         assert_eq!(rows.len(), 2);
         assert_eq!(
             (rows[0].runs, rows[0].violating_runs, rows[0].first_seed),
@@ -607,56 +494,39 @@ mod tests {
         assert!(t.contains("guarded (ward)"));
     }
 
-    /// Fake, but its guarded variant breaks on seed 4.
-    struct Broken;
-    impl Example for Broken {
-        fn name(&self) -> &'static str {
-            "broken"
-        }
-        fn scenarios(&self) -> Vec<String> {
-            Fake.scenarios()
-        }
-        fn variants(&self) -> Vec<Variant> {
-            Fake.variants()
-        }
-        fn run(
-            &self,
-            s: &str,
-            variant: &str,
-            seed: u64,
-            k: &[Arc<dyn Perturbation>],
-        ) -> Result<RunOutcome, String> {
-            if variant == "guarded" && seed == 4 {
-                return Ok(RunOutcome {
-                    violations: vec![("I9".into(), "broken".into())],
-                    ..RunOutcome::default()
-                });
-            }
-            Fake.run(s, variant, seed, k)
-        }
-    }
-
     #[test]
     fn a_fail_fast_campaign_stops_at_the_first_guarded_failure_seed_by_seed() {
         let stop = Stop::FirstGuardedFailure;
-        let rows = campaign_until(&[&Broken], &Selection::seeds(0..100), 1, stop, &|| {});
+        let rows = campaign_until(
+            &cells::<Broken>(),
+            &Selection::seeds(0..100),
+            1,
+            stop,
+            &|| {},
+        );
         // One thread: seeds 0..=4 in both cells, then nothing.
         assert_eq!(rows.iter().map(|r| r.runs).collect::<Vec<_>>(), [5, 5]);
         assert_eq!(rows[1].violating_seeds, [4]);
         assert_eq!(rows[1].invariant.as_deref(), Some("I9"));
         assert!(guarded_failed(&rows));
         // Naive breaks do not stop it.
-        let rows = campaign_until(&[&Fake], &Selection::seeds(0..30), 2, stop, &|| {});
+        let rows = campaign_until(
+            &cells::<Fake<false>>(),
+            &Selection::seeds(0..30),
+            2,
+            stop,
+            &|| {},
+        );
         assert_eq!(rows[0].runs, 30);
     }
 
     #[test]
     fn campaigns_made_in_parts_merge_to_the_whole() {
-        let whole = campaign(&[&Fake], &Selection::seeds(0..12), 2, &|| {});
-        let mut parts = campaign(&[&Fake], &Selection::seeds(5..12), 2, &|| {});
+        let whole = campaign(&cells::<Fake<false>>(), &Selection::seeds(0..12), 2, &|| {});
+        let mut parts = campaign(&cells::<Fake<false>>(), &Selection::seeds(5..12), 2, &|| {});
         merge(
             &mut parts,
-            campaign(&[&Fake], &Selection::seeds(0..5), 2, &|| {}),
+            campaign(&cells::<Fake<false>>(), &Selection::seeds(0..5), 2, &|| {}),
         );
         assert_eq!(parts, whole);
     }

@@ -1,6 +1,7 @@
 //! What every example scenario keeps: the journal of what happened, in
 //! simulated time (printed with a violation, compared across replays of a
-//! seed), and the sink of broken invariants.
+//! seed), and the sink of broken invariants; and how an example declares
+//! its invariants (`invariants!`).
 
 use std::collections::HashSet;
 use std::fmt;
@@ -75,6 +76,45 @@ impl Default for Journal {
         Self::new()
     }
 }
+
+/// An example's invariants: an enum of them, each printed with what it
+/// forbids (declared with `invariants!`).
+pub trait Invariant: Copy + Eq + Hash + fmt::Debug + fmt::Display + Send + Sync + 'static {
+    /// Every invariant, in order.
+    const ALL: &'static [Self];
+}
+
+/// Declare an example's invariants: the enum `Invariant`, each variant with
+/// its doc and the text it is printed with, every one in
+/// [`Invariant::ALL`], and the example's `Violation` and `Violations`
+/// types over it.
+macro_rules! invariants {
+    ($example:literal: $($(#[$doc:meta])* $name:ident => $text:literal,)+) => {
+        #[doc = concat!("Which ", $example, " invariant.")]
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+        pub enum Invariant {
+            $($(#[$doc])* $name,)+
+        }
+
+        impl $crate::journal::Invariant for Invariant {
+            const ALL: &'static [Self] = &[$(Invariant::$name),+];
+        }
+
+        impl ::std::fmt::Display for Invariant {
+            fn fmt(&self, f: &mut ::std::fmt::Formatter<'_>) -> ::std::fmt::Result {
+                f.write_str(match self {
+                    $(Invariant::$name => $text,)+
+                })
+            }
+        }
+
+        #[doc = concat!("A broken ", $example, " invariant.")]
+        pub type Violation = $crate::journal::Violation<Invariant>;
+        #[doc = concat!("Where ", $example, " violations go.")]
+        pub type Violations = $crate::journal::Violations<Invariant>;
+    };
+}
+pub(crate) use invariants;
 
 /// A broken invariant (of an example's own invariant type `I`).
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1,8 +1,64 @@
 //! What every example's scenarios share: which scenario, which variant of
-//! the controller, and running one in simulated time.
+//! the controller, setting the embedded server up, following its store, and
+//! running in simulated time (with the `sim` feature).
 
 use std::fmt;
 use std::str::FromStr;
+use std::time::Duration;
+
+use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::api::{Api, PostParams};
+use kube::runtime::wait::{await_condition, conditions};
+use kube::{Client, CustomResourceExt};
+use ward_apiserver::resources::StorageKey;
+
+/// Errors setting a scenario (or a live run's embedded server) up, or
+/// driving it.
+#[derive(Debug, thiserror::Error)]
+pub enum ScenarioError {
+    /// The embedded server would not start.
+    #[error("starting the embedded server: {0}")]
+    Server(#[from] ward_apiserver::ServerError),
+    /// An API call failed.
+    #[error("API call failed: {0}")]
+    Kube(#[from] kube::Error),
+    /// A CRD (its kind) did not become established.
+    #[error("the {0} CRD did not become established")]
+    Crd(String),
+    /// A step did not happen within its (simulated) time.
+    #[error("timed out waiting for {0}")]
+    Timeout(&'static str),
+    /// The seed's plan could not be carried out.
+    #[error("the plan: {0}")]
+    Plan(String),
+    /// A component the scenario drives failed.
+    #[error(transparent)]
+    Component(Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// Install `K`'s CRD and wait (up to 30 s) until it is served.
+pub async fn install_crd<K: CustomResourceExt>(client: &Client) -> Result<(), ScenarioError> {
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = K::crd();
+    let kind = crd.spec.names.kind.clone();
+    crds.create(&PostParams::default(), &crd).await?;
+    let established = await_condition(crds, K::crd_name(), conditions::is_crd_established());
+    tokio::time::timeout(Duration::from_secs(30), established)
+        .await
+        .map_err(|_| ScenarioError::Crd(kind.clone()))?
+        .map_err(|_| ScenarioError::Crd(kind))?;
+    Ok(())
+}
+
+/// Where the server's store keeps objects of `group` and `plural` (what
+/// the invariant checkers read).
+#[must_use]
+pub fn key(group: &str, plural: &str) -> StorageKey {
+    StorageKey {
+        group: group.into(),
+        plural: plural.into(),
+    }
+}
 
 /// Which variant of an example's controller.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -80,11 +136,13 @@ impl FromStr for Scenario {
 
 /// Run `fut` on its own single-threaded runtime with tokio's clock paused
 /// (simulated time), as every scenario runs.
+#[cfg(feature = "sim")]
 pub use ward_campaign::simulate;
 
 /// The seed's plan of `kinds` over the scenario's controller under test
 /// `target`, drawn over `horizon`, and a perturber for it that journals
 /// what it does; with the plan as printed (for the report).
+#[cfg(feature = "sim")]
 #[must_use]
 pub fn perturber(
     server: &ward_apiserver::ApiServer,
@@ -125,40 +183,6 @@ pub async fn follow_store(
             },
             _ = tick.tick() => check(None),
         }
-    }
-}
-
-/// Print each of `all` invariants: holds, or where and how it first broke
-/// (what the example binaries' `scenario` command prints).
-pub fn print_invariants<I: Copy + PartialEq + fmt::Display>(
-    all: &[I],
-    violations: &[crate::journal::Violation<I>],
-) {
-    for inv in all {
-        let broken: Vec<_> = violations.iter().filter(|v| v.invariant == *inv).collect();
-        match broken.first() {
-            None => ward_base::outln!("  {inv}: holds"),
-            Some(v) => ward_base::outln!(
-                "  {inv}: VIOLATED at {:?}: {} ({} time(s))",
-                v.at,
-                v.detail,
-                broken.len()
-            ),
-        }
-    }
-}
-
-/// Print the journal, up to `until` if given.
-pub fn print_events(journal: &[(std::time::Duration, String)], until: Option<std::time::Duration>) {
-    match until {
-        Some(u) => ward_base::outln!("\nevents up to {u:?}:"),
-        None => ward_base::outln!("\nevents:"),
-    }
-    for (at, what) in journal
-        .iter()
-        .filter(|(at, _)| until.is_none_or(|u| *at <= u))
-    {
-        ward_base::outln!("  {:>9.3}s  {what}", at.as_secs_f64());
     }
 }
 

@@ -7,7 +7,10 @@
 use std::time::Instant;
 
 use serde::Serialize;
-use ward_examples::demo::{self, Example, Selection};
+use ward_examples::cns::AzureCns;
+use ward_examples::demo::{self, Selection};
+use ward_examples::lws::Lws;
+use ward_examples::whereabouts::Whereabouts;
 
 /// Sizes of the campaign benchmark.
 #[derive(Debug, Clone)]
@@ -69,38 +72,39 @@ pub fn run(config: &CampaignConfig, log: &(dyn Fn(&str) + Sync)) -> CampaignResu
             campaign_runs_per_sec: 0.0,
         };
     }
-    let examples: Vec<&dyn Example> = vec![&demo::Whereabouts, &demo::Cns, &demo::Lws];
+    let examples = [
+        demo::cells::<Whereabouts>(),
+        demo::cells::<AzureCns>(),
+        demo::cells::<Lws>(),
+    ]
+    .concat();
     let kinds = ward_campaign::builtin();
-    for ex in &examples {
-        for s in ex.scenarios() {
-            for v in ex.variants() {
-                let t0 = Instant::now();
-                let (mut violating, mut errors) = (0, 0);
-                for seed in 0..config.seeds {
-                    match ex.run(&s, &v.name, seed, &kinds) {
-                        Ok(r) if !r.violations.is_empty() => violating += 1,
-                        Ok(_) => {}
-                        Err(_) => errors += 1,
-                    }
-                }
-                let secs = t0.elapsed().as_secs_f64();
-                let row = CampaignRow {
-                    example: ex.name().into(),
-                    scenario: s.clone(),
-                    variant: v.name.clone(),
-                    runs: config.seeds,
-                    violating_runs: violating,
-                    errors,
-                    secs,
-                    runs_per_sec: super::ratio(config.seeds as f64, secs),
-                };
-                log(&format!(
-                    "  campaign {} {} {}: {} runs in {:.2}s ({:.1} runs/s)",
-                    row.example, row.scenario, row.variant, row.runs, row.secs, row.runs_per_sec
-                ));
-                rows.push(row);
+    for cell in &examples {
+        let t0 = Instant::now();
+        let (mut violating, mut errors) = (0, 0);
+        for seed in 0..config.seeds {
+            match cell.run(seed, &kinds) {
+                Ok(r) if !r.violations.is_empty() => violating += 1,
+                Ok(_) => {}
+                Err(_) => errors += 1,
             }
         }
+        let secs = t0.elapsed().as_secs_f64();
+        let row = CampaignRow {
+            example: cell.example.into(),
+            scenario: cell.scenario.clone(),
+            variant: cell.variant.clone(),
+            runs: config.seeds,
+            violating_runs: violating,
+            errors,
+            secs,
+            runs_per_sec: super::ratio(config.seeds as f64, secs),
+        };
+        log(&format!(
+            "  campaign {} {} {}: {} runs in {:.2}s ({:.1} runs/s)",
+            row.example, row.scenario, row.variant, row.runs, row.secs, row.runs_per_sec
+        ));
+        rows.push(row);
     }
     let t0 = Instant::now();
     let selection = Selection {

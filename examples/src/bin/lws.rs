@@ -17,48 +17,33 @@
 //!   runs it on every replica, each reconciling the LeaderWorkerSets of the
 //!   slots it holds in the ring (see `ward::shard`). SIGTERM or SIGINT
 //!   stops it gracefully and releases the Lease (or leaves the ring).
+//!
+//! The commands and the options every example binary has are
+//! [`ward_examples::cli`]'s; this file is the live run.
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::process::ExitCode;
 
-use clap::{Parser, Subcommand};
-use kube::CustomResourceExt;
 use ward::leader::{LeaderElection, Outcome};
 use ward::{Observability, Readiness};
+use ward_examples::cli::{self, Help, Live};
 use ward_examples::journal::Journal;
-use ward_examples::lws::controller::{self, Mode};
-use ward_examples::lws::invariants::Invariant;
+use ward_examples::lws::controller;
 use ward_examples::lws::model::LeaderWorkerSet;
-use ward_examples::lws::scenario::{self, Scenario};
-use ward_examples::run;
+use ward_examples::lws::{self as example, Lws};
 
 /// The Lease replicas elect a leader on.
 const LEASE: &str = "ward-lws";
 
-/// The LWS revision race, naive vs upstream vs guarded.
-#[derive(Debug, Parser)]
-#[command(name = "lws", version)]
-struct Args {
-    #[command(subcommand)]
-    command: Option<Command>,
-    /// Without a subcommand: run the controller (see `run`).
-    #[command(flatten)]
-    run: RunArgs,
-}
-
 /// How to run the controller live.
 #[derive(Debug, clap::Args)]
 struct RunArgs {
-    /// naive, upstream or guarded.
-    #[arg(long, default_value = "guarded")]
-    mode: Mode,
-    /// Use the cluster of the usual kube config instead of an embedded server.
-    #[arg(long)]
-    cluster: bool,
+    #[command(flatten)]
+    live: Live,
     /// The namespace of the LeaderWorkerSets.
-    #[arg(long, default_value = scenario::NAMESPACE)]
+    #[arg(long, default_value = example::NAMESPACE)]
     namespace: String,
     /// Where to write the embedded server's kubeconfig.
     #[arg(long, default_value = "lws.kubeconfig")]
@@ -83,133 +68,51 @@ struct RunArgs {
     lease_namespace: Option<String>,
 }
 
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run one seeded scenario in simulated time and check the invariants.
-    Scenario {
-        /// S1 (terminating StatefulSet), S2 (GC lag) or S3 (template change).
-        scenario: Scenario,
-        /// naive, upstream or guarded.
-        #[arg(long, default_value = "guarded")]
-        mode: Mode,
-        /// The seed of every random choice.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-    },
-    /// Print the LeaderWorkerSet CRD (YAML).
-    Crds,
-    /// Run the controller in real time (the default without a subcommand).
-    Run(RunArgs),
-}
-
 fn main() -> ExitCode {
-    let args = Args::parse();
-    // A scenario tells its story in its journal; reconcile failures the
-    // naive variants run into are part of it, not warnings.
-    let quiet = matches!(args.command, Some(Command::Scenario { .. }));
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env()
-                .unwrap_or_else(|_| if quiet { "error" } else { "warn" }.into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    match args.command.unwrap_or(Command::Run(args.run)) {
-        Command::Scenario {
-            scenario,
-            mode,
-            seed,
-        } => run_scenario(scenario, mode, seed),
-        Command::Crds => match serde_saphyr::to_string(&LeaderWorkerSet::crd()) {
-            Ok(yaml) => {
-                ward_base::out!("{yaml}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("lws: cannot render the CRD: {e}");
-                ExitCode::from(2)
-            }
+    cli::main::<Lws, LeaderWorkerSet, _, _>(
+        Help {
+            about: "The LWS revision race, naive vs upstream vs guarded",
+            scenarios: "S1 (terminating StatefulSet), S2 (GC lag) or S3 (template change)",
+            run: "Run the controller in real time (the default without a subcommand)",
         },
-        Command::Run(a) => tokio::runtime::Builder::new_multi_thread()
-            .enable_all()
-            .build()
-            .expect("a tokio runtime")
-            .block_on(run_live(a)),
-    }
-}
-
-fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
-    let report = match scenario::run_blocking(s, mode, seed) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("lws: scenario setup failed: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    ward_base::outln!("scenario {s}, mode {mode}, seed {seed}");
-    run::print_invariants(&Invariant::ALL, &report.violations);
-    match report.settled_after {
-        Some(d) => ward_base::outln!("  settled {d:?} after the last change"),
-        None => ward_base::outln!("  never settled"),
-    }
-    if report.violations.is_empty() {
-        ward_base::outln!("all invariants hold");
-    }
-    run::print_events(&report.journal, None);
-    if report.violations.is_empty() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::from(1)
-    }
+        run_live,
+    )
 }
 
 async fn run_live(args: RunArgs) -> ExitCode {
+    let name = "lws";
     let journal = Journal::echo();
-    if args.cluster {
-        let client = match kube::Client::try_default().await {
+    if args.live.cluster {
+        let client = match cli::cluster(name).await {
             Ok(c) => c,
-            Err(e) => {
-                eprintln!("lws: no usable kube config: {e}");
-                return ExitCode::from(2);
-            }
+            Err(code) => return code,
         };
         ward_base::outln!(
             "lws controller ({}) in namespace {} against the configured cluster",
-            args.mode,
+            args.live.mode,
             args.namespace
         );
         return serve(client, &args, journal).await;
     }
-    let server = match ward_apiserver::ApiServer::start(
-        ward_apiserver::ServerConfig::default().listen(([127, 0, 0, 1], 0).into()),
+    let kubeconfig = &args.kubeconfig;
+    let server = match cli::embedded(
+        name,
+        kubeconfig,
+        |c| async move { example::install(&c).await },
     )
     .await
     {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("lws: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
-    let client = server.client();
-    if let Err(e) = scenario::install(&client).await {
-        eprintln!("lws: {e}");
-        return ExitCode::from(2);
-    }
-    if let Some(kc) = server.kubeconfig()
-        && let Err(e) = std::fs::write(&args.kubeconfig, kc)
-    {
-        eprintln!("lws: cannot write {}: {e}", args.kubeconfig.display());
-        return ExitCode::from(2);
-    }
     ward_base::outln!(
         "embedded ward-apiserver on http://{} (kubeconfig {}); lws controller ({}) running in namespace {}",
-        server.addr().map(|a| a.to_string()).unwrap_or_default(),
-        args.kubeconfig.display(),
-        args.mode,
+        cli::address(&server),
+        kubeconfig.display(),
+        args.live.mode,
         args.namespace
     );
-    let code = serve(client, &args, journal).await;
+    let code = serve(server.client(), &args, journal).await;
     server.shutdown().await;
     code
 }
@@ -218,10 +121,7 @@ async fn run_live(args: RunArgs) -> ExitCode {
 /// asked (the Lease released before returning), with the metrics and health
 /// endpoint if asked.
 async fn serve(client: kube::Client, args: &RunArgs, journal: Journal) -> ExitCode {
-    let fail = |what: String| {
-        eprintln!("lws: {what}");
-        ExitCode::from(2)
-    };
+    let fail = |what: String| cli::fail("lws", what);
     let stop = match ward::shutdown::signal() {
         Ok(s) => s,
         Err(e) => return fail(format!("cannot install signal handlers: {e}")),
@@ -245,7 +145,7 @@ async fn serve(client: kube::Client, args: &RunArgs, journal: Journal) -> ExitCo
             Err(e) => return fail(e.to_string()),
         },
     };
-    let (ns, mode) = (args.namespace.clone(), args.mode);
+    let (ns, mode) = (args.namespace.clone(), args.live.mode);
     let env = |k: &str| std::env::var(k).ok().filter(|v| !v.is_empty());
     let identity = args
         .identity

@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
-use ward_examples::demo::{self, Example, Selection, Stop};
+use ward_examples::demo::{self, Cell, Selection, Stop};
 
 /// Run every example scenario in every variant over many seeds, each under
 /// the seed's plan of perturbations.
@@ -82,8 +82,7 @@ fn main() -> ExitCode {
 }
 
 fn run(args: &Args) -> Result<ExitCode, String> {
-    let examples: Vec<&dyn Example> =
-        vec![&demo::Whereabouts, &demo::Cns, &demo::Lws, &demo::Sharding];
+    let examples = demo::all();
     let kinds = ward_campaign::select(&args.perturb, &ward_campaign::builtin())
         .map_err(|e| e.to_string())?;
     if let Some(what) = &args.replay {
@@ -195,7 +194,7 @@ fn run(args: &Args) -> Result<ExitCode, String> {
 
 /// `--replay example/scenario/variant/seed`.
 fn replay(
-    examples: &[&dyn Example],
+    examples: &[Cell],
     what: &str,
     kinds: &[std::sync::Arc<dyn ward_campaign::Perturbation>],
 ) -> Result<ExitCode, String> {
@@ -207,20 +206,34 @@ fn replay(
         return Err(bad());
     };
     let seed: u64 = seed.parse().map_err(|_| bad())?;
-    let ex = examples
-        .iter()
-        .find(|e| e.name() == example)
-        .ok_or_else(|| format!("unknown example {example:?}: whereabouts, cns or lws"))?;
-    let guarded = ex
-        .variants()
-        .iter()
-        .find(|v| v.name == variant)
-        .ok_or_else(|| format!("unknown variant {variant:?}: naive, upstream or guarded"))?
-        .guarded;
-    let outcome = ex.run(scenario, variant, seed, kinds)?;
+    let cells: Vec<&Cell> = examples.iter().filter(|c| c.example == example).collect();
+    if cells.is_empty() {
+        return Err(format!(
+            "unknown example {example:?}: whereabouts, cns or lws"
+        ));
+    }
+    let cells: Vec<&Cell> = cells.into_iter().filter(|c| c.variant == variant).collect();
+    if cells.is_empty() {
+        return Err(format!(
+            "unknown variant {variant:?}: naive, upstream or guarded"
+        ));
+    }
+    let Some(cell) = cells.iter().find(|c| c.scenario == scenario) else {
+        let known: Vec<&str> = cells.iter().map(|c| c.scenario.as_str()).collect();
+        return Err(format!(
+            "unknown scenario {scenario:?}: {}",
+            match known.split_last() {
+                Some((last, [])) => last.to_string(),
+                Some((last, rest)) => format!("{} or {last}", rest.join(", ")),
+                None => String::new(),
+            }
+        ));
+    };
+    let guarded = cell.guarded;
+    let outcome = cell.run(seed, kinds)?;
     ward_base::outln!("{example} {scenario} {variant} seed {seed}");
     ward_base::out!("{}", outcome.plan);
-    ward_examples::run::print_events(&outcome.history, None);
+    ward_examples::cli::print_events(&outcome.history, None);
     ward_base::outln!("\nstore events (every committed write):");
     for e in &outcome.events {
         ward_base::outln!("  {e}");

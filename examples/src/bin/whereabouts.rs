@@ -11,6 +11,9 @@
 //!   kubeconfig it writes), or with `--cluster` only the reconciler against
 //!   the cluster of the usual kube config (KUBECONFIG or in-cluster), as a
 //!   deployment would.
+//!
+//! The commands and the options every example binary has are
+//! [`ward_examples::cli`]'s; this file is the live run.
 
 #[global_allocator]
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
@@ -18,35 +21,19 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use std::process::ExitCode;
 use std::time::Duration;
 
-use clap::{Parser, Subcommand};
-use kube::CustomResourceExt;
+use ward_examples::cli::{self, Help, Live};
 use ward_examples::journal::Journal;
 use ward_examples::run;
-use ward_examples::whereabouts::invariants::Invariant;
+use ward_examples::whereabouts::agent::{self, AgentConfig};
 use ward_examples::whereabouts::model::IPPool;
-use ward_examples::whereabouts::reconciler::{self, Mode, ReconcilerConfig};
-use ward_examples::whereabouts::scenario::{self, GRACE, INTERVAL, Scenario};
-
-/// The whereabouts ip-reconciler race, naive vs guarded.
-#[derive(Debug, Parser)]
-#[command(name = "whereabouts", version)]
-struct Args {
-    #[command(subcommand)]
-    command: Option<Command>,
-    /// Without a subcommand: run the reconciler and node agents (see `run`).
-    #[command(flatten)]
-    run: RunArgs,
-}
+use ward_examples::whereabouts::reconciler::{self, ReconcilerConfig};
+use ward_examples::whereabouts::{self as example, Whereabouts};
 
 /// How to run the reconciler live.
 #[derive(Debug, clap::Args)]
 struct RunArgs {
-    /// naive, upstream or guarded.
-    #[arg(long, default_value = "guarded")]
-    mode: Mode,
-    /// Use the cluster of the usual kube config instead of an embedded server.
-    #[arg(long)]
-    cluster: bool,
+    #[command(flatten)]
+    live: Live,
     /// Namespace of the IPPools.
     #[arg(long, default_value = "default")]
     namespace: String,
@@ -61,115 +48,32 @@ struct RunArgs {
     kubeconfig: std::path::PathBuf,
 }
 
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Run one seeded scenario in simulated time and check the invariants.
-    Scenario {
-        /// S1 (the seed race), S2 (node crash) or S3 (stuck Pending).
-        scenario: Scenario,
-        /// naive, upstream or guarded.
-        #[arg(long, default_value = "guarded")]
-        mode: Mode,
-        /// The seed of every random choice.
-        #[arg(long, default_value_t = 0)]
-        seed: u64,
-    },
-    /// Print the IPPool CRD (YAML).
-    Crds,
-    /// Run the reconciler (and, embedded, two node agents) in real time
-    /// (the default without a subcommand).
-    Run(RunArgs),
-}
-
 fn main() -> ExitCode {
-    tracing_subscriber::fmt()
-        .with_env_filter(
-            tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "warn".into()),
-        )
-        .with_writer(std::io::stderr)
-        .init();
-    let args = Args::parse();
-    match args.command.unwrap_or(Command::Run(args.run)) {
-        Command::Scenario {
-            scenario,
-            mode,
-            seed,
-        } => run_scenario(scenario, mode, seed),
-        Command::Crds => match serde_saphyr::to_string(&IPPool::crd()) {
-            Ok(yaml) => {
-                ward_base::out!("{yaml}");
-                ExitCode::SUCCESS
-            }
-            Err(e) => {
-                eprintln!("whereabouts: cannot render the CRD: {e}");
-                ExitCode::from(2)
-            }
+    cli::main::<Whereabouts, IPPool, _, _>(
+        Help {
+            about: "The whereabouts ip-reconciler race, naive vs guarded",
+            scenarios: "S1 (the seed race), S2 (node crash) or S3 (stuck Pending)",
+            run: "Run the reconciler (and, embedded, two node agents) in real time (the default without a subcommand)",
         },
-        Command::Run(RunArgs {
-            mode,
-            cluster,
-            namespace,
-            interval_secs,
-            grace_secs,
-            kubeconfig,
-        }) => {
-            let rt = tokio::runtime::Builder::new_multi_thread()
-                .enable_all()
-                .build()
-                .expect("a tokio runtime");
-            let config = ReconcilerConfig {
-                mode,
-                interval: Duration::from_secs(interval_secs.max(1)),
-                grace: Duration::from_secs(grace_secs),
-                first_run: Duration::ZERO,
-                namespace,
-                clock: ward::clock::Clock::new(),
-            };
-            rt.block_on(run_live(config, cluster, kubeconfig))
-        }
-    }
+        run_live,
+    )
 }
 
-fn run_scenario(s: Scenario, mode: Mode, seed: u64) -> ExitCode {
-    let report = match scenario::run_blocking(s, mode, seed) {
-        Ok(r) => r,
-        Err(e) => {
-            eprintln!("whereabouts: scenario setup failed: {e}");
-            return ExitCode::from(2);
-        }
+async fn run_live(args: RunArgs) -> ExitCode {
+    let name = "whereabouts";
+    let mut config = ReconcilerConfig {
+        mode: args.live.mode,
+        interval: Duration::from_secs(args.interval_secs.max(1)),
+        grace: Duration::from_secs(args.grace_secs),
+        first_run: Duration::ZERO,
+        namespace: args.namespace,
+        clock: ward::clock::Clock::new(),
     };
-    ward_base::outln!(
-        "scenario {s}, mode {mode}, seed {seed} (reconciler every {INTERVAL:?}, grace {GRACE:?})"
-    );
-    run::print_invariants(&Invariant::ALL, &report.violations);
-    let Some(first) = report.violations.first() else {
-        ward_base::outln!("all invariants hold");
-        return ExitCode::SUCCESS;
-    };
-    // The history up to the first duplicate IP if there is one, else the first violation.
-    let until = report
-        .violations
-        .iter()
-        .find(|v| v.invariant == Invariant::I1)
-        .unwrap_or(first)
-        .at;
-    run::print_events(&report.journal, Some(until));
-    ExitCode::from(1)
-}
-
-async fn run_live(
-    mut config: ReconcilerConfig,
-    cluster: bool,
-    kubeconfig: std::path::PathBuf,
-) -> ExitCode {
     let journal = Journal::echo();
-    if cluster {
-        let client = match kube::Client::try_default().await {
+    if args.live.cluster {
+        let client = match cli::cluster(name).await {
             Ok(c) => c,
-            Err(e) => {
-                eprintln!("whereabouts: no usable kube config: {e}");
-                return ExitCode::from(2);
-            }
+            Err(code) => return code,
         };
         ward_base::outln!(
             "whereabouts reconciler ({}) against the configured cluster",
@@ -180,43 +84,31 @@ async fn run_live(
         task.abort();
         return ExitCode::SUCCESS;
     }
-    let server = match ward_apiserver::ApiServer::start(
-        ward_apiserver::ServerConfig::default().listen(([127, 0, 0, 1], 0).into()),
-    )
+    let nets = example::networks();
+    let kubeconfig = &args.kubeconfig;
+    let installed = nets.clone();
+    let server = match cli::embedded(name, kubeconfig, |c| async move {
+        example::install(&c, &installed).await
+    })
     .await
     {
         Ok(s) => s,
-        Err(e) => {
-            eprintln!("whereabouts: {e}");
-            return ExitCode::from(2);
-        }
+        Err(code) => return code,
     };
     config.clock = server.clock();
-    let client = server.client();
-    let nets = scenario::networks();
-    if let Err(e) = scenario::install(&client, &nets).await {
-        eprintln!("whereabouts: {e}");
-        return ExitCode::from(2);
-    }
-    if let Some(kc) = server.kubeconfig()
-        && let Err(e) = std::fs::write(&kubeconfig, kc)
-    {
-        eprintln!("whereabouts: cannot write {}: {e}", kubeconfig.display());
-        return ExitCode::from(2);
-    }
     ward_base::outln!(
         "embedded ward-apiserver on http://{} (kubeconfig {}); reconciler ({}) and node agents for node-a, node-b running; create pods with spec.nodeName node-a|node-b",
-        server.addr().map(|a| a.to_string()).unwrap_or_default(),
+        cli::address(&server),
         kubeconfig.display(),
         config.mode
     );
     let mut tasks = vec![tokio::spawn(reconciler::run(
-        client.clone(),
+        server.client(),
         config,
         journal.clone(),
     ))];
     for node in ["node-a", "node-b"] {
-        let cfg = ward_examples::whereabouts::agent::AgentConfig {
+        let cfg = AgentConfig {
             node: node.into(),
             networks: nets.clone(),
             annotate_after: (Duration::from_millis(100), Duration::from_millis(2000)),
@@ -224,10 +116,7 @@ async fn run_live(
             seed: 0,
             clock: server.clock(),
         };
-        tasks.push(tokio::spawn(ward_examples::whereabouts::agent::run(
-            server.client(),
-            cfg,
-        )));
+        tasks.push(tokio::spawn(agent::run(server.client(), cfg)));
     }
     run::until_signal().await;
     for t in tasks {

@@ -13,12 +13,11 @@
 //!   IP within [`RECOVERY`] (the node recovers).
 
 use std::collections::BTreeMap;
-use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
+use crate::run::key;
 use tokio::time::Instant;
-use ward_apiserver::resources::StorageKey;
 use ward_apiserver::store::Store;
 
 use super::agent::Cns;
@@ -31,39 +30,17 @@ use super::model::{NAMESPACE, POD_IP};
 /// waiting pod (I4).
 pub const RECOVERY: Duration = Duration::from_secs(30);
 
-/// Which invariant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Invariant {
+crate::journal::invariants! {
+    "CNS":
     /// IP configs belong to NCs in state.
-    I1,
+    I1 => "I1 (IP config of an NC not in state)",
     /// Requests succeed while IPs are Available.
-    I2,
+    I2 => "I2 (request failed with IPs Available)",
     /// No IP assigned twice.
-    I3,
+    I3 => "I3 (IP assigned to two pods)",
     /// The node recovers.
-    I4,
+    I4 => "I4 (node never recovers)",
 }
-
-impl Invariant {
-    /// Every invariant.
-    pub const ALL: [Invariant; 4] = [Invariant::I1, Invariant::I2, Invariant::I3, Invariant::I4];
-}
-
-impl fmt::Display for Invariant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Invariant::I1 => "I1 (IP config of an NC not in state)",
-            Invariant::I2 => "I2 (request failed with IPs Available)",
-            Invariant::I3 => "I3 (IP assigned to two pods)",
-            Invariant::I4 => "I4 (node never recovers)",
-        })
-    }
-}
-
-/// A broken CNS invariant.
-pub type Violation = crate::journal::Violation<Invariant>;
-/// Where CNS violations go.
-pub type Violations = crate::journal::Violations<Invariant>;
 
 /// The continuous checker of one node.
 #[derive(Debug)]
@@ -82,13 +59,6 @@ pub struct Checker {
     pub sandboxes: Sandboxes,
     /// Where violations go.
     pub violations: Violations,
-}
-
-fn key(group: &str, plural: &str) -> StorageKey {
-    StorageKey {
-        group: group.into(),
-        plural: plural.into(),
-    }
 }
 
 impl Checker {

@@ -1,6 +1,6 @@
 //! Scenarios, each a seeded run in simulated time against an embedded
 //! ward-apiserver, with the invariants checked throughout. One node,
-//! `node-a`, with the overlay prefix [`PREFIX`]:
+//! `node-a`, with the overlay prefix [`PREFIX`](super::PREFIX):
 //!
 //! - **S1** the seed: pods hold IPs; the node's VM is replaced — Node
 //!   deleted and recreated under the same name while the GC is paused, the
@@ -18,104 +18,23 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Node;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
-use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, CustomResourceExt, ResourceExt};
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
 use ward_campaign::{Controller, Perturbation};
 
 use super::agent::{Cns, Mode};
-use super::cluster::{Host, Writer, WriterConfig};
-use super::invariants::{Checker, Violation, Violations};
+use super::cluster::{Host, Writer};
+use super::invariants::{Checker, Violations};
 use super::kubelet::Kubelet;
-use super::model::NodeNetworkConfig;
+use super::{AzureCns, NODE, install, writer_config};
+use crate::example::Report;
 use crate::journal::Journal;
-
-/// The node every scenario runs on.
-pub const NODE: &str = "node-a";
-/// Its overlay prefix (the same after the node is recreated).
-pub const PREFIX: &str = "10.244.1.0/28";
-/// The subnet the prefixes are carved from.
-pub const SUBNET: &str = "10.244.0.0/16";
-
-pub use crate::run::Scenario;
-
-/// Errors setting a scenario up or driving it.
-#[derive(Debug, thiserror::Error)]
-pub enum ScenarioError {
-    /// The embedded server would not start.
-    #[error("starting the embedded server: {0}")]
-    Server(#[from] ward_apiserver::ServerError),
-    /// An API call failed.
-    #[error("API call failed: {0}")]
-    Kube(#[from] kube::Error),
-    /// The network controller failed.
-    #[error(transparent)]
-    Cluster(#[from] super::cluster::ClusterError),
-    /// The NodeNetworkConfig CRD did not become established.
-    #[error("the NodeNetworkConfig CRD did not become established")]
-    Crd,
-}
-
-/// What a run found.
-#[derive(Debug, Clone)]
-pub struct Report {
-    /// Which scenario.
-    pub scenario: Scenario,
-    /// Which CNS.
-    pub mode: Mode,
-    /// The seed.
-    pub seed: u64,
-    /// The perturbation plan carried out (see [`ward_campaign::Plan`]).
-    pub plan: String,
-    /// Every write the server committed, with its resourceVersion (see
-    /// [`ward_campaign::Perturber::events`]).
-    pub events: Vec<String>,
-    /// Every invariant broken, in order.
-    pub violations: Vec<Violation>,
-    /// What happened, in simulated time.
-    pub journal: Vec<(Duration, String)>,
-}
-
-/// Run `scenario` with `mode` and `seed`, without perturbation, on its own
-/// single-threaded runtime with a paused clock (simulated time).
-pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
-    crate::run::simulate(run(scenario, mode, seed, &[]))
-}
+use crate::run::{Scenario, ScenarioError};
 
 /// How long the part of a run worth perturbing lasts (plans are drawn over it).
 pub const HORIZON: Duration = Duration::from_secs(90);
-
-/// Install the NodeNetworkConfig CRD and wait until it is served.
-pub async fn install(client: &Client) -> Result<(), ScenarioError> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &NodeNetworkConfig::crd())
-        .await?;
-    let established = await_condition(
-        crds,
-        "nodenetworkconfigs.acn.azure.com",
-        conditions::is_crd_established(),
-    );
-    tokio::time::timeout(Duration::from_secs(30), established)
-        .await
-        .map_err(|_| ScenarioError::Crd)?
-        .map_err(|_| ScenarioError::Crd)?;
-    Ok(())
-}
-
-/// The network controller's settings for the scenarios' node.
-#[must_use]
-pub fn writer_config(seed: u64) -> WriterConfig {
-    WriterConfig {
-        prefixes: [(NODE.to_string(), PREFIX.to_string())].into(),
-        subnet: SUBNET.into(),
-        program_after: (Duration::from_secs(1), Duration::from_secs(8)),
-        retry: Duration::from_secs(2),
-        seed,
-    }
-}
 
 /// Everything running on and for the node.
 struct Site {
@@ -180,7 +99,7 @@ pub async fn run(
     mode: Mode,
     seed: u64,
     kinds: &[Arc<dyn Perturbation>],
-) -> Result<Report, ScenarioError> {
+) -> Result<Report<AzureCns>, ScenarioError> {
     let server = ApiServer::start(ServerConfig::default().seed(seed)).await?;
     let client = server.client();
     install(&client).await?;
@@ -275,7 +194,10 @@ pub async fn run(
                 journal.clone(),
             );
             journal.log("the network controller replaces node-a's NC (same prefix)");
-            operator.replace_nc(NODE).await?;
+            operator
+                .replace_nc(NODE)
+                .await
+                .map_err(|e| ScenarioError::Component(e.into()))?;
             node.create_pods(1, 4, &mut rng).await?;
         }
         Scenario::S3 => {
@@ -307,6 +229,7 @@ pub async fn run(
         events,
         violations: violations.all(),
         journal: journal.entries(),
+        measured: (),
     };
     server.shutdown().await;
     Ok(report)

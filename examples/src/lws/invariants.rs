@@ -13,58 +13,28 @@
 //!   LWS that created it.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::sync::Arc;
 
+use crate::run::key;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
-use ward_apiserver::resources::StorageKey;
 use ward_apiserver::store::{Event, EventType, Store};
 
 use super::model::{HASH_LABEL, LeaderWorkerSet, WRITTEN_FOR};
 use super::revision;
 use crate::meta::controller_uid;
 
-/// Which invariant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Invariant {
+crate::journal::invariants! {
+    "LWS":
     /// Revisions carry their own template's hash.
-    I1,
+    I1 => "I1 (revision with a foreign hash)",
     /// One current revision per LWS, of its own template.
-    I2,
+    I2 => "I2 (not exactly one current revision of the own template)",
     /// The StatefulSet is the live LWS's, with its hash.
-    I3,
+    I3 => "I3 (StatefulSet not the live LWS's)",
     /// No write to a StatefulSet the controller does not control.
-    I4,
-}
-
-impl Invariant {
-    /// Every invariant.
-    pub const ALL: [Invariant; 4] = [Invariant::I1, Invariant::I2, Invariant::I3, Invariant::I4];
-}
-
-impl fmt::Display for Invariant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Invariant::I1 => "I1 (revision with a foreign hash)",
-            Invariant::I2 => "I2 (not exactly one current revision of the own template)",
-            Invariant::I3 => "I3 (StatefulSet not the live LWS's)",
-            Invariant::I4 => "I4 (write to a StatefulSet of another LWS)",
-        })
-    }
-}
-
-/// A broken LWS invariant.
-pub type Violation = crate::journal::Violation<Invariant>;
-/// Where LWS violations go.
-pub type Violations = crate::journal::Violations<Invariant>;
-
-fn key(group: &str, plural: &str) -> StorageKey {
-    StorageKey {
-        group: group.into(),
-        plural: plural.into(),
-    }
+    I4 => "I4 (write to a StatefulSet of another LWS)",
 }
 
 fn list<T: DeserializeOwned>(store: &Store, group: &str, plural: &str) -> Vec<T> {

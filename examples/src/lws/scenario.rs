@@ -16,10 +16,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::json;
 use ward_apiserver::faults::Delay;
 use ward_apiserver::{ApiServer, ServerConfig};
@@ -27,81 +26,20 @@ use ward_base::Rng;
 use ward_campaign::Perturbation;
 
 use super::controller::{self, Mode};
-use super::invariants::{Checker, Violation, Violations};
+use super::invariants::{Checker, Violations};
 use super::model::{LeaderWorkerSet, LeaderWorkerSetSpec, LeaderWorkerTemplate};
-use super::revision;
+use super::{Lws, Measured, NAMESPACE, install, revision};
+use crate::example::Report;
 use crate::journal::Journal;
+use crate::run::{Scenario, ScenarioError};
 
 /// The LWS every scenario runs.
 pub const NAME: &str = "test";
-/// Its namespace.
-pub const NAMESPACE: &str = "default";
 /// A finalizer the scenario holds the old StatefulSet with (S1).
 pub const HOLD: &str = "lws.ward.dev/hold";
 
-pub use crate::run::Scenario;
-
-/// Errors setting a scenario up or driving it.
-#[derive(Debug, thiserror::Error)]
-pub enum ScenarioError {
-    /// The embedded server would not start.
-    #[error("starting the embedded server: {0}")]
-    Server(#[from] ward_apiserver::ServerError),
-    /// An API call failed.
-    #[error("API call failed: {0}")]
-    Kube(#[from] kube::Error),
-    /// A step did not happen within its (simulated) time.
-    #[error("timed out waiting for {0}")]
-    Timeout(&'static str),
-}
-
-/// What a run found.
-#[derive(Debug, Clone)]
-pub struct Report {
-    /// Which scenario.
-    pub scenario: Scenario,
-    /// Which controller.
-    pub mode: Mode,
-    /// The seed.
-    pub seed: u64,
-    /// The perturbation plan carried out (see [`ward_campaign::Plan`]).
-    pub plan: String,
-    /// Every write the server committed, with its resourceVersion (see
-    /// [`ward_campaign::Perturber::events`]).
-    pub events: Vec<String>,
-    /// Every invariant broken, in order.
-    pub violations: Vec<Violation>,
-    /// Simulated time from the last change to the LWS until its status
-    /// showed the revision of its final template.
-    pub settled_after: Option<Duration>,
-    /// What happened, in simulated time.
-    pub journal: Vec<(Duration, String)>,
-}
-
-/// Run `scenario` with `mode` and `seed`, without perturbation, on its own
-/// single-threaded runtime with a paused clock (simulated time).
-pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
-    crate::run::simulate(run(scenario, mode, seed, &[]))
-}
-
 /// How long the part of a run worth perturbing lasts (plans are drawn over it).
 pub const HORIZON: Duration = Duration::from_secs(60);
-
-/// Install the LeaderWorkerSet CRD and wait until it is served.
-pub async fn install(client: &Client) -> Result<(), ScenarioError> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &LeaderWorkerSet::crd())
-        .await?;
-    let established = await_condition(
-        crds,
-        "leaderworkersets.leaderworkerset.x-k8s.io",
-        conditions::is_crd_established(),
-    );
-    within("the CRD", established)
-        .await?
-        .map_err(|_| ScenarioError::Timeout("the CRD"))?;
-    Ok(())
-}
 
 async fn within<T>(what: &'static str, f: impl Future<Output = T>) -> Result<T, ScenarioError> {
     tokio::time::timeout(Duration::from_secs(300), f)
@@ -158,7 +96,7 @@ pub async fn run(
     mode: Mode,
     seed: u64,
     kinds: &[Arc<dyn Perturbation>],
-) -> Result<Report, ScenarioError> {
+) -> Result<Report<Lws>, ScenarioError> {
     let server = ApiServer::start(ServerConfig::default().seed(seed)).await?;
     let client = server.client();
     install(&client).await?;
@@ -273,8 +211,8 @@ pub async fn run(
         plan: plan_text,
         events,
         violations: violations.all(),
-        settled_after,
         journal: journal.entries(),
+        measured: Measured { settled_after },
     };
     server.shutdown().await;
     Ok(report)

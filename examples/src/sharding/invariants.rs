@@ -4,7 +4,6 @@
 //! once everything has settled.
 
 use std::collections::{BTreeMap, HashMap};
-use std::fmt;
 use std::sync::{Arc, Mutex};
 
 use jiff::{SignedDuration, Timestamp};
@@ -14,34 +13,17 @@ use ward_campaign::Write;
 
 use super::replica::{BY, NAMESPACE, RING};
 
-/// Which invariant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Invariant {
+crate::journal::invariants! {
+    "sharding":
     /// No two replicas reconcile one object at once.
-    I1,
+    I1 => "I1 (two replicas reconciled one object at once)",
     /// No write outside the slots the writer's live Lease lists.
-    I2,
+    I2 => "I2 (a write outside the writer's slots)",
     /// After the churn, every object reconciled by its final owner in time.
-    I3,
+    I3 => "I3 (an object not reconciled by its final owner in time)",
     /// The final ring is balanced.
-    I4,
+    I4 => "I4 (the ring unbalanced)",
 }
-
-impl fmt::Display for Invariant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Invariant::I1 => "I1 (two replicas reconciled one object at once)",
-            Invariant::I2 => "I2 (a write outside the writer's slots)",
-            Invariant::I3 => "I3 (an object not reconciled by its final owner in time)",
-            Invariant::I4 => "I4 (the ring unbalanced)",
-        })
-    }
-}
-
-/// A broken sharding invariant.
-pub type Violation = crate::journal::Violation<Invariant>;
-/// Where sharding violations go.
-pub type Violations = crate::journal::Violations<Invariant>;
 
 /// The reconciles running now, per object (I1), and every one finished.
 #[derive(Clone)]

@@ -54,6 +54,20 @@ pub enum Mode {
     Guarded,
 }
 
+impl Mode {
+    /// Both, naive first.
+    pub const ALL: [Mode; 2] = [Mode::Naive, Mode::Guarded];
+}
+
+impl std::fmt::Display for Mode {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Mode::Naive => "naive",
+            Mode::Guarded => "guarded",
+        })
+    }
+}
+
 /// What every reconcile of one replica shares.
 struct Ctx {
     who: String,

@@ -2,6 +2,7 @@
 //! graceful leaves and crashes (a crash leaves its Lease to expire), while
 //! the seed's plan partitions replicas and freezes their reads.
 
+use std::fmt;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,9 +15,12 @@ use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
 use ward_campaign::{FrozenView, Partition, Perturbation};
 
-use super::invariants::{Invariant, Running, Violation, Violations, balanced, writes_in_slots};
+use super::Sharding;
+use super::invariants::{Invariant, Running, Violations, balanced, writes_in_slots};
 use super::replica::{self, LEASE, Mode, NAMESPACE, RENEW, WORK};
+use crate::example::Report;
 use crate::journal::Journal;
+use crate::run::ScenarioError;
 
 /// How many objects the replicas share.
 pub const OBJECTS: usize = 32;
@@ -34,33 +38,18 @@ pub fn isolation() -> Vec<Arc<dyn Perturbation>> {
     vec![Arc::new(Partition), Arc::new(FrozenView)]
 }
 
-/// Errors setting the scenario up.
-#[derive(Debug, thiserror::Error)]
-pub enum ScenarioError {
-    /// The embedded server would not start.
-    #[error("starting the embedded server: {0}")]
-    Server(#[from] ward_apiserver::ServerError),
-    /// An API call failed.
-    #[error("API call failed: {0}")]
-    Kube(#[from] kube::Error),
-    /// The plan could not be carried out.
-    #[error("the plan: {0}")]
-    Plan(String),
+/// The one sharding scenario.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum Scenario {
+    /// Joins, graceful leaves and crashes on a seeded script, under
+    /// partitions and frozen views.
+    Churn,
 }
 
-/// What a run found.
-#[derive(Debug, Clone)]
-pub struct Report {
-    /// The seed.
-    pub seed: u64,
-    /// The perturbation plan and the membership script, as printed.
-    pub plan: String,
-    /// Every write the server committed.
-    pub events: Vec<String>,
-    /// Every invariant broken, in order.
-    pub violations: Vec<Violation>,
-    /// What happened, in simulated time.
-    pub journal: Vec<(Duration, String)>,
+impl fmt::Display for Scenario {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("churn")
+    }
 }
 
 /// One membership change of the script.
@@ -108,7 +97,7 @@ pub async fn run(
     mode: Mode,
     seed: u64,
     kinds: &[Arc<dyn Perturbation>],
-) -> Result<Report, ScenarioError> {
+) -> Result<Report<Sharding>, ScenarioError> {
     let clock = Clock::on_the_second();
     let server = ApiServer::start(
         ServerConfig::default()
@@ -216,7 +205,14 @@ pub async fn run(
         Err(verdict) => {
             journal.log(format!("run ended early: {verdict}"));
             perturber.settled().await;
-            return Ok(report(seed, printed, &perturber, &violations, &journal));
+            return Ok(report(
+                mode,
+                seed,
+                printed,
+                &perturber,
+                &violations,
+                &journal,
+            ));
         }
     };
     perturber.settled().await;
@@ -248,21 +244,32 @@ pub async fn run(
     if let Err(e) = balanced(&members, seed) {
         violations.violate(Invariant::I4, "ring".into(), e);
     }
-    Ok(report(seed, printed, &perturber, &violations, &journal))
+    Ok(report(
+        mode,
+        seed,
+        printed,
+        &perturber,
+        &violations,
+        &journal,
+    ))
 }
 
 fn report(
+    mode: Mode,
     seed: u64,
     plan: String,
     perturber: &ward_campaign::Perturber,
     violations: &Violations,
     journal: &Journal,
-) -> Report {
+) -> Report<Sharding> {
     Report {
+        scenario: Scenario::Churn,
+        mode,
         seed,
         plan,
         events: perturber.events(),
         violations: violations.all(),
         journal: journal.entries(),
+        measured: (),
     }
 }

@@ -9,49 +9,28 @@
 //!   bound plus 3 intervals.
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::fmt;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
+use crate::run::key;
 use serde_json::Value;
 use tokio::time::Instant;
-use ward_apiserver::resources::StorageKey;
 use ward_apiserver::store::Store;
 
 use super::model::{NETWORK_STATUS, NetworkStatus, Range};
 use crate::journal::Journal;
 
-/// Which invariant.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub enum Invariant {
+crate::journal::invariants! {
+    "whereabouts":
     /// No IP held by two live pods.
-    I1,
+    I1 => "I1 (duplicate IP)",
     /// Running pods' IPs are allocated to them.
-    I2,
+    I2 => "I2 (running pod's IP not allocated to it)",
     /// Allocations of gone pods are freed in time.
-    I3,
+    I3 => "I3 (leaked allocation of a gone pod)",
     /// Allocations of stuck-Pending pods are freed in time.
-    I4,
+    I4 => "I4 (leaked allocation of a stuck pod)",
 }
-
-impl Invariant {
-    /// Every invariant.
-    pub const ALL: [Invariant; 4] = [Invariant::I1, Invariant::I2, Invariant::I3, Invariant::I4];
-}
-
-impl fmt::Display for Invariant {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(match self {
-            Invariant::I1 => "I1 (duplicate IP)",
-            Invariant::I2 => "I2 (running pod's IP not allocated to it)",
-            Invariant::I3 => "I3 (leaked allocation of a gone pod)",
-            Invariant::I4 => "I4 (leaked allocation of a stuck pod)",
-        })
-    }
-}
-
-/// A broken whereabouts invariant.
-pub type Violation = crate::journal::Violation<Invariant>;
 
 /// One allocation as the checker sees it.
 #[derive(Debug, Clone, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -85,21 +64,13 @@ pub struct Checker {
     /// When each allocation was first seen with its pod Pending without it.
     pending_since: HashMap<Alloc, Instant>,
     previous: HashSet<Alloc>,
-    seen: HashSet<(Invariant, String)>,
-    violations: Vec<Violation>,
+    violations: Violations,
     /// Each pod and pool as last parsed, with its resourceVersion: a check
     /// parses only the objects written since the last one (most checks are
     /// the once-a-second tick that times the leak bounds, or follow a
     /// write to one object).
     pod_views: HashMap<String, (u64, PodView)>,
     pool_allocs: HashMap<String, (u64, Vec<Alloc>)>,
-}
-
-fn key(group: &str, plural: &str) -> StorageKey {
-    StorageKey {
-        group: group.into(),
-        plural: plural.into(),
-    }
 }
 
 /// The allocations a stored IPPool holds.
@@ -130,7 +101,8 @@ fn pool_allocations(o: &ward_apiserver::store::StoredObject) -> Vec<Alloc> {
 
 impl Checker {
     /// A checker over `store` for pools of `ranges`, with the reconciler's
-    /// `interval` and liveness `grace`.
+    /// `interval` and liveness `grace`, journaling allocations to `journal`
+    /// and what breaks to `violations`.
     #[must_use]
     pub fn new(
         store: Arc<Store>,
@@ -138,6 +110,7 @@ impl Checker {
         interval: Duration,
         grace: Duration,
         journal: Journal,
+        violations: Violations,
     ) -> Self {
         Checker {
             store,
@@ -148,27 +121,9 @@ impl Checker {
             orphaned_since: HashMap::new(),
             pending_since: HashMap::new(),
             previous: HashSet::new(),
-            seen: HashSet::new(),
-            violations: Vec::new(),
+            violations,
             pod_views: HashMap::new(),
             pool_allocs: HashMap::new(),
-        }
-    }
-
-    /// The violations found so far.
-    #[must_use]
-    pub fn violations(&self) -> &[Violation] {
-        &self.violations
-    }
-
-    fn violate(&mut self, invariant: Invariant, id: String, detail: String) {
-        if self.seen.insert((invariant, id)) {
-            self.journal.log(format!("VIOLATION {invariant}: {detail}"));
-            self.violations.push(Violation {
-                invariant,
-                at: self.journal.elapsed(),
-                detail,
-            });
         }
     }
 
@@ -269,7 +224,7 @@ impl Checker {
             .map(|(ip, h)| (ip.to_string(), h.join(" and ")))
             .collect();
         for (ip, who) in dups {
-            self.violate(
+            self.violations.violate(
                 Invariant::I1,
                 format!("{ip}|{who}"),
                 format!("{ip} is held by {who}"),
@@ -292,7 +247,7 @@ impl Checker {
             }
         }
         for (ip, name, uid) in missing {
-            self.violate(
+            self.violations.violate(
                 Invariant::I2,
                 format!("{ip}|{uid}"),
                 format!("running pod {name} uses {ip}, which its pool does not allocate to it"),
@@ -348,20 +303,20 @@ impl Checker {
             }
         }
         for (inv, a, detail) in leaks {
-            self.violate(inv, format!("{}|{}", a.ip, a.id), detail);
+            self.violations
+                .violate(inv, format!("{}|{}", a.ip, a.id), detail);
         }
     }
 
     /// Check after every change of the store, and at least every second,
     /// until the task is aborted.
-    pub async fn run(mut self, done: Arc<Mutex<Vec<Violation>>>) {
+    pub async fn run(mut self) {
         let store = self.store.clone();
         crate::run::follow_store(&store, |e| {
             if e.is_some_and(|e| e.key.plural != "pods" && e.key.plural != "ippools") {
                 return;
             }
             self.check();
-            *done.lock().unwrap_or_else(|e| e.into_inner()) = self.violations.clone();
         })
         .await;
     }

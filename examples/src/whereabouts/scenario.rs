@@ -11,124 +11,34 @@
 //!   its allocation must not leak forever.
 
 use std::collections::HashSet;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{Node, Pod};
-use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
-use kube::{Client, CustomResourceExt, ResourceExt};
 use serde_json::json;
 use ward_apiserver::{ApiServer, ServerConfig};
-
-use super::agent::{self, AgentConfig, Network};
-use super::invariants::{Checker, Violation};
-use super::model::{IPPool, IPPoolSpec, Range};
-use super::reconciler::{self, Mode, ReconcilerConfig};
-use crate::journal::Journal;
 use ward_base::Rng;
 use ward_campaign::Perturbation;
 
-pub use crate::run::Scenario;
+use super::agent::{self, AgentConfig};
+use super::invariants::{Checker, Violations};
+use super::reconciler::{self, Mode, ReconcilerConfig};
+use super::{GRACE, INTERVAL, Whereabouts, install, networks};
+use crate::example::Report;
+use crate::journal::Journal;
+use crate::run::{Scenario, ScenarioError};
 
-/// Errors setting a scenario up.
-#[derive(Debug, thiserror::Error)]
-pub enum ScenarioError {
-    /// The embedded server would not start.
-    #[error("starting the embedded server: {0}")]
-    Server(#[from] ward_apiserver::ServerError),
-    /// An API call failed.
-    #[error("API call failed: {0}")]
-    Kube(#[from] kube::Error),
-    /// The IPPool CRD did not become established.
-    #[error("the IPPool CRD did not become established")]
-    Crd,
-}
-
-/// What a run found.
-#[derive(Debug, Clone)]
-pub struct Report {
-    /// Which scenario.
-    pub scenario: Scenario,
-    /// Which reconciler.
-    pub mode: Mode,
-    /// The seed.
-    pub seed: u64,
-    /// The perturbation plan carried out (see [`ward_campaign::Plan`]).
-    pub plan: String,
-    /// Every write the server committed, with its resourceVersion (see
-    /// [`ward_campaign::Perturber::events`]).
-    pub events: Vec<String>,
-    /// Every invariant broken, in order.
-    pub violations: Vec<Violation>,
-    /// What happened, in simulated time.
-    pub journal: Vec<(Duration, String)>,
-}
-
-/// How often the reconciler runs.
-pub const INTERVAL: Duration = Duration::from_secs(60);
-/// The guarded reconciler's liveness grace bound.
-pub const GRACE: Duration = Duration::from_secs(30);
 /// How soon a crashed reconciler runs again: a CronJob's Job replaces its
 /// failed pod after the Job controller's first backoff, 10 s (its first
 /// start waits for the schedule's phase instead, drawn per seed).
 pub const RESTART: Duration = Duration::from_secs(10);
 
-/// The two networks every pod attaches to.
-#[must_use]
-pub fn networks() -> Vec<Network> {
-    [
-        ("default/net-a", "net1", "10.128.40.0/24"),
-        ("default/net-b", "net2", "10.128.165.0/24"),
-    ]
-    .into_iter()
-    .map(|(name, ifname, range)| Network {
-        name: name.into(),
-        ifname: ifname.into(),
-        range: Range::parse(range).expect("a valid range"),
-    })
-    .collect()
-}
-
-/// Run `scenario` with `mode` and `seed`, without perturbation, on its own
-/// single-threaded runtime with a paused clock (simulated time).
-pub fn run_blocking(scenario: Scenario, mode: Mode, seed: u64) -> Result<Report, ScenarioError> {
-    crate::run::simulate(run(scenario, mode, seed, &[]))
-}
-
 /// How long the part of a run worth perturbing lasts (plans are drawn over it).
 pub const HORIZON: Duration = Duration::from_secs(180);
-
-/// Install the IPPool CRD and the pools.
-pub async fn install(client: &Client, nets: &[Network]) -> Result<(), ScenarioError> {
-    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
-    crds.create(&PostParams::default(), &IPPool::crd()).await?;
-    let established = await_condition(
-        crds,
-        "ippools.whereabouts.cni.cncf.io",
-        conditions::is_crd_established(),
-    );
-    tokio::time::timeout(Duration::from_secs(30), established)
-        .await
-        .map_err(|_| ScenarioError::Crd)?
-        .map_err(|_| ScenarioError::Crd)?;
-    let pools: Api<IPPool> = Api::namespaced(client.clone(), "default");
-    for n in nets {
-        let spec = IPPoolSpec {
-            range: n.range.to_string(),
-            allocations: Default::default(),
-        };
-        pools
-            .create(
-                &PostParams::default(),
-                &IPPool::new(&n.range.pool_name(), spec),
-            )
-            .await?;
-    }
-    Ok(())
-}
 
 /// Run a scenario (inside a runtime with a paused clock), carrying out the
 /// seed's plan of `kinds` against the reconciler.
@@ -137,7 +47,7 @@ pub async fn run(
     mode: Mode,
     seed: u64,
     kinds: &[Arc<dyn Perturbation>],
-) -> Result<Report, ScenarioError> {
+) -> Result<Report<Whereabouts>, ScenarioError> {
     let server = ApiServer::start(ServerConfig::default().seed(seed)).await?;
     let client = server.client();
     let nets = networks();
@@ -149,7 +59,7 @@ pub async fn run(
         nodes.create(&PostParams::default(), &node).await?;
     }
     let journal = Journal::new();
-    let violations = Arc::new(Mutex::new(Vec::new()));
+    let violations = Violations::new(journal.clone());
     let ranges = nets.iter().map(|n| n.range).collect();
     let checker = Checker::new(
         server.store().clone(),
@@ -157,8 +67,9 @@ pub async fn run(
         INTERVAL,
         GRACE,
         journal.clone(),
+        violations.clone(),
     );
-    let tasks = vec![tokio::spawn(checker.run(violations.clone()))];
+    let tasks = vec![tokio::spawn(checker.run())];
     let stuck: HashSet<String> = if scenario == Scenario::S3 {
         ["web-2".to_string()].into()
     } else {
@@ -284,15 +195,15 @@ pub async fn run(
     }
     let events = perturber.events();
     drop(perturber);
-    let violations = violations.lock().unwrap_or_else(|e| e.into_inner()).clone();
     let report = Report {
         scenario,
         mode,
         seed,
         plan: plan_text,
         events,
-        violations,
+        violations: violations.all(),
         journal: journal.entries(),
+        measured: (),
     };
     server.shutdown().await;
     Ok(report)

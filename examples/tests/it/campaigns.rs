@@ -7,10 +7,33 @@ use std::process::Command;
 use std::sync::Arc;
 
 use ward_campaign::{Perturbation, builtin, select};
-use ward_examples::demo::{self, Example, GuardedOnly, Selection};
+use ward_examples::cns::AzureCns;
+use ward_examples::demo::{self, Cell, Selection};
+use ward_examples::lws::Lws;
+use ward_examples::run::{Mode, Scenario};
+use ward_examples::sharding::Sharding;
+use ward_examples::whereabouts::Whereabouts;
 
-fn examples() -> [&'static dyn Example; 3] {
-    [&demo::Whereabouts, &demo::Cns, &demo::Lws]
+use crate::common::guarded;
+
+/// The cells of whereabouts, CNS and LWS.
+fn examples() -> Vec<Cell> {
+    [
+        demo::cells::<Whereabouts>(),
+        demo::cells::<AzureCns>(),
+        demo::cells::<Lws>(),
+    ]
+    .concat()
+}
+
+/// Their guarded cells.
+fn guarded_examples() -> Vec<Cell> {
+    [
+        guarded::<Whereabouts>(),
+        guarded::<AzureCns>(),
+        guarded::<Lws>(),
+    ]
+    .concat()
 }
 
 fn selection(seeds: std::ops::Range<u64>, kinds: Vec<Arc<dyn Perturbation>>) -> Selection {
@@ -22,8 +45,7 @@ fn selection(seeds: std::ops::Range<u64>, kinds: Vec<Arc<dyn Perturbation>>) -> 
 
 #[test]
 fn guarded_variants_hold_under_each_kind_alone() {
-    let guarded = examples().map(GuardedOnly);
-    let guarded: Vec<&dyn Example> = guarded.iter().map(|g| g as &dyn Example).collect();
+    let guarded = guarded_examples();
     for kind in builtin() {
         let rows = demo::campaign(&guarded, &selection(0..6, vec![kind.clone()]), 2, &|| {});
         assert_eq!(rows.len(), 9);
@@ -41,8 +63,7 @@ fn guarded_variants_hold_under_each_kind_alone() {
 
 #[test]
 fn guarded_variants_hold_under_every_kind_at_once() {
-    let guarded = examples().map(GuardedOnly);
-    let guarded: Vec<&dyn Example> = guarded.iter().map(|g| g as &dyn Example).collect();
+    let guarded = guarded_examples();
     let rows = demo::campaign(&guarded, &selection(100..140, builtin()), 2, &|| {});
     for r in &rows {
         assert_eq!((r.runs, r.violating_runs, r.errors), (40, 0, 0), "{r:?}");
@@ -71,23 +92,17 @@ fn digests() -> Vec<String> {
     const SEEDS: u64 = 2;
     let all = builtin();
     let mut out = Vec::new();
-    for ex in examples()
-        .into_iter()
-        .chain([&demo::Sharding as &dyn Example])
-    {
-        for scenario in ex.scenarios() {
-            for variant in ex.variants() {
-                for seed in 0..SEEDS {
-                    let r = ex.run(&scenario, &variant.name, seed, &all).unwrap();
-                    let text = format!("{}{:?}{:?}{:?}", r.plan, r.history, r.events, r.violations);
-                    out.push(format!(
-                        "{} {scenario} {} {seed} {:016x}",
-                        ex.name(),
-                        variant.name,
-                        ward_base::fnv1a(text.as_bytes())
-                    ));
-                }
-            }
+    for cell in examples().into_iter().chain(demo::cells::<Sharding>()) {
+        for seed in 0..SEEDS {
+            let r = cell.run(seed, &all).unwrap();
+            let text = format!("{}{:?}{:?}{:?}", r.plan, r.history, r.events, r.violations);
+            out.push(format!(
+                "{} {} {} {seed} {:016x}",
+                cell.example,
+                cell.scenario,
+                cell.variant,
+                ward_base::fnv1a(text.as_bytes())
+            ));
         }
     }
     out
@@ -126,14 +141,15 @@ fn every_example_replays_identically_here_and_in_other_processes() {
 #[test]
 fn a_violating_seed_replays_to_the_identical_history() {
     let all = builtin();
-    for (ex, scenario, seed) in [
-        (&demo::Whereabouts as &dyn Example, "S1", 4),
-        (&demo::Cns, "S1", 0),
-        (&demo::Lws, "S2", 1),
+    for (cell, seed) in [
+        (Cell::new::<Whereabouts>(Scenario::S1, Mode::Naive), 4),
+        (Cell::new::<AzureCns>(Scenario::S1, Mode::Naive), 0),
+        (Cell::new::<Lws>(Scenario::S2, Mode::Naive), 1),
     ] {
-        let a = ex.run(scenario, "naive", seed, &all).unwrap();
-        let b = ex.run(scenario, "naive", seed, &all).unwrap();
-        assert!(!a.violations.is_empty(), "{} {scenario} {seed}", ex.name());
+        let (ex, scenario) = (cell.example, &cell.scenario);
+        let a = cell.run(seed, &all).unwrap();
+        let b = cell.run(seed, &all).unwrap();
+        assert!(!a.violations.is_empty(), "{ex} {scenario} {seed}");
         assert!(a.plan.lines().count() == 7, "one line per kind: {}", a.plan);
         assert!(
             a.history.iter().any(|(_, e)| e.starts_with("perturb: ")),
@@ -143,7 +159,7 @@ fn a_violating_seed_replays_to_the_identical_history() {
             a.events.iter().any(|e| e.starts_with("rv ")),
             "every committed write is recorded"
         );
-        assert_eq!(a, b, "{} {scenario} {seed}", ex.name());
+        assert_eq!(a, b, "{ex} {scenario} {seed}");
     }
 }
 
@@ -152,7 +168,9 @@ fn kinds_can_be_chosen_and_unknown_ones_are_refused() {
     let two = select("crash,stale-view", &builtin()).unwrap();
     let names: Vec<_> = two.iter().map(|k| k.kind()).collect();
     assert_eq!(names, ["crash", "stale-view"]);
-    let out = demo::Lws.run("S3", "guarded", 3, &two).unwrap();
+    let out = Cell::new::<Lws>(Scenario::S3, Mode::Guarded)
+        .run(3, &two)
+        .unwrap();
     assert!(out.plan.contains("crash:") && out.plan.contains("stale-view:"));
     assert!(!out.plan.contains("gc-pause"));
 }
@@ -295,29 +313,33 @@ fn ward_demo_soaks_batches_of_seeds_from_the_first_seed_it_names() {
     );
 }
 
-/// (example, scenario, seed, the cause fixed) of every guarded failure
-/// wide runs found; see `docs/invariants.md`.
-const WIDE_RUN_SEEDS: &[(&dyn Example, &str, u64, &str)] = &[
-    (
-        &demo::Whereabouts,
-        "S2",
-        1_003_840,
-        "a crash, then every run in a window of 429s failed and waited a whole interval",
-    ),
-    (
-        &demo::Whereabouts,
-        "S3",
-        1_003_840,
-        "the same, for a stuck-Pending pod's allocation",
-    ),
-    (
-        &demo::Cns,
-        "S3",
-        700_708,
-        "the kubelet freed the address (CNI DEL) before the pod was deleted",
-    ),
-    (&demo::Cns, "S3", 1_000_405, "the same"),
-];
+/// (the guarded cell, seed, the cause fixed) of every guarded failure wide
+/// runs found; see `docs/invariants.md`.
+fn wide_run_seeds() -> Vec<(Cell, u64, &'static str)> {
+    let guarded = Mode::Guarded;
+    vec![
+        (
+            Cell::new::<Whereabouts>(Scenario::S2, guarded),
+            1_003_840,
+            "a crash, then every run in a window of 429s failed and waited a whole interval",
+        ),
+        (
+            Cell::new::<Whereabouts>(Scenario::S3, guarded),
+            1_003_840,
+            "the same, for a stuck-Pending pod's allocation",
+        ),
+        (
+            Cell::new::<AzureCns>(Scenario::S3, guarded),
+            700_708,
+            "the kubelet freed the address (CNI DEL) before the pod was deleted",
+        ),
+        (
+            Cell::new::<AzureCns>(Scenario::S3, guarded),
+            1_000_405,
+            "the same",
+        ),
+    ]
+}
 
 /// Seeds on which wide runs (`ward-demo --variant guarded` over thousands
 /// of seeds from a far first seed, every kind) once broke a guarded row,
@@ -327,12 +349,13 @@ fn guarded_variants_hold_on_the_seeds_wide_runs_broke() {
     // Every kind, and the scenarios' own fault scripts alone (CNS S3 broke
     // with both).
     for kinds in [builtin(), Vec::new()] {
-        for &(ex, scenario, seed, cause) in WIDE_RUN_SEEDS {
-            let out = ex.run(scenario, "guarded", seed, &kinds).unwrap();
+        for (cell, seed, cause) in wide_run_seeds() {
+            let out = cell.run(seed, &kinds).unwrap();
             assert!(
                 out.violations.is_empty(),
-                "{} {scenario} seed {seed} ({cause}), {} kinds: {:#?}",
-                ex.name(),
+                "{} {} seed {seed} ({cause}), {} kinds: {:#?}",
+                cell.example,
+                cell.scenario,
                 kinds.len(),
                 out.violations
             );

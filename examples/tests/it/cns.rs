@@ -14,9 +14,10 @@ use ward_examples::cns::cluster::Host;
 use ward_examples::cns::invariants::{Checker, Invariant, Violations};
 use ward_examples::cns::kubelet::Kubelet;
 use ward_examples::cns::model::POD_IP;
-use ward_examples::cns::scenario::{NODE, Report, Scenario, run_blocking};
-use ward_examples::demo;
+use ward_examples::cns::{AzureCns, NODE};
+use ward_examples::example::{Example, Report};
 use ward_examples::journal::Journal;
+use ward_examples::run::Scenario;
 
 use crate::common::breaks;
 
@@ -24,14 +25,14 @@ use crate::common::breaks;
 /// (every S1 run restarts CNS inside the GC window, so every seed does).
 const NAIVE_SEEDS: [u64; 3] = [0, 1, 2];
 
-fn says(r: &Report, prefix: &str) -> bool {
+fn says(r: &Report<AzureCns>, prefix: &str) -> bool {
     r.journal.iter().any(|(_, e)| e.starts_with(prefix))
 }
 
 #[test]
 fn naive_s1_ingests_the_stale_nnc_and_the_node_never_recovers() {
     for seed in NAIVE_SEEDS {
-        let r = run_blocking(Scenario::S1, Mode::Naive, seed).unwrap();
+        let r = AzureCns::run_blocking(Scenario::S1, Mode::Naive, seed).unwrap();
         assert!(
             breaks(&r.violations, Invariant::I2),
             "seed {seed}: {:#?}",
@@ -58,18 +59,18 @@ fn naive_s1_ingests_the_stale_nnc_and_the_node_never_recovers() {
 
 #[test]
 fn a_seed_replays_the_same_history() {
-    let a = run_blocking(Scenario::S1, Mode::Naive, NAIVE_SEEDS[1]).unwrap();
-    let b = run_blocking(Scenario::S1, Mode::Naive, NAIVE_SEEDS[1]).unwrap();
+    let a = AzureCns::run_blocking(Scenario::S1, Mode::Naive, NAIVE_SEEDS[1]).unwrap();
+    let b = AzureCns::run_blocking(Scenario::S1, Mode::Naive, NAIVE_SEEDS[1]).unwrap();
     assert_eq!(a.violations, b.violations);
     assert_eq!(a.journal, b.journal);
 }
 
 #[test]
 fn upstreams_merged_fix_holds_s1_but_not_a_replaced_nc() {
-    let s1 = run_blocking(Scenario::S1, Mode::Upstream, 3).unwrap();
+    let s1 = AzureCns::run_blocking(Scenario::S1, Mode::Upstream, 3).unwrap();
     assert!(s1.violations.is_empty(), "{:#?}", s1.violations);
     assert!(says(&s1, "cns (upstream): NNC node-a is controlled by"));
-    let s2 = run_blocking(Scenario::S2, Mode::Upstream, 3).unwrap();
+    let s2 = AzureCns::run_blocking(Scenario::S2, Mode::Upstream, 3).unwrap();
     assert!(
         breaks(&s2.violations, Invariant::I1),
         "{:#?}",
@@ -84,14 +85,14 @@ fn upstreams_merged_fix_holds_s1_but_not_a_replaced_nc() {
 
 #[test]
 fn guarded_skips_the_stale_nnc_and_purges_a_replaced_nc() {
-    let s1 = run_blocking(Scenario::S1, Mode::Guarded, 3).unwrap();
+    let s1 = AzureCns::run_blocking(Scenario::S1, Mode::Guarded, 3).unwrap();
     assert!(s1.violations.is_empty(), "{:#?}", s1.violations);
     assert!(
         says(&s1, "cns (guarded): guard owner-uid skipped NNC"),
         "{:#?}",
         s1.journal
     );
-    let s2 = run_blocking(Scenario::S2, Mode::Guarded, 3).unwrap();
+    let s2 = AzureCns::run_blocking(Scenario::S2, Mode::Guarded, 3).unwrap();
     assert!(s2.violations.is_empty(), "{:#?}", s2.violations);
     assert!(
         s2.journal
@@ -100,14 +101,14 @@ fn guarded_skips_the_stale_nnc_and_purges_a_replaced_nc() {
         "the five pods keep their IPs under the new NC: {:#?}",
         s2.journal
     );
-    let s3 = run_blocking(Scenario::S3, Mode::Guarded, 3).unwrap();
+    let s3 = AzureCns::run_blocking(Scenario::S3, Mode::Guarded, 3).unwrap();
     assert!(s3.violations.is_empty(), "{:#?}", s3.violations);
     assert!(says(&s3, "cns (guarded): restored default/web-0-0"));
 }
 
 #[test]
 fn guarded_breaks_no_invariant_over_the_sweeps_seeds_of_every_scenario() {
-    crate::common::guarded_holds_on_every_scenario(&demo::Cns);
+    crate::common::guarded_holds_on_every_scenario::<AzureCns>();
 }
 
 /// I3 is not vacuous: two live pods recording one address break it.

@@ -1,6 +1,7 @@
 //! What the example tests share.
 
-use ward_examples::demo::{self, Example};
+use ward_examples::demo::{self, Cell};
+use ward_examples::example::Example;
 
 /// How many seeds the guarded sweeps of the tests run per scenario: 100
 /// (sized to CI's budget; the wide runs are in docs/invariants.md), or
@@ -15,16 +16,19 @@ pub fn seeds() -> u64 {
     }
 }
 
-/// `example`'s guarded variant over [`seeds`] seeds of every scenario,
-/// without perturbation: no run breaks an invariant or fails to run.
-pub fn guarded_holds_on_every_scenario(example: &dyn Example) {
+/// `E`'s cells of its guarded variants (what the tests run over many seeds).
+pub fn guarded<E: Example>() -> Vec<Cell> {
+    demo::cells::<E>()
+        .into_iter()
+        .filter(|c| c.guarded)
+        .collect()
+}
+
+/// `E`'s guarded variant over [`seeds`] seeds of every scenario, without
+/// perturbation: no run breaks an invariant or fails to run.
+pub fn guarded_holds_on_every_scenario<E: Example>() {
     let n = seeds();
-    let rows = demo::campaign(
-        &[&demo::GuardedOnly(example)],
-        &demo::Selection::seeds(0..n),
-        2,
-        &|| {},
-    );
+    let rows = demo::campaign(&guarded::<E>(), &demo::Selection::seeds(0..n), 2, &|| {});
     assert_eq!(rows.len(), 3);
     for r in &rows {
         assert_eq!(r.runs as u64, n);

@@ -6,10 +6,11 @@
 
 use std::process::Command;
 
-use ward_examples::demo;
+use ward_examples::example::{Example, Report};
+use ward_examples::lws::Lws;
 use ward_examples::lws::controller::Mode;
 use ward_examples::lws::invariants::Invariant;
-use ward_examples::lws::scenario::{Report, Scenario, run_blocking};
+use ward_examples::run::Scenario;
 
 use crate::common::breaks;
 
@@ -20,14 +21,14 @@ const NAIVE_SEEDS: [u64; 3] = [0, 1, 2];
 /// StatefulSet, so #733's deletionTimestamp check has nothing to see.
 const UPSTREAM_SEED: u64 = 1;
 
-fn says(r: &Report, needle: &str) -> bool {
+fn says(r: &Report<Lws>, needle: &str) -> bool {
     r.journal.iter().any(|(_, e)| e.contains(needle))
 }
 
 #[test]
 fn naive_s1_creates_a_revision_with_the_terminating_statefulsets_hash() {
     for seed in NAIVE_SEEDS {
-        let r = run_blocking(Scenario::S1, Mode::Naive, seed).unwrap();
+        let r = Lws::run_blocking(Scenario::S1, Mode::Naive, seed).unwrap();
         assert!(
             breaks(&r.violations, Invariant::I1),
             "seed {seed}: {:#?}",
@@ -44,18 +45,18 @@ fn naive_s1_creates_a_revision_with_the_terminating_statefulsets_hash() {
 
 #[test]
 fn a_seed_replays_the_same_history() {
-    let a = run_blocking(Scenario::S2, Mode::Naive, UPSTREAM_SEED).unwrap();
-    let b = run_blocking(Scenario::S2, Mode::Naive, UPSTREAM_SEED).unwrap();
+    let a = Lws::run_blocking(Scenario::S2, Mode::Naive, UPSTREAM_SEED).unwrap();
+    let b = Lws::run_blocking(Scenario::S2, Mode::Naive, UPSTREAM_SEED).unwrap();
     assert_eq!(a.violations, b.violations);
     assert_eq!(a.journal, b.journal);
 }
 
 #[test]
 fn upstream_733_holds_s1_but_not_a_statefulset_the_gc_has_not_reached() {
-    let s1 = run_blocking(Scenario::S1, Mode::Upstream, UPSTREAM_SEED).unwrap();
+    let s1 = Lws::run_blocking(Scenario::S1, Mode::Upstream, UPSTREAM_SEED).unwrap();
     assert!(s1.violations.is_empty(), "{:#?}", s1.violations);
     assert!(says(&s1, "StatefulSet is terminating; requeue"));
-    let s2 = run_blocking(Scenario::S2, Mode::Upstream, UPSTREAM_SEED).unwrap();
+    let s2 = Lws::run_blocking(Scenario::S2, Mode::Upstream, UPSTREAM_SEED).unwrap();
     assert!(
         breaks(&s2.violations, Invariant::I1),
         "{:#?}",
@@ -71,31 +72,34 @@ fn upstream_733_holds_s1_but_not_a_statefulset_the_gc_has_not_reached() {
 #[test]
 fn guarded_waits_for_the_old_statefulset_and_writes_only_its_own() {
     for scenario in [Scenario::S1, Scenario::S2] {
-        let r = run_blocking(scenario, Mode::Guarded, UPSTREAM_SEED).unwrap();
+        let r = Lws::run_blocking(scenario, Mode::Guarded, UPSTREAM_SEED).unwrap();
         assert!(r.violations.is_empty(), "{scenario}: {:#?}", r.violations);
         assert!(
             !says(&r, "(the hash of StatefulSet uid"),
             "{:#?}",
             r.journal
         );
-        assert!(r.settled_after.is_some());
+        assert!(r.measured.settled_after.is_some());
     }
 }
 
 #[test]
 fn the_guard_does_not_slow_a_template_change() {
     for seed in 0..5 {
-        let naive = run_blocking(Scenario::S3, Mode::Naive, seed).unwrap();
-        let guarded = run_blocking(Scenario::S3, Mode::Guarded, seed).unwrap();
+        let naive = Lws::run_blocking(Scenario::S3, Mode::Naive, seed).unwrap();
+        let guarded = Lws::run_blocking(Scenario::S3, Mode::Guarded, seed).unwrap();
         assert!(guarded.violations.is_empty(), "{:#?}", guarded.violations);
-        assert!(naive.settled_after.is_some());
-        assert_eq!(naive.settled_after, guarded.settled_after, "seed {seed}");
+        assert!(naive.measured.settled_after.is_some());
+        assert_eq!(
+            naive.measured.settled_after, guarded.measured.settled_after,
+            "seed {seed}"
+        );
     }
 }
 
 #[test]
 fn guarded_breaks_no_invariant_over_the_sweeps_seeds_of_every_scenario() {
-    crate::common::guarded_holds_on_every_scenario(&demo::Lws);
+    crate::common::guarded_holds_on_every_scenario::<Lws>();
 }
 
 #[test]

@@ -2,14 +2,16 @@
 //! and write outside their slots; Ward's hold under every perturbation
 //! kind, on the sweep's seeds and on the seeds wide runs once broke.
 
-use crate::common::{breaks, seeds};
+use crate::common::{breaks, guarded, seeds};
 use ward_campaign::builtin;
-use ward_examples::demo::{self, GuardedOnly, Selection};
+use ward_examples::demo::{self, Selection};
+use ward_examples::example::Report;
+use ward_examples::sharding::Sharding;
 use ward_examples::sharding::invariants::Invariant;
 use ward_examples::sharding::replica::Mode;
-use ward_examples::sharding::scenario::{self, Report};
+use ward_examples::sharding::scenario;
 
-fn run(mode: Mode, seed: u64) -> Report {
+fn run(mode: Mode, seed: u64) -> Report<Sharding> {
     ward_examples::run::simulate(scenario::run(mode, seed, &builtin())).unwrap()
 }
 
@@ -46,7 +48,7 @@ fn guarded_replicas_hold_over_the_sweeps_seeds_under_every_kind() {
         kinds: builtin(),
         ..Selection::seeds(0..seeds() / 2)
     };
-    let rows = demo::campaign(&[&GuardedOnly(&demo::Sharding)], &sel, 2, &|| {});
+    let rows = demo::campaign(&guarded::<Sharding>(), &sel, 2, &|| {});
     assert_eq!(rows.len(), 1);
     assert_eq!(rows[0].runs as u64, seeds() / 2);
     assert_eq!(

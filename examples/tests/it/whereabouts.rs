@@ -4,10 +4,11 @@
 
 use std::process::Command;
 
-use ward_examples::demo::Whereabouts;
+use ward_examples::example::Example;
+use ward_examples::run::Scenario;
+use ward_examples::whereabouts::Whereabouts;
 use ward_examples::whereabouts::invariants::Invariant;
 use ward_examples::whereabouts::reconciler::Mode;
-use ward_examples::whereabouts::scenario::{Scenario, run_blocking};
 
 use crate::common::breaks;
 
@@ -22,7 +23,7 @@ fn naive_s1_finds_a_duplicate_ip_within_20_seeds() {
     let first = (0..20)
         .find(|seed| {
             breaks(
-                &run_blocking(Scenario::S1, Mode::Naive, *seed)
+                &Whereabouts::run_blocking(Scenario::S1, Mode::Naive, *seed)
                     .unwrap()
                     .violations,
                 Invariant::I1,
@@ -35,7 +36,7 @@ fn naive_s1_finds_a_duplicate_ip_within_20_seeds() {
 #[test]
 fn the_named_naive_seed_reproduces_the_duplicate_every_time() {
     let runs: Vec<_> = (0..3)
-        .map(|_| run_blocking(Scenario::S1, Mode::Naive, NAIVE_SEED).unwrap())
+        .map(|_| Whereabouts::run_blocking(Scenario::S1, Mode::Naive, NAIVE_SEED).unwrap())
         .collect();
     for r in &runs {
         assert!(breaks(&r.violations, Invariant::I1), "{:#?}", r.violations);
@@ -58,7 +59,7 @@ fn the_named_naive_seed_reproduces_the_duplicate_every_time() {
 
 #[test]
 fn upstream_s1_breaks_when_the_annotation_lags_more_than_750_ms() {
-    let r = run_blocking(Scenario::S1, Mode::Upstream, UPSTREAM_SEED).unwrap();
+    let r = Whereabouts::run_blocking(Scenario::S1, Mode::Upstream, UPSTREAM_SEED).unwrap();
     assert!(breaks(&r.violations, Invariant::I1), "{:#?}", r.violations);
     // The victim was re-read three times (0.75 s) while Pending, then freed.
     assert!(
@@ -70,13 +71,13 @@ fn upstream_s1_breaks_when_the_annotation_lags_more_than_750_ms() {
 
 #[test]
 fn guarded_breaks_no_invariant_over_the_sweeps_seeds_of_every_scenario() {
-    crate::common::guarded_holds_on_every_scenario(&Whereabouts);
+    crate::common::guarded_holds_on_every_scenario::<Whereabouts>();
 }
 
 #[test]
 fn a_crashed_node_leaks_nothing_and_a_stuck_pod_is_reclaimed_when_guarded() {
     for scenario in [Scenario::S2, Scenario::S3] {
-        let r = run_blocking(scenario, Mode::Guarded, 7).unwrap();
+        let r = Whereabouts::run_blocking(scenario, Mode::Guarded, 7).unwrap();
         assert!(r.violations.is_empty(), "{scenario}: {:#?}", r.violations);
         assert!(
             r.journal

@@ -16,7 +16,9 @@ their first line) are left out. Usage: python3 .ci/imports.py [ROOT [PREFIX]]
 """
 import os, re, sys
 
-ITEM = re.compile(r"^\s*(?:pub(?:\([^)]*\))?\s+)?(?:async\s+|const\s+|unsafe\s+|extern\s+\"\w+\"\s+)*"
+# Items a module defines: at the start of a line (an impl's associated
+# `type Measured = ...` is not one).
+ITEM = re.compile(r"^(?:pub(?:\([^)]*\))?\s+)?(?:async\s+|const\s+|unsafe\s+|extern\s+\"\w+\"\s+)*"
                   r"(?:fn|struct|enum|trait|type|const|static|union|macro_rules!)\s+(\w+)", re.M)
 USE = re.compile(r"(?:^|\n)\s*(pub(?:\([^)]*\))?\s+)?use\s+([^;]+);")
 RAW = re.compile(r'b?r(#*)"')  # a raw string's start

@@ -30,17 +30,7 @@ use super::model::{NAMESPACE, POD_IP};
 /// waiting pod (I4).
 pub const RECOVERY: Duration = Duration::from_secs(30);
 
-crate::journal::invariants! {
-    "CNS":
-    /// IP configs belong to NCs in state.
-    I1 => "I1 (IP config of an NC not in state)",
-    /// Requests succeed while IPs are Available.
-    I2 => "I2 (request failed with IPs Available)",
-    /// No IP assigned twice.
-    I3 => "I3 (IP assigned to two pods)",
-    /// The node recovers.
-    I4 => "I4 (node never recovers)",
-}
+pub use super::violations::{Invariant, Violation, Violations};
 
 /// The continuous checker of one node.
 #[derive(Debug)]

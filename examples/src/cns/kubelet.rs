@@ -38,8 +38,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::agent::{AgentError, Cns};
-use super::invariants::{Invariant, Violations};
 use super::model::POD_IP;
+use super::violations::{Invariant, Violations};
 use crate::journal::Journal;
 
 /// The namespace the workload's pods live in.

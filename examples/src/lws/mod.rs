@@ -5,14 +5,9 @@
 //! This module holds what the scenarios and the live binary both set up:
 //! the namespace and the CRD.
 
-use std::time::Duration;
-
-use kube::Client;
-
 use self::invariants::Invariant;
-use self::model::LeaderWorkerSet;
 use crate::example::{Example, Report};
-use crate::run::{Mode, Scenario, ScenarioError};
+use crate::run::{Mode, Scenario};
 
 pub mod controller;
 pub mod invariants;
@@ -20,26 +15,9 @@ pub mod model;
 pub mod revision;
 #[cfg(feature = "sim")]
 pub mod scenario;
+mod setup;
 
-/// The namespace of the scenarios' LWS (and the live controller's default).
-pub const NAMESPACE: &str = "default";
-
-/// Install the LeaderWorkerSet CRD and wait until it is served.
-pub async fn install(client: &Client) -> Result<(), ScenarioError> {
-    crate::run::install_crd::<LeaderWorkerSet>(client).await
-}
-
-/// What an LWS run measures besides its violations.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Measured {
-    /// Simulated time from the last change to the LWS until its status
-    /// showed the revision of its final template.
-    pub settled_after: Option<Duration>,
-}
-
-/// The LWS example: S1–S3, naive, upstream and guarded.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Lws;
+pub use setup::{Lws, Measured, NAMESPACE, install};
 
 impl Example for Lws {
     const NAME: &'static str = "lws";
@@ -60,7 +38,7 @@ impl Example for Lws {
         mode: Mode,
         seed: u64,
         kinds: &[std::sync::Arc<dyn ward_campaign::Perturbation>],
-    ) -> impl Future<Output = Result<Report<Self>, ScenarioError>> + Send {
+    ) -> impl Future<Output = Result<Report<Self>, crate::run::ScenarioError>> + Send {
         scenario::run(scenario, mode, seed, kinds)
     }
 

@@ -11,7 +11,7 @@ use serde_json::Value;
 use ward::shard::{ANNOTATION, Ring, Slots};
 use ward_campaign::Write;
 
-use super::replica::{BY, NAMESPACE, RING};
+use super::{BY, NAMESPACE, RING};
 
 crate::journal::invariants! {
     "sharding":

@@ -30,39 +30,15 @@
 //! ring names within the Lease duration plus two rounds and a reconcile;
 //! **I4** the final ring spreads 1,000 seeded uids within ±30% of the mean.
 
-use self::invariants::Invariant;
-use self::replica::Mode;
-use self::scenario::Scenario;
-use crate::example::{Example, Report};
-use crate::run::ScenarioError;
-
 pub mod invariants;
 pub mod replica;
 pub mod scenario;
 
-/// The sharding example: one scenario (`churn`), naive and guarded.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Sharding;
+pub use scenario::Sharding;
 
-impl Example for Sharding {
-    const NAME: &'static str = "sharding";
-    type Scenario = Scenario;
-    type Mode = Mode;
-    type Invariant = Invariant;
-    type Measured = ();
-    const SCENARIOS: &'static [Scenario] = &[Scenario::Churn];
-    const MODES: &'static [Mode] = &Mode::ALL;
-
-    fn guarded(mode: Mode) -> bool {
-        mode == Mode::Guarded
-    }
-
-    fn run(
-        _: Scenario,
-        mode: Mode,
-        seed: u64,
-        kinds: &[std::sync::Arc<dyn ward_campaign::Perturbation>],
-    ) -> impl Future<Output = Result<Report<Self>, ScenarioError>> + Send {
-        scenario::run(mode, seed, kinds)
-    }
-}
+/// The namespace of the objects and of the member Leases.
+pub const NAMESPACE: &str = "work";
+/// The ring's name.
+pub const RING: &str = "widgets";
+/// Who wrote an object last.
+pub const BY: &str = "sharding.ward.dev/by";

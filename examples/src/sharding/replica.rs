@@ -19,12 +19,7 @@ use ward::shard::{ANNOTATION, LABEL, Member, Ring, ShardKey, Slots};
 
 use super::invariants::Running;
 
-/// The namespace of the objects and of the member Leases.
-pub const NAMESPACE: &str = "work";
-/// The ring's name.
-pub const RING: &str = "widgets";
-/// Who wrote an object last.
-pub const BY: &str = "sharding.ward.dev/by";
+pub use super::{BY, NAMESPACE, RING};
 /// How long a member Lease lasts.
 pub const LEASE: Duration = Duration::from_secs(6);
 /// How often a member renews (and looks at the ring).

@@ -15,10 +15,9 @@ use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
 use ward_campaign::{FrozenView, Partition, Perturbation};
 
-use super::Sharding;
 use super::invariants::{Invariant, Running, Violations, balanced, writes_in_slots};
 use super::replica::{self, LEASE, Mode, NAMESPACE, RENEW, WORK};
-use crate::example::Report;
+use crate::example::{Example, Report};
 use crate::journal::Journal;
 use crate::run::ScenarioError;
 
@@ -271,5 +270,32 @@ fn report(
         violations: violations.all(),
         journal: journal.entries(),
         measured: (),
+    }
+}
+
+/// The sharding example: one scenario (`churn`), naive and guarded.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Sharding;
+
+impl Example for Sharding {
+    const NAME: &'static str = "sharding";
+    type Scenario = Scenario;
+    type Mode = Mode;
+    type Invariant = Invariant;
+    type Measured = ();
+    const SCENARIOS: &'static [Scenario] = &[Scenario::Churn];
+    const MODES: &'static [Mode] = &Mode::ALL;
+
+    fn guarded(mode: Mode) -> bool {
+        mode == Mode::Guarded
+    }
+
+    fn run(
+        _: Scenario,
+        mode: Mode,
+        seed: u64,
+        kinds: &[std::sync::Arc<dyn ward_campaign::Perturbation>],
+    ) -> impl Future<Output = Result<Report<Self>, ScenarioError>> + Send {
+        run(mode, seed, kinds)
     }
 }

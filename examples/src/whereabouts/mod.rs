@@ -4,16 +4,9 @@
 //! This module holds what the scenarios and the live binary both set up:
 //! the networks, their pools and the CRD.
 
-use std::time::Duration;
-
-use kube::Client;
-use kube::api::{Api, PostParams};
-
-use self::agent::Network;
 use self::invariants::Invariant;
-use self::model::{IPPool, IPPoolSpec, Range};
 use crate::example::{Example, History, Report};
-use crate::run::{Mode, Scenario, ScenarioError};
+use crate::run::{Mode, Scenario};
 
 pub mod agent;
 pub mod invariants;
@@ -21,50 +14,9 @@ pub mod model;
 pub mod reconciler;
 #[cfg(feature = "sim")]
 pub mod scenario;
+mod setup;
 
-/// How often the scenarios' reconciler runs.
-pub const INTERVAL: Duration = Duration::from_secs(60);
-/// The scenarios' guarded reconciler's liveness grace bound.
-pub const GRACE: Duration = Duration::from_secs(30);
-
-/// The two networks every pod attaches to.
-#[must_use]
-pub fn networks() -> Vec<Network> {
-    [
-        ("default/net-a", "net1", "10.128.40.0/24"),
-        ("default/net-b", "net2", "10.128.165.0/24"),
-    ]
-    .into_iter()
-    .map(|(name, ifname, range)| Network {
-        name: name.into(),
-        ifname: ifname.into(),
-        range: Range::parse(range).expect("a valid range"),
-    })
-    .collect()
-}
-
-/// Install the IPPool CRD and the pools of `nets`.
-pub async fn install(client: &Client, nets: &[Network]) -> Result<(), ScenarioError> {
-    crate::run::install_crd::<IPPool>(client).await?;
-    let pools: Api<IPPool> = Api::namespaced(client.clone(), "default");
-    for n in nets {
-        let spec = IPPoolSpec {
-            range: n.range.to_string(),
-            allocations: Default::default(),
-        };
-        pools
-            .create(
-                &PostParams::default(),
-                &IPPool::new(&n.range.pool_name(), spec),
-            )
-            .await?;
-    }
-    Ok(())
-}
-
-/// The whereabouts example: S1–S3, naive, upstream and guarded.
-#[derive(Debug, Default, Clone, Copy)]
-pub struct Whereabouts;
+pub use setup::{GRACE, INTERVAL, Whereabouts, install, networks};
 
 impl Example for Whereabouts {
     const NAME: &'static str = "whereabouts";
@@ -85,7 +37,7 @@ impl Example for Whereabouts {
         mode: Mode,
         seed: u64,
         kinds: &[std::sync::Arc<dyn ward_campaign::Perturbation>],
-    ) -> impl Future<Output = Result<Report<Self>, ScenarioError>> + Send {
+    ) -> impl Future<Output = Result<Report<Self>, crate::run::ScenarioError>> + Send {
         scenario::run(scenario, mode, seed, kinds)
     }
 

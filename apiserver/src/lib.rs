@@ -36,6 +36,7 @@
 #[cfg(fuzzing)]
 use bolero as _;
 
+pub mod alloc;
 mod bootstrap;
 pub mod builtins;
 pub mod clock;

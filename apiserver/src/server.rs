@@ -94,6 +94,24 @@ impl ServerConfig {
         self
     }
 
+    /// The range Services' cluster IPs are allocated from
+    /// (kube-apiserver's `--service-cluster-ip-range`). Default
+    /// `10.96.0.0/12`, as kubeadm's. The `default/kubernetes` Service keeps
+    /// `10.96.0.1` whatever the range.
+    #[must_use]
+    pub fn service_cluster_ip_range(mut self, cidr: crate::alloc::ServiceCidr) -> Self {
+        self.handler.service_cidr = cidr;
+        self
+    }
+
+    /// The range Services' node ports are allocated from
+    /// (kube-apiserver's `--service-node-port-range`). Default `30000-32767`.
+    #[must_use]
+    pub fn service_node_port_range(mut self, ports: std::ops::RangeInclusive<u16>) -> Self {
+        self.handler.node_ports = ports;
+        self
+    }
+
     /// Largest request body accepted (413 beyond). Default 3 MiB.
     #[must_use]
     pub fn max_body_bytes(mut self, n: usize) -> Self {

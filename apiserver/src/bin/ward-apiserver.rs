@@ -51,6 +51,12 @@ struct Args {
     /// Move pods through kwok-like stages: scheduled, then Running with a podIP.
     #[arg(long)]
     pod_stages: bool,
+    /// The range Services' cluster IPs are allocated from (IPv4 CIDR).
+    #[arg(long, default_value = "10.96.0.0/12")]
+    service_cluster_ip_range: ward_apiserver::alloc::ServiceCidr,
+    /// The range Services' node ports are allocated from (`first-last`).
+    #[arg(long, default_value = "30000-32767", value_parser = port_range)]
+    service_node_port_range: std::ops::RangeInclusive<u16>,
     /// Feature gates, as kube-apiserver takes them: `ShardedListAndWatch=true`
     /// serves KEP-5866's `shardSelector` (comma-separated; off by default).
     #[arg(long, value_parser = feature_gates, action = clap::ArgAction::Append)]
@@ -87,6 +93,20 @@ fn feature_gates(s: &str) -> Result<Gates, String> {
         }
     }
     Ok(gates)
+}
+
+/// Parse `first-last` (inclusive), as kube-apiserver's `--service-node-port-range`.
+fn port_range(s: &str) -> Result<std::ops::RangeInclusive<u16>, String> {
+    let bad = || format!("invalid port range {s:?} (want e.g. 30000-32767)");
+    let (a, b) = s.split_once('-').ok_or_else(bad)?;
+    let (a, b): (u16, u16) = (
+        a.trim().parse().map_err(|_| bad())?,
+        b.trim().parse().map_err(|_| bad())?,
+    );
+    if a == 0 || a > b {
+        return Err(bad());
+    }
+    Ok(a..=b)
 }
 
 /// The fault configuration the flags ask for.
@@ -136,6 +156,8 @@ async fn main() -> ExitCode {
         .seed(args.seed)
         .max_body_bytes(args.max_body_bytes)
         .watch_history(args.watch_history)
+        .service_cluster_ip_range(args.service_cluster_ip_range)
+        .service_node_port_range(args.service_node_port_range.clone())
         // A gate named again (in the same flag or a later one) takes the
         // last value, as kube-apiserver's flag does.
         .sharded_list_and_watch(

@@ -1,8 +1,11 @@
 //! What every request shares: the store, the served kinds, the settings,
 //! the fault settings.
 
+use std::ops::RangeInclusive;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use crate::alloc::{DEFAULT_NODE_PORTS, ServiceAllocator, ServiceCidr};
 
 use crate::resources::Registry;
 use crate::store::Store;
@@ -19,6 +22,10 @@ pub struct HandlerConfig {
     /// Serve `shardSelector` on lists and watches (KEP-5866's feature gate
     /// `ShardedListAndWatch`); off, the option is ignored.
     pub sharded_list_and_watch: bool,
+    /// The range Services' cluster IPs come from.
+    pub service_cidr: ServiceCidr,
+    /// The range Services' node ports come from.
+    pub node_ports: RangeInclusive<u16>,
 }
 
 impl Default for HandlerConfig {
@@ -28,6 +35,8 @@ impl Default for HandlerConfig {
             bookmark_interval: Duration::from_secs(15),
             server_address: String::new(),
             sharded_list_and_watch: false,
+            service_cidr: ServiceCidr::default(),
+            node_ports: DEFAULT_NODE_PORTS,
         }
     }
 }
@@ -45,6 +54,8 @@ pub struct State {
     pub shutdown: tokio::sync::watch::Receiver<bool>,
     /// Fault settings: write faults and per-client views apply to requests.
     pub faults: crate::faults::Faults,
+    /// Services' cluster IPs and node ports.
+    pub services: ServiceAllocator,
     /// State of the generateName suffix generator (seeded, deterministic).
     names: Mutex<crate::faults::Rng>,
 }
@@ -60,7 +71,9 @@ impl State {
         faults: crate::faults::Faults,
         seed: u64,
     ) -> Self {
+        let services = ServiceAllocator::new(config.service_cidr, config.node_ports.clone());
         State {
+            services,
             store,
             registry,
             config,

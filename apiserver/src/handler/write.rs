@@ -9,6 +9,7 @@ use super::body::{parse_body, patch_error};
 use super::params::{WriteOptions, WriteVerb};
 use super::request::{Req, Target, committed, ns_of};
 use super::response::{Resp, render};
+use crate::alloc::Held;
 use crate::patch::{self, PatchKind};
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
@@ -108,6 +109,25 @@ fn is_api_version(info: &ResourceInfo, av: &str) -> bool {
     }
 }
 
+/// The Service allocator, taken for a write of the object (not a
+/// subresource) of a kind that allocates
+/// ([`KindStrategy::allocates`](crate::kind::KindStrategy::allocates));
+/// hold it until the write is stored.
+fn allocator<'a>(req: &Req<'a>, t: &Target, ns: &str, name: &str) -> Option<Held<'a>> {
+    (t.sub == Subresource::Main && t.info.strategy.allocates())
+        .then(|| req.state.services.lock(&req.state.store, &t.info, ns, name))
+}
+
+/// Allocate into `new` (a create when `old` is `None`) if `held`.
+fn allocate(
+    held: Option<&Held<'_>>,
+    name: &str,
+    old: Option<&Value>,
+    new: &mut Value,
+) -> Result<(), ApiError> {
+    held.map_or(Ok(()), |h| h.assign(name, old, new))
+}
+
 /// The answer to a successful update, patch or apply.
 fn written(req: &Req<'_>, t: &Target, stored: &StoredObject, commit: Commit) -> Resp {
     if commit == Commit::Store {
@@ -155,7 +175,18 @@ pub(super) fn create_object(
     if obj["metadata"].get("managedFields").is_none() {
         patch::record_update(None, obj, manager, &now, &t.info.api_version(), None);
     }
+    let name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let ns = obj["metadata"]["namespace"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let held = allocator(req, t, &ns, &name);
+    allocate(held.as_ref(), &name, None, obj)?;
     let stored = req.state.store.create_with(&t.info, obj.take(), commit)?;
+    drop(held);
     if commit == Commit::Store {
         committed(req, t, &stored);
     }
@@ -183,12 +214,14 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let manager = req.field_manager(&opts);
     let now = req.state.store.clock().rfc3339();
     let av = t.info.api_version();
+    let held = allocator(req, t, ns_of(t), name);
     let stored = req
         .state
         .store
         .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
             strategy::check_subresource(&t.info, t.sub, name, old, &body)?;
             let mut new = strategy::prepare_update(&t.info, t.sub, old, body.clone());
+            allocate(held.as_ref(), name, Some(old), &mut new)?;
             if new["metadata"].get("managedFields").is_none()
                 && let Some(mf) = old["metadata"].get("managedFields")
             {
@@ -227,6 +260,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         return apply(req, t, &name, &now, &opts);
     }
     let manager = req.field_manager(&opts);
+    let held = allocator(req, t, ns_of(t), &name);
     let stored = req
         .state
         .store
@@ -252,6 +286,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             }
             strategy::check_subresource(&t.info, t.sub, &name, old, &new)?;
             let mut new = strategy::prepare_update(&t.info, t.sub, old, new);
+            allocate(held.as_ref(), &name, Some(old), &mut new)?;
             patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
             Ok(new)
         })?;
@@ -280,6 +315,8 @@ pub(super) fn apply(
     // Update if present, create if absent; a create that loses a race with
     // another create retries as an update.
     for _ in 0..3 {
+        // Released before a create below takes it again.
+        let held = allocator(req, t, ns_of(t), name);
         let res = req
             .state
             .store
@@ -291,8 +328,11 @@ pub(super) fn apply(
                     strategy::validate(&t.info, &merged)?;
                 }
                 strategy::check_subresource(&t.info, t.sub, name, old, &merged)?;
-                Ok(strategy::prepare_update(&t.info, t.sub, old, merged))
+                let mut new = strategy::prepare_update(&t.info, t.sub, old, merged);
+                allocate(held.as_ref(), name, Some(old), &mut new)?;
+                Ok(new)
             });
+        drop(held);
         match res {
             Ok(stored) => {
                 return Ok(written(req, t, &stored, opts.commit));

@@ -1,6 +1,7 @@
 //! Services (`v1`): names that are DNS labels, type and traffic-policy
 //! defaults, ports' protocol and target port, the DELETE answering the
-//! Service.
+//! Service; its cluster IP, IP families and node ports are allocated
+//! ([`crate::alloc`]).
 
 use serde_json::{Value, json};
 
@@ -37,6 +38,10 @@ impl KindStrategy for Service {
                 or(p, "targetPort", port);
             }
         });
+    }
+
+    fn allocates(&self) -> bool {
+        true
     }
 
     fn returns_deleted_object(&self) -> bool {

@@ -154,6 +154,14 @@ pub trait KindStrategy: Send + Sync + 'static {
         let _ = obj;
     }
 
+    /// Whether the kind's registry allocates what a client leaves out
+    /// rather than defaulting it (a Service's cluster IP, IP families and
+    /// node ports, from [`crate::alloc`]): every create and update of the
+    /// object, not of a subresource, then goes through the allocator.
+    fn allocates(&self) -> bool {
+        false
+    }
+
     /// Subresources served beyond `status` and `scale`, in discovery's order.
     fn subresources(&self) -> &'static [ServedSubresource] {
         &[]

@@ -19,4 +19,5 @@ mod malformed_requests;
 mod pod_actions;
 mod protobuf;
 mod scale;
+mod services;
 mod sharding;

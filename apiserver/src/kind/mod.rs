@@ -18,9 +18,10 @@
 //! Secrets, Nodes, the workload kinds, Jobs and CronJobs,
 //! PersistentVolume(Claim)s and NetworkPolicies, applied to every create
 //! and every write of the object (update, patch, apply) after decoding, as
-//! kube-apiserver defaults each decoded object. Not covered: what a
-//! registry allocates rather than defaults (a Service's clusterIP and IP
-//! families, node ports), what admission plugins add (a pod's
+//! kube-apiserver defaults each decoded object. What a registry allocates
+//! rather than defaults (a Service's clusterIP, IP families and node
+//! ports) is [`crate::alloc`]'s, for a kind whose
+//! [`KindStrategy::allocates`]. Not covered: what admission plugins add (a pod's
 //! tolerations, service account token volume, priority), and
 //! feature-gated fields.
 

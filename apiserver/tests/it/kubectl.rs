@@ -305,7 +305,10 @@ async fn generators(k: &Ctl) {
     );
     assert_eq!(port["protocol"], "TCP", "{svc}");
     assert!(port.get("nodePort").is_none(), "{svc}");
-    assert!(svc["spec"].get("clusterIP").is_none(), "{svc}");
+    // Allocated from the default service CIDR, 10.96.0.0/12.
+    let ip = svc["spec"]["clusterIP"].as_str().unwrap_or_default();
+    assert!(ip.starts_with("10.96."), "{svc}");
+    assert_eq!(svc["spec"]["clusterIPs"], json!([ip]), "{svc}");
     let d = k.json(&["deployment", "d", "-n", "gen"]).await;
     assert_eq!(d["spec"]["replicas"], 0, "{d}");
     let pod = &d["spec"]["template"]["spec"];

@@ -168,8 +168,9 @@ pub struct DeleteSpec {
     /// Finalizers to add while marking the object terminating (`orphan`,
     /// `foregroundDeletion`, set by the propagation policy).
     pub add_finalizers: Vec<String>,
-    /// `gracePeriodSeconds` asked for; the kind's [`Rules::grace`] decides
-    /// what the object gets.
+    /// `gracePeriodSeconds` asked for; the kind's
+    /// [`KindStrategy::grace`](crate::kind::KindStrategy::grace) decides what
+    /// the object gets.
     pub grace_period_seconds: Option<i64>,
     /// Delete for real, or only its dry run (`dryRun=All`).
     pub commit: Commit,

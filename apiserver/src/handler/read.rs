@@ -43,13 +43,10 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
     let after = opts.continue_after.as_ref();
     let store = &req.state.store;
     let (key, ns) = (t.info.storage_key(), t.namespace.as_deref());
-    let snapshot = |at: u64, expired: &dyn Fn(u64) -> ApiError| {
-        store
-            .list_at(at, &key, ns, after, limit, |o| filter.matches(o))
-            .map_err(expired)
-    };
-    let too_old = |at: u64| {
-        move |floor: u64| ApiError::expired(format!("too old resource version: {at} ({floor})"))
+    let latest = || store.list(&key, ns, after, limit, |o| filter.matches(o));
+    let at = |rv: u64| store.list_at(rv, &key, ns, after, limit, |o| filter.matches(o));
+    let too_old = |rv: u64, floor: u64| {
+        ApiError::expired(format!("too old resource version: {rv} ({floor})"))
     };
     let reached = |rv: u64| {
         let current = store.current_rv();
@@ -64,17 +61,17 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
         stale_read_rv(req, opts.resource_version.is_some()),
         opts.read_at(),
     ) {
-        (Some(frozen), _) => snapshot(frozen, &too_old(frozen))?,
-        (None, ReadAt::Latest) => store.list(&key, ns, after, limit, |o| filter.matches(o)),
+        (Some(frozen), _) => at(frozen).map_err(|floor| too_old(frozen, floor))?,
+        (None, ReadAt::Latest) => latest(),
         (None, ReadAt::NotOlderThan(rv)) => {
             reached(rv)?;
-            store.list(&key, ns, after, limit, |o| filter.matches(o))
+            latest()
         }
         (None, ReadAt::Exact(rv)) => {
             reached(rv)?;
-            snapshot(rv, &too_old(rv))?
+            at(rv).map_err(|floor| too_old(rv, floor))?
         }
-        (None, ReadAt::Continue(rv)) => snapshot(rv, &|_| ApiError::expired(CONTINUE_EXPIRED))?,
+        (None, ReadAt::Continue(rv)) => at(rv).map_err(|_| ApiError::expired(CONTINUE_EXPIRED))?,
     };
     // The list's metadata, whatever form the items take.
     let mut meta = json!({"resourceVersion": page.rv.to_string()});

@@ -3,7 +3,7 @@
 
 use serde_json::Value;
 
-use super::strategy::KindStrategy;
+use super::strategy::{KindStrategy, field_at};
 
 /// The core Event kind (`v1`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -39,7 +39,7 @@ impl KindStrategy for CoreEvent {
         if path == "source" {
             return &obj["source"]["component"];
         }
-        path.split('.').fold(obj, |cur, seg| &cur[seg])
+        field_at(obj, path)
     }
 }
 

@@ -54,7 +54,7 @@ pub use customresourcedefinition::{DefinedVersion, Definition, accept as accept_
 pub use namespace::{FINALIZER as NAMESPACE_FINALIZER, emptied as namespace_emptied};
 pub use strategy::{
     ALL_VERBS, Column, Generic, KindStrategy, NameRule, ServedSubresource, Strategy, Subresource,
-    phase_or_terminating,
+    field_at, phase_or_terminating,
 };
 
 /// The strategy of the built-in kind `kind` at `api_version` (e.g. `v1`,

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::fill::or;
-use super::strategy::{Column, KindStrategy};
+use super::strategy::{Column, KindStrategy, field_at};
 
 /// The Node kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -36,7 +36,7 @@ impl KindStrategy for Node {
     /// unset selects as `false`.
     fn field_value<'a>(&self, obj: &'a Value, path: &str) -> &'a Value {
         static FALSE: Value = Value::Bool(false);
-        match path.split('.').fold(obj, |cur, seg| &cur[seg]) {
+        match field_at(obj, path) {
             Value::Null if path == "spec.unschedulable" => &FALSE,
             v => v,
         }

@@ -228,7 +228,7 @@ pub trait KindStrategy: Send + Sync + 'static {
     /// [`selectable_fields`](Self::selectable_fields)) compares in `obj`:
     /// the field at that dotted path.
     fn field_value<'a>(&self, obj: &'a Value, path: &str) -> &'a Value {
-        path.split('.').fold(obj, |cur, seg| &cur[seg])
+        field_at(obj, path)
     }
 }
 
@@ -288,6 +288,12 @@ impl fmt::Debug for Strategy {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         write!(f, "Strategy({})", self.0.name())
     }
+}
+
+/// The field at dotted `path` in `obj` (`Null` when absent).
+#[must_use]
+pub fn field_at<'a>(obj: &'a Value, path: &str) -> &'a Value {
+    path.split('.').fold(obj, |cur, seg| &cur[seg])
 }
 
 /// A `Status` cell: `Terminating` once deletion started, else `status.phase`.

@@ -74,17 +74,16 @@ fn in_range(ip: &str) -> bool {
     a == 10 && (96..112).contains(&b)
 }
 
-/// Wait (bounded) until `name` is gone from `api`.
+/// Wait (bounded, on a watch) until `name` is gone from `api`.
 async fn gone(api: &Api<Service>, name: &str) {
-    let wait = async {
-        while api.get_opt(name).await.unwrap().is_some() {
-            tokio::task::yield_now().await;
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    };
-    tokio::time::timeout(Duration::from_secs(10), wait)
-        .await
-        .unwrap_or_else(|_| panic!("{name} still there after 10 s"));
+    let deleted = |s: Option<&Service>| s.is_none();
+    tokio::time::timeout(
+        Duration::from_secs(10),
+        kube::runtime::wait::await_condition(api.clone(), name, deleted),
+    )
+    .await
+    .unwrap_or_else(|_| panic!("{name} still there after 10 s"))
+    .unwrap();
 }
 
 async fn setup() -> (ApiServer, Client, Api<Service>) {

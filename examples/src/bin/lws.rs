@@ -171,7 +171,7 @@ async fn serve(client: kube::Client, args: &RunArgs, journal: Journal) -> ExitCo
                     journal,
                     Some(readiness),
                     stopping,
-                    shard,
+                    Some(shard),
                 )
                 .await
             }

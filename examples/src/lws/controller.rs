@@ -85,34 +85,14 @@ pub async fn run_until(
     readiness: Option<Readiness>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
 ) {
-    run_with(client, namespace, mode, journal, readiness, shutdown, None).await;
+    run_sharded(client, namespace, mode, journal, readiness, shutdown, None).await;
 }
 
-/// [`run_until`] as one replica of a sharded controller: it reconciles the
-/// LeaderWorkerSets whose uids hash to `shard`'s active slots (their
-/// StatefulSets follow their controller owner's uid).
+/// [`run_until`], as one replica of a sharded controller when `shard` is
+/// given: it reconciles the LeaderWorkerSets whose uids hash to the
+/// shard's active slots (their StatefulSets follow their controller
+/// owner's uid).
 pub async fn run_sharded(
-    client: Client,
-    namespace: &str,
-    mode: Mode,
-    journal: Journal,
-    readiness: Option<Readiness>,
-    shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-    shard: ward::shard::Shard,
-) {
-    run_with(
-        client,
-        namespace,
-        mode,
-        journal,
-        readiness,
-        shutdown,
-        Some(shard),
-    )
-    .await;
-}
-
-async fn run_with(
     client: Client,
     namespace: &str,
     mode: Mode,

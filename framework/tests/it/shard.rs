@@ -100,6 +100,13 @@ async fn until(what: &str, mut cond: impl FnMut() -> bool) -> Instant {
     Instant::now()
 }
 
+/// A server that filters lists and watches by shard (KEP-5866).
+async fn sharded_server() -> ApiServer {
+    ApiServer::start(ServerConfig::default().sharded_list_and_watch(true))
+        .await
+        .unwrap()
+}
+
 /// `who` in `ring`, with the tests' Lease timings.
 fn member(client: Client, clock: &Clock, ring: &str, who: &'static str) -> Member {
     Member::new(client, "default", ring, who)
@@ -410,9 +417,7 @@ fn cut_client(server: &ApiServer, cut: tokio::sync::watch::Receiver<bool>) -> Cl
 /// before its Lease can expire — before the other member takes the slots.
 #[tokio::test(start_paused = true)]
 async fn a_partitioned_member_leaving_stops_its_reconciles_before_its_lease_expires() {
-    let server = ApiServer::start(ServerConfig::default().sharded_list_and_watch(true))
-        .await
-        .unwrap();
+    let server = sharded_server().await;
     let clock = Clock::new();
     let journal: Journal = Arc::default();
     let (names, _) = objects(&server.client()).await;
@@ -486,9 +491,7 @@ async fn a_partitioned_member_leaving_stops_its_reconciles_before_its_lease_expi
 /// reconcile awaits changes only, it never requeues.
 #[tokio::test(start_paused = true)]
 async fn changes_reach_the_owner_through_its_restarted_watch() {
-    let server = ApiServer::start(ServerConfig::default().sharded_list_and_watch(true))
-        .await
-        .unwrap();
+    let server = sharded_server().await;
     let clock = Clock::new();
     let (names, hashes) = objects(&server.client()).await;
     let seen: Arc<Mutex<BTreeMap<String, (&'static str, String)>>> = Arc::default();
@@ -555,9 +558,7 @@ async fn changes_reach_the_owner_through_its_restarted_watch() {
 /// every slot before rejoining — never reconciling alongside the new owner.
 #[tokio::test(start_paused = true)]
 async fn a_member_whose_lease_is_deleted_drops_its_slots_before_rejoining() {
-    let server = ApiServer::start(ServerConfig::default().sharded_list_and_watch(true))
-        .await
-        .unwrap();
+    let server = sharded_server().await;
     let clock = Clock::new();
     let journal: Journal = Arc::default();
     let (names, _) = objects(&server.client()).await;
@@ -593,9 +594,7 @@ async fn a_member_whose_lease_is_deleted_drops_its_slots_before_rejoining() {
 /// trigger up in a store the reflector fills only at the relist's end).
 #[tokio::test(start_paused = true)]
 async fn every_object_of_a_relist_of_many_pages_is_reconciled() {
-    let server = ApiServer::start(ServerConfig::default().sharded_list_and_watch(true))
-        .await
-        .unwrap();
+    let server = sharded_server().await;
     let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
     for i in 0..1_200 {
         let mut cm = ConfigMap::default();

@@ -56,6 +56,7 @@ pub mod pods;
 pub mod proto;
 pub mod render;
 pub mod resources;
+pub mod schema;
 pub mod selector;
 pub mod server;
 pub mod shard;

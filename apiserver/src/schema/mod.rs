@@ -1,0 +1,232 @@
+//! Structural schemas of custom resources, as kube-apiserver's
+//! apiextensions serves them: a CRD version's `openAPIV3Schema` is parsed
+//! once, when the CRD is written ([`Schema::parse`], which rejects a schema
+//! that is not structural with apiextensions' messages), and every write to
+//! one of its objects is then
+//!
+//! 1. **pruned** ([`Schema::prune`]): fields the schema does not declare are
+//!    dropped (kept under `x-kubernetes-preserve-unknown-fields`; an
+//!    `x-kubernetes-embedded-resource` keeps its `apiVersion`, `kind` and
+//!    `metadata`), and their paths reported for `fieldValidation`;
+//! 2. **defaulted** ([`Schema::default`]): a property the object lacks gets
+//!    its schema `default`, inside objects that exist, in list items and
+//!    map values; a `null` where the schema has a default or is not
+//!    nullable is dropped first, as kube-apiserver does;
+//! 3. **validated** ([`Schema::validate`]): types and formats, `enum`,
+//!    `pattern`, numeric and length bounds, `required`, `nullable`,
+//!    `x-kubernetes-list-type` set/map uniqueness, `allOf`/`anyOf`/`oneOf`/
+//!    `not`, each failure a [`FieldError`] worded as kube-apiserver words it
+//!    (`spec.replicas: Invalid value: -1: spec.replicas in body should be
+//!    greater than or equal to 0`).
+//!
+//! The order is kube-apiserver's: pruning and defaulting happen as the
+//! request body is decoded, validation after the registry's preparation.
+//!
+//! What is approximate (docs/apiserver.md says so too): `metadata` of the
+//! object itself is not pruned here (its fields are ObjectMeta's, checked by
+//! field validation); the formats checked are the common ones (`int32`,
+//! `int64`, `float`, `double`, `byte`, `date`, `date-time`, `duration`,
+//! `uuid`, `ipv4`, `ipv6`, `cidr`, `hostname`, `email`, `uri`), others
+//! pass; `pattern` is compiled by the `regex` crate, whose syntax is RE2's
+//! (Go's) but for a few Perl classes.
+
+mod default;
+mod error;
+mod parse;
+mod prune;
+mod validate;
+
+use std::collections::BTreeMap;
+
+use serde_json::Value;
+
+pub use error::{FieldError, FieldErrorKind, Path};
+
+/// The type a schema node declares (`type`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Type {
+    /// No `type` (only under `x-kubernetes-int-or-string` or
+    /// `x-kubernetes-preserve-unknown-fields`, or inside `allOf` & co.).
+    Any,
+    /// `object`.
+    Object,
+    /// `array`.
+    Array,
+    /// `string`.
+    String,
+    /// `integer`.
+    Integer,
+    /// `number`.
+    Number,
+    /// `boolean`.
+    Boolean,
+}
+
+impl Type {
+    fn name(self) -> &'static str {
+        match self {
+            Type::Any => "",
+            Type::Object => "object",
+            Type::Array => "array",
+            Type::String => "string",
+            Type::Integer => "integer",
+            Type::Number => "number",
+            Type::Boolean => "boolean",
+        }
+    }
+}
+
+/// `x-kubernetes-list-type`.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub enum ListType {
+    /// `atomic`, or not given.
+    #[default]
+    Atomic,
+    /// `set`: items are unique scalars.
+    Set,
+    /// `map`: items are objects unique by `x-kubernetes-list-map-keys`.
+    Map(Vec<String>),
+}
+
+/// One node of a structural schema, compiled.
+#[derive(Debug, Clone, Default)]
+pub struct Schema {
+    /// `type`.
+    pub ty: Option<Type>,
+    /// `format`.
+    pub format: Option<String>,
+    /// `properties`, by name.
+    pub properties: BTreeMap<String, Schema>,
+    /// `items`.
+    pub items: Option<Box<Schema>>,
+    /// `additionalProperties` as a schema (`true` is a schema with no type
+    /// that keeps what it holds).
+    pub additional: Option<Box<Schema>>,
+    /// `required`.
+    pub required: Vec<String>,
+    /// `nullable`.
+    pub nullable: bool,
+    /// `default`.
+    pub default: Option<Value>,
+    /// `enum`.
+    pub enumeration: Vec<Value>,
+    /// `pattern`, with its compiled form.
+    pub pattern: Option<(String, regex::Regex)>,
+    /// `minimum` and whether it is exclusive.
+    pub minimum: Option<(f64, bool)>,
+    /// `maximum` and whether it is exclusive.
+    pub maximum: Option<(f64, bool)>,
+    /// `multipleOf`.
+    pub multiple_of: Option<f64>,
+    /// `minLength`.
+    pub min_length: Option<u64>,
+    /// `maxLength`.
+    pub max_length: Option<u64>,
+    /// `minItems`.
+    pub min_items: Option<u64>,
+    /// `maxItems`.
+    pub max_items: Option<u64>,
+    /// `minProperties`.
+    pub min_properties: Option<u64>,
+    /// `maxProperties`.
+    pub max_properties: Option<u64>,
+    /// `allOf`.
+    pub all_of: Vec<Schema>,
+    /// `anyOf`.
+    pub any_of: Vec<Schema>,
+    /// `oneOf`.
+    pub one_of: Vec<Schema>,
+    /// `not`.
+    pub not: Option<Box<Schema>>,
+    /// `x-kubernetes-preserve-unknown-fields`.
+    pub preserve_unknown: bool,
+    /// `x-kubernetes-embedded-resource`.
+    pub embedded: bool,
+    /// `x-kubernetes-int-or-string`.
+    pub int_or_string: bool,
+    /// `x-kubernetes-list-type` (and its map keys).
+    pub list_type: ListType,
+    /// Whether this node or any below it has a `default` (defaulting skips
+    /// what has none).
+    pub(crate) has_defaults: bool,
+}
+
+impl Schema {
+    /// Whether the node keeps fields it does not declare.
+    fn keeps_unknown(&self) -> bool {
+        self.preserve_unknown
+    }
+
+    /// The schema of property `name` of an object, if declared (or the
+    /// `additionalProperties` schema).
+    fn property(&self, name: &str) -> Option<&Schema> {
+        self.properties
+            .get(name)
+            .or_else(|| self.additional.as_deref())
+    }
+}
+
+/// The compiled schemas of one CRD version, shared by its served resource.
+#[derive(Debug, Clone, Default)]
+pub struct VersionSchema {
+    /// The `openAPIV3Schema` as written in the CRD (served in /openapi).
+    pub raw: Value,
+    /// Its compiled root.
+    pub root: Schema,
+}
+
+impl PartialEq for VersionSchema {
+    fn eq(&self, other: &Self) -> bool {
+        self.raw == other.raw
+    }
+}
+
+/// What one write's pass over a schema found: the paths it pruned.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Admitted {
+    /// The unknown fields dropped, as kube-apiserver names them
+    /// (`spec.foo`, `spec.items[0].bar`).
+    pub pruned: Vec<String>,
+}
+
+impl VersionSchema {
+    /// Prune `obj` to the schema and fill its defaults: what every write
+    /// does before validation. Returns the pruned paths.
+    pub fn prune_and_default(&self, obj: &mut Value) -> Admitted {
+        let mut pruned = Vec::new();
+        prune::prune_root(&self.root, obj, &mut pruned);
+        if self.root.has_defaults {
+            default::apply(&self.root, obj);
+        }
+        Admitted { pruned }
+    }
+
+    /// Fill defaults only (what a read of a stored object does).
+    pub fn default_only(&self, obj: &mut Value) {
+        if self.root.has_defaults {
+            default::apply(&self.root, obj);
+        }
+    }
+
+    /// Validate `obj` (and, for an update, the stored `old` one, for
+    /// transition rules): every failure, in the schema's order.
+    #[must_use]
+    pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+        validate::validate_root(&self.root, obj, old)
+    }
+}
+
+/// Parse a CRD version's `openAPIV3Schema` found at `path` (e.g.
+/// `spec.versions[0].schema.openAPIV3Schema`): the compiled schema, or
+/// every reason it is not a valid structural schema.
+///
+/// # Errors
+/// The schema is not structural, uses what is not supported, or one of its
+/// defaults, patterns or rules is invalid.
+pub fn compile(raw: &Value, path: &Path) -> Result<VersionSchema, Vec<FieldError>> {
+    let root = parse::parse_root(raw, path)?;
+    Ok(VersionSchema {
+        raw: raw.clone(),
+        root,
+    })
+}

@@ -1,0 +1,536 @@
+//! Validation of a value by its structural schema, worded as kube-openapi's
+//! validator words it and apiextensions turns it into field errors
+//! (`spec.replicas: Invalid value: -1: spec.replicas in body should be
+//! greater than or equal to 0`), then `x-kubernetes-list-type` uniqueness.
+//!
+//! A value of the wrong type reports that and nothing else below it, as
+//! kube-openapi does. Approximate: a failed `anyOf`/`oneOf`/`not` is one
+//! Invalid error at the node, without the branches' own errors.
+
+use std::collections::HashSet;
+
+use base64::Engine as _;
+use serde_json::Value;
+
+use super::error::{FieldError, Path};
+use super::{ListType, Schema, Type};
+
+/// Validate a whole object.
+pub(super) fn validate_root(s: &Schema, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+    let mut v = Validator {
+        prefix: Path::default(),
+        errs: Vec::new(),
+    };
+    v.node(s, obj, old, &Path::default(), true);
+    v.errs
+}
+
+/// Validate a value reported under `prefix` (a schema's `default`).
+pub(super) fn validate_value(
+    s: &Schema,
+    value: &Value,
+    old: Option<&Value>,
+    prefix: &Path,
+) -> Vec<FieldError> {
+    let mut v = Validator {
+        prefix: prefix.clone(),
+        errs: Vec::new(),
+    };
+    v.node(s, value, old, &Path::default(), false);
+    v.errs
+}
+
+struct Validator {
+    /// Where reported paths start (empty for an object's own fields).
+    prefix: Path,
+    errs: Vec<FieldError>,
+}
+
+/// The JSON type of a value, as kube-openapi names it.
+fn type_of(v: &Value) -> &'static str {
+    match v {
+        Value::Null => "null",
+        Value::Bool(_) => "boolean",
+        Value::Number(n) if n.is_f64() => "number",
+        Value::Number(_) => "integer",
+        Value::String(_) => "string",
+        Value::Array(_) => "array",
+        Value::Object(_) => "object",
+    }
+}
+
+fn is_integer(v: &Value) -> bool {
+    match v {
+        Value::Number(n) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        _ => false,
+    }
+}
+
+impl Validator {
+    /// The reported path of `name` (relative to the value validated).
+    fn at(&self, name: &Path) -> Path {
+        match (self.prefix.as_str(), name.as_str()) {
+            ("", n) => Path::new(n),
+            (p, "") => Path::new(p),
+            (p, n) if n.starts_with('[') => Path::new(&format!("{p}{n}")),
+            (p, n) => Path::new(&format!("{p}.{n}")),
+        }
+    }
+
+    /// kube-openapi's message head: `spec.replicas in body`.
+    fn subject(name: &Path) -> String {
+        if name.as_str().is_empty() {
+            "in body".into()
+        } else {
+            format!("{name} in body")
+        }
+    }
+
+    fn invalid(&mut self, name: &Path, value: Value, detail: String) {
+        let at = self.at(name);
+        self.errs.push(FieldError::invalid(&at, value, detail));
+    }
+
+    fn type_error(&mut self, name: &Path, want: &str, got: &str) {
+        let detail = format!("{} must be of type {want}: {got:?}", Self::subject(name));
+        self.invalid(name, Value::from(got), detail);
+    }
+
+    fn node(&mut self, s: &Schema, x: &Value, old: Option<&Value>, name: &Path, root: bool) {
+        if x.is_null() {
+            if !s.nullable && s.ty.is_some() {
+                self.type_error(name, s.ty.map_or("", Type::name), "null");
+            }
+            return;
+        }
+        if !self.check_type(s, x, name) {
+            return;
+        }
+        match x {
+            Value::Object(m) => {
+                for r in &s.required {
+                    if !m.contains_key(r) {
+                        let at = self.at(&name.child(r));
+                        self.errs.push(FieldError::required(&at, ""));
+                    }
+                }
+                for (k, v) in m {
+                    if root && k == "metadata" {
+                        continue;
+                    }
+                    if let Some(p) = s.property(k) {
+                        let o = old.and_then(|o| o.get(k));
+                        self.node(p, v, o, &name.child(k), false);
+                    }
+                }
+                let n = m.len() as u64;
+                if let Some(max) = s.max_properties
+                    && n > max
+                {
+                    let at = self.at(name);
+                    self.errs
+                        .push(FieldError::too_many(&at, m.len(), max));
+                }
+                if let Some(min) = s.min_properties
+                    && n < min
+                {
+                    let detail = format!("{} should have at least {min} properties", Self::subject(name));
+                    self.invalid(name, Value::from(n), detail);
+                }
+            }
+            Value::Array(items) => {
+                let n = items.len() as u64;
+                if let Some(max) = s.max_items
+                    && n > max
+                {
+                    let at = self.at(name);
+                    self.errs.push(FieldError::too_many(&at, items.len(), max));
+                }
+                if let Some(min) = s.min_items
+                    && n < min
+                {
+                    let detail = format!("{} should have at least {min} items", Self::subject(name));
+                    self.invalid(name, Value::from(n), detail);
+                }
+                if let Some(item) = s.items.as_deref() {
+                    for (i, v) in items.iter().enumerate() {
+                        let o = correlate(&s.list_type, v, old);
+                        self.node(item, v, o, &name.index(i), false);
+                    }
+                }
+                self.list_type(s, items, name);
+            }
+            Value::String(st) => self.string(s, st, name),
+            Value::Number(_) => self.number(s, x, name),
+            Value::Bool(_) => {}
+            Value::Null => unreachable!("handled above"),
+        }
+        if !s.enumeration.is_empty() && !s.enumeration.contains(x) {
+            let supported: Vec<String> = s
+                .enumeration
+                .iter()
+                .map(|e| match e {
+                    Value::String(s) => s.clone(),
+                    other => other.to_string(),
+                })
+                .collect();
+            let at = self.at(name);
+            self.errs
+                .push(FieldError::not_supported(&at, x.clone(), &supported));
+        }
+        self.junctors(s, x, name);
+    }
+
+    /// Whether `x` has the schema's type (an error recorded if not).
+    fn check_type(&mut self, s: &Schema, x: &Value, name: &Path) -> bool {
+        if s.int_or_string {
+            if is_integer(x) || x.is_string() {
+                return true;
+            }
+            self.type_error(name, "integer,string", type_of(x));
+            return false;
+        }
+        let ok = match s.ty {
+            None | Some(Type::Any) => true,
+            Some(Type::Object) => x.is_object(),
+            Some(Type::Array) => x.is_array(),
+            Some(Type::String) => x.is_string(),
+            Some(Type::Integer) => is_integer(x),
+            Some(Type::Number) => x.is_number(),
+            Some(Type::Boolean) => x.is_boolean(),
+        };
+        if !ok {
+            self.type_error(name, s.ty.map_or("", Type::name), type_of(x));
+        }
+        ok
+    }
+
+    fn string(&mut self, s: &Schema, st: &str, name: &Path) {
+        let len = st.chars().count() as u64;
+        if let Some(max) = s.max_length
+            && len > max
+        {
+            let at = self.at(name);
+            self.errs.push(FieldError::too_long(&at, max));
+        }
+        if let Some(min) = s.min_length
+            && len < min
+        {
+            let detail = format!("{} should be at least {min} chars long", Self::subject(name));
+            self.invalid(name, Value::from(st), detail);
+        }
+        if let Some((p, re)) = &s.pattern
+            && !re.is_match(st)
+        {
+            let detail = format!("{} should match '{p}'", Self::subject(name));
+            self.invalid(name, Value::from(st), detail);
+        }
+        if let Some(f) = &s.format
+            && !format_ok(f, st)
+        {
+            let detail = format!("{} must be of type {f}: {st:?}", Self::subject(name));
+            self.invalid(name, Value::from(st), detail);
+        }
+    }
+
+    fn number(&mut self, s: &Schema, x: &Value, name: &Path) {
+        let Some(n) = x.as_f64() else { return };
+        let subject = Self::subject(name);
+        if let Some((min, exclusive)) = s.minimum {
+            if exclusive && n <= min {
+                self.invalid(name, x.clone(), format!("{subject} should be greater than {min}"));
+            } else if !exclusive && n < min {
+                self.invalid(
+                    name,
+                    x.clone(),
+                    format!("{subject} should be greater than or equal to {min}"),
+                );
+            }
+        }
+        if let Some((max, exclusive)) = s.maximum {
+            if exclusive && n >= max {
+                self.invalid(name, x.clone(), format!("{subject} should be less than {max}"));
+            } else if !exclusive && n > max {
+                self.invalid(
+                    name,
+                    x.clone(),
+                    format!("{subject} should be less than or equal to {max}"),
+                );
+            }
+        }
+        if let Some(m) = s.multiple_of
+            && m > 0.0
+            && (n / m).fract() != 0.0
+        {
+            self.invalid(name, x.clone(), format!("{subject} should be a multiple of {m}"));
+        }
+    }
+
+    /// `allOf`, `anyOf`, `oneOf`, `not`.
+    fn junctors(&mut self, s: &Schema, x: &Value, name: &Path) {
+        for a in &s.all_of {
+            self.node(a, x, None, name, false);
+        }
+        let passes = |b: &Schema| {
+            let mut v = Validator {
+                prefix: Path::default(),
+                errs: Vec::new(),
+            };
+            v.node(b, x, None, name, false);
+            v.errs.is_empty()
+        };
+        let subject = Self::subject(name);
+        if !s.any_of.is_empty() && !s.any_of.iter().any(passes) {
+            self.invalid(
+                name,
+                Value::from(""),
+                format!("{subject} must validate at least one schema (anyOf)"),
+            );
+        }
+        if !s.one_of.is_empty() && s.one_of.iter().filter(|b| passes(b)).count() != 1 {
+            self.invalid(
+                name,
+                Value::from(""),
+                format!("{subject} must validate one and only one schema (oneOf)"),
+            );
+        }
+        if let Some(n) = &s.not
+            && passes(n)
+        {
+            self.invalid(
+                name,
+                Value::from(""),
+                format!("{subject} must not validate the schema (not)"),
+            );
+        }
+    }
+
+    /// `x-kubernetes-list-type: set` items and `map` keys are unique.
+    fn list_type(&mut self, s: &Schema, items: &[Value], name: &Path) {
+        match &s.list_type {
+            ListType::Atomic => {}
+            ListType::Set => {
+                let mut seen = HashSet::new();
+                for (i, v) in items.iter().enumerate() {
+                    if !seen.insert(v.to_string()) {
+                        let at = self.at(&name.index(i));
+                        self.errs.push(FieldError::duplicate(&at, v.clone()));
+                    }
+                }
+            }
+            ListType::Map(keys) => {
+                let mut seen = HashSet::new();
+                for (i, v) in items.iter().enumerate() {
+                    let key = map_key(keys, v);
+                    if !seen.insert(key.to_string()) {
+                        let at = self.at(&name.index(i));
+                        self.errs.push(FieldError::duplicate(&at, key));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The key fields of a map-list item, as an object (missing keys absent).
+fn map_key(keys: &[String], item: &Value) -> Value {
+    let mut m = serde_json::Map::new();
+    for k in keys {
+        if let Some(v) = item.get(k) {
+            m.insert(k.clone(), v.clone());
+        }
+    }
+    Value::Object(m)
+}
+
+/// The old item a new list item corresponds to: by key in a map list, by
+/// value in a set; none in an atomic list (as kube-apiserver correlates).
+fn correlate<'a>(lt: &ListType, item: &Value, old: Option<&'a Value>) -> Option<&'a Value> {
+    let old = old?.as_array()?;
+    match lt {
+        ListType::Atomic => None,
+        ListType::Set => old.iter().find(|o| *o == item),
+        ListType::Map(keys) => {
+            let key = map_key(keys, item);
+            old.iter().find(|o| map_key(keys, o) == key)
+        }
+    }
+}
+
+/// Whether `s` is a valid string of format `f` (unknown formats pass).
+fn format_ok(f: &str, s: &str) -> bool {
+    match f {
+        "byte" => base64::engine::general_purpose::STANDARD.decode(s).is_ok(),
+        "date" => s.parse::<jiff::civil::Date>().is_ok(),
+        "date-time" | "datetime" => s.parse::<jiff::Timestamp>().is_ok(),
+        "duration" => go_duration(s),
+        "uuid" => uuid(s),
+        "ipv4" => s.parse::<std::net::Ipv4Addr>().is_ok(),
+        "ipv6" => s.parse::<std::net::Ipv6Addr>().is_ok(),
+        "cidr" => s.split_once('/').is_some_and(|(ip, bits)| {
+            let max = if ip.contains(':') { 128 } else { 32 };
+            ip.parse::<std::net::IpAddr>().is_ok() && bits.parse::<u8>().is_ok_and(|b| b <= max)
+        }),
+        "hostname" => crate::validation::validate_dns1123_subdomain(s).is_ok(),
+        "email" => s
+            .split_once('@')
+            .is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !d.starts_with('.')),
+        "uri" => s.split_once(':').is_some_and(|(scheme, _)| {
+            scheme
+                .chars()
+                .next()
+                .is_some_and(|c| c.is_ascii_alphabetic())
+                && scheme
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || "+-.".contains(c))
+        }),
+        _ => true,
+    }
+}
+
+fn uuid(s: &str) -> bool {
+    let parts: Vec<&str> = s.split('-').collect();
+    parts.len() == 5
+        && parts
+            .iter()
+            .zip([8, 4, 4, 4, 12])
+            .all(|(p, n)| p.len() == n && p.chars().all(|c| c.is_ascii_hexdigit()))
+}
+
+/// A Go duration (`1h30m`, `250ms`, `-1.5s`).
+fn go_duration(s: &str) -> bool {
+    let s = s.strip_prefix(['-', '+']).unwrap_or(s);
+    if s == "0" {
+        return true;
+    }
+    let mut rest = s;
+    if rest.is_empty() {
+        return false;
+    }
+    while !rest.is_empty() {
+        let num_len = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if num_len == 0 {
+            return false;
+        }
+        rest = &rest[num_len..];
+        let Some(unit) = ["ns", "us", "µs", "ms", "s", "m", "h"]
+            .into_iter()
+            .find(|u| rest.starts_with(u))
+        else {
+            return false;
+        };
+        rest = &rest[unit.len()..];
+    }
+    true
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use crate::schema::{Path, compile};
+
+    fn errors(schema: serde_json::Value, obj: serde_json::Value) -> Vec<String> {
+        let s = compile(&schema, &Path::new("s")).unwrap();
+        s.validate(&obj, None).iter().map(ToString::to_string).collect()
+    }
+
+    fn spec(props: serde_json::Value) -> serde_json::Value {
+        json!({"type": "object", "properties": {"spec": {"type": "object", "properties": props}}})
+    }
+
+    #[test]
+    fn bounds_types_and_formats_are_worded_as_kube_apiserver_words_them() {
+        let s = spec(json!({
+            "replicas": {"type": "integer", "minimum": 0, "maximum": 10},
+            "name": {"type": "string", "maxLength": 5, "minLength": 2, "pattern": "^[a-z]+$"},
+            "mode": {"type": "string", "enum": ["a", "b"]},
+            "when": {"type": "string", "format": "date-time"},
+            "tags": {"type": "array", "maxItems": 1, "items": {"type": "string"}},
+            "ratio": {"type": "number", "exclusiveMinimum": true, "minimum": 0},
+        }));
+        assert_eq!(
+            errors(s.clone(), json!({"spec": {"replicas": -1}})),
+            ["spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"]
+        );
+        assert_eq!(
+            errors(s.clone(), json!({"spec": {"replicas": 11}})),
+            ["spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 10"]
+        );
+        assert_eq!(
+            errors(s.clone(), json!({"spec": {"replicas": "3"}})),
+            ["spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""]
+        );
+        assert_eq!(
+            errors(s.clone(), json!({"spec": {"name": "Abcdef"}})),
+            [
+                "spec.name: Too long: may not be more than 5 bytes",
+                "spec.name: Invalid value: \"Abcdef\": spec.name in body should match '^[a-z]+$'",
+            ]
+        );
+        assert_eq!(
+            errors(s.clone(), json!({"spec": {"mode": "c"}})),
+            ["spec.mode: Unsupported value: \"c\": supported values: \"a\", \"b\""]
+        );
+        assert_eq!(
+            errors(s.clone(), json!({"spec": {"when": "yesterday"}})),
+            ["spec.when: Invalid value: \"yesterday\": spec.when in body must be of type date-time: \"yesterday\""]
+        );
+        assert_eq!(
+            errors(s.clone(), json!({"spec": {"tags": ["a", "b"]}})),
+            ["spec.tags: Too many: 2: must have at most 1 items"]
+        );
+        assert_eq!(
+            errors(s.clone(), json!({"spec": {"ratio": 0}})),
+            ["spec.ratio: Invalid value: 0: spec.ratio in body should be greater than 0"]
+        );
+        assert_eq!(
+            errors(s.clone(), json!({"spec": {"name": null}})),
+            ["spec.name: Invalid value: \"null\": spec.name in body must be of type string: \"null\""]
+        );
+        assert!(errors(s, json!({"spec": {"replicas": 3, "name": "ab", "mode": "a",
+            "when": "2026-11-27T06:00:00Z", "tags": ["x"], "ratio": 0.5}})).is_empty());
+    }
+
+    #[test]
+    fn required_list_types_and_junctors() {
+        let s = json!({"type": "object", "required": ["spec"], "properties": {"spec": {"type": "object",
+            "required": ["a"],
+            "properties": {
+                "a": {"type": "string"},
+                "set": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+                "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                          "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "p": {"type": "integer"}}}},
+                "port": {"x-kubernetes-int-or-string": true},
+                "either": {"type": "object", "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
+                           "oneOf": [{"required": ["x"]}, {"required": ["y"]}]},
+            }}}});
+        assert_eq!(errors(s.clone(), json!({})), ["spec: Required value"]);
+        assert_eq!(
+            errors(s.clone(), json!({"spec": {"a": "x", "set": ["a", "b", "a"],
+                "ports": [{"name": "h", "p": 1}, {"name": "h", "p": 2}], "port": true}})),
+            [
+                "spec.port: Invalid value: \"boolean\": spec.port in body must be of type integer,string: \"boolean\"",
+                "spec.ports[1]: Duplicate value: {\"name\":\"h\"}",
+                "spec.set[2]: Duplicate value: \"a\"",
+            ]
+        );
+        assert_eq!(
+            errors(s.clone(), json!({"spec": {"a": "x", "either": {"x": "1", "y": "2"}}})),
+            ["spec.either: Invalid value: \"\": spec.either in body must validate one and only one schema (oneOf)"]
+        );
+        assert!(errors(s, json!({"spec": {"a": "x", "port": "http", "either": {"y": "2"}}})).is_empty());
+    }
+
+    #[test]
+    fn go_durations() {
+        for ok in ["0", "1h", "1h30m", "250ms", "-1.5s", "2h45m0.5s"] {
+            assert!(super::go_duration(ok), "{ok}");
+        }
+        for bad in ["", "1", "h", "1x", "1h-"] {
+            assert!(!super::go_duration(bad), "{bad}");
+        }
+    }
+}

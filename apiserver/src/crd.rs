@@ -64,6 +64,7 @@ pub fn resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
                     },
                 ),
             strategy: Strategy::generic(),
+            schema: Some(v.schema.clone()),
         })
         .collect())
 }
@@ -167,7 +168,11 @@ mod tests {
         let versions: Vec<Value> = versions
             .iter()
             .enumerate()
-            .map(|(i, v)| json!({"name": v, "served": true, "storage": i == 0}))
+            .map(|(i, v)| {
+                json!({"name": v, "served": true, "storage": i == 0,
+                    "schema": {"openAPIV3Schema": {"type": "object",
+                        "x-kubernetes-preserve-unknown-fields": true}}})
+            })
             .collect();
         json!({"apiVersion": "apiextensions.k8s.io/v1", "kind": "CustomResourceDefinition",
             "metadata": {"name": "widgets.example.ward.dev"},

@@ -40,6 +40,10 @@ pub struct ResourceInfo {
     /// What the kind does differently from the generic request path
     /// ([`crate::kind`]); [`Strategy::generic`] for custom resources.
     pub strategy: Strategy,
+    /// A custom resource's structural schema (its CRD version's
+    /// `openAPIV3Schema`, compiled): every write is pruned, defaulted and
+    /// validated by it. `None` for built-ins.
+    pub schema: Option<Arc<crate::schema::VersionSchema>>,
 }
 
 /// The fields behind a `/scale` subresource, as JSON paths (`.spec.replicas`),
@@ -179,6 +183,7 @@ fn builtin(
         has_spec,
         scale: None,
         strategy: crate::kind::builtin(group, plural),
+        schema: None,
     }
 }
 

@@ -106,6 +106,7 @@ fn write(
                 new["metadata"]["resourceVersion"] = rv.into();
             }
             let mut new = strategy::prepare_update(&t.info, Subresource::Main, old, new);
+            strategy::admit(&t.info, Some(old), &mut new)?;
             patch::record_update(Some(old), &mut new, &manager, &now, &av, Some("scale"));
             Ok(new)
         })?;

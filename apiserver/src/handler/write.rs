@@ -172,6 +172,7 @@ pub(super) fn create_object(
     strategy::validate(&t.info, obj)?;
     let now = req.state.store.clock().rfc3339();
     strategy::prepare_create(&t.info, obj, &now);
+    strategy::admit(&t.info, None, obj)?;
     if obj["metadata"].get("managedFields").is_none() {
         patch::record_update(None, obj, manager, &now, &t.info.api_version(), None);
     }
@@ -221,6 +222,7 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
             strategy::check_subresource(&t.info, t.sub, name, old, &body)?;
             let mut new = strategy::prepare_update(&t.info, t.sub, old, body.clone());
+            strategy::admit(&t.info, Some(old), &mut new)?;
             allocate(held.as_ref(), name, Some(old), &mut new)?;
             if new["metadata"].get("managedFields").is_none()
                 && let Some(mf) = old["metadata"].get("managedFields")
@@ -286,6 +288,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             }
             strategy::check_subresource(&t.info, t.sub, &name, old, &new)?;
             let mut new = strategy::prepare_update(&t.info, t.sub, old, new);
+            strategy::admit(&t.info, Some(old), &mut new)?;
             allocate(held.as_ref(), &name, Some(old), &mut new)?;
             patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
             Ok(new)
@@ -329,6 +332,7 @@ pub(super) fn apply(
                 }
                 strategy::check_subresource(&t.info, t.sub, name, old, &merged)?;
                 let mut new = strategy::prepare_update(&t.info, t.sub, old, merged);
+                strategy::admit(&t.info, Some(old), &mut new)?;
                 allocate(held.as_ref(), name, Some(old), &mut new)?;
                 Ok(new)
             });

@@ -4,9 +4,12 @@
 //! accepted names, stored versions). Serving what a CRD defines is
 //! `crate::crd`'s, above the resource table.
 
+use std::sync::Arc;
+
 use serde_json::{Value, json};
 
 use super::strategy::KindStrategy;
+use crate::schema::{FieldError, Path};
 use crate::status::ApiError;
 
 /// The CustomResourceDefinition kind.
@@ -61,6 +64,8 @@ pub struct Definition {
 /// One of a CRD's versions.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct DefinedVersion {
+    /// Its structural schema, compiled.
+    pub schema: Arc<crate::schema::VersionSchema>,
     /// Its name, e.g. `v1`.
     pub name: String,
     /// Whether it is served.
@@ -131,16 +136,46 @@ impl Definition {
                 .unwrap_or_default()
         };
         let mut defined = Vec::new();
-        for v in &versions {
+        let mut schema_errors = Vec::new();
+        for (i, v) in versions.iter().enumerate() {
             let Some(vname) = v["name"].as_str().filter(|s| !s.is_empty()) else {
                 return Err(invalid("spec.versions[].name: Required value".into()));
             };
+            let path = Path::new("spec")
+                .child("versions")
+                .index(i)
+                .child("schema")
+                .child("openAPIV3Schema");
+            let raw = &v["schema"]["openAPIV3Schema"];
+            let schema = if raw.is_null() {
+                // apiextensions.k8s.io/v1 requires a schema for every version.
+                schema_errors.push(FieldError::required(&path, ""));
+                Arc::default()
+            } else {
+                match crate::schema::compile(raw, &path) {
+                    Ok(s) => Arc::new(s),
+                    Err(errs) => {
+                        schema_errors.extend(errs);
+                        Arc::default()
+                    }
+                }
+            };
             defined.push(DefinedVersion {
+                schema,
                 name: vname.into(),
                 served: v["served"] == true,
                 status: v["subresources"]["status"].is_object(),
                 scale: scale_paths(&v["subresources"]["scale"]),
             });
+        }
+        if !schema_errors.is_empty() {
+            return Err(crate::schema::to_api_error(
+                "CustomResourceDefinition.apiextensions.k8s.io",
+                "apiextensions.k8s.io",
+                "CustomResourceDefinition",
+                name,
+                &schema_errors,
+            ));
         }
         Ok(Definition {
             group: group.into(),

@@ -40,7 +40,7 @@ use std::collections::BTreeMap;
 
 use serde_json::Value;
 
-pub use error::{FieldError, FieldErrorKind, Path};
+pub use error::{FieldError, FieldErrorKind, Path, to_api_error};
 
 /// The type a schema node declares (`type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -180,6 +180,8 @@ impl PartialEq for VersionSchema {
         self.raw == other.raw
     }
 }
+
+impl Eq for VersionSchema {}
 
 /// What one write's pass over a schema found: the paths it pruned.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]

@@ -123,9 +123,32 @@ pub struct LeaderWorkerSetStatus {
     /// Bumped on a revision name collision; folded into the hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collision_count: Option<i32>,
-    /// Conditions (`Available`).
+    /// Conditions (`Available`), one per type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(schema_with = "conditions")]
     pub conditions: Vec<Value>,
+}
+
+/// metav1.Condition's fields, one condition per `type` (a structural
+/// schema: every item field is declared, so nothing is pruned).
+fn conditions(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({
+        "type": "array",
+        "x-kubernetes-list-type": "map",
+        "x-kubernetes-list-map-keys": ["type"],
+        "items": {
+            "type": "object",
+            "required": ["type", "status"],
+            "properties": {
+                "type": {"type": "string"},
+                "status": {"type": "string", "enum": ["True", "False", "Unknown"]},
+                "reason": {"type": "string"},
+                "message": {"type": "string"},
+                "lastTransitionTime": {"type": "string", "format": "date-time"},
+                "observedGeneration": {"type": "integer", "format": "int64"}
+            }
+        }
+    })
 }
 
 fn any_object(_: &mut schemars::SchemaGenerator) -> schemars::Schema {

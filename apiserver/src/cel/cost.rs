@@ -499,7 +499,7 @@ impl Estimator {
                 let cost = recv_len.saturating_mul(if name == "distinct" { recv_len } else { 1 });
                 (cost, if name == "distinct" { t } else { elem })
             }
-            "sort" | "reverse" | "flatten" | "slice" => {
+            "sort" | "flatten" | "slice" => {
                 let t = target.clone().unwrap_or_default();
                 (recv_len, t)
             }

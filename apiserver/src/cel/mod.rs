@@ -458,4 +458,217 @@ impl Rule {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use serde_json::json;
+
+    fn node() -> Json {
+        json!({"type": "object", "properties": {
+            "replicas": {"type": "integer"},
+            "minReplicas": {"type": "integer"},
+            "name": {"type": "string", "maxLength": 63},
+            "port": {"x-kubernetes-int-or-string": true},
+            "dash-name": {"type": "string"},
+            "namespace": {"type": "string"},
+            "mem": {"type": "string"},
+            "link": {"type": "string"},
+            "tags": {"type": "array", "maxItems": 10,
+                     "items": {"type": "string", "maxLength": 10}},
+            "labels": {"type": "object", "maxProperties": 10,
+                       "additionalProperties": {"type": "string", "maxLength": 10}},
+            "items": {"type": "array", "items": {"type": "string"}},
+            "extra": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}
+        }})
+    }
+
+    fn compile(entry: Json) -> Result<Rule, CompileError> {
+        Rule::compile(&entry, &node())
+    }
+
+    fn check(rule: &str, obj: Json) -> Result<Option<Violation>, EvalError> {
+        compile(json!({"rule": rule}))
+            .unwrap_or_else(|e| panic!("{rule}: {e}"))
+            .eval(&obj, None, &mut Budget::new())
+    }
+
+    fn holds(rule: &str, obj: Json) {
+        assert_eq!(check(rule, obj), Ok(None), "{rule}");
+    }
+
+    #[test]
+    fn rule_is_send_and_sync() {
+        fn assert_send_sync<T: Send + Sync>() {}
+        assert_send_sync::<Rule>();
+    }
+
+    #[test]
+    fn compile_errors() {
+        let err = |entry: Json| compile(entry).unwrap_err();
+        assert_eq!(err(json!({"rule": " "})), CompileError::RuleRequired);
+        let syntax = err(json!({"rule": "self.replicas >"}));
+        assert!(matches!(&syntax, CompileError::Compilation(m) if m.starts_with("ERROR: <input>:1:")), "{syntax}");
+        assert_eq!(syntax.field(), "rule");
+        let unknown = err(json!({"rule": "foo(self.replicas)"}));
+        assert_eq!(
+            unknown.to_string(),
+            "compilation failed: ERROR: <input>:1:4: undeclared reference to 'foo' (in container '')\n| foo(self.replicas)\n| ...^"
+        );
+        let member = err(json!({"rule": "self.name.frobnicate()"}));
+        assert!(member.to_string().contains("undeclared reference to 'frobnicate'"), "{member}");
+        let field = err(json!({"rule": "self.nosuch > 1"}));
+        assert!(field.to_string().contains("undefined field 'nosuch'"), "{field}");
+        let var = err(json!({"rule": "other > 1"}));
+        assert!(var.to_string().contains("undeclared reference to 'other'"), "{var}");
+        let reason = err(json!({"rule": "true", "reason": "Bogus"}));
+        assert_eq!((reason.field(), reason.reason()), ("reason", "FieldValueNotSupported"));
+        assert!(reason.to_string().starts_with("Unsupported value: \"Bogus\": supported values: "));
+        assert_eq!(err(json!({"rule": "true", "fieldPath": ".nope"})), CompileError::FieldPath);
+        assert_eq!(err(json!({"rule": "true", "fieldPath": " "})), CompileError::FieldPathEmpty);
+        assert_eq!(err(json!({"rule": "true", "message": " "})), CompileError::MessageEmpty);
+        assert_eq!(err(json!({"rule": "true &&\ntrue"})), CompileError::MessageRequired);
+        let msg = err(json!({"rule": "true", "messageExpression": "nope(1)"}));
+        assert_eq!(msg.field(), "messageExpression");
+        assert!(msg.to_string().starts_with("messageExpression compilation failed: ERROR"));
+        assert_eq!(
+            err(json!({"rule": "true", "optionalOldSelf": true})),
+            CompileError::OptionalOldSelfUnused
+        );
+        assert_eq!(err(json!("x")).field(), "rule");
+    }
+
+    #[test]
+    fn cost_over_the_limit_is_refused() {
+        let e = compile(json!({"rule": "self.items.all(x, self.items.all(y, x == y))"})).unwrap_err();
+        assert_eq!(e.reason(), "FieldValueForbidden");
+        assert_eq!(
+            e.to_string(),
+            "estimated rule cost exceeds budget by factor of more than 100x (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+        );
+        // The same on a bounded list is fine.
+        compile(json!({"rule": "self.tags.all(x, self.tags.all(y, x == y))"})).unwrap();
+        // A node repeated many times multiplies the cost.
+        let many = Rule::compile_with_cardinality(
+            &json!({"rule": "self.tags.all(x, x.startsWith('a'))"}),
+            &node(),
+            1_000_000,
+        );
+        assert!(matches!(many, Err(CompileError::Cost(_))));
+    }
+
+    #[test]
+    fn evaluation_and_messages() {
+        holds("self.minReplicas <= self.replicas", json!({"replicas": 3, "minReplicas": 1}));
+        let v = check("self.minReplicas <= self.replicas", json!({"replicas": 1, "minReplicas": 3}))
+            .unwrap()
+            .unwrap();
+        assert_eq!(v.message, "failed rule: self.minReplicas <= self.replicas");
+        assert_eq!((v.field_path, v.reason), (None, Reason::FieldValueInvalid));
+
+        let rule = compile(json!({"rule": "self.replicas < 10", "message": " too many ",
+            "messageExpression": "'replicas: ' + string(self.replicas)",
+            "fieldPath": ".replicas", "reason": "FieldValueForbidden"}))
+        .unwrap();
+        let v = rule.eval(&json!({"replicas": 12}), None, &mut Budget::new()).unwrap().unwrap();
+        assert_eq!(v.message, "replicas: 12");
+        assert_eq!(v.field_path.as_deref(), Some("replicas"));
+        assert_eq!(v.reason, Reason::FieldValueForbidden);
+
+        // A message expression that fails falls back to the message.
+        let rule = compile(json!({"rule": "false", "message": "m",
+            "messageExpression": "self.name"})).unwrap();
+        let v = rule.eval(&json!({}), None, &mut Budget::new()).unwrap().unwrap();
+        assert_eq!(v.message, "m");
+
+        holds("has(self.name) == false && !has(self.replicas)", json!({}));
+        let missing = check("self.name == 'x'", json!({})).unwrap_err();
+        assert!(matches!(&missing, EvalError::Evaluation { rule, .. } if rule == "self.name == 'x'"));
+        assert!(missing.to_string().ends_with(" evaluating rule: self.name == 'x'"), "{missing}");
+        assert_eq!(
+            compile(json!({"rule": "self.replicas"})).unwrap().eval(&json!({"replicas": 1}), None, &mut Budget::new()),
+            Err(EvalError::NotBool)
+        );
+    }
+
+    #[test]
+    fn escaping_int_or_string_and_dynamic_values() {
+        holds("self.dash__dash__name == 'a' && self.__namespace__ == 'ns'",
+            json!({"dash-name": "a", "namespace": "ns"}));
+        holds("self.port == 80", json!({"port": 80}));
+        holds("self.port == '80%'", json!({"port": "80%"}));
+        let e = check("self.port > 1", json!({"port": "x"})).unwrap_err();
+        assert!(matches!(e, EvalError::NoMatchingOverload { .. }), "{e}");
+        assert!(e.to_string().contains("call arguments did not match a supported operator"));
+        holds("self.extra.anything.goes == 1", json!({"extra": {"anything": {"goes": 1}}}));
+        holds("self.labels.all(k, self.labels[k].size() < 5) && 'a' in self.labels",
+            json!({"labels": {"a": "x"}}));
+    }
+
+    #[test]
+    fn transition_rules() {
+        let rule = compile(json!({"rule": "self.replicas >= oldSelf.replicas"})).unwrap();
+        assert!(rule.is_transition());
+        let mut b = Budget::new();
+        assert_eq!(rule.eval(&json!({"replicas": 1}), None, &mut b), Ok(None));
+        assert_eq!(rule.eval(&json!({"replicas": 2}), Some(&json!({"replicas": 1})), &mut b), Ok(None));
+        assert!(rule.eval(&json!({"replicas": 1}), Some(&json!({"replicas": 2})), &mut b).unwrap().is_some());
+        assert!(!compile(json!({"rule": "self.replicas > 0"})).unwrap().is_transition());
+
+        let opt = compile(json!({"rule": "!oldSelf.hasValue() || self.replicas >= oldSelf.value().replicas",
+            "optionalOldSelf": true})).unwrap();
+        assert_eq!(opt.eval(&json!({"replicas": 1}), None, &mut b), Ok(None));
+        assert!(opt.eval(&json!({"replicas": 1}), Some(&json!({"replicas": 2})), &mut b).unwrap().is_some());
+        let or_value = compile(json!({"rule": "oldSelf.orValue(self).replicas == self.replicas",
+            "optionalOldSelf": true})).unwrap();
+        assert_eq!(or_value.eval(&json!({"replicas": 1}), None, &mut b), Ok(None));
+    }
+
+    #[test]
+    fn libraries_from_rules() {
+        holds("self.tags.isSorted() && self.tags.indexOf('b') == 1 && self.tags.max() == 'c'",
+            json!({"tags": ["a", "b", "c"]}));
+        holds("self.name.split('-').size() == 2 && self.name.upperAscii() == 'A-B'",
+            json!({"name": "a-b"}));
+        holds("self.name.find('[0-9]+') == '12' && self.name.findAll('[0-9]') == ['1', '2']",
+            json!({"name": "ab12"}));
+        holds("quantity(self.mem).isLessThan(quantity('2Gi')) && isQuantity(self.mem)",
+            json!({"mem": "1Gi"}));
+        holds("isURL(self.link) && url(self.link).getHost() == 'example.com'",
+            json!({"link": "https://example.com/x"}));
+        holds("self.replicas in [1, 2] && [1, 2, 3].exists_one(x, x == self.replicas)",
+            json!({"replicas": 2}));
+    }
+
+    #[test]
+    fn budget_stops_pathological_rules_by_data_size() {
+        // Quadratic in the list: fine for 10 items, over the per-call limit
+        // for 2000 (4M comparisons), decided before running.
+        let rule = compile(json!({"rule": "self.tags.all(x, self.tags.all(y, x == y || x != y))"}))
+            .unwrap();
+        let mut budget = Budget::new();
+        let small: Vec<String> = (0..10).map(|i| i.to_string()).collect();
+        assert_eq!(rule.eval(&json!({"tags": small}), None, &mut budget), Ok(None));
+        let spent = RUNTIME_CEL_COST_BUDGET - budget.remaining();
+        assert!(spent > 0 && spent < 10_000, "{spent}");
+        let big: Vec<String> = (0..2000).map(|i| i.to_string()).collect();
+        let e = rule.eval(&json!({"tags": big}), None, &mut budget).unwrap_err();
+        assert!(matches!(e, EvalError::CallCostExceeded(_)));
+        assert!(e.stops_validation());
+        assert!(e.to_string().starts_with("'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: "));
+
+        // Many affordable evaluations run the request's budget out.
+        let linear = compile(json!({"rule": "self.items.all(x, x.size() < 100)"})).unwrap();
+        let items: Vec<String> = (0..50_000).map(|_| "x".repeat(10)).collect();
+        let obj = json!({"items": items});
+        let mut budget = Budget::new();
+        let mut runs = 0;
+        let err = loop {
+            match linear.eval(&obj, None, &mut budget) {
+                Ok(None) => runs += 1,
+                Ok(Some(v)) => panic!("{v:?}"),
+                Err(e) => break e,
+            }
+            assert!(runs < 1000);
+        };
+        assert!(runs >= 1);
+        assert_eq!(err, EvalError::BudgetExhausted);
+        assert_eq!(err.to_string(), "validation failed due to running out of cost budget, no further validation rules will be run");
+    }
 }

@@ -47,7 +47,9 @@ pub enum CompileError {
     #[error("messageExpression must be non-empty if specified")]
     MessageExpressionRequired,
     /// `reason` is not one of [`SUPPORTED_REASONS`].
-    #[error("Unsupported value: {0:?}: supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\"")]
+    #[error(
+        "Unsupported value: {0:?}: supported values: \"FieldValueDuplicate\", \"FieldValueForbidden\", \"FieldValueInvalid\", \"FieldValueRequired\""
+    )]
     Reason(String),
     /// `fieldPath` is set but blank.
     #[error("fieldPath must be non-empty if specified")]
@@ -67,10 +69,14 @@ pub enum CompileError {
     MessageExpression(String),
     /// The rule's estimated cost (times how often it may run) is over
     /// [`STATIC_ESTIMATED_COST_LIMIT`].
-    #[error("estimated rule cost exceeds budget by factor of {0} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)")]
+    #[error(
+        "estimated rule cost exceeds budget by factor of {0} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+    )]
     Cost(String),
     /// The message expression's estimated cost is over the limit.
-    #[error("estimated messageExpression cost exceeds budget by factor of {0} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)")]
+    #[error(
+        "estimated messageExpression cost exceeds budget by factor of {0} (try simplifying the rule, or adding maxItems, maxProperties, and maxLength where arrays, maps, and strings are declared)"
+    )]
     MessageExpressionCost(String),
     /// `optionalOldSelf` is set on a rule that does not use `oldSelf`.
     #[error("may not be set if oldSelf is not used in rule")]
@@ -280,9 +286,10 @@ pub(crate) fn program(source: &str, vars: &[(String, Shape)]) -> Result<(Program
     let (cost, _) = est.estimate(program.expression());
     if let Some(problem) = est.problem {
         let (id, msg) = match problem {
-            Problem::UndeclaredReference(id, n) | Problem::UndeclaredFunction(id, n) => {
-                (id, format!("undeclared reference to '{n}' (in container '')"))
-            }
+            Problem::UndeclaredReference(id, n) | Problem::UndeclaredFunction(id, n) => (
+                id,
+                format!("undeclared reference to '{n}' (in container '')"),
+            ),
             Problem::UndefinedField(id, f) => (id, format!("undefined field '{f}'")),
         };
         let offset = program
@@ -302,7 +309,10 @@ fn located(source: &str, offset: usize, msg: &str) -> String {
     let line_start = before.rfind('\n').map_or(0, |i| i + 1);
     let col = before[line_start..].chars().count() + 1;
     let text = source[line_start..].lines().next().unwrap_or("");
-    format!("ERROR: <input>:{line}:{col}: {msg}\n| {text}\n| {:.>col$}", "^")
+    format!(
+        "ERROR: <input>:{line}:{col}: {msg}\n| {text}\n| {:.>col$}",
+        "^"
+    )
 }
 
 /// The factor kube reports an estimate over the limit by.
@@ -333,7 +343,10 @@ mod tests {
         assert_eq!(valid_field_path(".a", n).as_deref(), Some("a"));
         assert_eq!(valid_field_path(".a['b.c']", n).as_deref(), Some("a.b.c"));
         assert_eq!(valid_field_path(".m.key", n).as_deref(), Some("m[key]"));
-        assert_eq!(valid_field_path(".m['k\\'s']", n).as_deref(), Some("m[k's]"));
+        assert_eq!(
+            valid_field_path(".m['k\\'s']", n).as_deref(),
+            Some("m[k's]")
+        );
         assert_eq!(valid_field_path(".nope", n), None);
         assert_eq!(valid_field_path("a", n), None);
         assert_eq!(valid_field_path(".a[", n), None);
@@ -350,7 +363,10 @@ mod tests {
 
     #[test]
     fn factors_read_as_kube_writes_them() {
-        assert_eq!(exceed_factor(STATIC_ESTIMATED_COST_LIMIT * 1000), "more than 100x");
+        assert_eq!(
+            exceed_factor(STATIC_ESTIMATED_COST_LIMIT * 1000),
+            "more than 100x"
+        );
         assert_eq!(exceed_factor(STATIC_ESTIMATED_COST_LIMIT * 2), "2.0x");
         assert_eq!(exceed_factor(STATIC_ESTIMATED_COST_LIMIT + 1), "1.000000x");
     }

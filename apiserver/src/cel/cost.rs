@@ -158,19 +158,25 @@ impl Shape {
                 }
                 if node.embedded() {
                     for (f, len) in [("apiVersion", 0), ("kind", 0)] {
-                        shape.fields.insert(f.to_owned(), Shape::scalar(len.max(253)));
+                        shape
+                            .fields
+                            .insert(f.to_owned(), Shape::scalar(len.max(253)));
                     }
                     let mut meta = Shape {
                         closed: true,
                         ..Shape::default()
                     };
                     meta.fields.insert("name".to_owned(), Shape::scalar(253));
-                    meta.fields.insert("generateName".to_owned(), Shape::scalar(253));
+                    meta.fields
+                        .insert("generateName".to_owned(), Shape::scalar(253));
                     shape.fields.insert("metadata".to_owned(), meta);
                 }
                 for (k, v) in node.properties().into_iter().flatten() {
                     if let Some(name) = escape(k) {
-                        shape.fields.entry(name).or_insert_with(|| Shape::of_schema(Node(v)));
+                        shape
+                            .fields
+                            .entry(name)
+                            .or_insert_with(|| Shape::of_schema(Node(v)));
                     }
                 }
                 shape.len = shape.len.max(shape.fields.len() as u64);
@@ -321,7 +327,10 @@ impl Estimator {
                         Shape::default()
                     }
                 };
-                (c.saturating_add(1), if sel.test { Shape::default() } else { shape })
+                (
+                    c.saturating_add(1),
+                    if sel.test { Shape::default() } else { shape },
+                )
             }
             Expr::List(list) => {
                 let mut cost = 10u64;
@@ -468,7 +477,10 @@ impl Estimator {
             | "lastIndexOf"
                 if target.as_ref().is_some_and(|t| t.elem.is_none()) =>
             {
-                (tenth(recv_len).saturating_add(tenth(arg_len(0))), Shape::scalar(recv_len))
+                (
+                    tenth(recv_len).saturating_add(tenth(arg_len(0))),
+                    Shape::scalar(recv_len),
+                )
             }
             "lowerAscii" | "upperAscii" | "trim" | "substring" | "reverse" | "string"
             | "strings.quote" => (tenth(recv_len), Shape::scalar(recv_len.saturating_add(2))),
@@ -486,7 +498,9 @@ impl Estimator {
             ),
             "join" => {
                 let t = target.clone().unwrap_or_default();
-                let len = t.len.saturating_mul(t.elem().len.saturating_add(arg_len(0)));
+                let len = t
+                    .len
+                    .saturating_mul(t.elem().len.saturating_add(arg_len(0)));
                 (tenth(len), Shape::scalar(len))
             }
             "format" => {
@@ -527,7 +541,10 @@ impl Estimator {
             }
             "dyn" | "value" | "orValue" | "or" | "optional.of" | "optional.ofNonZeroValue" => (
                 0,
-                target.clone().or_else(|| args.first().cloned()).unwrap_or_default(),
+                target
+                    .clone()
+                    .or_else(|| args.first().cloned())
+                    .unwrap_or_default(),
             ),
             "lists.range" => (
                 0,
@@ -609,6 +626,9 @@ mod tests {
             estimate("other.a", &schema).1,
             Some(Problem::UndeclaredReference(_, f)) if f == "other"
         ));
-        assert_eq!(estimate("optional.none().hasValue() == false", &schema).1, None);
+        assert_eq!(
+            estimate("optional.none().hasValue() == false", &schema).1,
+            None
+        );
     }
 }

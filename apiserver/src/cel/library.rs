@@ -29,6 +29,7 @@ use super::quantity::Quantity;
 /// Every function (operators and namespaced functions included) that rules
 /// may call: the `cel` crate's (standard library, strings and lists
 /// extensions, optionals) and this module's.
+#[rustfmt::skip]
 pub(crate) const PROVIDED: &[&str] = &[
     // operators and macro internals
     "_?_:_", "_&&_", "_||_", "!_", "_-_", "_+_", "_*_", "_/_", "_%_", "_==_", "_!=_", "_>=_",
@@ -54,6 +55,7 @@ pub(crate) const PROVIDED: &[&str] = &[
 ];
 
 /// The type names an expression may use as identifiers (`type(x) == int`).
+#[rustfmt::skip]
 pub(crate) const TYPE_NAMES: &[&str] = &[
     "int", "uint", "double", "bool", "string", "bytes", "list", "map", "null_type", "type",
 ];
@@ -90,14 +92,23 @@ macro_rules! bridge {
 
 bridge!(is_sorted_fn, is_sorted);
 bridge!(sum_fn, sum);
-bridge!(min_fn, |a: &[Value]| extreme(a, "min", std::cmp::Ordering::Less));
-bridge!(max_fn, |a: &[Value]| extreme(a, "max", std::cmp::Ordering::Greater));
+bridge!(min_fn, |a: &[Value]| extreme(
+    a,
+    "min",
+    std::cmp::Ordering::Less
+));
+bridge!(max_fn, |a: &[Value]| extreme(
+    a,
+    "max",
+    std::cmp::Ordering::Greater
+));
 bridge!(index_of_fn, |a: &[Value]| index_of(a, false));
 bridge!(last_index_of_fn, |a: &[Value]| index_of(a, true));
 bridge!(find_fn, |a: &[Value]| find(a, Some(1)).map(|mut l| l
     .pop()
     .unwrap_or_else(|| Value::String(Arc::new(String::new())))));
-bridge!(find_all_fn, |a: &[Value]| find(a, None).map(|l| Value::List(Arc::new(l))));
+bridge!(find_all_fn, |a: &[Value]| find(a, None)
+    .map(|l| Value::List(Arc::new(l))));
 bridge!(find_all_n_fn, |a: &[Value]| {
     let n = match a.get(2) {
         Some(Value::Int(n)) if *n >= 0 => Some(usize::try_from(*n).unwrap_or(usize::MAX)),
@@ -135,16 +146,31 @@ bridge!(q_greater_fn, |a: &[Value]| q_binary(a, "isGreaterThan"));
 bridge!(q_add_fn, |a: &[Value]| q_binary(a, "add"));
 bridge!(q_sub_fn, |a: &[Value]| q_binary(a, "sub"));
 bridge!(q_as_integer_fn, |a: &[Value]| q_unary(a, "asInteger"));
-bridge!(q_as_float_fn, |a: &[Value]| q_unary(a, "asApproximateFloat"));
+bridge!(q_as_float_fn, |a: &[Value]| q_unary(
+    a,
+    "asApproximateFloat"
+));
 bridge!(q_sign_fn, |a: &[Value]| q_unary(a, "sign"));
 bridge!(q_is_integer_fn, |a: &[Value]| q_unary(a, "isInteger"));
 
 fn register(env: &mut Env) -> Result<(), ::cel::DeclarationError> {
-    env.add_member_overload("isSorted", "list_is_sorted", LIST_TYPE, vec![], is_sorted_fn)?;
+    env.add_member_overload(
+        "isSorted",
+        "list_is_sorted",
+        LIST_TYPE,
+        vec![],
+        is_sorted_fn,
+    )?;
     env.add_member_overload("sum", "list_sum", LIST_TYPE, vec![], sum_fn)?;
     env.add_member_overload("min", "list_min", LIST_TYPE, vec![], min_fn)?;
     env.add_member_overload("max", "list_max", LIST_TYPE, vec![], max_fn)?;
-    env.add_member_overload("indexOf", "list_index_of", LIST_TYPE, vec![DYN_TYPE], index_of_fn)?;
+    env.add_member_overload(
+        "indexOf",
+        "list_index_of",
+        LIST_TYPE,
+        vec![DYN_TYPE],
+        index_of_fn,
+    )?;
     env.add_member_overload(
         "lastIndexOf",
         "list_last_index_of",
@@ -152,7 +178,13 @@ fn register(env: &mut Env) -> Result<(), ::cel::DeclarationError> {
         vec![DYN_TYPE],
         last_index_of_fn,
     )?;
-    env.add_member_overload("find", "string_find", STRING_TYPE, vec![STRING_TYPE], find_fn)?;
+    env.add_member_overload(
+        "find",
+        "string_find",
+        STRING_TYPE,
+        vec![STRING_TYPE],
+        find_fn,
+    )?;
     env.add_member_overload(
         "findAll",
         "string_find_all",
@@ -180,8 +212,18 @@ fn register(env: &mut Env) -> Result<(), ::cel::DeclarationError> {
     for (name, f) in parts {
         env.add_member_overload(name, &format!("url_{name}"), DYN_TYPE, vec![], f)?;
     }
-    env.add_overload("quantity", "string_to_quantity", vec![STRING_TYPE], quantity_fn)?;
-    env.add_overload("isQuantity", "is_quantity_string", vec![STRING_TYPE], is_quantity_fn)?;
+    env.add_overload(
+        "quantity",
+        "string_to_quantity",
+        vec![STRING_TYPE],
+        quantity_fn,
+    )?;
+    env.add_overload(
+        "isQuantity",
+        "is_quantity_string",
+        vec![STRING_TYPE],
+        is_quantity_fn,
+    )?;
     let binary: [(&str, ::cel::common::functions::Function); 5] = [
         ("compareTo", q_compare_fn),
         ("isLessThan", q_less_fn),
@@ -190,7 +232,13 @@ fn register(env: &mut Env) -> Result<(), ::cel::DeclarationError> {
         ("sub", q_sub_fn),
     ];
     for (name, f) in binary {
-        env.add_member_overload(name, &format!("quantity_{name}"), DYN_TYPE, vec![DYN_TYPE], f)?;
+        env.add_member_overload(
+            name,
+            &format!("quantity_{name}"),
+            DYN_TYPE,
+            vec![DYN_TYPE],
+            f,
+        )?;
     }
     let unary: [(&str, ::cel::common::functions::Function); 4] = [
         ("asInteger", q_as_integer_fn),
@@ -384,7 +432,9 @@ impl Opaque for Url {
 
 impl Url {
     fn parse(s: &str) -> Result<Url, String> {
-        let err = |why: &str| format!("URL parse error during conversion from string: parse {s:?}: {why}");
+        let err = |why: &str| {
+            format!("URL parse error during conversion from string: parse {s:?}: {why}")
+        };
         if s.chars().any(|c| c.is_control() || c == ' ') {
             return Err(err("invalid character in URL"));
         }
@@ -423,7 +473,10 @@ impl Url {
         };
         let port = url.port();
         if !port.bytes().all(|b| b.is_ascii_digit()) {
-            return Err(err(&format!("invalid port {:?} after host", format!(":{port}"))));
+            return Err(err(&format!(
+                "invalid port {:?} after host",
+                format!(":{port}")
+            )));
         }
         Ok(url)
     }
@@ -543,13 +596,17 @@ mod tests {
         t("url('https://[::1]:80/').getHostname() == '::1'");
         t("url('https://example.com/a%20b').getEscapedPath() == '/a%20b'");
         t("url('/p?x=1&x=2&y=').getQuery() == {'x': ['1', '2'], 'y': ['']}");
-        t("isURL('https://example.com') && isURL('/abs') && !isURL('relative') && !isURL('http://h:x/')");
+        t(
+            "isURL('https://example.com') && isURL('/abs') && !isURL('relative') && !isURL('http://h:x/')",
+        );
         assert!(eval("url('nope')").is_err());
     }
 
     #[test]
     fn quantities() {
-        t("quantity('1Gi').isGreaterThan(quantity('1G')) && quantity('500m').isLessThan(quantity('1'))");
+        t(
+            "quantity('1Gi').isGreaterThan(quantity('1G')) && quantity('500m').isLessThan(quantity('1'))",
+        );
         t("quantity('1k').compareTo(quantity('1000')) == 0");
         t("quantity('1').add(quantity('500m')) == quantity('1.5')");
         t("quantity('2').sub(1).asInteger() == 1 && quantity('1').add(2) == quantity('3')");

@@ -78,7 +78,9 @@ use ::cel::{Context, ExecutionError, Program, Value};
 use serde_json::Value as Json;
 
 pub use compile::CompileError;
-use cost::{Estimator, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET, STATIC_ESTIMATED_COST_LIMIT, Shape};
+use cost::{
+    Estimator, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET, STATIC_ESTIMATED_COST_LIMIT, Shape,
+};
 use value::Node;
 
 /// The longest message a `messageExpression` may produce (bytes), as
@@ -135,18 +137,26 @@ pub struct Violation {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum EvalError {
     /// The request's [`Budget`] cannot pay for the rule.
-    #[error("validation failed due to running out of cost budget, no further validation rules will be run")]
+    #[error(
+        "validation failed due to running out of cost budget, no further validation rules will be run"
+    )]
     BudgetExhausted,
     /// The request's [`Budget`] cannot pay for the message expression.
-    #[error("messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run")]
+    #[error(
+        "messageExpression evaluation failed due to running out of cost budget, no further validation rules will be run"
+    )]
     MessageBudgetExhausted,
     /// The rule's cost on this value is over [`PER_CALL_LIMIT`]; holds the
     /// rule (or its message).
-    #[error("'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {0}")]
+    #[error(
+        "'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: {0}"
+    )]
     CallCostExceeded(String),
     /// A function or operator got arguments it does not take (possible
     /// where values are dynamic: int-or-string, preserved unknown fields).
-    #[error("'{error}': call arguments did not match a supported operator, function or macro signature for rule: {rule}")]
+    #[error(
+        "'{error}': call arguments did not match a supported operator, function or macro signature for rule: {rule}"
+    )]
     NoMatchingOverload {
         /// The evaluation error.
         error: String,
@@ -287,7 +297,8 @@ impl Rule {
             ("self".to_owned(), shape.clone()),
             ("oldSelf".to_owned(), shape),
         ];
-        let (program, cost) = compile::program(&e.rule, &vars).map_err(CompileError::Compilation)?;
+        let (program, cost) =
+            compile::program(&e.rule, &vars).map_err(CompileError::Compilation)?;
         let transition = program.references().has_variable("oldSelf");
         let total = cost.saturating_mul(cardinality.max(1));
         if total > STATIC_ESTIMATED_COST_LIMIT {
@@ -319,7 +330,10 @@ impl Rule {
         Ok(Rule {
             source: e.rule,
             program,
-            message: e.message.map(|m| m.trim().to_owned()).filter(|m| !m.is_empty()),
+            message: e
+                .message
+                .map(|m| m.trim().to_owned())
+                .filter(|m| !m.is_empty()),
             message_expression,
             field_path: field_path.filter(|_| e.field_path.is_some()),
             reason,
@@ -504,7 +518,10 @@ mod tests {
         let err = |entry: Json| compile(entry).unwrap_err();
         assert_eq!(err(json!({"rule": " "})), CompileError::RuleRequired);
         let syntax = err(json!({"rule": "self.replicas >"}));
-        assert!(matches!(&syntax, CompileError::Compilation(m) if m.starts_with("ERROR: <input>:1:")), "{syntax}");
+        assert!(
+            matches!(&syntax, CompileError::Compilation(m) if m.starts_with("ERROR: <input>:1:")),
+            "{syntax}"
+        );
         assert_eq!(syntax.field(), "rule");
         let unknown = err(json!({"rule": "foo(self.replicas)"}));
         assert_eq!(
@@ -512,21 +529,54 @@ mod tests {
             "compilation failed: ERROR: <input>:1:4: undeclared reference to 'foo' (in container '')\n| foo(self.replicas)\n| ...^"
         );
         let member = err(json!({"rule": "self.name.frobnicate()"}));
-        assert!(member.to_string().contains("undeclared reference to 'frobnicate'"), "{member}");
+        assert!(
+            member
+                .to_string()
+                .contains("undeclared reference to 'frobnicate'"),
+            "{member}"
+        );
         let field = err(json!({"rule": "self.nosuch > 1"}));
-        assert!(field.to_string().contains("undefined field 'nosuch'"), "{field}");
+        assert!(
+            field.to_string().contains("undefined field 'nosuch'"),
+            "{field}"
+        );
         let var = err(json!({"rule": "other > 1"}));
-        assert!(var.to_string().contains("undeclared reference to 'other'"), "{var}");
+        assert!(
+            var.to_string().contains("undeclared reference to 'other'"),
+            "{var}"
+        );
         let reason = err(json!({"rule": "true", "reason": "Bogus"}));
-        assert_eq!((reason.field(), reason.reason()), ("reason", "FieldValueNotSupported"));
-        assert!(reason.to_string().starts_with("Unsupported value: \"Bogus\": supported values: "));
-        assert_eq!(err(json!({"rule": "true", "fieldPath": ".nope"})), CompileError::FieldPath);
-        assert_eq!(err(json!({"rule": "true", "fieldPath": " "})), CompileError::FieldPathEmpty);
-        assert_eq!(err(json!({"rule": "true", "message": " "})), CompileError::MessageEmpty);
-        assert_eq!(err(json!({"rule": "true &&\ntrue"})), CompileError::MessageRequired);
+        assert_eq!(
+            (reason.field(), reason.reason()),
+            ("reason", "FieldValueNotSupported")
+        );
+        assert!(
+            reason
+                .to_string()
+                .starts_with("Unsupported value: \"Bogus\": supported values: ")
+        );
+        assert_eq!(
+            err(json!({"rule": "true", "fieldPath": ".nope"})),
+            CompileError::FieldPath
+        );
+        assert_eq!(
+            err(json!({"rule": "true", "fieldPath": " "})),
+            CompileError::FieldPathEmpty
+        );
+        assert_eq!(
+            err(json!({"rule": "true", "message": " "})),
+            CompileError::MessageEmpty
+        );
+        assert_eq!(
+            err(json!({"rule": "true &&\ntrue"})),
+            CompileError::MessageRequired
+        );
         let msg = err(json!({"rule": "true", "messageExpression": "nope(1)"}));
         assert_eq!(msg.field(), "messageExpression");
-        assert!(msg.to_string().starts_with("messageExpression compilation failed: ERROR"));
+        assert!(
+            msg.to_string()
+                .starts_with("messageExpression compilation failed: ERROR")
+        );
         assert_eq!(
             err(json!({"rule": "true", "optionalOldSelf": true})),
             CompileError::OptionalOldSelfUnused
@@ -536,7 +586,8 @@ mod tests {
 
     #[test]
     fn cost_over_the_limit_is_refused() {
-        let e = compile(json!({"rule": "self.items.all(x, self.items.all(y, x == y))"})).unwrap_err();
+        let e =
+            compile(json!({"rule": "self.items.all(x, self.items.all(y, x == y))"})).unwrap_err();
         assert_eq!(e.reason(), "FieldValueForbidden");
         assert_eq!(
             e.to_string(),
@@ -555,50 +606,86 @@ mod tests {
 
     #[test]
     fn evaluation_and_messages() {
-        holds("self.minReplicas <= self.replicas", json!({"replicas": 3, "minReplicas": 1}));
-        let v = check("self.minReplicas <= self.replicas", json!({"replicas": 1, "minReplicas": 3}))
-            .unwrap()
-            .unwrap();
+        holds(
+            "self.minReplicas <= self.replicas",
+            json!({"replicas": 3, "minReplicas": 1}),
+        );
+        let v = check(
+            "self.minReplicas <= self.replicas",
+            json!({"replicas": 1, "minReplicas": 3}),
+        )
+        .unwrap()
+        .unwrap();
         assert_eq!(v.message, "failed rule: self.minReplicas <= self.replicas");
         assert_eq!((v.field_path, v.reason), (None, Reason::FieldValueInvalid));
 
-        let rule = compile(json!({"rule": "self.replicas < 10", "message": " too many ",
+        let rule = compile(
+            json!({"rule": "self.replicas < 10", "message": " too many ",
             "messageExpression": "'replicas: ' + string(self.replicas)",
-            "fieldPath": ".replicas", "reason": "FieldValueForbidden"}))
+            "fieldPath": ".replicas", "reason": "FieldValueForbidden"}),
+        )
         .unwrap();
-        let v = rule.eval(&json!({"replicas": 12}), None, &mut Budget::new()).unwrap().unwrap();
+        let v = rule
+            .eval(&json!({"replicas": 12}), None, &mut Budget::new())
+            .unwrap()
+            .unwrap();
         assert_eq!(v.message, "replicas: 12");
         assert_eq!(v.field_path.as_deref(), Some("replicas"));
         assert_eq!(v.reason, Reason::FieldValueForbidden);
 
         // A message expression that fails falls back to the message.
         let rule = compile(json!({"rule": "false", "message": "m",
-            "messageExpression": "self.name"})).unwrap();
-        let v = rule.eval(&json!({}), None, &mut Budget::new()).unwrap().unwrap();
+            "messageExpression": "self.name"}))
+        .unwrap();
+        let v = rule
+            .eval(&json!({}), None, &mut Budget::new())
+            .unwrap()
+            .unwrap();
         assert_eq!(v.message, "m");
 
         holds("has(self.name) == false && !has(self.replicas)", json!({}));
         let missing = check("self.name == 'x'", json!({})).unwrap_err();
-        assert!(matches!(&missing, EvalError::Evaluation { rule, .. } if rule == "self.name == 'x'"));
-        assert!(missing.to_string().ends_with(" evaluating rule: self.name == 'x'"), "{missing}");
+        assert!(
+            matches!(&missing, EvalError::Evaluation { rule, .. } if rule == "self.name == 'x'")
+        );
+        assert!(
+            missing
+                .to_string()
+                .ends_with(" evaluating rule: self.name == 'x'"),
+            "{missing}"
+        );
         assert_eq!(
-            compile(json!({"rule": "self.replicas"})).unwrap().eval(&json!({"replicas": 1}), None, &mut Budget::new()),
+            compile(json!({"rule": "self.replicas"})).unwrap().eval(
+                &json!({"replicas": 1}),
+                None,
+                &mut Budget::new()
+            ),
             Err(EvalError::NotBool)
         );
     }
 
     #[test]
     fn escaping_int_or_string_and_dynamic_values() {
-        holds("self.dash__dash__name == 'a' && self.__namespace__ == 'ns'",
-            json!({"dash-name": "a", "namespace": "ns"}));
+        holds(
+            "self.dash__dash__name == 'a' && self.__namespace__ == 'ns'",
+            json!({"dash-name": "a", "namespace": "ns"}),
+        );
         holds("self.port == 80", json!({"port": 80}));
         holds("self.port == '80%'", json!({"port": "80%"}));
         let e = check("self.port > 1", json!({"port": "x"})).unwrap_err();
         assert!(matches!(e, EvalError::NoMatchingOverload { .. }), "{e}");
-        assert!(e.to_string().contains("call arguments did not match a supported operator"));
-        holds("self.extra.anything.goes == 1", json!({"extra": {"anything": {"goes": 1}}}));
-        holds("self.labels.all(k, self.labels[k].size() < 5) && 'a' in self.labels",
-            json!({"labels": {"a": "x"}}));
+        assert!(
+            e.to_string()
+                .contains("call arguments did not match a supported operator")
+        );
+        holds(
+            "self.extra.anything.goes == 1",
+            json!({"extra": {"anything": {"goes": 1}}}),
+        );
+        holds(
+            "self.labels.all(k, self.labels[k].size() < 5) && 'a' in self.labels",
+            json!({"labels": {"a": "x"}}),
+        );
     }
 
     #[test]
@@ -607,33 +694,81 @@ mod tests {
         assert!(rule.is_transition());
         let mut b = Budget::new();
         assert_eq!(rule.eval(&json!({"replicas": 1}), None, &mut b), Ok(None));
-        assert_eq!(rule.eval(&json!({"replicas": 2}), Some(&json!({"replicas": 1})), &mut b), Ok(None));
-        assert!(rule.eval(&json!({"replicas": 1}), Some(&json!({"replicas": 2})), &mut b).unwrap().is_some());
-        assert!(!compile(json!({"rule": "self.replicas > 0"})).unwrap().is_transition());
+        assert_eq!(
+            rule.eval(
+                &json!({"replicas": 2}),
+                Some(&json!({"replicas": 1})),
+                &mut b
+            ),
+            Ok(None)
+        );
+        assert!(
+            rule.eval(
+                &json!({"replicas": 1}),
+                Some(&json!({"replicas": 2})),
+                &mut b
+            )
+            .unwrap()
+            .is_some()
+        );
+        assert!(
+            !compile(json!({"rule": "self.replicas > 0"}))
+                .unwrap()
+                .is_transition()
+        );
 
-        let opt = compile(json!({"rule": "!oldSelf.hasValue() || self.replicas >= oldSelf.value().replicas",
-            "optionalOldSelf": true})).unwrap();
+        let opt = compile(
+            json!({"rule": "!oldSelf.hasValue() || self.replicas >= oldSelf.value().replicas",
+            "optionalOldSelf": true}),
+        )
+        .unwrap();
         assert_eq!(opt.eval(&json!({"replicas": 1}), None, &mut b), Ok(None));
-        assert!(opt.eval(&json!({"replicas": 1}), Some(&json!({"replicas": 2})), &mut b).unwrap().is_some());
-        let or_value = compile(json!({"rule": "oldSelf.orValue(self).replicas == self.replicas",
-            "optionalOldSelf": true})).unwrap();
-        assert_eq!(or_value.eval(&json!({"replicas": 1}), None, &mut b), Ok(None));
+        assert!(
+            opt.eval(
+                &json!({"replicas": 1}),
+                Some(&json!({"replicas": 2})),
+                &mut b
+            )
+            .unwrap()
+            .is_some()
+        );
+        let or_value = compile(
+            json!({"rule": "oldSelf.orValue(self).replicas == self.replicas",
+            "optionalOldSelf": true}),
+        )
+        .unwrap();
+        assert_eq!(
+            or_value.eval(&json!({"replicas": 1}), None, &mut b),
+            Ok(None)
+        );
     }
 
     #[test]
     fn libraries_from_rules() {
-        holds("self.tags.isSorted() && self.tags.indexOf('b') == 1 && self.tags.max() == 'c'",
-            json!({"tags": ["a", "b", "c"]}));
-        holds("self.name.split('-').size() == 2 && self.name.upperAscii() == 'A-B'",
-            json!({"name": "a-b"}));
-        holds("self.name.find('[0-9]+') == '12' && self.name.findAll('[0-9]') == ['1', '2']",
-            json!({"name": "ab12"}));
-        holds("quantity(self.mem).isLessThan(quantity('2Gi')) && isQuantity(self.mem)",
-            json!({"mem": "1Gi"}));
-        holds("isURL(self.link) && url(self.link).getHost() == 'example.com'",
-            json!({"link": "https://example.com/x"}));
-        holds("self.replicas in [1, 2] && [1, 2, 3].exists_one(x, x == self.replicas)",
-            json!({"replicas": 2}));
+        holds(
+            "self.tags.isSorted() && self.tags.indexOf('b') == 1 && self.tags.max() == 'c'",
+            json!({"tags": ["a", "b", "c"]}),
+        );
+        holds(
+            "self.name.split('-').size() == 2 && self.name.upperAscii() == 'A-B'",
+            json!({"name": "a-b"}),
+        );
+        holds(
+            "self.name.find('[0-9]+') == '12' && self.name.findAll('[0-9]') == ['1', '2']",
+            json!({"name": "ab12"}),
+        );
+        holds(
+            "quantity(self.mem).isLessThan(quantity('2Gi')) && isQuantity(self.mem)",
+            json!({"mem": "1Gi"}),
+        );
+        holds(
+            "isURL(self.link) && url(self.link).getHost() == 'example.com'",
+            json!({"link": "https://example.com/x"}),
+        );
+        holds(
+            "self.replicas in [1, 2] && [1, 2, 3].exists_one(x, x == self.replicas)",
+            json!({"replicas": 2}),
+        );
     }
 
     #[test]
@@ -644,11 +779,16 @@ mod tests {
             .unwrap();
         let mut budget = Budget::new();
         let small: Vec<String> = (0..10).map(|i| i.to_string()).collect();
-        assert_eq!(rule.eval(&json!({"tags": small}), None, &mut budget), Ok(None));
+        assert_eq!(
+            rule.eval(&json!({"tags": small}), None, &mut budget),
+            Ok(None)
+        );
         let spent = RUNTIME_CEL_COST_BUDGET - budget.remaining();
         assert!(spent > 0 && spent < 10_000, "{spent}");
         let big: Vec<String> = (0..2000).map(|i| i.to_string()).collect();
-        let e = rule.eval(&json!({"tags": big}), None, &mut budget).unwrap_err();
+        let e = rule
+            .eval(&json!({"tags": big}), None, &mut budget)
+            .unwrap_err();
         assert!(matches!(e, EvalError::CallCostExceeded(_)));
         assert!(e.stops_validation());
         assert!(e.to_string().starts_with("'operation cancelled: actual cost limit exceeded': no further validation rules will be run due to call cost exceeds limit for rule: "));
@@ -669,6 +809,9 @@ mod tests {
         };
         assert!(runs >= 1);
         assert_eq!(err, EvalError::BudgetExhausted);
-        assert_eq!(err.to_string(), "validation failed due to running out of cost budget, no further validation rules will be run");
+        assert_eq!(
+            err.to_string(),
+            "validation failed due to running out of cost budget, no further validation rules will be run"
+        );
     }
 }

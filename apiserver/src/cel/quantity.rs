@@ -19,7 +19,9 @@ pub struct Quantity {
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QuantityError {
     /// The string is not in the quantity format.
-    #[error("quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'")]
+    #[error(
+        "quantities must match the regular expression '^([+-]?[0-9.]+)([eEinumkKMGTP]*[-+]?[0-9]*)$'"
+    )]
     Format,
     /// The value does not fit the representation (or an `int`).
     #[error("quantity out of range")]
@@ -179,13 +181,14 @@ impl Ord for Quantity {
             Some((a, b, _)) => a.cmp(&b),
             // Exponents too far apart to align: the signs decide, then the
             // magnitudes (the larger exponent wins for positives).
-            None => self
-                .sign()
-                .cmp(&other.sign())
-                .then_with(|| {
-                    let by_exp = self.exponent.cmp(&other.exponent);
-                    if self.sign() < 0 { by_exp.reverse() } else { by_exp }
-                }),
+            None => self.sign().cmp(&other.sign()).then_with(|| {
+                let by_exp = self.exponent.cmp(&other.exponent);
+                if self.sign() < 0 {
+                    by_exp.reverse()
+                } else {
+                    by_exp
+                }
+            }),
         }
     }
 }

@@ -17,9 +17,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use base64::Engine as _;
 use ::cel::Value;
 use ::cel::objects::Key;
+use base64::Engine as _;
 use serde_json::Value as Json;
 
 /// The CEL reserved words that a property name must not collide with:
@@ -298,7 +298,11 @@ pub(crate) fn parse_duration(s: &str) -> Option<chrono::Duration> {
     }
     #[allow(clippy::cast_possible_truncation)]
     let nanos = total_nanos.round() as i64;
-    Some(chrono::Duration::nanoseconds(if neg { -nanos } else { nanos }))
+    Some(chrono::Duration::nanoseconds(if neg {
+        -nanos
+    } else {
+        nanos
+    }))
 }
 
 /// `v` with no schema: objects are maps with their raw keys, integral
@@ -352,11 +356,16 @@ mod tests {
                     "b": "aGk=", "x-y": "s", "undeclared": 1}),
             Node(&schema),
         );
-        let Value::Map(m) = v else { panic!("not a map") };
+        let Value::Map(m) = v else {
+            panic!("not a map")
+        };
         let get = |k: &str| m.map.get(&Key::String(Arc::new(k.to_owned()))).cloned();
         assert_eq!(get("n"), Some(Value::Float(1.0)));
         assert_eq!(get("i"), Some(Value::Int(2)));
-        assert_eq!(get("d"), Some(Value::Duration(chrono::Duration::minutes(90))));
+        assert_eq!(
+            get("d"),
+            Some(Value::Duration(chrono::Duration::minutes(90)))
+        );
         assert!(matches!(get("t"), Some(Value::Timestamp(_))));
         assert_eq!(get("b"), Some(Value::Bytes(Arc::new(b"hi".to_vec()))));
         assert_eq!(get("x__dash__y"), Some(string("s")));
@@ -365,8 +374,14 @@ mod tests {
 
     #[test]
     fn durations_parse_as_go_does() {
-        assert_eq!(parse_duration("300ms"), Some(chrono::Duration::milliseconds(300)));
-        assert_eq!(parse_duration("-1.5s"), Some(chrono::Duration::milliseconds(-1500)));
+        assert_eq!(
+            parse_duration("300ms"),
+            Some(chrono::Duration::milliseconds(300))
+        );
+        assert_eq!(
+            parse_duration("-1.5s"),
+            Some(chrono::Duration::milliseconds(-1500))
+        );
         assert_eq!(parse_duration("0"), Some(chrono::Duration::zero()));
         assert_eq!(parse_duration("1x"), None);
         assert_eq!(parse_duration(""), None);
@@ -378,6 +393,9 @@ mod tests {
         assert_eq!(to_cel(&json!(3), Node(&ios)), Value::Int(3));
         assert_eq!(to_cel(&json!("3%"), Node(&ios)), string("3%"));
         let pres = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
-        assert!(matches!(to_cel(&json!({"a-b": 1}), Node(&pres)), Value::Map(_)));
+        assert!(matches!(
+            to_cel(&json!({"a-b": 1}), Node(&pres)),
+            Value::Map(_)
+        ));
     }
 }

@@ -368,7 +368,7 @@ fn find(args: &[Value], limit: Option<usize>) -> Result<Vec<Value>, ExecutionErr
         .collect())
 }
 
-fn quantity_arg<'a>(args: &'a [Value], i: usize, name: &str) -> Result<Quantity, ExecutionError> {
+fn quantity_arg(args: &[Value], i: usize, name: &str) -> Result<Quantity, ExecutionError> {
     match args.get(i) {
         Some(Value::Opaque(o)) => o
             .downcast_ref::<Quantity>()
@@ -390,8 +390,8 @@ fn q_binary(args: &[Value], name: &str) -> Result<Value, ExecutionError> {
         }),
         "isLessThan" => Value::Bool(a < b),
         "isGreaterThan" => Value::Bool(a > b),
-        "add" => Value::Opaque(Arc::new(a.add(b).map_err(range)?)),
-        _ => Value::Opaque(Arc::new(a.add(b.neg()).map_err(range)?)),
+        "add" => Value::Opaque(Arc::new(a.checked_add(b).map_err(range)?)),
+        _ => Value::Opaque(Arc::new(a.checked_add(b.negated()).map_err(range)?)),
     })
 }
 

@@ -128,7 +128,7 @@ impl Quantity {
     }
 
     /// The sum, exactly.
-    pub fn add(self, other: Quantity) -> Result<Quantity, QuantityError> {
+    pub fn checked_add(self, other: Quantity) -> Result<Quantity, QuantityError> {
         let (a, b, e) = self.aligned(other).ok_or(QuantityError::Range)?;
         Ok(Quantity::new(
             a.checked_add(b).ok_or(QuantityError::Range)?,
@@ -138,7 +138,7 @@ impl Quantity {
 
     /// The negation.
     #[must_use]
-    pub fn neg(self) -> Quantity {
+    pub fn negated(self) -> Quantity {
         Quantity::new(-self.mantissa, self.exponent)
     }
 
@@ -225,8 +225,8 @@ mod tests {
     fn compares_and_adds_exactly() {
         assert!(q("1Gi") > q("1G"));
         assert!(q("999m") < q("1"));
-        assert_eq!(q("1").add(q("500m")).unwrap(), q("1.5"));
-        assert_eq!(q("1Mi").add(q("1Mi").neg()).unwrap(), q("0"));
+        assert_eq!(q("1").checked_add(q("500m")).unwrap(), q("1.5"));
+        assert_eq!(q("1Mi").checked_add(q("1Mi").negated()).unwrap(), q("0"));
         assert!(q("0.1").as_integer().is_err());
         assert!(q("1e30").as_integer().is_err());
         assert!(q("1e-300") < q("1e300"));

@@ -29,7 +29,12 @@
 //!
 //! The functions are the `cel` crate's standard library with its strings
 //! and lists extensions and optionals, plus the Kubernetes lists, regex,
-//! URL and quantity libraries ([`library`](self) lists them). A call to any
+//! URL and quantity libraries: lists `isSorted`, `sum`, `min`, `max`,
+//! `indexOf`, `lastIndexOf`; regex `find`, `findAll`; `url`, `isURL`,
+//! `getScheme`, `getHost`, `getHostname`, `getPort`, `getEscapedPath`,
+//! `getQuery`; `quantity`, `isQuantity`, `compareTo`, `isLessThan`,
+//! `isGreaterThan`, `add`, `sub`, `asInteger`, `asApproximateFloat`,
+//! `sign`, `isInteger`. A call to any
 //! other function, an undeclared identifier, or (on an object whose
 //! properties are declared) a field the schema does not declare, fails to
 //! compile, never passes silently. Not provided: the Kubernetes `ip`,
@@ -769,6 +774,22 @@ mod tests {
             "self.replicas in [1, 2] && [1, 2, 3].exists_one(x, x == self.replicas)",
             json!({"replicas": 2}),
         );
+    }
+
+    #[test]
+    fn embedded_resources_expose_type_and_name() {
+        let node = json!({"type": "object", "x-kubernetes-embedded-resource": true,
+            "x-kubernetes-preserve-unknown-fields": true});
+        let rule = Rule::compile(
+            &json!({"rule": "self.kind == 'Pod' && self.metadata.name.startsWith('p')"}),
+            &node,
+        )
+        .unwrap();
+        let pod = json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": "p1", "labels": {"a": "b"}}});
+        assert_eq!(rule.eval(&pod, None, &mut Budget::new()), Ok(None));
+        let labels = Rule::compile(&json!({"rule": "has(self.metadata.labels)"}), &node);
+        assert!(matches!(labels, Err(CompileError::Compilation(_))));
     }
 
     #[test]

@@ -39,6 +39,7 @@ use bolero as _;
 pub mod alloc;
 mod bootstrap;
 pub mod builtins;
+pub mod cel;
 pub mod clock;
 pub mod crd;
 pub mod defaults;

@@ -150,7 +150,11 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
 ///
 /// # Errors
 /// The object does not validate against its schema.
-pub fn admit(info: &ResourceInfo, old: Option<&Value>, obj: &mut Value) -> Result<Vec<String>, ApiError> {
+pub fn admit(
+    info: &ResourceInfo,
+    old: Option<&Value>,
+    obj: &mut Value,
+) -> Result<Vec<String>, ApiError> {
     let Some(schema) = &info.schema else {
         return Ok(Vec::new());
     };

@@ -17,7 +17,10 @@
 //!    `x-kubernetes-list-type` set/map uniqueness, `allOf`/`anyOf`/`oneOf`/
 //!    `not`, each failure a [`FieldError`] worded as kube-apiserver words it
 //!    (`spec.replicas: Invalid value: -1: spec.replicas in body should be
-//!    greater than or equal to 0`).
+//!    greater than or equal to 0`); then the `x-kubernetes-validations` CEL
+//!    rules ([`crate::cel`], compiled with the schema; transition rules see
+//!    the stored object's value as `oldSelf`), within one cost budget per
+//!    request.
 //!
 //! The order is kube-apiserver's: pruning and defaulting happen as the
 //! request body is decoded, validation after the registry's preparation.
@@ -146,6 +149,8 @@ pub struct Schema {
     pub int_or_string: bool,
     /// `x-kubernetes-list-type` (and its map keys).
     pub list_type: ListType,
+    /// `x-kubernetes-validations`, compiled ([`crate::cel`]).
+    pub rules: Vec<std::sync::Arc<crate::cel::Rule>>,
     /// Whether this node or any below it has a `default` (defaulting skips
     /// what has none).
     pub(crate) has_defaults: bool,

@@ -66,6 +66,20 @@ fn parse(
     nested: Nest,
     errs: &mut Vec<FieldError>,
 ) -> Schema {
+    parse_at(obj, path, lvl, nested, 1, errs)
+}
+
+/// Parse a node that occurs at most `cardinality` times in an object
+/// (the product of the bounds of the lists and maps above it), which
+/// multiplies the estimated cost of its rules.
+fn parse_at(
+    obj: &Map<String, Value>,
+    path: &Path,
+    lvl: Level,
+    nested: Nest,
+    cardinality: u64,
+    errs: &mut Vec<FieldError>,
+) -> Schema {
     let mut s = Schema::default();
     unsupported(obj, path, errs);
     s.ty = match obj.get("type") {
@@ -82,9 +96,7 @@ fn parse(
                 errs.push(FieldError::not_supported(
                     &path.child("type"),
                     Value::String(t.clone()),
-                    &strings(&[
-                        "array", "boolean", "integer", "number", "object", "string",
-                    ]),
+                    &strings(&["array", "boolean", "integer", "number", "object", "string"]),
                 ));
                 None
             }
@@ -147,13 +159,17 @@ fn parse(
         ));
     }
 
-    let below = if nested == Nest::No { Nest::No } else { Nest::Yes };
+    let below = if nested == Nest::No {
+        Nest::No
+    } else {
+        Nest::Yes
+    };
     if let Some(props) = obj.get("properties").and_then(Value::as_object) {
         for (k, v) in props {
             let p = path.child("properties").key(k);
             match v.as_object() {
                 Some(o) => {
-                    let child = parse(o, &p, Level::Field, below, errs);
+                    let child = parse_at(o, &p, Level::Field, below, cardinality, errs);
                     s.properties.insert(k.clone(), child);
                 }
                 None => errs.push(FieldError::invalid(&p, v.clone(), "must be an object")),
@@ -163,11 +179,13 @@ fn parse(
     match obj.get("items") {
         None => {}
         Some(Value::Object(o)) => {
-            s.items = Some(Box::new(parse(
+            let n = bound(obj.get("maxItems"));
+            s.items = Some(Box::new(parse_at(
                 o,
                 &path.child("items"),
                 Level::Item,
                 below,
+                cardinality.saturating_mul(n),
                 errs,
             )));
         }
@@ -190,11 +208,13 @@ fn parse(
             "must not be false",
         )),
         Some(Value::Object(o)) => {
-            s.additional = Some(Box::new(parse(
+            let n = bound(obj.get("maxProperties"));
+            s.additional = Some(Box::new(parse_at(
                 o,
                 &path.child("additionalProperties"),
                 Level::Field,
                 below,
+                cardinality.saturating_mul(n),
                 errs,
             )));
         }
@@ -213,8 +233,7 @@ fn parse(
     // The one exception to "no type in a value validation": the
     // int-or-string pattern `anyOf: [{type: integer}, {type: string}]`.
     let int_or_string_pattern = s.int_or_string
-        && obj.get("anyOf")
-            == Some(&serde_json::json!([{"type": "integer"}, {"type": "string"}]));
+        && obj.get("anyOf") == Some(&serde_json::json!([{"type": "integer"}, {"type": "string"}]));
     for (key, list) in [
         ("allOf", &mut s.all_of),
         ("anyOf", &mut s.any_of),
@@ -258,8 +277,13 @@ fn parse(
         nested_restrictions(obj, &s, path, nested, errs);
     } else {
         structural(obj, &s, path, lvl, errs);
-        for (key, list) in [("allOf", &s.all_of), ("anyOf", &s.any_of), ("oneOf", &s.one_of)] {
-            let skip_int_or_string = s.int_or_string && key == "anyOf" && int_or_string_any_of(list);
+        for (key, list) in [
+            ("allOf", &s.all_of),
+            ("anyOf", &s.any_of),
+            ("oneOf", &s.one_of),
+        ] {
+            let skip_int_or_string =
+                s.int_or_string && key == "anyOf" && int_or_string_any_of(list);
             if skip_int_or_string {
                 continue;
             }
@@ -271,11 +295,58 @@ fn parse(
             complete(&s, n, path, &path.child("not"), errs);
         }
     }
+    if nested == Nest::No {
+        s.rules = rules(obj, path, cardinality, errs);
+    }
     s.has_defaults = s.default.is_some()
         || s.properties.values().any(|p| p.has_defaults)
         || s.items.as_ref().is_some_and(|i| i.has_defaults)
         || s.additional.as_ref().is_some_and(|a| a.has_defaults);
     s
+}
+
+/// How many items a list or entries a map may hold: its bound, else as
+/// many as the largest request could carry (kube-apiserver's estimate,
+/// at the smallest item, `0,`).
+fn bound(max: Option<&Value>) -> u64 {
+    max.and_then(Value::as_u64)
+        .unwrap_or(crate::cel::cost::MAX_REQUEST_SIZE_BYTES / 2)
+}
+
+/// Compile a node's `x-kubernetes-validations`.
+fn rules(
+    obj: &Map<String, Value>,
+    path: &Path,
+    cardinality: u64,
+    errs: &mut Vec<FieldError>,
+) -> Vec<std::sync::Arc<crate::cel::Rule>> {
+    let Some(list) = obj.get("x-kubernetes-validations") else {
+        return Vec::new();
+    };
+    let node = Value::Object(obj.clone());
+    let mut out = Vec::new();
+    for (j, entry) in list.as_array().into_iter().flatten().enumerate() {
+        match crate::cel::Rule::compile_with_cardinality(entry, &node, cardinality) {
+            Ok(r) => out.push(std::sync::Arc::new(r)),
+            Err(e) => {
+                let at = path
+                    .child("x-kubernetes-validations")
+                    .index(j)
+                    .child(e.field());
+                errs.push(match e.reason() {
+                    "FieldValueRequired" => FieldError::required(&at, e.to_string()),
+                    "FieldValueForbidden" => FieldError::forbidden(&at, e.to_string()),
+                    "FieldValueNotSupported" => FieldError::not_supported(
+                        &at,
+                        entry["reason"].clone(),
+                        &crate::cel::compile::SUPPORTED_REASONS.map(String::from),
+                    ),
+                    _ => FieldError::invalid(&at, entry.clone(), e.to_string()),
+                });
+            }
+        }
+    }
+    out
 }
 
 fn flag(obj: &Map<String, Value>, key: &str) -> bool {
@@ -440,7 +511,10 @@ fn structural(
     errs: &mut Vec<FieldError>,
 ) {
     if s.ty == Some(Type::Array) && s.items.is_none() {
-        errs.push(FieldError::required(&path.child("items"), "must be specified"));
+        errs.push(FieldError::required(
+            &path.child("items"),
+            "must be specified",
+        ));
     }
     if s.additional.is_some() && lvl == Level::Root {
         errs.push(FieldError::forbidden(
@@ -517,7 +591,8 @@ fn structural(
         if lvl == Level::Root {
             let raw = obj["properties"]["metadata"].as_object();
             let only_names = raw.is_some_and(|m| {
-                m.keys().all(|k| k == "type" || k == "properties" || k == "default")
+                m.keys()
+                    .all(|k| k == "type" || k == "properties" || k == "default")
                     && m.get("properties")
                         .and_then(Value::as_object)
                         .is_none_or(|p| p.keys().all(|k| k == "name" || k == "generateName"))
@@ -552,14 +627,21 @@ fn nested_restrictions(
     errs: &mut Vec<FieldError>,
 ) {
     if obj.contains_key("type") && nest != Nest::TypeAllowed {
-        errs.push(FieldError::forbidden(&path.child("type"), "must be empty to be structural"));
+        errs.push(FieldError::forbidden(
+            &path.child("type"),
+            "must be empty to be structural",
+        ));
     }
     let forbid = |errs: &mut Vec<FieldError>, key: &str, what: &str| {
         if obj.get(key).is_some_and(|v| v != &Value::Bool(false)) {
             errs.push(FieldError::forbidden(&path.child(key), what.to_string()));
         }
     };
-    forbid(errs, "additionalProperties", "must be undefined to be structural");
+    forbid(
+        errs,
+        "additionalProperties",
+        "must be undefined to be structural",
+    );
     forbid(errs, "default", "must be undefined to be structural");
     forbid(errs, "title", "must be empty to be structural");
     forbid(errs, "description", "must be empty to be structural");
@@ -571,10 +653,26 @@ fn nested_restrictions(
     ] {
         forbid(errs, key, "must be false to be structural");
     }
-    forbid(errs, "x-kubernetes-list-map-keys", "must be empty to be structural");
-    forbid(errs, "x-kubernetes-list-type", "must be undefined to be structural");
-    forbid(errs, "x-kubernetes-map-type", "must be undefined to be structural");
-    forbid(errs, "x-kubernetes-validations", "must be empty to be structural");
+    forbid(
+        errs,
+        "x-kubernetes-list-map-keys",
+        "must be empty to be structural",
+    );
+    forbid(
+        errs,
+        "x-kubernetes-list-type",
+        "must be undefined to be structural",
+    );
+    forbid(
+        errs,
+        "x-kubernetes-map-type",
+        "must be undefined to be structural",
+    );
+    forbid(
+        errs,
+        "x-kubernetes-validations",
+        "must be empty to be structural",
+    );
     if s.properties.contains_key("metadata") {
         errs.push(FieldError::forbidden(
             &path.child("properties").key("metadata"),
@@ -591,7 +689,10 @@ fn complete(s: &Schema, v: &Schema, s_path: &Path, v_path: &Path, errs: &mut Vec
             None if s.additional.is_none() && !s.preserve_unknown => {
                 errs.push(FieldError::required(
                     &s_path.child("properties").key(k),
-                    format!("because it is defined in {}", v_path.child("properties").key(k)),
+                    format!(
+                        "because it is defined in {}",
+                        v_path.child("properties").key(k)
+                    ),
                 ));
             }
             None => {}
@@ -613,7 +714,11 @@ fn complete(s: &Schema, v: &Schema, s_path: &Path, v_path: &Path, errs: &mut Vec
             Some(si) => complete(si, vi, &s_path.child("items"), &v_path.child("items"), errs),
         }
     }
-    for (key, list) in [("allOf", &v.all_of), ("anyOf", &v.any_of), ("oneOf", &v.one_of)] {
+    for (key, list) in [
+        ("allOf", &v.all_of),
+        ("anyOf", &v.any_of),
+        ("oneOf", &v.one_of),
+    ] {
         for (i, n) in list.iter().enumerate() {
             complete(s, n, s_path, &v_path.child(key).index(i), errs);
         }
@@ -632,7 +737,11 @@ fn check_defaults(s: &Schema, path: &Path, root: &Schema, errs: &mut Vec<FieldEr
         let mut dropped = Vec::new();
         super::prune::prune(s, &mut pruned, &Path::default(), &mut dropped);
         if !dropped.is_empty() {
-            errs.push(FieldError::invalid(&dpath, d.clone(), "must not have unknown fields"));
+            errs.push(FieldError::invalid(
+                &dpath,
+                d.clone(),
+                "must not have unknown fields",
+            ));
         } else {
             errs.extend(super::validate::validate_value(s, d, None, &dpath));
         }
@@ -701,7 +810,9 @@ mod tests {
     fn non_structural_schemas_fail_with_apiextensions_messages() {
         assert_eq!(
             errors(json!({"type": "object", "properties": {"spec": {"properties": {}}}})),
-            [".properties[spec].type: Required value: must not be empty for specified object fields"]
+            [
+                ".properties[spec].type: Required value: must not be empty for specified object fields"
+            ]
         );
         assert_eq!(
             errors(json!({"properties": {}})),
@@ -722,7 +833,9 @@ mod tests {
         assert_eq!(
             errors(json!({"type": "object", "properties": {
                 "metadata": {"type": "object", "properties": {"labels": {"type": "object"}}}}})),
-            [".properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"]
+            [
+                ".properties[metadata]: Forbidden: must not specify anything other than name and generateName, but metadata is implicitly specified"
+            ]
         );
         assert_eq!(
             errors(json!({"type": "string"})),
@@ -737,7 +850,10 @@ mod tests {
     #[test]
     fn bad_input_in_a_schema_is_named() {
         assert_eq!(
-            errors(json!({"type": "object", "properties": {"n": {"type": "string", "pattern": "(a"}}})).len(),
+            errors(
+                json!({"type": "object", "properties": {"n": {"type": "string", "pattern": "(a"}}})
+            )
+            .len(),
             1
         );
         assert!(
@@ -746,7 +862,9 @@ mod tests {
         );
         assert_eq!(
             errors(json!({"type": "object", "properties": {"n": {"type": "strin"}}})),
-            [".properties[n].type: Unsupported value: \"strin\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""]
+            [
+                ".properties[n].type: Unsupported value: \"strin\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""
+            ]
         );
         assert_eq!(
             errors(json!({"type": "object", "properties": {"n": {"$ref": "#/x"}}})),
@@ -756,31 +874,51 @@ mod tests {
             ]
         );
         assert_eq!(
-            errors(json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "map",
-                "items": {"type": "object", "properties": {"k": {"type": "string"}}}}}})),
-            [".properties[l].x-kubernetes-list-map-keys: Required value: must not be empty if x-kubernetes-list-type is map"]
+            errors(
+                json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "map",
+                "items": {"type": "object", "properties": {"k": {"type": "string"}}}}}})
+            ),
+            [
+                ".properties[l].x-kubernetes-list-map-keys: Required value: must not be empty if x-kubernetes-list-type is map"
+            ]
         );
         assert_eq!(
-            errors(json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "bag",
-                "items": {"type": "string"}}}})),
-            [".properties[l].x-kubernetes-list-type: Unsupported value: \"bag\": supported values: \"atomic\", \"set\", \"map\""]
+            errors(
+                json!({"type": "object", "properties": {"l": {"type": "array", "x-kubernetes-list-type": "bag",
+                "items": {"type": "string"}}}})
+            ),
+            [
+                ".properties[l].x-kubernetes-list-type: Unsupported value: \"bag\": supported values: \"atomic\", \"set\", \"map\""
+            ]
         );
     }
 
     #[test]
     fn a_default_must_fit_its_own_schema() {
         assert_eq!(
-            errors(json!({"type": "object", "properties": {"r": {"type": "integer", "minimum": 0, "default": -1}}})),
-            [".properties[r].default: Invalid value: -1: in body should be greater than or equal to 0"]
+            errors(
+                json!({"type": "object", "properties": {"r": {"type": "integer", "minimum": 0, "default": -1}}})
+            ),
+            [
+                ".properties[r].default: Invalid value: -1: in body should be greater than or equal to 0"
+            ]
         );
         assert_eq!(
-            errors(json!({"type": "object", "properties": {"o": {"type": "object",
-                "properties": {"a": {"type": "string"}}, "default": {"a": "x", "b": 1}}}})),
-            [".properties[o].default: Invalid value: {\"a\":\"x\",\"b\":1}: must not have unknown fields"]
+            errors(
+                json!({"type": "object", "properties": {"o": {"type": "object",
+                "properties": {"a": {"type": "string"}}, "default": {"a": "x", "b": 1}}}})
+            ),
+            [
+                ".properties[o].default: Invalid value: {\"a\":\"x\",\"b\":1}: must not have unknown fields"
+            ]
         );
         assert_eq!(
-            errors(json!({"type": "object", "properties": {"s": {"type": "string", "default": 3}}})),
-            [".properties[s].default: Invalid value: \"integer\": in body must be of type string: \"integer\""]
+            errors(
+                json!({"type": "object", "properties": {"s": {"type": "string", "default": 3}}})
+            ),
+            [
+                ".properties[s].default: Invalid value: \"integer\": in body must be of type string: \"integer\""
+            ]
         );
     }
 }

@@ -17,12 +17,9 @@ use super::{ListType, Schema, Type};
 
 /// Validate a whole object.
 pub(super) fn validate_root(s: &Schema, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
-    let mut v = Validator {
-        prefix: Path::default(),
-        errs: Vec::new(),
-    };
+    let mut v = Validator::new(Path::default());
     v.node(s, obj, old, &Path::default(), true);
-    v.errs
+    v.finish()
 }
 
 /// Validate a value reported under `prefix` (a schema's `default`).
@@ -32,18 +29,22 @@ pub(super) fn validate_value(
     old: Option<&Value>,
     prefix: &Path,
 ) -> Vec<FieldError> {
-    let mut v = Validator {
-        prefix: prefix.clone(),
-        errs: Vec::new(),
-    };
+    let mut v = Validator::new(prefix.clone());
     v.node(s, value, old, &Path::default(), false);
-    v.errs
+    v.finish()
 }
 
 struct Validator {
     /// Where reported paths start (empty for an object's own fields).
     prefix: Path,
     errs: Vec<FieldError>,
+    /// The rules' failures, reported after the schema's as kube-apiserver
+    /// runs its CEL validator after the OpenAPI one.
+    rule_errs: Vec<FieldError>,
+    /// The request's CEL cost budget.
+    budget: crate::cel::Budget,
+    /// Set once a rule ran out of budget: no rule runs after it.
+    stopped: bool,
 }
 
 /// The JSON type of a value, as kube-openapi names it.
@@ -61,12 +62,69 @@ fn type_of(v: &Value) -> &'static str {
 
 fn is_integer(v: &Value) -> bool {
     match v {
-        Value::Number(n) => n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0),
+        Value::Number(n) => {
+            n.is_i64() || n.is_u64() || n.as_f64().is_some_and(|f| f.fract() == 0.0)
+        }
         _ => false,
     }
 }
 
 impl Validator {
+    fn new(prefix: Path) -> Self {
+        Validator {
+            prefix,
+            errs: Vec::new(),
+            rule_errs: Vec::new(),
+            budget: crate::cel::Budget::new(),
+            stopped: false,
+        }
+    }
+
+    fn finish(mut self) -> Vec<FieldError> {
+        self.errs.append(&mut self.rule_errs);
+        self.errs
+    }
+
+    /// Evaluate the node's `x-kubernetes-validations` on `x` (`old`: the
+    /// stored value it corresponds to, for transition rules).
+    fn rules(&mut self, s: &Schema, x: &Value, old: Option<&Value>, name: &Path) {
+        let ty = Value::from(s.ty.map_or("", Type::name));
+        for rule in &s.rules {
+            if self.stopped {
+                return;
+            }
+            let at = self.at(name);
+            match rule.eval(x, old, &mut self.budget) {
+                Ok(None) => {}
+                Ok(Some(v)) => {
+                    let at = match &v.field_path {
+                        Some(f) => at.child(f),
+                        None => at,
+                    };
+                    self.rule_errs.push(match v.reason {
+                        crate::cel::Reason::FieldValueForbidden => {
+                            FieldError::forbidden(&at, v.message)
+                        }
+                        crate::cel::Reason::FieldValueRequired => {
+                            FieldError::required(&at, v.message)
+                        }
+                        crate::cel::Reason::FieldValueDuplicate => {
+                            FieldError::duplicate(&at, ty.clone())
+                        }
+                        crate::cel::Reason::FieldValueInvalid => {
+                            FieldError::invalid(&at, ty.clone(), v.message)
+                        }
+                    });
+                }
+                Err(e) => {
+                    self.stopped = e.stops_validation();
+                    self.rule_errs
+                        .push(FieldError::invalid(&at, ty.clone(), e.to_string()));
+                }
+            }
+        }
+    }
+
     /// The reported path of `name` (relative to the value validated).
     fn at(&self, name: &Path) -> Path {
         match (self.prefix.as_str(), name.as_str()) {
@@ -128,13 +186,15 @@ impl Validator {
                     && n > max
                 {
                     let at = self.at(name);
-                    self.errs
-                        .push(FieldError::too_many(&at, m.len(), max));
+                    self.errs.push(FieldError::too_many(&at, m.len(), max));
                 }
                 if let Some(min) = s.min_properties
                     && n < min
                 {
-                    let detail = format!("{} should have at least {min} properties", Self::subject(name));
+                    let detail = format!(
+                        "{} should have at least {min} properties",
+                        Self::subject(name)
+                    );
                     self.invalid(name, Value::from(n), detail);
                 }
             }
@@ -149,7 +209,8 @@ impl Validator {
                 if let Some(min) = s.min_items
                     && n < min
                 {
-                    let detail = format!("{} should have at least {min} items", Self::subject(name));
+                    let detail =
+                        format!("{} should have at least {min} items", Self::subject(name));
                     self.invalid(name, Value::from(n), detail);
                 }
                 if let Some(item) = s.items.as_deref() {
@@ -179,6 +240,9 @@ impl Validator {
                 .push(FieldError::not_supported(&at, x.clone(), &supported));
         }
         self.junctors(s, x, name);
+        if !s.rules.is_empty() {
+            self.rules(s, x, old, name);
+        }
     }
 
     /// Whether `x` has the schema's type (an error recorded if not).
@@ -216,7 +280,10 @@ impl Validator {
         if let Some(min) = s.min_length
             && len < min
         {
-            let detail = format!("{} should be at least {min} chars long", Self::subject(name));
+            let detail = format!(
+                "{} should be at least {min} chars long",
+                Self::subject(name)
+            );
             self.invalid(name, Value::from(st), detail);
         }
         if let Some((p, re)) = &s.pattern
@@ -238,7 +305,11 @@ impl Validator {
         let subject = Self::subject(name);
         if let Some((min, exclusive)) = s.minimum {
             if exclusive && n <= min {
-                self.invalid(name, x.clone(), format!("{subject} should be greater than {min}"));
+                self.invalid(
+                    name,
+                    x.clone(),
+                    format!("{subject} should be greater than {min}"),
+                );
             } else if !exclusive && n < min {
                 self.invalid(
                     name,
@@ -249,7 +320,11 @@ impl Validator {
         }
         if let Some((max, exclusive)) = s.maximum {
             if exclusive && n >= max {
-                self.invalid(name, x.clone(), format!("{subject} should be less than {max}"));
+                self.invalid(
+                    name,
+                    x.clone(),
+                    format!("{subject} should be less than {max}"),
+                );
             } else if !exclusive && n > max {
                 self.invalid(
                     name,
@@ -262,7 +337,11 @@ impl Validator {
             && m > 0.0
             && (n / m).fract() != 0.0
         {
-            self.invalid(name, x.clone(), format!("{subject} should be a multiple of {m}"));
+            self.invalid(
+                name,
+                x.clone(),
+                format!("{subject} should be a multiple of {m}"),
+            );
         }
     }
 
@@ -272,10 +351,7 @@ impl Validator {
             self.node(a, x, None, name, false);
         }
         let passes = |b: &Schema| {
-            let mut v = Validator {
-                prefix: Path::default(),
-                errs: Vec::new(),
-            };
+            let mut v = Validator::new(Path::default());
             v.node(b, x, None, name, false);
             v.errs.is_empty()
         };
@@ -434,7 +510,10 @@ mod tests {
 
     fn errors(schema: serde_json::Value, obj: serde_json::Value) -> Vec<String> {
         let s = compile(&schema, &Path::new("s")).unwrap();
-        s.validate(&obj, None).iter().map(ToString::to_string).collect()
+        s.validate(&obj, None)
+            .iter()
+            .map(ToString::to_string)
+            .collect()
     }
 
     fn spec(props: serde_json::Value) -> serde_json::Value {
@@ -453,15 +532,21 @@ mod tests {
         }));
         assert_eq!(
             errors(s.clone(), json!({"spec": {"replicas": -1}})),
-            ["spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"]
+            [
+                "spec.replicas: Invalid value: -1: spec.replicas in body should be greater than or equal to 0"
+            ]
         );
         assert_eq!(
             errors(s.clone(), json!({"spec": {"replicas": 11}})),
-            ["spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 10"]
+            [
+                "spec.replicas: Invalid value: 11: spec.replicas in body should be less than or equal to 10"
+            ]
         );
         assert_eq!(
             errors(s.clone(), json!({"spec": {"replicas": "3"}})),
-            ["spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""]
+            [
+                "spec.replicas: Invalid value: \"string\": spec.replicas in body must be of type integer: \"string\""
+            ]
         );
         assert_eq!(
             errors(s.clone(), json!({"spec": {"name": "Abcdef"}})),
@@ -476,7 +561,9 @@ mod tests {
         );
         assert_eq!(
             errors(s.clone(), json!({"spec": {"when": "yesterday"}})),
-            ["spec.when: Invalid value: \"yesterday\": spec.when in body must be of type date-time: \"yesterday\""]
+            [
+                "spec.when: Invalid value: \"yesterday\": spec.when in body must be of type date-time: \"yesterday\""
+            ]
         );
         assert_eq!(
             errors(s.clone(), json!({"spec": {"tags": ["a", "b"]}})),
@@ -488,29 +575,40 @@ mod tests {
         );
         assert_eq!(
             errors(s.clone(), json!({"spec": {"name": null}})),
-            ["spec.name: Invalid value: \"null\": spec.name in body must be of type string: \"null\""]
+            [
+                "spec.name: Invalid value: \"null\": spec.name in body must be of type string: \"null\""
+            ]
         );
-        assert!(errors(s, json!({"spec": {"replicas": 3, "name": "ab", "mode": "a",
-            "when": "2026-11-27T06:00:00Z", "tags": ["x"], "ratio": 0.5}})).is_empty());
+        assert!(
+            errors(
+                s,
+                json!({"spec": {"replicas": 3, "name": "ab", "mode": "a",
+            "when": "2026-11-27T06:00:00Z", "tags": ["x"], "ratio": 0.5}})
+            )
+            .is_empty()
+        );
     }
 
     #[test]
     fn required_list_types_and_junctors() {
         let s = json!({"type": "object", "required": ["spec"], "properties": {"spec": {"type": "object",
-            "required": ["a"],
-            "properties": {
-                "a": {"type": "string"},
-                "set": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
-                "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
-                          "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "p": {"type": "integer"}}}},
-                "port": {"x-kubernetes-int-or-string": true},
-                "either": {"type": "object", "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
-                           "oneOf": [{"required": ["x"]}, {"required": ["y"]}]},
-            }}}});
+        "required": ["a"],
+        "properties": {
+            "a": {"type": "string"},
+            "set": {"type": "array", "x-kubernetes-list-type": "set", "items": {"type": "string"}},
+            "ports": {"type": "array", "x-kubernetes-list-type": "map", "x-kubernetes-list-map-keys": ["name"],
+                      "items": {"type": "object", "required": ["name"], "properties": {"name": {"type": "string"}, "p": {"type": "integer"}}}},
+            "port": {"x-kubernetes-int-or-string": true},
+            "either": {"type": "object", "properties": {"x": {"type": "string"}, "y": {"type": "string"}},
+                       "oneOf": [{"required": ["x"]}, {"required": ["y"]}]},
+        }}}});
         assert_eq!(errors(s.clone(), json!({})), ["spec: Required value"]);
         assert_eq!(
-            errors(s.clone(), json!({"spec": {"a": "x", "set": ["a", "b", "a"],
-                "ports": [{"name": "h", "p": 1}, {"name": "h", "p": 2}], "port": true}})),
+            errors(
+                s.clone(),
+                json!({"spec": {"a": "x", "set": ["a", "b", "a"],
+                "ports": [{"name": "h", "p": 1}, {"name": "h", "p": 2}], "port": true}})
+            ),
             [
                 "spec.port: Invalid value: \"boolean\": spec.port in body must be of type integer,string: \"boolean\"",
                 "spec.ports[1]: Duplicate value: {\"name\":\"h\"}",
@@ -518,10 +616,21 @@ mod tests {
             ]
         );
         assert_eq!(
-            errors(s.clone(), json!({"spec": {"a": "x", "either": {"x": "1", "y": "2"}}})),
-            ["spec.either: Invalid value: \"\": spec.either in body must validate one and only one schema (oneOf)"]
+            errors(
+                s.clone(),
+                json!({"spec": {"a": "x", "either": {"x": "1", "y": "2"}}})
+            ),
+            [
+                "spec.either: Invalid value: \"\": spec.either in body must validate one and only one schema (oneOf)"
+            ]
         );
-        assert!(errors(s, json!({"spec": {"a": "x", "port": "http", "either": {"y": "2"}}})).is_empty());
+        assert!(
+            errors(
+                s,
+                json!({"spec": {"a": "x", "port": "http", "either": {"y": "2"}}})
+            )
+            .is_empty()
+        );
     }
 
     #[test]

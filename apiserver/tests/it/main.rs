@@ -8,6 +8,7 @@ mod binary;
 mod builtins;
 mod common;
 mod consistent_lists;
+mod crd_schemas;
 mod dry_run;
 mod faults;
 mod http_heads;

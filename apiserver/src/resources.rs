@@ -73,6 +73,22 @@ impl ScalePaths {
 }
 
 impl ResourceInfo {
+    /// A stored object's JSON as this resource serves it: its stored bytes
+    /// at this version, defaulted first when its schema's defaults are
+    /// newer than the object ([`crate::schema::VersionSchema::defaults_on_read`]).
+    #[must_use]
+    pub fn read_bytes(&self, o: &crate::store::StoredObject) -> bytes::Bytes {
+        match &self.schema {
+            Some(s) if s.defaults_on_read(o.rv) => {
+                let mut v = o.value();
+                s.default_only(&mut v);
+                v["apiVersion"] = self.api_version().into();
+                bytes::Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+            }
+            _ => o.bytes_at(&self.api_version()),
+        }
+    }
+
     /// The subresources served on this resource, in discovery's order.
     #[must_use]
     pub fn subresources(&self) -> Vec<ServedSubresource> {

@@ -55,5 +55,5 @@ pub(super) fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCo
         v["apiVersion"] = t.info.api_version().into();
         return json_response(code, &table::table_of_one(&t.info, &v));
     }
-    bytes_response(code, o.bytes_at(&t.info.api_version()))
+    bytes_response(code, t.info.read_bytes(o))
 }

@@ -153,7 +153,13 @@ impl Definition {
                 Arc::default()
             } else {
                 match crate::schema::compile(raw, &path) {
-                    Ok(s) => Arc::new(s),
+                    Ok(mut s) => {
+                        s.since = crd["metadata"]["resourceVersion"]
+                            .as_str()
+                            .and_then(|rv| rv.parse().ok())
+                            .unwrap_or(0);
+                        Arc::new(s)
+                    }
                     Err(errs) => {
                         schema_errors.extend(errs);
                         Arc::default()

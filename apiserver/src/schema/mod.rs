@@ -178,6 +178,10 @@ pub struct VersionSchema {
     pub raw: Value,
     /// Its compiled root.
     pub root: Schema,
+    /// The resourceVersion of the CRD that installed this schema: objects
+    /// stored before it were not defaulted by it, and are on read
+    /// ([`VersionSchema::defaults_on_read`]).
+    pub since: u64,
 }
 
 impl PartialEq for VersionSchema {
@@ -208,6 +212,16 @@ impl VersionSchema {
         Admitted { pruned }
     }
 
+    /// Whether an object stored at resourceVersion `rv` must be defaulted
+    /// when read: it was written before this schema (whose defaults it may
+    /// lack), as kube-apiserver defaults what it reads from etcd. Objects
+    /// written since were defaulted on write, so reading them costs
+    /// nothing more.
+    #[must_use]
+    pub fn defaults_on_read(&self, rv: u64) -> bool {
+        self.root.has_defaults && rv < self.since
+    }
+
     /// Fill defaults only (what a read of a stored object does).
     pub fn default_only(&self, obj: &mut Value) {
         if self.root.has_defaults {
@@ -235,5 +249,6 @@ pub fn compile(raw: &Value, path: &Path) -> Result<VersionSchema, Vec<FieldError
     Ok(VersionSchema {
         raw: raw.clone(),
         root,
+        since: 0,
     })
 }

@@ -378,3 +378,47 @@ async fn a_status_field_the_crd_does_not_declare_is_pruned_and_the_controller_lo
     let writes = run_controller(true, |_, r| r >= 2).await;
     assert_eq!(writes, 1);
 }
+
+#[tokio::test]
+async fn objects_stored_before_a_new_default_are_read_with_it() {
+    let s = gadgets().await;
+    created(&s, GADGETS, &gadget(json!({"size": 1}))).await;
+    let before = body(&send(&s, "GET", GADGET, JSON, "").await);
+    // The CRD gains a field with a default.
+    let mut crd = body(
+        &send(
+            &s,
+            "GET",
+            &format!("{CRDS}/gadgets.example.ward.dev"),
+            JSON,
+            "",
+        )
+        .await,
+    );
+    crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"]["properties"]["spec"]["properties"]["tier"] =
+        json!({"type": "string", "default": "bronze"});
+    let r = send(
+        &s,
+        "PUT",
+        &format!("{CRDS}/gadgets.example.ward.dev"),
+        JSON,
+        &crd,
+    )
+    .await;
+    assert_eq!(r.code.as_u16(), 200, "{}", text(&r));
+    // GET and LIST show the default; the object itself was not rewritten.
+    let after = body(&send(&s, "GET", GADGET, JSON, "").await);
+    assert_eq!(after["spec"]["tier"], "bronze");
+    assert_eq!(
+        after["metadata"]["resourceVersion"],
+        before["metadata"]["resourceVersion"]
+    );
+    let list = body(&send(&s, "GET", GADGETS, JSON, "").await);
+    assert_eq!(list["items"][0]["spec"]["tier"], "bronze");
+    // A new object is defaulted on write.
+    let mut h = gadget(json!({}));
+    h["metadata"]["name"] = json!("h");
+    created(&s, GADGETS, &h).await;
+    let h = body(&send(&s, "GET", &format!("{GADGETS}/h"), JSON, "").await);
+    assert_eq!(h["spec"]["tier"], "bronze");
+}

@@ -104,7 +104,10 @@ pub fn object_errors(
     obj: &mut Value,
     directive: FieldValidation,
 ) -> Vec<String> {
-    let pruned = if info.builtin {
+    // A custom resource's own object is the CRD's business; a built-in
+    // kind's (a Scale of a custom resource too) is the table's.
+    let table = info.builtin || kind != info.kind;
+    let pruned = if table {
         prune_kind(api_version, kind, obj)
     } else {
         prune_unknown(info, obj)
@@ -112,7 +115,7 @@ pub fn object_errors(
     if !directive.checks() {
         return Vec::new();
     }
-    match (json, info.builtin.then(|| Shape::of_kind(api_version, kind)).flatten()) {
+    match (json, table.then(|| Shape::of_kind(api_version, kind)).flatten()) {
         (Some(body), Some(shape)) => strict::strict_errors(shape, body),
         (Some(body), None) => {
             let mut errs = strict::strict_errors(Shape::Any, body);

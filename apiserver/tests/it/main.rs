@@ -10,6 +10,7 @@ mod common;
 mod consistent_lists;
 mod dry_run;
 mod faults;
+mod field_validation;
 mod http_heads;
 mod kube_client;
 mod kube_runtime_helpers;

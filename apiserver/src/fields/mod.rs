@@ -29,7 +29,6 @@ use serde_json::Value;
 use crate::resources::ResourceInfo;
 use shape::Shape;
 
-pub(crate) use shape::{is_opaque, object_message};
 
 /// What a write does with unknown and duplicate fields: the
 /// `fieldValidation` query parameter.

@@ -110,7 +110,7 @@ fn field_of(msg: &'static Message, key: &str) -> Option<Shape> {
 
 /// The message behind a message-typed field whose JSON is an object of
 /// fields; None for the types Go decodes on their own.
-pub(crate) fn object_message(name: &str) -> Option<&'static Message> {
+fn object_message(name: &str) -> Option<&'static Message> {
     if is_opaque(name) {
         return None;
     }
@@ -119,7 +119,7 @@ pub(crate) fn object_message(name: &str) -> Option<&'static Message> {
 
 /// Whether a message is one of the types whose JSON form is their own
 /// (kube-apiserver decodes them with their `UnmarshalJSON`, not field by field).
-pub(crate) fn is_opaque(name: &str) -> bool {
+fn is_opaque(name: &str) -> bool {
     let (module, short) = name.rsplit_once('.').unwrap_or(("", name));
     matches!(
         (module, short),

@@ -313,3 +313,125 @@ async fn custom_resources_keep_their_fields_and_report_duplicates() {
         a.body
     );
 }
+
+/// A sample of every field a JSON schema (k8s-openapi's, from schemars)
+/// describes: objects with all their properties, one item per array, one
+/// entry per map; recursion (a CRD's JSON schema) stops at `depth`.
+fn sample(schema: &Value, defs: &serde_json::Map<String, Value>, depth: usize) -> Value {
+    if depth == 0 {
+        return Value::Null;
+    }
+    if let Some(r) = schema["$ref"].as_str() {
+        let name = r.rsplit('/').next().unwrap_or_default();
+        return sample(&defs[name], defs, depth - 1);
+    }
+    match schema["type"].as_str() {
+        Some("object") => match schema["properties"].as_object() {
+            Some(props) => props
+                .iter()
+                .map(|(k, s)| (k.clone(), sample(s, defs, depth - 1)))
+                .collect::<serde_json::Map<_, _>>()
+                .into(),
+            None if schema["additionalProperties"].is_object() => {
+                json!({"key": sample(&schema["additionalProperties"], defs, depth - 1)})
+            }
+            None => json!({"free": {"form": 1}}),
+        },
+        Some("array") => json!([sample(&schema["items"], defs, depth - 1)]),
+        Some("string") if schema["format"] == "date-time" => json!("2025-01-01T00:00:00Z"),
+        Some("string") => json!("x"),
+        Some("integer" | "number") => json!(1),
+        Some("boolean") => json!(true),
+        _ => json!("1"),
+    }
+}
+
+/// No field of a real kind is taken for unknown: a sample of every field
+/// of every served built-in kind's k8s-openapi type loses nothing.
+fn assert_all_fields_known<T: k8s_openapi::Resource + schemars::JsonSchema>() {
+    let root = schemars::SchemaGenerator::default().into_root_schema_for::<T>();
+    let root = serde_json::to_value(root).unwrap();
+    let defs = root["$defs"].as_object().cloned().unwrap_or_default();
+    let mut obj = sample(&root, &defs, 24);
+    obj["apiVersion"] = T::API_VERSION.into();
+    obj["kind"] = T::KIND.into();
+    let before = obj.clone();
+    let unknown = ward_apiserver::fields::prune_kind(T::API_VERSION, T::KIND, &mut obj);
+    assert!(unknown.is_empty(), "{} {}: {unknown:?}", T::API_VERSION, T::KIND);
+    assert_eq!(obj, before, "{}", T::KIND);
+}
+
+macro_rules! all_known {
+    ($($t:ty,)*) => { $(assert_all_fields_known::<$t>();)* };
+}
+
+#[test]
+fn every_field_of_every_built_in_kind_is_known() {
+    all_known![
+        k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicy,
+        k8s_openapi::api::admissionregistration::v1::MutatingAdmissionPolicyBinding,
+        k8s_openapi::api::admissionregistration::v1::MutatingWebhookConfiguration,
+        k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicy,
+        k8s_openapi::api::admissionregistration::v1::ValidatingAdmissionPolicyBinding,
+        k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+        k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition,
+        k8s_openapi::kube_aggregator::pkg::apis::apiregistration::v1::APIService,
+        k8s_openapi::api::apps::v1::ControllerRevision,
+        k8s_openapi::api::apps::v1::DaemonSet,
+        k8s_openapi::api::apps::v1::Deployment,
+        k8s_openapi::api::apps::v1::ReplicaSet,
+        k8s_openapi::api::apps::v1::StatefulSet,
+        k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler,
+        k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler,
+        k8s_openapi::api::batch::v1::CronJob,
+        k8s_openapi::api::batch::v1::Job,
+        k8s_openapi::api::certificates::v1::CertificateSigningRequest,
+        k8s_openapi::api::certificates::v1::ClusterTrustBundle,
+        k8s_openapi::api::certificates::v1::PodCertificateRequest,
+        k8s_openapi::api::coordination::v1::Lease,
+        k8s_openapi::api::discovery::v1::EndpointSlice,
+        k8s_openapi::api::events::v1::Event,
+        k8s_openapi::api::flowcontrol::v1::FlowSchema,
+        k8s_openapi::api::flowcontrol::v1::PriorityLevelConfiguration,
+        k8s_openapi::api::networking::v1::IPAddress,
+        k8s_openapi::api::networking::v1::Ingress,
+        k8s_openapi::api::networking::v1::IngressClass,
+        k8s_openapi::api::networking::v1::NetworkPolicy,
+        k8s_openapi::api::networking::v1::ServiceCIDR,
+        k8s_openapi::api::node::v1::RuntimeClass,
+        k8s_openapi::api::policy::v1::PodDisruptionBudget,
+        k8s_openapi::api::rbac::v1::ClusterRole,
+        k8s_openapi::api::rbac::v1::ClusterRoleBinding,
+        k8s_openapi::api::rbac::v1::Role,
+        k8s_openapi::api::rbac::v1::RoleBinding,
+        k8s_openapi::api::resource::v1::DeviceClass,
+        k8s_openapi::api::resource::v1::DeviceTaintRule,
+        k8s_openapi::api::resource::v1::ResourceClaim,
+        k8s_openapi::api::resource::v1::ResourceClaimTemplate,
+        k8s_openapi::api::resource::v1::ResourceSlice,
+        k8s_openapi::api::scheduling::v1::PriorityClass,
+        k8s_openapi::api::storage::v1::CSIDriver,
+        k8s_openapi::api::storage::v1::CSINode,
+        k8s_openapi::api::storage::v1::CSIStorageCapacity,
+        k8s_openapi::api::storage::v1::StorageClass,
+        k8s_openapi::api::storage::v1::VolumeAttachment,
+        k8s_openapi::api::storage::v1::VolumeAttributesClass,
+        k8s_openapi::api::storagemigration::v1::StorageVersionMigration,
+        k8s_openapi::api::core::v1::ComponentStatus,
+        k8s_openapi::api::core::v1::ConfigMap,
+        k8s_openapi::api::core::v1::Endpoints,
+        k8s_openapi::api::core::v1::Event,
+        k8s_openapi::api::core::v1::LimitRange,
+        k8s_openapi::api::core::v1::Namespace,
+        k8s_openapi::api::core::v1::Node,
+        k8s_openapi::api::core::v1::PersistentVolume,
+        k8s_openapi::api::core::v1::PersistentVolumeClaim,
+        k8s_openapi::api::core::v1::Pod,
+        k8s_openapi::api::core::v1::PodTemplate,
+        k8s_openapi::api::core::v1::ReplicationController,
+        k8s_openapi::api::core::v1::ResourceQuota,
+        k8s_openapi::api::core::v1::Secret,
+        k8s_openapi::api::core::v1::Service,
+        k8s_openapi::api::core::v1::ServiceAccount,
+    ];
+}

@@ -29,7 +29,6 @@ use serde_json::Value;
 use crate::resources::ResourceInfo;
 use shape::Shape;
 
-
 /// What a write does with unknown and duplicate fields: the
 /// `fieldValidation` query parameter.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
@@ -114,7 +113,10 @@ pub fn object_errors(
     if !directive.checks() {
         return Vec::new();
     }
-    match (json, table.then(|| Shape::of_kind(api_version, kind)).flatten()) {
+    match (
+        json,
+        table.then(|| Shape::of_kind(api_version, kind)).flatten(),
+    ) {
         (Some(body), Some(shape)) => strict::strict_errors(shape, body),
         (Some(body), None) => {
             let mut errs = strict::strict_errors(Shape::Any, body);
@@ -162,7 +164,10 @@ mod tests {
     #[test]
     fn directives_parse_as_kube_apiserver_reads_them() {
         assert_eq!(FieldValidation::parse(None), Some(FieldValidation::Warn));
-        assert_eq!(FieldValidation::parse(Some("")), Some(FieldValidation::Warn));
+        assert_eq!(
+            FieldValidation::parse(Some("")),
+            Some(FieldValidation::Warn)
+        );
         assert_eq!(
             FieldValidation::parse(Some("Strict")),
             Some(FieldValidation::Strict)

@@ -89,7 +89,10 @@ mod tests {
         );
         assert_eq!(v["metadata"], json!({"name": "d", "labels": {"a": "b"}}));
         assert!(v["spec"].get("replica").is_none());
-        assert_eq!(v["spec"]["template"]["spec"]["containers"][1]["resources"]["limits"]["cpu"], "1");
+        assert_eq!(
+            v["spec"]["template"]["spec"]["containers"][1]["resources"]["limits"]["cpu"],
+            "1"
+        );
     }
 
     #[test]

@@ -126,8 +126,10 @@ fn is_opaque(name: &str) -> bool {
         (
             META,
             "Time" | "MicroTime" | "Timestamp" | "Duration" | "FieldsV1" | "Verbs"
-        ) | ("apimachinery.pkg.api.resource", "Quantity" | "QuantityValue")
-            | ("apimachinery.pkg.util.intstr", "IntOrString")
+        ) | (
+            "apimachinery.pkg.api.resource",
+            "Quantity" | "QuantityValue"
+        ) | ("apimachinery.pkg.util.intstr", "IntOrString")
             | ("apimachinery.pkg.runtime", "RawExtension" | "Unknown")
             | (
                 JSON_SCHEMA,

@@ -52,7 +52,12 @@ pub(crate) fn strict_errors(shape: Shape, body: &[u8]) -> Vec<String> {
         seen: HashSet::new(),
     };
     let mut de = serde_json::Deserializer::from_slice(body);
-    match (Walk { shape, state: &mut state }).deserialize(&mut de) {
+    match (Walk {
+        shape,
+        state: &mut state,
+    })
+    .deserialize(&mut de)
+    {
         Ok(()) => state.errs,
         Err(_) => Vec::new(),
     }
@@ -196,7 +201,10 @@ mod tests {
     use super::*;
 
     fn deploy(body: &str) -> Vec<String> {
-        strict_errors(Shape::of_kind("apps/v1", "Deployment").unwrap(), body.as_bytes())
+        strict_errors(
+            Shape::of_kind("apps/v1", "Deployment").unwrap(),
+            body.as_bytes(),
+        )
     }
 
     #[test]

@@ -258,7 +258,11 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
 /// The duplicate fields of a merge or strategic merge patch body, when
 /// `directive` looks for them (kube-apiserver decodes those patches
 /// strictly; a JSON patch's body is not checked).
-pub(super) fn patch_duplicates(kind: PatchKind, body: &[u8], directive: FieldValidation) -> Vec<String> {
+pub(super) fn patch_duplicates(
+    kind: PatchKind,
+    body: &[u8],
+    directive: FieldValidation,
+) -> Vec<String> {
     match kind {
         PatchKind::Merge | PatchKind::Strategic if directive.checks() => {
             fields::patch_duplicates(body)
@@ -307,7 +311,10 @@ pub(super) fn check_patched(
 fn go_map(v: &Value) -> String {
     match v {
         Value::Object(m) => {
-            let items: Vec<String> = m.iter().map(|(k, v)| format!("{k}:{}", go_map(v))).collect();
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}:{}", go_map(v)))
+                .collect();
             format!("map[{}]", items.join(" "))
         }
         Value::Array(a) => {

@@ -45,6 +45,7 @@ pub mod crd;
 pub mod defaults;
 pub mod discovery;
 pub mod faults;
+pub mod fields;
 pub mod filter;
 pub mod gc;
 pub mod handler;

@@ -190,6 +190,13 @@ impl ApiError {
         Self::new(503, "ServiceUnavailable", message)
     }
 
+    /// 500 with no reason (`StatusReasonUnknown`): how kube-apiserver answers
+    /// an error that is not an API status, such as server-side apply's
+    /// "failed to create typed patch object".
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
@@ -209,6 +216,12 @@ impl ApiError {
         });
         if let Some(d) = &self.details {
             s["details"] = d.clone();
+        }
+        if self.reason.is_empty() {
+            // Go's `omitempty`: an unknown reason is absent.
+            if let Some(o) = s.as_object_mut() {
+                o.remove("reason");
+            }
         }
         s
     }

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::params::{self, DeleteOptions};
 use super::request::{Req, Target};
+use crate::fields::{self, FieldValidation};
 use crate::patch::PatchError;
 use crate::status::ApiError;
 use crate::store::DeleteSpec;
@@ -49,6 +50,41 @@ pub(super) fn parse_body(req: &Req<'_>) -> Result<Value, ApiError> {
         ));
     }
     Ok(v)
+}
+
+/// Whether the body is JSON (by its `Content-Type`, as [`parse_body`] reads it).
+fn is_json(req: &Req<'_>) -> bool {
+    let ct = req.header(header::CONTENT_TYPE);
+    let essence = ct.split(';').next().unwrap_or("").trim();
+    essence.is_empty() || essence.eq_ignore_ascii_case("application/json") || essence == "*/*"
+}
+
+/// [`parse_body`] for a written object of `kind` in `api_version`, with
+/// the fields the kind does not have dropped, per `directive`: Strict
+/// refuses a body with unknown or duplicate fields (400, as
+/// kube-apiserver's `transformDecodeError`), Warn returns them as
+/// warnings, Ignore drops them silently.
+pub(super) fn parse_checked(
+    req: &Req<'_>,
+    t: &Target,
+    api_version: &str,
+    kind: &str,
+    directive: FieldValidation,
+) -> Result<(Value, Vec<String>), ApiError> {
+    let mut v = parse_body(req)?;
+    let json = is_json(req).then_some(&req.body[..]);
+    let errs = fields::object_errors(&t.info, api_version, kind, json, &mut v, directive);
+    if errs.is_empty() {
+        return Ok((v, errs));
+    }
+    if directive == FieldValidation::Strict {
+        let version = api_version.rsplit('/').next().unwrap_or(api_version);
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: {}",
+            fields::strict_message(&errs)
+        )));
+    }
+    Ok((v, errs))
 }
 
 /// DeleteOptions as kube-apiserver reads them: from the body when there

@@ -20,6 +20,7 @@
 
 use std::time::Duration;
 
+use crate::fields::FieldValidation;
 use crate::status::ApiError;
 use crate::store::Commit;
 
@@ -309,6 +310,8 @@ pub(super) struct WriteOptions {
     pub force: bool,
     /// `dryRun=All`: validate and answer, store nothing.
     pub commit: Commit,
+    /// `fieldValidation` (Warn when absent or empty).
+    pub field_validation: FieldValidation,
 }
 
 /// Longest `fieldManager` accepted, in bytes.
@@ -333,11 +336,11 @@ impl WriteOptions {
             errs.extend(field_manager_errors(m));
         }
         errs.extend(dry_run_errors(&q.dry_run()));
-        match q.first("fieldValidation") {
-            None | Some("" | "Ignore" | "Warn" | "Strict") => {}
-            Some(v) => errs.push(format!(
+        let field_validation = FieldValidation::parse(q.first("fieldValidation"));
+        if let (None, Some(v)) = (field_validation, q.first("fieldValidation")) {
+            errs.push(format!(
                 "fieldValidation: Unsupported value: {v:?}: supported values: \"\", \"Ignore\", \"Strict\", \"Warn\""
-            )),
+            ));
         }
         let kind = match verb {
             WriteVerb::Create => "CreateOptions",
@@ -349,6 +352,7 @@ impl WriteOptions {
             field_manager: manager.map(String::from),
             force: force.unwrap_or(false),
             commit: commit_of(&q.dry_run()),
+            field_validation: field_validation.unwrap_or_default(),
         })
     }
 }

@@ -40,6 +40,31 @@ pub fn error_response(e: &ApiError) -> Resp {
     resp
 }
 
+/// `resp` with a `Warning: 299 - "text"` header for each warning (as
+/// kube-apiserver sends them: code 299, agent `-`, the text quoted with
+/// `\` and `"` escaped; control characters become spaces).
+pub(super) fn with_warnings(mut resp: Resp, warnings: &[String]) -> Resp {
+    for w in warnings {
+        let mut v = String::with_capacity(w.len() + 10);
+        v.push_str("299 - \"");
+        for c in w.chars() {
+            match c {
+                '"' | '\\' => {
+                    v.push('\\');
+                    v.push(c);
+                }
+                c if c.is_control() => v.push(' '),
+                c => v.push(c),
+            }
+        }
+        v.push('"');
+        if let Ok(h) = header::HeaderValue::from_bytes(v.as_bytes()) {
+            resp.headers_mut().append(header::WARNING, h);
+        }
+    }
+    resp
+}
+
 /// Marks a response whose body is a stream (a watch): never re-encoded.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Streamed;

@@ -10,18 +10,25 @@
 //! (409), and `spec.replicas` must be a non-negative integer (422).
 //! `dryRun=All` answers without storing, as for every write.
 
+use std::cell::RefCell;
+
 use http::{StatusCode, header};
 use serde_json::{Value, json};
 
-use super::body::{parse_body, patch_error};
+use super::body::{parse_checked, patch_error};
 use super::params::{GetOptions, WriteOptions, WriteVerb};
 use super::request::{Action, Req, Target, committed, ns_of};
-use super::response::{Resp, json_response};
+use super::response::{Resp, json_response, with_warnings};
+use super::write::{check_patched, patch_duplicates};
+use crate::fields;
 use crate::patch::{self, PatchKind};
 use crate::resources::{ResourceInfo, ScalePaths};
 use crate::status::ApiError;
 use crate::store::Commit;
 use crate::strategy::{self, Subresource};
+
+/// The API version of the Scale a `/scale` subresource reads and writes.
+const SCALE_VERSION: &str = "autoscaling/v1";
 
 /// Serve `action` on `t`'s `/scale` (the router only sends get, update, patch).
 pub(super) fn serve(req: &Req<'_>, t: &Target, action: Action) -> Result<Resp, ApiError> {
@@ -43,8 +50,10 @@ pub(super) fn serve(req: &Req<'_>, t: &Target, action: Action) -> Result<Resp, A
         }
         Action::Update => {
             let opts = WriteOptions::from_query(&req.query, WriteVerb::Update)?;
-            let body = parse_body(req)?;
-            write(req, t, paths, &opts, |_| Ok(body.clone()))
+            let (body, warnings) =
+                parse_checked(req, t, SCALE_VERSION, "Scale", opts.field_validation)?;
+            let resp = write(req, t, paths, &opts, |_| Ok(body.clone()))?;
+            Ok(with_warnings(resp, &warnings))
         }
         Action::Patch => {
             let ct = req.header(header::CONTENT_TYPE);
@@ -56,7 +65,9 @@ pub(super) fn serve(req: &Req<'_>, t: &Target, action: Action) -> Result<Resp, A
                     ))
                 })?;
             let opts = WriteOptions::from_query(&req.query, WriteVerb::Patch)?;
-            write(req, t, paths, &opts, |current| {
+            let dups = patch_duplicates(kind, &req.body, opts.field_validation);
+            let warnings = RefCell::new(Vec::new());
+            let resp = write(req, t, paths, &opts, |current| {
                 let mut scale = current.clone();
                 match kind {
                     PatchKind::Json => patch::apply_json_patch(&mut scale, &req.body),
@@ -66,8 +77,17 @@ pub(super) fn serve(req: &Req<'_>, t: &Target, action: Action) -> Result<Resp, A
                     _ => patch::apply_merge_patch(&mut scale, &req.body),
                 }
                 .map_err(|e| patch_error(t, name, e))?;
+                *warnings.borrow_mut() = check_patched(
+                    kind,
+                    &req.body,
+                    opts.field_validation,
+                    &dups,
+                    &mut scale,
+                    |v| fields::prune_kind(SCALE_VERSION, "Scale", v),
+                )?;
                 Ok(scale)
-            })
+            })?;
+            Ok(with_warnings(resp, &warnings.into_inner()))
         }
         _ => Err(ApiError::method_not_allowed(req.method.as_str())),
     }

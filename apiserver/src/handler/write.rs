@@ -5,11 +5,14 @@ use std::sync::Arc;
 use http::{StatusCode, header};
 use serde_json::{Value, json};
 
-use super::body::{parse_body, patch_error};
+use std::cell::RefCell;
+
+use super::body::{parse_checked, patch_error};
 use super::params::{WriteOptions, WriteVerb};
 use super::request::{Req, Target, committed, ns_of};
-use super::response::{Resp, render};
+use super::response::{Resp, render, with_warnings};
 use crate::alloc::Held;
+use crate::fields::{self, FieldValidation};
 use crate::patch::{self, PatchKind};
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
@@ -138,10 +141,19 @@ fn written(req: &Req<'_>, t: &Target, stored: &StoredObject, commit: Commit) -> 
 
 pub(super) fn create(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let opts = WriteOptions::from_query(&req.query, WriteVerb::Create)?;
-    let mut obj = parse_body(req)?;
+    let (mut obj, warnings) = parse_checked(
+        req,
+        t,
+        &t.info.api_version(),
+        &t.info.kind,
+        opts.field_validation,
+    )?;
     let manager = req.field_manager(&opts);
     let stored = create_object(req, t, &mut obj, None, &manager, opts.commit)?;
-    Ok(render(req, t, &stored, StatusCode::CREATED))
+    Ok(with_warnings(
+        render(req, t, &stored, StatusCode::CREATED),
+        &warnings,
+    ))
 }
 
 pub(super) fn create_object(
@@ -197,7 +209,13 @@ pub(super) fn create_object(
 pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let opts = WriteOptions::from_query(&req.query, WriteVerb::Update)?;
     let name = t.name.as_deref().unwrap_or_default();
-    let mut body = parse_body(req)?;
+    let (mut body, warnings) = parse_checked(
+        req,
+        t,
+        &t.info.api_version(),
+        &t.info.kind,
+        opts.field_validation,
+    )?;
     check_identity(t, &mut body, Some(name))?;
     let has_rv = body["metadata"]["resourceVersion"]
         .as_str()
@@ -233,7 +251,82 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
             Ok(new)
         })?;
-    Ok(written(req, t, &stored, opts.commit))
+    Ok(with_warnings(
+        written(req, t, &stored, opts.commit),
+        &warnings,
+    ))
+}
+
+/// The duplicate fields of a merge or strategic merge patch body, when
+/// `directive` looks for them (kube-apiserver decodes those patches
+/// strictly; a JSON patch's body is not checked).
+pub(super) fn patch_duplicates(
+    kind: PatchKind,
+    body: &[u8],
+    directive: FieldValidation,
+) -> Vec<String> {
+    match kind {
+        PatchKind::Merge | PatchKind::Strategic if directive.checks() => {
+            fields::patch_duplicates(body)
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Drop the unknown fields of a patched object `new` (its schema: `prune`)
+/// and decide per `directive`, as kube-apiserver's patchers do: the
+/// patch body's duplicates (`dups`) then the patched object's unknown
+/// fields are warnings (returned) or, under Strict, 422 Invalid: `"" is
+/// invalid: patch: Invalid value: "<patched object>": strict decoding
+/// error: ...` (a strategic merge patch shows the patch, as Go prints a map).
+pub(super) fn check_patched(
+    kind: PatchKind,
+    body: &[u8],
+    directive: FieldValidation,
+    dups: &[String],
+    new: &mut Value,
+    prune: impl FnOnce(&mut Value) -> Vec<String>,
+) -> Result<Vec<String>, ApiError> {
+    let before = (directive == FieldValidation::Strict && kind != PatchKind::Strategic)
+        .then(|| new.to_string());
+    let pruned = prune(new);
+    if !directive.checks() {
+        return Ok(Vec::new());
+    }
+    let mut errs = dups.to_vec();
+    errs.extend(fields::unknown(&pruned));
+    if errs.is_empty() || directive == FieldValidation::Warn {
+        return Ok(errs);
+    }
+    let shown = before.unwrap_or_else(|| {
+        serde_json::from_slice::<Value>(body).map_or_else(|_| String::new(), |p| go_map(&p))
+    });
+    Err(ApiError::unprocessable(format!(
+        " \"\" is invalid: patch: Invalid value: {}: {}",
+        Value::String(shown),
+        fields::strict_message(&errs)
+    )))
+}
+
+/// A JSON value as Go's `%+v` prints the `map[string]interface{}` it
+/// decodes to: `map[a:1 b:[x y]]`, keys sorted.
+fn go_map(v: &Value) -> String {
+    match v {
+        Value::Object(m) => {
+            let items: Vec<String> = m
+                .iter()
+                .map(|(k, v)| format!("{k}:{}", go_map(v)))
+                .collect();
+            format!("map[{}]", items.join(" "))
+        }
+        Value::Array(a) => {
+            let items: Vec<String> = a.iter().map(go_map).collect();
+            format!("[{}]", items.join(" "))
+        }
+        Value::String(s) => s.clone(),
+        Value::Null => "<nil>".into(),
+        other => other.to_string(),
+    }
 }
 
 pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
@@ -263,6 +356,8 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     }
     let manager = req.field_manager(&opts);
     let held = allocator(req, t, ns_of(t), &name);
+    let dups = patch_duplicates(kind, &req.body, opts.field_validation);
+    let warnings = RefCell::new(Vec::new());
     let stored = req
         .state
         .store
@@ -282,6 +377,14 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
                     "the patch did not produce an object",
                 ));
             }
+            *warnings.borrow_mut() = check_patched(
+                kind,
+                &req.body,
+                opts.field_validation,
+                &dups,
+                &mut new,
+                |v| fields::prune_unknown(&t.info, v),
+            )?;
             check_identity(t, &mut new, Some(&name))?;
             if t.sub == Subresource::Main {
                 strategy::validate(&t.info, &new)?;
@@ -293,7 +396,10 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
             Ok(new)
         })?;
-    Ok(written(req, t, &stored, opts.commit))
+    Ok(with_warnings(
+        written(req, t, &stored, opts.commit),
+        &warnings.into_inner(),
+    ))
 }
 
 pub(super) fn apply(
@@ -303,6 +409,7 @@ pub(super) fn apply(
     now: &str,
     opts: &WriteOptions,
 ) -> Result<Resp, ApiError> {
+    let warnings = apply_field_errors(req, t, name, opts.field_validation)?;
     // WriteOptions refuses an apply without a field manager.
     let manager = req.field_manager(opts);
     let av = t.info.api_version();
@@ -339,7 +446,10 @@ pub(super) fn apply(
         drop(held);
         match res {
             Ok(stored) => {
-                return Ok(written(req, t, &stored, opts.commit));
+                return Ok(with_warnings(
+                    written(req, t, &stored, opts.commit),
+                    &warnings,
+                ));
             }
             Err(e) if e.code == 404 && e.reason == "NotFound" && t.sub == Subresource::Main => {
                 let create = patch::ApplyOptions {
@@ -349,7 +459,12 @@ pub(super) fn apply(
                 let mut obj = patch::server_side_apply(None, &req.body, &create)
                     .map_err(|e| patch_error(t, name, e))?;
                 match create_object(req, t, &mut obj, Some(name), &manager, opts.commit) {
-                    Ok(stored) => return Ok(render(req, t, &stored, StatusCode::CREATED)),
+                    Ok(stored) => {
+                        return Ok(with_warnings(
+                            render(req, t, &stored, StatusCode::CREATED),
+                            &warnings,
+                        ));
+                    }
                     Err(e) if e.reason == "AlreadyExists" => continue,
                     Err(e) => return Err(e),
                 }
@@ -362,4 +477,52 @@ pub(super) fn apply(
         &t.info.plural,
         name,
     ))
+}
+
+/// An apply body's unknown and duplicate fields, as kube-apiserver's apply
+/// patcher decides them. Unknown fields of a built-in kind fail whatever
+/// the directive: server-side apply converts the applied configuration to
+/// its typed schema first (500 with no reason, `failed to create typed
+/// patch object (ns/name; apps/v1, Kind=Deployment): .spec.replica: field
+/// not declared in schema`). Then, under Strict or Warn, a duplicate key
+/// (YAML's, or JSON's read as YAML): 400 `error strict decoding YAML:
+/// ...` or a warning `line N: key "k" already set in map`.
+fn apply_field_errors(
+    req: &Req<'_>,
+    t: &Target,
+    name: &str,
+    directive: FieldValidation,
+) -> Result<Vec<String>, ApiError> {
+    if let Ok(mut applied) = patch::parse_applied(&req.body) {
+        let pruned = fields::prune_unknown(&t.info, &mut applied);
+        if !pruned.is_empty() {
+            // structured-merge-diff's paths start with a dot.
+            let errs: Vec<String> = pruned
+                .iter()
+                .map(|p| format!(".{p}: field not declared in schema"))
+                .collect();
+            let errs = if let [one] = errs.as_slice() {
+                one.clone()
+            } else {
+                format!("errors:\n  {}", errs.join("\n  "))
+            };
+            return Err(ApiError::unknown(format!(
+                "failed to create typed patch object ({}/{name}; {}/{}, Kind={}): {errs}",
+                ns_of(t),
+                t.info.group,
+                t.info.version,
+                t.info.kind
+            )));
+        }
+    }
+    if !directive.checks() {
+        return Ok(Vec::new());
+    }
+    match fields::yaml_duplicate(&req.body) {
+        Some(d) if directive == FieldValidation::Strict => Err(ApiError::bad_request(format!(
+            "error strict decoding YAML: error converting YAML to JSON: yaml: unmarshal errors:\n  {d}"
+        ))),
+        Some(d) => Ok(vec![d]),
+        None => Ok(Vec::new()),
+    }
 }

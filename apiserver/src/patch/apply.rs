@@ -505,15 +505,19 @@ const YAML_STACK: usize = 16 * 1024 * 1024;
 
 /// Parses an applied configuration: JSON directly when it is JSON, else YAML
 /// (YAML 1.1 style scalars, as Kubernetes' decoder) on a helper thread with a
-/// large stack, which also turns a parser panic into `Malformed`.
-fn parse_applied(body: &[u8]) -> Result<Value, PatchError> {
+/// large stack, which also turns a parser panic into `Malformed`. A
+/// duplicate key keeps its last value (as go-yaml's non-strict decoding;
+/// `fieldValidation` decides whether it is reported, see `crate::fields`).
+pub fn parse_applied(body: &[u8]) -> Result<Value, PatchError> {
     if body.trim_ascii_start().first() == Some(&b'{')
         && let Ok(v) = serde_json::from_slice::<Value>(body)
     {
         return Ok(v);
     }
     let parse = || {
-        serde_saphyr::from_slice::<Value>(body)
+        let mut options = serde_saphyr::Options::default();
+        options.duplicate_keys = serde_saphyr::DuplicateKeyPolicy::LastWins;
+        serde_saphyr::from_slice_with_options::<Value>(body, options)
             .map_err(|e| PatchError::Malformed(format!("error decoding YAML: {e}")))
     };
     std::thread::scope(|scope| {

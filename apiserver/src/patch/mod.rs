@@ -14,7 +14,7 @@ mod managed_fields;
 mod path;
 mod strategic;
 
-pub use apply::{ApplyOptions, server_side_apply};
+pub use apply::{ApplyOptions, parse_applied, server_side_apply};
 pub use managed_fields::record_update;
 pub use strategic::apply_strategic_merge_patch;
 

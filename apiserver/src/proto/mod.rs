@@ -45,6 +45,8 @@ mod schema;
 mod schema_types;
 
 pub use codec::{decode_object, encode_object};
+// The field table, for the field checks (`crate::fields`).
+pub(crate) use schema_types::{Message, Ty, message, message_of_kind};
 
 /// The media type.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";

@@ -6,7 +6,7 @@ use std::sync::LazyLock;
 /// A protobuf message: its name (`module.Message`, k8s-pb's module path)
 /// and fields.
 #[derive(Debug)]
-pub(super) struct Message {
+pub(crate) struct Message {
     pub name: &'static str,
     pub fields: &'static [Field],
 }
@@ -16,7 +16,7 @@ pub(super) struct Message {
 /// is a plain Go scalar with `omitempty` (zero means unset: Go writes it
 /// to protobuf anyway, its JSON omits it).
 #[derive(Debug)]
-pub(super) struct Field {
+pub(crate) struct Field {
     pub tag: u32,
     pub json: &'static str,
     pub ty: Ty,
@@ -26,7 +26,7 @@ pub(super) struct Field {
 
 /// A field's type as the wire carries it.
 #[derive(Debug, Clone, Copy)]
-pub(super) enum Ty {
+pub(crate) enum Ty {
     String,
     Bool,
     Int32,
@@ -63,14 +63,14 @@ static INDEX: LazyLock<Index> = LazyLock::new(|| Index {
 });
 
 /// The message named `name` (`module.Message`).
-pub(super) fn message(name: &str) -> Option<&'static Message> {
+pub(crate) fn message(name: &str) -> Option<&'static Message> {
     INDEX.by_name.get(name).copied()
 }
 
 /// The message of `kind` in `apiVersion`: the kind's own module, or
 /// apimachinery's meta/v1 for the kinds every group version shares
 /// (Status, DeleteOptions, WatchEvent, PartialObjectMetadata…).
-pub(super) fn message_of_kind(api_version: &str, kind: &str) -> Option<&'static Message> {
+pub(crate) fn message_of_kind(api_version: &str, kind: &str) -> Option<&'static Message> {
     let module = super::schema::MODULES
         .iter()
         .find(|(av, _)| *av == api_version)

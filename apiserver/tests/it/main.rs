@@ -11,6 +11,7 @@ mod consistent_lists;
 mod crd_schemas;
 mod dry_run;
 mod faults;
+mod field_validation;
 mod http_heads;
 mod kube_client;
 mod kube_runtime_helpers;

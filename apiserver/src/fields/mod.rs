@@ -68,10 +68,12 @@ impl FieldValidation {
 #[must_use]
 pub fn prune_unknown(info: &ResourceInfo, obj: &mut Value) -> Vec<String> {
     if !info.builtin {
-        // Custom resources: nothing is pruned here yet. CRD structural-schema
-        // pruning is being written separately and returns its pruned paths
-        // from exactly this branch; every write path already reports them.
-        return Vec::new();
+        // A custom resource: pruned by its CRD's structural schema.
+        return info
+            .schema
+            .as_ref()
+            .map(|s| s.prune(obj))
+            .unwrap_or_default();
     }
     prune_kind(&info.api_version(), &info.kind, obj)
 }

@@ -204,12 +204,19 @@ impl VersionSchema {
     /// Prune `obj` to the schema and fill its defaults: what every write
     /// does before validation. Returns the pruned paths.
     pub fn prune_and_default(&self, obj: &mut Value) -> Admitted {
-        let mut pruned = Vec::new();
-        prune::prune_root(&self.root, obj, &mut pruned);
+        let pruned = self.prune(obj);
         if self.root.has_defaults {
             default::apply(&self.root, obj);
         }
         Admitted { pruned }
+    }
+
+    /// Prune `obj` to the schema only (a request body as it is decoded,
+    /// for `fieldValidation`): the pruned paths, sorted.
+    pub fn prune(&self, obj: &mut Value) -> Vec<String> {
+        let mut pruned = Vec::new();
+        prune::prune_root(&self.root, obj, &mut pruned);
+        pruned
     }
 
     /// Whether an object stored at resourceVersion `rv` must be defaulted

@@ -60,6 +60,7 @@ impl IntoBody for &Value {
 
 pub struct Reply {
     pub code: StatusCode,
+    pub headers: http::HeaderMap,
     pub content_type: String,
     pub body: Bytes,
 }
@@ -81,6 +82,7 @@ pub async fn call(s: &ApiServer, req: Request<Full<Bytes>>) -> Reply {
         .map(|v| v.to_str().unwrap());
     Reply {
         code: parts.status,
+        headers: parts.headers.clone(),
         content_type: content_type.unwrap_or_default().into(),
         body: body.collect().await.unwrap().to_bytes(),
     }

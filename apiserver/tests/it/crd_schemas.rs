@@ -422,3 +422,39 @@ async fn objects_stored_before_a_new_default_are_read_with_it() {
     let h = body(&send(&s, "GET", &format!("{GADGETS}/h"), JSON, "").await);
     assert_eq!(h["spec"]["tier"], "bronze");
 }
+
+#[tokio::test]
+async fn field_validation_names_what_the_schema_prunes() {
+    let s = gadgets().await;
+    let typo = gadget(json!({"size": 1, "sise": 2}));
+    let r = rejected(
+        &s,
+        "POST",
+        &format!("{GADGETS}?fieldValidation=Strict"),
+        JSON,
+        &typo,
+        400,
+    )
+    .await;
+    assert!(
+        r.ends_with("strict decoding error: unknown field \"spec.sise\""),
+        "{r}"
+    );
+    let r = send(
+        &s,
+        "POST",
+        &format!("{GADGETS}?fieldValidation=Warn"),
+        JSON,
+        &typo,
+    )
+    .await;
+    assert_eq!(r.code.as_u16(), 201, "{}", text(&r));
+    let warnings: Vec<_> = r
+        .headers
+        .get_all("warning")
+        .iter()
+        .map(|v| v.to_str().unwrap().to_string())
+        .collect();
+    assert_eq!(warnings, ["299 - \"unknown field \\\"spec.sise\\\"\""]);
+    assert!(body(&r)["spec"].get("sise").is_none());
+}

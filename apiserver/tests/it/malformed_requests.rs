@@ -123,6 +123,7 @@ async fn send_gen(s: &ApiServer, g: &Gen) -> Option<(u16, Option<Reply>)> {
         code.as_u16(),
         Some(Reply {
             code,
+            headers: parts.headers,
             content_type,
             body,
         }),

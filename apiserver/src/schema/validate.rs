@@ -174,6 +174,15 @@ impl Validator {
                 }
                 for (k, v) in m {
                     if root && k == "metadata" {
+                        // Only what the schema may restrict of metadata:
+                        // name and generateName.
+                        if let Some(meta) = s.properties.get("metadata") {
+                            for f in ["name", "generateName"] {
+                                if let (Some(p), Some(x)) = (meta.properties.get(f), v.get(f)) {
+                                    self.node(p, x, None, &name.child(k).child(f), false);
+                                }
+                            }
+                        }
                         continue;
                     }
                     if let Some(p) = s.property(k) {

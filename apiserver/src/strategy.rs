@@ -143,25 +143,23 @@ pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
 }
 
 /// A custom resource's schema pass over the object a write is about to
-/// store ([`crate::schema`]): unknown fields pruned, defaults filled, then
-/// validated against the schema (422 naming every failing field, as
-/// kube-apiserver words it; `old` is the stored object of an update).
-/// Returns the pruned paths. Built-ins have no schema: nothing happens.
+/// store ([`crate::schema`]): defaults filled, then validated against the
+/// schema (422 naming every failing field, as kube-apiserver words it;
+/// `old` is the stored object of an update, for ratcheting and transition
+/// rules). Unknown fields were pruned as the request was decoded
+/// ([`crate::fields`], which every write path calls before this).
+/// Built-ins have no schema: nothing happens.
 ///
 /// # Errors
 /// The object does not validate against its schema.
-pub fn admit(
-    info: &ResourceInfo,
-    old: Option<&Value>,
-    obj: &mut Value,
-) -> Result<Vec<String>, ApiError> {
+pub fn admit(info: &ResourceInfo, old: Option<&Value>, obj: &mut Value) -> Result<(), ApiError> {
     let Some(schema) = &info.schema else {
-        return Ok(Vec::new());
+        return Ok(());
     };
-    let admitted = schema.prune_and_default(obj);
+    schema.default_changed(obj, old);
     let errs = schema.validate(obj, old);
     if errs.is_empty() {
-        return Ok(admitted.pruned);
+        return Ok(());
     }
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     Err(crate::schema::to_api_error(

@@ -78,6 +78,47 @@ pub fn prune_unknown(info: &ResourceInfo, obj: &mut Value) -> Vec<String> {
     prune_kind(&info.api_version(), &info.kind, obj)
 }
 
+/// [`prune_unknown`] for a patched object `obj` whose stored version is
+/// `old`: what is unchanged from `old` (which was pruned when it was
+/// written) is not walked again, so a small patch of a large object costs
+/// what the patch changed. The result is the same as `prune_unknown`'s
+/// for any `old` stored by this server under the same schema.
+#[must_use]
+pub fn prune_changed(info: &ResourceInfo, obj: &mut Value, old: &Value) -> Vec<String> {
+    if !info.builtin {
+        return info
+            .schema
+            .as_ref()
+            .map(|s| s.prune_changed(obj, old))
+            .unwrap_or_default();
+    }
+    let mut out = Vec::new();
+    if let Some(shape) = Shape::of_kind(&info.api_version(), &info.kind) {
+        prune::prune_changed(shape, obj, Some(old), &mut String::new(), &mut out);
+    }
+    out
+}
+
+/// [`prune_unknown`] for an object a JSON merge patch `patch` was applied
+/// to: only what the patch wrote is walked (the rest is the stored
+/// object, pruned when it was written), so a small patch of a large
+/// object costs the patch's size.
+#[must_use]
+pub fn prune_merge_patched(info: &ResourceInfo, obj: &mut Value, patch: &Value) -> Vec<String> {
+    if !info.builtin {
+        return info
+            .schema
+            .as_ref()
+            .map(|s| s.prune_merge_patched(obj, patch))
+            .unwrap_or_default();
+    }
+    let mut out = Vec::new();
+    if let Some(shape) = Shape::of_kind(&info.api_version(), &info.kind) {
+        prune::prune_merge_patched(shape, obj, patch, &mut String::new(), &mut out);
+    }
+    out
+}
+
 /// [`prune_unknown`] for an object of a built-in `kind` in `api_version`
 /// (a subresource's body: a Scale, an Eviction); nothing for a kind the
 /// table does not have.

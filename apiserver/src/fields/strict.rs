@@ -6,6 +6,7 @@
 //! most 100. An unknown field's value is skipped (nothing inside it is
 //! reported), as is the inside of a type with its own JSON decoding.
 
+use std::borrow::Cow;
 use std::collections::HashSet;
 use std::fmt;
 
@@ -112,7 +113,9 @@ impl<'de> Visitor<'de> for Walk<'_> {
         let len = self.state.path.len();
         let mut i = 0usize;
         loop {
-            self.state.path.push_str(&format!("[{i}]"));
+            self.state.path.push('[');
+            self.state.path.push_str(&i.to_string());
+            self.state.path.push(']');
             let more = seq
                 .next_element_seed(Walk {
                     shape: item,
@@ -132,14 +135,18 @@ impl<'de> Visitor<'de> for Walk<'_> {
             while map.next_entry::<IgnoredAny, IgnoredAny>()?.is_some() {}
             return Ok(());
         };
-        let mut seen: HashSet<String> = HashSet::new();
-        while let Some(key) = map.next_key::<String>()? {
+        // Real objects have few keys: a list is cheaper than a set, and
+        // keys without escapes are borrowed from the body.
+        let mut seen: Vec<Cow<'de, str>> = Vec::new();
+        while let Some(key) = map.next_key_seed(KeySeed)? {
             match keys.get(&key) {
                 Some(shape) => {
                     // Go checks duplicates of known fields and map keys (an
                     // unknown one is reported once, as unknown).
-                    if !seen.insert(key.clone()) {
+                    if seen.contains(&key) {
                         self.state.report("duplicate field", &key);
+                    } else {
+                        seen.push(key.clone());
                     }
                     let len = self.state.path.len();
                     if len > 0 {
@@ -161,6 +168,33 @@ impl<'de> Visitor<'de> for Walk<'_> {
             }
         }
         Ok(())
+    }
+}
+
+/// A map key, borrowed from the body when it has no escapes.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn deserialize<D: Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string key")
+    }
+
+    fn visit_borrowed_str<E>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+
+    fn visit_str<E>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_string()))
     }
 }
 

@@ -358,6 +358,10 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let held = allocator(req, t, ns_of(t), &name);
     let dups = patch_duplicates(kind, &req.body, opts.field_validation);
     let warnings = RefCell::new(Vec::new());
+    // A merge patch's own keys say what it wrote: only those are pruned.
+    let merge_patch = (kind == PatchKind::Merge)
+        .then(|| serde_json::from_slice::<Value>(&req.body).ok())
+        .flatten();
     let stored = req
         .state
         .store
@@ -383,7 +387,10 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
                 opts.field_validation,
                 &dups,
                 &mut new,
-                |v| fields::prune_unknown(&t.info, v),
+                |v| match (kind, merge_patch.as_ref()) {
+                    (PatchKind::Merge, Some(p)) => fields::prune_merge_patched(&t.info, v, p),
+                    _ => fields::prune_changed(&t.info, v, old),
+                },
             )?;
             check_identity(t, &mut new, Some(&name))?;
             if t.sub == Subresource::Main {

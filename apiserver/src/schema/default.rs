@@ -9,9 +9,16 @@ use serde_json::Value;
 
 use super::Schema;
 
-/// Default `x` by `s`.
-pub(super) fn apply(s: &Schema, x: &mut Value) {
-    if !s.has_defaults && !has_non_nullable(s) {
+/// Default `x` by `s`; what equals `old` (stored, and defaulted then by
+/// the same schema) is left as it is.
+pub(super) fn apply(s: &Schema, x: &mut Value, old: Option<&Value>) {
+    apply_at(s, x, old, true);
+}
+
+fn apply_at(s: &Schema, x: &mut Value, old: Option<&Value>, root: bool) {
+    // The root is not compared as a whole (an update's object differs, and
+    // comparing would walk its metadata); its fields are.
+    if (!s.has_defaults && !has_non_nullable(s)) || (!root && old.is_some_and(|o| o == x)) {
         return;
     }
     match x {
@@ -37,7 +44,7 @@ pub(super) fn apply(s: &Schema, x: &mut Value) {
                     {
                         *v = d.clone();
                     }
-                    apply(p, v);
+                    apply_at(p, v, old.and_then(|o| o.get(k)), false);
                 }
             }
         }
@@ -50,7 +57,7 @@ pub(super) fn apply(s: &Schema, x: &mut Value) {
                     {
                         *v = d.clone();
                     }
-                    apply(item, v);
+                    apply_at(item, v, None, false);
                 }
             }
         }
@@ -86,7 +93,7 @@ mod tests {
         let s = compile(&schema, &Path::new("s")).unwrap();
         let mut obj = json!({"spec": {"mode": "slow", "ports": [{"port": 80}, {"port": 81, "protocol": "UDP"}],
             "nullable": null, "plain": null}});
-        s.prune_and_default(&mut obj);
+        s.prune_and_default(&mut obj, None);
         assert_eq!(
             obj,
             json!({"spec": {"replicas": 1, "mode": "slow", "withDefault": {"y": 9},
@@ -95,7 +102,7 @@ mod tests {
         );
         // No spec: nothing is created under it.
         let mut empty = json!({"metadata": {"name": "x"}});
-        s.prune_and_default(&mut empty);
+        s.prune_and_default(&mut empty, None);
         assert_eq!(empty, json!({"metadata": {"name": "x"}}));
     }
 }

@@ -202,21 +202,50 @@ pub struct Admitted {
 
 impl VersionSchema {
     /// Prune `obj` to the schema and fill its defaults: what every write
-    /// does before validation. Returns the pruned paths.
-    pub fn prune_and_default(&self, obj: &mut Value) -> Admitted {
-        let pruned = self.prune(obj);
-        if self.root.has_defaults {
-            default::apply(&self.root, obj);
-        }
+    /// does before validation. `old` is the stored object of an update:
+    /// what is unchanged from it was pruned and defaulted when it was
+    /// written under this schema, and is not walked again. Returns the
+    /// pruned paths.
+    pub fn prune_and_default(&self, obj: &mut Value, old: Option<&Value>) -> Admitted {
+        let old = old.filter(|o| self.wrote(o));
+        let pruned = self.prune_changed_or_all(obj, old);
+        default::apply(&self.root, obj, old);
         Admitted { pruned }
     }
 
     /// Prune `obj` to the schema only (a request body as it is decoded,
     /// for `fieldValidation`): the pruned paths, sorted.
     pub fn prune(&self, obj: &mut Value) -> Vec<String> {
+        self.prune_changed_or_all(obj, None)
+    }
+
+    /// [`VersionSchema::prune`] of a patched object whose stored version
+    /// is `old`, walking only what differs from it.
+    pub fn prune_changed(&self, obj: &mut Value, old: &Value) -> Vec<String> {
+        self.prune_changed_or_all(obj, Some(old).filter(|o| self.wrote(o)))
+    }
+
+    /// [`VersionSchema::prune`] of an object a JSON merge patch `patch`
+    /// was applied to: only what the patch wrote is walked.
+    pub fn prune_merge_patched(&self, obj: &mut Value, patch: &Value) -> Vec<String> {
         let mut pruned = Vec::new();
-        prune::prune_root(&self.root, obj, &mut pruned);
+        prune::prune_merge_patched_root(&self.root, obj, patch, &mut pruned);
         pruned
+    }
+
+    fn prune_changed_or_all(&self, obj: &mut Value, old: Option<&Value>) -> Vec<String> {
+        let mut pruned = Vec::new();
+        prune::prune_root(&self.root, obj, old, &mut pruned);
+        pruned
+    }
+
+    /// Whether the stored object `old` was written under this schema
+    /// (so it is pruned and defaulted by it).
+    fn wrote(&self, old: &Value) -> bool {
+        old["metadata"]["resourceVersion"]
+            .as_str()
+            .and_then(|rv| rv.parse::<u64>().ok())
+            .is_some_and(|rv| rv >= self.since)
     }
 
     /// Whether an object stored at resourceVersion `rv` must be defaulted
@@ -229,15 +258,27 @@ impl VersionSchema {
         self.root.has_defaults && rv < self.since
     }
 
+    /// Fill defaults of a written object whose stored version is `old` (an
+    /// update): what is unchanged from `old`, stored under this schema, was
+    /// defaulted then and is not walked again.
+    pub fn default_changed(&self, obj: &mut Value, old: Option<&Value>) {
+        // Also without defaults: a `null` that is not nullable is dropped.
+        default::apply(&self.root, obj, old.filter(|o| self.wrote(o)));
+    }
+
     /// Fill defaults only (what a read of a stored object does).
     pub fn default_only(&self, obj: &mut Value) {
         if self.root.has_defaults {
-            default::apply(&self.root, obj);
+            default::apply(&self.root, obj, None);
         }
     }
 
-    /// Validate `obj` (and, for an update, the stored `old` one, for
-    /// transition rules): every failure, in the schema's order.
+    /// Validate `obj` (and, for an update, against the stored `old` one):
+    /// every failure, in the schema's order. On an update a value equal
+    /// to the stored one it corresponds to is not validated again
+    /// (kube-apiserver's validation ratcheting, on by default since 1.30:
+    /// an unchanged value passes even if a newer schema would refuse it),
+    /// and transition rules see the stored value as `oldSelf`.
     #[must_use]
     pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
         validate::validate_root(&self.root, obj, old)

@@ -13,22 +13,100 @@ use super::error::Path;
 const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 
 /// Prune a whole object: its root is a resource.
-pub(super) fn prune_root(s: &Schema, obj: &mut Value, pruned: &mut Vec<String>) {
-    walk(Some(s), obj, &Path::default(), true, pruned);
+/// What equals `old` (the stored value at the same place, pruned when it
+/// was written) is not walked again.
+pub(super) fn prune_root(
+    s: &Schema,
+    obj: &mut Value,
+    old: Option<&Value>,
+    pruned: &mut Vec<String>,
+) {
+    // Not compared as a whole: an update's object always differs (and
+    // comparing would walk its metadata); its fields are.
+    match (obj, old) {
+        (Value::Object(m), Some(o)) if !s.keeps_unknown() => {
+            m.retain(|k, v| {
+                if META_FIELDS.contains(&k.as_str()) {
+                    return true;
+                }
+                match s.property(k) {
+                    Some(p) => {
+                        walk(Some(p), v, o.get(k), &Path::new(k), false, pruned);
+                        true
+                    }
+                    None => {
+                        pruned.push(k.clone());
+                        false
+                    }
+                }
+            });
+        }
+        (obj, _) => walk(Some(s), obj, None, &Path::default(), true, pruned),
+    }
     pruned.sort();
+}
+
+/// Prune a whole object a JSON merge patch `patch` was applied to: only
+/// what the patch wrote is walked.
+pub(super) fn prune_merge_patched_root(
+    s: &Schema,
+    obj: &mut Value,
+    patch: &Value,
+    pruned: &mut Vec<String>,
+) {
+    merge_patched(s, obj, patch, &Path::default(), true, pruned);
+    pruned.sort();
+}
+
+fn merge_patched(
+    s: &Schema,
+    x: &mut Value,
+    patch: &Value,
+    path: &Path,
+    resource: bool,
+    pruned: &mut Vec<String>,
+) {
+    let resource = resource || s.embedded;
+    let (Value::Object(m), Value::Object(written)) = (&mut *x, patch) else {
+        return walk(Some(s), x, None, path, resource, pruned);
+    };
+    for (k, p) in written {
+        if resource && META_FIELDS.contains(&k.as_str()) {
+            continue;
+        }
+        let Some(child) = m.get_mut(k) else { continue };
+        match s.property(k) {
+            Some(ps) => merge_patched(ps, child, p, &path.child(k), false, pruned),
+            None if s.keeps_unknown() => {}
+            None => {
+                pruned.push(path.child(k).to_string());
+                m.remove(k);
+            }
+        }
+    }
 }
 
 /// Prune a value below the root (a default), recording what it dropped.
 pub(super) fn prune(s: &Schema, v: &mut Value, path: &Path, pruned: &mut Vec<String>) {
-    walk(Some(s), v, path, false, pruned);
+    walk(Some(s), v, None, path, false, pruned);
 }
 
-fn walk(s: Option<&Schema>, x: &mut Value, path: &Path, resource: bool, pruned: &mut Vec<String>) {
+fn walk(
+    s: Option<&Schema>,
+    x: &mut Value,
+    old: Option<&Value>,
+    path: &Path,
+    resource: bool,
+    pruned: &mut Vec<String>,
+) {
+    if old.is_some_and(|o| o == x) {
+        return;
+    }
     let resource = resource || s.is_some_and(|s| s.embedded);
     if let Some(s) = s
         && s.keeps_unknown()
     {
-        return keep_unknown(s, x, path, resource, pruned);
+        return keep_unknown(s, x, old, path, resource, pruned);
     }
     match x {
         Value::Object(m) => {
@@ -43,7 +121,8 @@ fn walk(s: Option<&Schema>, x: &mut Value, path: &Path, resource: bool, pruned: 
                 }
                 match s.property(k) {
                     Some(p) => {
-                        walk(Some(p), v, &path.child(k), false, pruned);
+                        let o = old.and_then(|o| o.get(k));
+                        walk(Some(p), v, o, &path.child(k), false, pruned);
                         true
                     }
                     None => {
@@ -56,7 +135,8 @@ fn walk(s: Option<&Schema>, x: &mut Value, path: &Path, resource: bool, pruned: 
         Value::Array(items) => {
             let item = s.and_then(|s| s.items.as_deref());
             for (i, v) in items.iter_mut().enumerate() {
-                walk(item, v, &path.index(i), false, pruned);
+                let o = old.and_then(|o| o.get(i));
+                walk(item, v, o, &path.index(i), false, pruned);
             }
         }
         _ => {}
@@ -65,7 +145,14 @@ fn walk(s: Option<&Schema>, x: &mut Value, path: &Path, resource: bool, pruned: 
 
 /// Under `x-kubernetes-preserve-unknown-fields`: declared fields are
 /// pruned inside, the rest kept as they are.
-fn keep_unknown(s: &Schema, x: &mut Value, path: &Path, resource: bool, pruned: &mut Vec<String>) {
+fn keep_unknown(
+    s: &Schema,
+    x: &mut Value,
+    old: Option<&Value>,
+    path: &Path,
+    resource: bool,
+    pruned: &mut Vec<String>,
+) {
     match x {
         Value::Object(m) => {
             for (k, v) in m.iter_mut() {
@@ -73,14 +160,16 @@ fn keep_unknown(s: &Schema, x: &mut Value, path: &Path, resource: bool, pruned: 
                     continue;
                 }
                 if let Some(p) = s.property(k) {
-                    walk(Some(p), v, &path.child(k), false, pruned);
+                    let o = old.and_then(|o| o.get(k));
+                    walk(Some(p), v, o, &path.child(k), false, pruned);
                 }
             }
         }
         Value::Array(items) => {
             if let Some(item) = s.items.as_deref() {
                 for (i, v) in items.iter_mut().enumerate() {
-                    keep_unknown(item, v, &path.index(i), false, pruned);
+                    let o = old.and_then(|o| o.get(i));
+                    keep_unknown(item, v, o, &path.index(i), false, pruned);
                 }
             }
         }
@@ -97,7 +186,7 @@ mod tests {
 
     fn prune_obj(schema: Value, mut obj: Value) -> (Value, Vec<String>) {
         let s = compile(&schema, &Path::new("s")).unwrap();
-        let a = s.prune_and_default(&mut obj);
+        let a = s.prune_and_default(&mut obj, None);
         (obj, a.pruned)
     }
 
@@ -153,5 +242,28 @@ mod tests {
                              "spec": {"x": "1"}}})
         );
         assert_eq!(pruned, ["spec.known.b", "template.spec.y"]);
+    }
+
+    #[test]
+    fn walking_only_what_changed_finds_the_same_unknown_fields() {
+        let schema = json!({"type": "object", "properties": {
+            "spec": {"type": "object", "properties": {
+                "a": {"type": "string"},
+                "o": {"type": "object", "properties": {"x": {"type": "integer"}}}}}}});
+        let s = compile(&schema, &Path::new("s")).unwrap();
+        let old = json!({"metadata": {"name": "w", "resourceVersion": "5"},
+            "spec": {"a": "1", "o": {"x": 1}}});
+        // A merge patch adding a known and an unknown field, deep and shallow.
+        let patch = json!({"spec": {"o": {"x": 2, "y": 3}, "b": true}});
+        let mut patched = old.clone();
+        json_patch::merge(&mut patched, &patch);
+        let (mut full, mut guided, mut changed) =
+            (patched.clone(), patched.clone(), patched.clone());
+        let all = s.prune(&mut full);
+        assert_eq!(all, ["spec.b", "spec.o.y"]);
+        assert_eq!(s.prune_merge_patched(&mut guided, &patch), all);
+        assert_eq!(s.prune_changed(&mut changed, &old), all);
+        assert_eq!(guided, full);
+        assert_eq!(changed, full);
     }
 }

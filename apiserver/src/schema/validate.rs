@@ -155,6 +155,10 @@ impl Validator {
     }
 
     fn node(&mut self, s: &Schema, x: &Value, old: Option<&Value>, name: &Path, root: bool) {
+        // Ratcheting: a value unchanged from the stored one passes.
+        if !root && old.is_some_and(|o| o == x) {
+            return;
+        }
         if x.is_null() {
             if !s.nullable && s.ty.is_some() {
                 self.type_error(name, s.ty.map_or("", Type::name), "null");
@@ -187,6 +191,10 @@ impl Validator {
                     }
                     if let Some(p) = s.property(k) {
                         let o = old.and_then(|o| o.get(k));
+                        // Ratcheting, before the path is built.
+                        if o.is_some_and(|o| o == v) {
+                            continue;
+                        }
                         self.node(p, v, o, &name.child(k), false);
                     }
                 }
@@ -225,6 +233,9 @@ impl Validator {
                 if let Some(item) = s.items.as_deref() {
                     for (i, v) in items.iter().enumerate() {
                         let o = correlate(&s.list_type, v, old);
+                        if o.is_some_and(|o| o == v) {
+                            continue;
+                        }
                         self.node(item, v, o, &name.index(i), false);
                     }
                 }

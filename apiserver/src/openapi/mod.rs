@@ -311,3 +311,102 @@ pub fn v2(registry: &Registry) -> Value {
             .collect::<Map<_, _>>(),
     })
 }
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn a_group_version_document_holds_its_kinds_and_what_they_refer_to() {
+        let reg = Registry::with_builtins();
+        let doc = document(&reg, "apps", "v1").unwrap();
+        let schemas = &doc["components"]["schemas"];
+        let d = &schemas["io.k8s.api.apps.v1.Deployment"];
+        assert_eq!(
+            d["x-kubernetes-group-version-kind"],
+            json!([{"group": "apps", "version": "v1", "kind": "Deployment"}])
+        );
+        assert_eq!(
+            schemas["io.k8s.api.apps.v1.DeploymentSpec"]["properties"]["replicas"],
+            json!({"type": "integer", "format": "int32"})
+        );
+        // Referred to from apps/v1, defined in core/v1 and meta/v1.
+        assert!(schemas.get("io.k8s.api.core.v1.Container").is_some());
+        assert_eq!(
+            schemas[builtin::OBJECT_META]["properties"]["labels"]["additionalProperties"],
+            json!({"type": "string"})
+        );
+        let ios = &schemas["io.k8s.apimachinery.pkg.util.intstr.IntOrString"];
+        assert_eq!(ios["x-kubernetes-int-or-string"], true);
+        // A StatefulSet's claim templates are PersistentVolumeClaims, a
+        // core kind: its definition says so.
+        assert_eq!(
+            schemas["io.k8s.api.core.v1.PersistentVolumeClaim"]["x-kubernetes-group-version-kind"]
+                [0]["kind"],
+            "PersistentVolumeClaim"
+        );
+        let patch =
+            &doc["paths"]["/apis/apps/v1/namespaces/{namespace}/deployments/{name}"]["patch"];
+        assert_eq!(
+            patch["requestBody"]["content"]["application/merge-patch+json"]["schema"]["$ref"],
+            "#/components/schemas/io.k8s.api.apps.v1.Deployment"
+        );
+    }
+
+    #[test]
+    fn v2_has_every_definition_in_its_form_and_encodes() {
+        let reg = Registry::with_builtins();
+        reg.insert(custom::tests::widgets(Some(json!({"type": "object",
+            "properties": {"spec": {"type": "object", "properties": {
+                "size": {"type": "integer", "minimum": 0, "default": 1},
+                "color": {"type": "string", "nullable": true}}}}}))));
+        let doc = v2(&reg);
+        let defs = &doc["definitions"];
+        assert_eq!(
+            defs["io.k8s.api.apps.v1.Deployment"]["properties"]["spec"]["$ref"],
+            "#/definitions/io.k8s.api.apps.v1.DeploymentSpec"
+        );
+        let w = &defs["dev.ward.example.v1.Widget"];
+        assert_eq!(
+            w["properties"]["spec"]["properties"]["size"],
+            json!({"type": "integer"})
+        );
+        assert_eq!(
+            w["properties"]["metadata"]["$ref"],
+            format!("#/definitions/{}", builtin::OBJECT_META)
+        );
+        assert!(!doc.to_string().contains("#/components/"));
+        crate::proto::openapi_v2::encode(&doc).expect("the v2 document encodes");
+    }
+
+    #[test]
+    fn a_crd_schema_is_served_and_its_change_changes_the_index_hash() {
+        let reg = Registry::with_builtins();
+        let schema = |color: &str| {
+            json!({"type": "object", "properties": {"spec": {"type": "object",
+                "properties": {"size": {"type": "integer"}, color: {"type": "string"}}}}})
+        };
+        reg.insert(custom::tests::widgets(Some(schema("color"))));
+        let doc = document(&reg, "example.ward.dev", "v1").unwrap();
+        let w = &doc["components"]["schemas"]["dev.ward.example.v1.Widget"];
+        assert_eq!(
+            w["properties"]["spec"]["properties"]["color"]["type"],
+            "string"
+        );
+        assert_eq!(w["x-kubernetes-group-version-kind"][0]["kind"], "Widget");
+        // ObjectMeta comes with it.
+        assert!(
+            doc["components"]["schemas"]
+                .get(builtin::OBJECT_META)
+                .is_some()
+        );
+        let url = |i: &Value| i["paths"]["apis/example.ward.dev/v1"]["serverRelativeURL"].clone();
+        let (before, core) = (index(&reg), index(&reg)["paths"]["api/v1"].clone());
+        reg.insert(custom::tests::widgets(Some(schema("colour"))));
+        let after = index(&reg);
+        assert_ne!(url(&before), url(&after));
+        assert_eq!(core, after["paths"]["api/v1"]);
+    }
+}

@@ -6,7 +6,11 @@
 //! itself (a PATCH operation with the kind's `x-kubernetes-group-version-kind`
 //! extension and a `fieldValidation` query parameter) and which patch types
 //! PATCH consumes; without it their default `--validate` fails every
-//! `create -f` and `apply`. Only the parts of the message that document
+//! `create -f` and `apply`; every kubectl's client-side apply looks its
+//! kind's definition up in it, and their `explain` falls back to it
+//! without /openapi/v3. Definitions carry their schemas' `$ref`, type,
+//! format, properties, items, additionalProperties, required and vendor
+//! extensions. Only the parts of the message that document
 //! uses are encoded; a key this encoder does not know is an error, so the
 //! JSON and protobuf forms cannot drift apart silently. Field numbers are
 //! those of gnostic-models' `openapiv2/OpenAPIv2.proto`.

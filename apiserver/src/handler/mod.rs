@@ -34,7 +34,7 @@ use crate::kind::Subresource;
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
 use request::{Action, Req, Target};
-use response::{Resp, Streamed, json_response};
+use response::{Resp, Streamed, bytes_response, json_response};
 
 pub use crate::faults::ClientId;
 pub use response::error_response;
@@ -183,7 +183,7 @@ fn openapi_v2(req: &Req<'_>, st: &State) -> Result<Resp, ApiError> {
     req.only_get()?;
     let reg = &st.registry;
     if !crate::proto::openapi_v2::wanted(req.header(header::ACCEPT)) {
-        return Ok(json_response(StatusCode::OK, &st.openapi.v2(reg)));
+        return Ok(bytes_response(StatusCode::OK, st.openapi.v2(reg)));
     }
     let body = st
         .openapi
@@ -311,11 +311,11 @@ fn route(
         req.only_get()?;
         Ok(json_response(StatusCode::OK, &v))
     };
-    // A cached document, shared.
-    let shared = |v: Option<std::sync::Arc<Value>>| {
+    // A cached document's JSON text, shared.
+    let shared = |v: Option<Bytes>| {
         let v = v.ok_or_else(|| ApiError::no_route(path))?;
         req.only_get()?;
-        Ok(json_response(StatusCode::OK, &v))
+        Ok(bytes_response(StatusCode::OK, v))
     };
     match segs.as_slice() {
         ["version"] => {

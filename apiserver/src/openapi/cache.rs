@@ -22,11 +22,12 @@ pub struct Cache {
 #[derive(Debug)]
 struct Built {
     generation: u64,
-    /// The v3 documents by (group, version).
-    v3: BTreeMap<(String, String), Arc<Value>>,
-    /// The v3 index, with each document's hash.
-    index: Arc<Value>,
-    v2: OnceLock<Arc<Value>>,
+    /// The v3 documents by (group, version), as JSON text.
+    v3: BTreeMap<(String, String), Bytes>,
+    /// The v3 index, with each document's hash, as JSON text.
+    index: Bytes,
+    /// The v2 document and its JSON text.
+    v2: OnceLock<(Arc<Value>, Bytes)>,
     v2_protobuf: OnceLock<Result<Bytes, String>>,
 }
 
@@ -45,15 +46,13 @@ impl Cache {
             .into_iter()
             .filter_map(|(g, v)| {
                 let doc = super::document(registry, &g, &v)?;
-                Some(((g, v), Arc::new(doc)))
+                Some(((g, v), Bytes::from(doc.to_string())))
             })
             .collect();
-        let hashes = v3
-            .iter()
-            .map(|(gv, d)| (gv.clone(), ward_base::fnv1a(d.to_string().as_bytes())));
+        let hashes = v3.iter().map(|(gv, d)| (gv.clone(), ward_base::fnv1a(d)));
         let b = Arc::new(Built {
             generation,
-            index: Arc::new(super::index_of(hashes)),
+            index: Bytes::from(super::index_of(hashes).to_string()),
             v3,
             v2: OnceLock::new(),
             v2_protobuf: OnceLock::new(),
@@ -62,27 +61,27 @@ impl Cache {
         b
     }
 
-    /// `/openapi/v3`: the index ([`super::index`]).
+    /// `/openapi/v3`: the index ([`super::index`]), as JSON text.
     #[must_use]
-    pub fn index(&self, registry: &Registry) -> Arc<Value> {
+    pub fn index(&self, registry: &Registry) -> Bytes {
         self.current(registry).index.clone()
     }
 
-    /// A group-version's v3 document ([`super::document`]); None when
-    /// nothing of it is served.
+    /// A group-version's v3 document ([`super::document`]) as JSON text;
+    /// None when nothing of it is served.
     #[must_use]
-    pub fn document(&self, registry: &Registry, group: &str, version: &str) -> Option<Arc<Value>> {
+    pub fn document(&self, registry: &Registry, group: &str, version: &str) -> Option<Bytes> {
         self.current(registry)
             .v3
             .get(&(group.to_string(), version.to_string()))
             .cloned()
     }
 
-    /// `/openapi/v2` as JSON ([`super::v2`]).
+    /// `/openapi/v2` as JSON text ([`super::v2`]).
     #[must_use]
-    pub fn v2(&self, registry: &Registry) -> Arc<Value> {
+    pub fn v2(&self, registry: &Registry) -> Bytes {
         let b = self.current(registry);
-        b.v2.get_or_init(|| Arc::new(super::v2(registry))).clone()
+        b.v2.get_or_init(|| v2(registry)).1.clone()
     }
 
     /// `/openapi/v2` as gnostic protobuf
@@ -95,13 +94,20 @@ impl Cache {
         let b = self.current(registry);
         b.v2_protobuf
             .get_or_init(|| {
-                let doc = b.v2.get_or_init(|| Arc::new(super::v2(registry)));
+                let (doc, _) = b.v2.get_or_init(|| v2(registry));
                 crate::proto::openapi_v2::encode(doc)
                     .map(Bytes::from)
                     .map_err(|e| e.to_string())
             })
             .clone()
     }
+}
+
+/// The v2 document and its JSON text.
+fn v2(registry: &Registry) -> (Arc<Value>, Bytes) {
+    let doc = super::v2(registry);
+    let text = Bytes::from(doc.to_string());
+    (Arc::new(doc), text)
 }
 
 #[cfg(test)]
@@ -114,7 +120,7 @@ mod tests {
         let cache = Cache::default();
         let a = cache.document(&reg, "apps", "v1").unwrap();
         let b = cache.document(&reg, "apps", "v1").unwrap();
-        assert!(Arc::ptr_eq(&a, &b));
+        assert_eq!(a.as_ptr(), b.as_ptr());
         let index = cache.index(&reg);
         assert!(cache.document(&reg, "example.ward.dev", "v1").is_none());
 
@@ -122,11 +128,11 @@ mod tests {
         w.version = "v1".into();
         reg.insert(w);
         let c = cache.document(&reg, "apps", "v1").unwrap();
-        assert!(!Arc::ptr_eq(&a, &c));
+        assert_ne!(a.as_ptr(), c.as_ptr());
         assert!(cache.document(&reg, "example.ward.dev", "v1").is_some());
         let after = cache.index(&reg);
         assert_ne!(index, after);
-        assert_eq!(*cache.index(&reg), super::super::index(&reg));
+        assert_eq!(cache.index(&reg), super::super::index(&reg).to_string());
         assert!(cache.v2_protobuf(&reg).is_ok());
     }
 }

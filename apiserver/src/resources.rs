@@ -2,6 +2,7 @@
 //! added and removed as CustomResourceDefinitions come and go.
 
 use std::collections::BTreeMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 pub use crate::kind::ServedSubresource;
@@ -230,6 +231,9 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
 #[derive(Debug, Default)]
 pub struct Registry {
     inner: RwLock<BTreeMap<(String, String, String), Arc<ResourceInfo>>>,
+    /// Bumped by every change (what caches of documents built from the
+    /// table, such as /openapi's, compare).
+    generation: AtomicU64,
 }
 
 impl Registry {
@@ -254,6 +258,7 @@ impl Registry {
             .write()
             .expect("registry lock poisoned")
             .insert(key, Arc::new(info));
+        self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Stop serving every version of `group`/`plural`.
@@ -262,6 +267,15 @@ impl Registry {
             .write()
             .expect("registry lock poisoned")
             .retain(|(g, _, p), _| !(g == group && p == plural));
+        self.generation.fetch_add(1, Ordering::AcqRel);
+    }
+
+    /// A number that changes whenever the served resources do (bumped
+    /// after each change is visible: a reader that sees a value and then
+    /// reads the table reads at least that change).
+    #[must_use]
+    pub fn generation(&self) -> u64 {
+        self.generation.load(Ordering::Acquire)
     }
 
     /// Look up by group, version and plural.

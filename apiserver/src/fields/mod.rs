@@ -28,6 +28,7 @@ use serde_json::Value;
 
 use crate::resources::ResourceInfo;
 use shape::Shape;
+pub(crate) use shape::has_type_meta;
 
 /// What a write does with unknown and duplicate fields: the
 /// `fieldValidation` query parameter.

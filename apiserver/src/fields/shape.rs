@@ -144,7 +144,7 @@ fn is_opaque(name: &str) -> bool {
 
 /// Whether Go's type for `msg` embeds `TypeMeta` (a kind or a list of
 /// them: it has `metadata`, and is not a template).
-fn has_type_meta(msg: &Message) -> bool {
+pub(crate) fn has_type_meta(msg: &Message) -> bool {
     !NO_TYPE_META.contains(&msg.name)
         && msg.fields.iter().any(|f| {
             f.json == "metadata"

@@ -29,12 +29,12 @@ use http::{Method, Request, Response, StatusCode, header};
 use http_body_util::BodyExt;
 use serde_json::Value;
 
+use crate::discovery;
 use crate::kind::Subresource;
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
-use crate::{discovery, openapi};
 use request::{Action, Req, Target};
-use response::{Resp, Streamed, json_response};
+use response::{Resp, Streamed, bytes_response, json_response};
 
 pub use crate::faults::ClientId;
 pub use response::error_response;
@@ -179,13 +179,15 @@ pub struct RawQuery(pub String);
 
 /// `/openapi/v2`: the Swagger 2.0 document, as gnostic protobuf when the
 /// client asks for it (kubectl 1.27 and 1.28 do), else JSON.
-fn openapi_v2(req: &Req<'_>, reg: &crate::resources::Registry) -> Result<Resp, ApiError> {
+fn openapi_v2(req: &Req<'_>, st: &State) -> Result<Resp, ApiError> {
     req.only_get()?;
-    let doc = openapi::v2(reg);
+    let reg = &st.registry;
     if !crate::proto::openapi_v2::wanted(req.header(header::ACCEPT)) {
-        return Ok(json_response(StatusCode::OK, &doc));
+        return Ok(bytes_response(StatusCode::OK, st.openapi.v2(reg)));
     }
-    let body = crate::proto::openapi_v2::encode(&doc)
+    let body = st
+        .openapi
+        .v2_protobuf(reg)
         .map_err(|e| ApiError::internal(format!("encoding /openapi/v2: {e}")))?;
     Ok(Response::builder()
         .status(StatusCode::OK)
@@ -309,6 +311,12 @@ fn route(
         req.only_get()?;
         Ok(json_response(StatusCode::OK, &v))
     };
+    // A cached document's JSON text, shared.
+    let shared = |v: Option<Bytes>| {
+        let v = v.ok_or_else(|| ApiError::no_route(path))?;
+        req.only_get()?;
+        Ok(bytes_response(StatusCode::OK, v))
+    };
     match segs.as_slice() {
         ["version"] => {
             req.only_get()?;
@@ -338,10 +346,10 @@ fn route(
         ["api", v] => found(discovery::resource_list(reg, "", v)),
         ["apis", g] => found(discovery::group(reg, g)),
         ["apis", g, v] => found(discovery::resource_list(reg, g, v)),
-        ["openapi", "v2"] => openapi_v2(req, reg),
-        ["openapi", "v3"] => found(Some(openapi::index(reg))),
-        ["openapi", "v3", "api", v] => found(openapi::document(reg, "", v)),
-        ["openapi", "v3", "apis", g, v] => found(openapi::document(reg, g, v)),
+        ["openapi", "v2"] => openapi_v2(req, st),
+        ["openapi", "v3"] => shared(Some(st.openapi.index(reg))),
+        ["openapi", "v3", "api", v] => shared(st.openapi.document(reg, "", v)),
+        ["openapi", "v3", "apis", g, v] => shared(st.openapi.document(reg, g, v)),
         ["ward", "v1", "faults"] => faults_admin(req),
         ["api", ..] | ["apis", _, _, ..] => {
             let p = resource_path.ok_or_else(|| ApiError::no_route(path))?;

@@ -56,6 +56,8 @@ pub struct State {
     pub faults: crate::faults::Faults,
     /// Services' cluster IPs and node ports.
     pub services: ServiceAllocator,
+    /// The /openapi documents of the served kinds, built once per change.
+    pub openapi: crate::openapi::Cache,
     /// State of the generateName suffix generator (seeded, deterministic).
     names: Mutex<crate::faults::Rng>,
 }
@@ -79,6 +81,7 @@ impl State {
             config,
             shutdown,
             faults,
+            openapi: crate::openapi::Cache::default(),
             names: Mutex::new(crate::faults::Rng::new(seed)),
         }
     }

@@ -46,7 +46,7 @@ mod schema_types;
 
 pub use codec::{decode_object, encode_object};
 // The field table, for the field checks (`crate::fields`).
-pub(crate) use schema_types::{Message, Ty, message, message_of_kind};
+pub(crate) use schema_types::{Field, Message, Ty, all_messages, message, message_of_kind};
 
 /// The media type.
 pub const MEDIA_TYPE: &str = "application/vnd.kubernetes.protobuf";

@@ -6,7 +6,11 @@
 //! itself (a PATCH operation with the kind's `x-kubernetes-group-version-kind`
 //! extension and a `fieldValidation` query parameter) and which patch types
 //! PATCH consumes; without it their default `--validate` fails every
-//! `create -f` and `apply`. Only the parts of the message that document
+//! `create -f` and `apply`; every kubectl's client-side apply looks its
+//! kind's definition up in it, and their `explain` falls back to it
+//! without /openapi/v3. Definitions carry their schemas' `$ref`, type,
+//! format, properties, items, additionalProperties, required and vendor
+//! extensions. Only the parts of the message that document
 //! uses are encoded; a key this encoder does not know is an error, so the
 //! JSON and protobuf forms cannot drift apart silently. Field numbers are
 //! those of gnostic-models' `openapiv2/OpenAPIv2.proto`.
@@ -148,14 +152,52 @@ fn query(p: &Value, out: &mut Vec<u8>) -> Result<(), ProtoError> {
     Ok(())
 }
 
-/// Schema { description = 4, type = 22 (TypeItem { repeated value = 1 }),
-/// vendor_extension = 31 }.
+/// Schema { _ref = 1, format = 2, title = 3, description = 4,
+/// required = 19, additional_properties = 21 (AdditionalPropertiesItem
+/// { Schema schema = 1 | bool boolean = 2 }), type = 22 (TypeItem
+/// { repeated value = 1 }), items = 23 (ItemsItem { repeated Schema
+/// schema = 1 }), properties = 25 (Properties { repeated NamedSchema
+/// additional_properties = 1 }), vendor_extension = 31 }.
 fn schema(s: &Value, out: &mut Vec<u8>) -> Result<(), ProtoError> {
     for (k, v) in obj(s, "a schema")? {
         match k.as_str() {
+            "$ref" => put_len(1, text(v, k)?.as_bytes(), out),
+            "format" => put_len(2, text(v, k)?.as_bytes(), out),
+            "title" => put_len(3, text(v, k)?.as_bytes(), out),
             "description" => put_len(4, text(v, k)?.as_bytes(), out),
+            "required" => {
+                for r in list(v, k)? {
+                    put_len(19, text(r, k)?.as_bytes(), out);
+                }
+            }
+            "additionalProperties" => nested(21, out, |o| match v {
+                Value::Bool(b) => {
+                    put_varint(2, u64::from(*b), o);
+                    Ok(())
+                }
+                _ => nested(1, o, |o| schema(v, o)),
+            })?,
             "type" => nested(22, out, |o| {
-                put_len(1, text(v, k)?.as_bytes(), o);
+                match v {
+                    Value::Array(types) => {
+                        for t in types {
+                            put_len(1, text(t, k)?.as_bytes(), o);
+                        }
+                    }
+                    _ => put_len(1, text(v, k)?.as_bytes(), o),
+                }
+                Ok(())
+            })?,
+            "items" => nested(23, out, |o| match v {
+                Value::Array(items) => items
+                    .iter()
+                    .try_for_each(|i| nested(1, o, |o| schema(i, o))),
+                _ => nested(1, o, |o| schema(v, o)),
+            })?,
+            "properties" => nested(25, out, |o| {
+                for (name, p) in obj(v, k)? {
+                    nested(1, o, |o| named(name, o, |o| schema(p, o)))?;
+                }
                 Ok(())
             })?,
             _ if k.starts_with("x-") => extension(31, k, v, out)?,
@@ -297,13 +339,60 @@ mod tests {
         assert_eq!(string(one(one(def, 2), 22), 1), "object");
     }
 
+    /// A definition's schema as kube-openapi's proto models read it:
+    /// properties, their types, formats, items, maps, `$ref`s and
+    /// extensions.
+    #[test]
+    fn definitions_carry_properties_items_maps_and_refs() {
+        let doc = json!({"definitions": {"io.k8s.api.apps.v1.DeploymentSpec": {
+            "type": "object",
+            "required": ["selector"],
+            "properties": {
+                "replicas": {"type": "integer", "format": "int32"},
+                "template": {"$ref": "#/definitions/io.k8s.api.core.v1.PodTemplateSpec"},
+                "labels": {"type": "object", "additionalProperties": {"type": "string"}},
+                "free": {"type": "object", "additionalProperties": true},
+                "containers": {"type": "array", "items": {"$ref": "#/definitions/C"},
+                               "x-kubernetes-patch-merge-key": "name"},
+            },
+        }}});
+        let pb = encode(&doc).expect("encodes");
+        let def = one(one(&pb, 9), 1);
+        assert_eq!(string(def, 1), "io.k8s.api.apps.v1.DeploymentSpec");
+        let s = one(def, 2);
+        assert_eq!(string(one(s, 22), 1), "object");
+        assert_eq!(string(s, 19), "selector");
+        let props: Vec<(&str, &[u8])> = all(one(s, 25), 1)
+            .into_iter()
+            .map(|p| (string(p, 1), one(p, 2)))
+            .collect();
+        let prop = |n: &str| props.iter().find(|(k, _)| *k == n).expect(n).1;
+        assert_eq!(string(one(prop("replicas"), 22), 1), "integer");
+        assert_eq!(string(prop("replicas"), 2), "int32");
+        assert_eq!(
+            string(prop("template"), 1),
+            "#/definitions/io.k8s.api.core.v1.PodTemplateSpec"
+        );
+        let map = one(one(prop("labels"), 21), 1);
+        assert_eq!(string(one(map, 22), 1), "string");
+        let free = fields(one(prop("free"), 21))
+            .map(|f| f.expect("valid"))
+            .collect::<Vec<_>>();
+        assert!(matches!(free.as_slice(), [(2, Wire::Varint(1))]));
+        let items = one(one(prop("containers"), 23), 1);
+        assert_eq!(string(items, 1), "#/definitions/C");
+        let ext = one(prop("containers"), 31);
+        assert_eq!(string(ext, 1), "x-kubernetes-patch-merge-key");
+    }
+
     #[test]
     fn a_key_without_an_encoding_is_an_error_not_dropped() {
         for doc in [
             json!({"swagger": "2.0", "basePath": "/"}),
             json!({"paths": {"/x": {"trace": {}}}}),
             json!({"paths": {"/x": {"get": {"summary": "s"}}}}),
-            json!({"definitions": {"X": {"properties": {}}}}),
+            json!({"definitions": {"X": {"minimum": 1}}}),
+            json!({"definitions": {"X": {"properties": {"a": {"nullable": true}}}}}),
             json!({"swagger": 2}),
         ] {
             assert!(

@@ -62,6 +62,11 @@ static INDEX: LazyLock<Index> = LazyLock::new(|| Index {
         .collect(),
 });
 
+/// Every message of the table, sorted by name.
+pub(crate) fn all_messages() -> &'static [Message] {
+    super::schema::MESSAGES
+}
+
 /// The message named `name` (`module.Message`).
 pub(crate) fn message(name: &str) -> Option<&'static Message> {
     INDEX.by_name.get(name).copied()

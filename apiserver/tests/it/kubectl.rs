@@ -269,6 +269,7 @@ async fn scenario(name: &str) {
     deletion(&k, &server).await;
     shipped_manifests(&k).await;
     field_validation(&k).await;
+    explain(&k).await;
     server.shutdown().await;
 }
 
@@ -324,6 +325,40 @@ spec:
     std::fs::write(&path, widget).unwrap();
     let err = k.fails(&["apply", "-f", path.to_str().unwrap()]).await;
     says(&err, "strict decoding error: unknown field \"spec.colour\"");
+    k.ok(&["delete", crd]).await;
+}
+
+/// `kubectl explain` lists the fields of built-in kinds (from /openapi/v3,
+/// which every kubectl from 1.27 reads for it) and of a custom resource
+/// (its CRD's schema).
+async fn explain(k: &Ctl) {
+    let out = k.ok(&["explain", "deployment.spec"]).await;
+    for f in [
+        "replicas\t<integer>",
+        "selector\t<LabelSelector>",
+        "template\t<PodTemplateSpec>",
+    ] {
+        says(&out, f);
+    }
+    let out = k.ok(&["explain", "pod.spec.containers"]).await;
+    for f in [
+        "image\t<string>",
+        "imagePullPolicy\t<string>",
+        "ports\t<[]ContainerPort>",
+    ] {
+        says(&out, f);
+    }
+    says(&k.with_file(&["create"], "crd.yaml", CRD).await, "created");
+    let crd = "crd/widgets.example.ward.dev";
+    k.ok(&["wait", "--for=condition=established", "--timeout=30s", crd])
+        .await;
+    let out = k.ok(&["explain", "widgets.spec"]).await;
+    says(&out, "size\t<integer>");
+    says(&out, "color\t<string>");
+    says(
+        &k.ok(&["explain", "widgets"]).await,
+        "metadata\t<ObjectMeta>",
+    );
     k.ok(&["delete", crd]).await;
 }
 

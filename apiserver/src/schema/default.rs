@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::Schema;
+use super::node::Schema;
 
 /// Default `x` by `s`; what equals `old` (stored, and defaulted then by
 /// the same schema) is left as it is.

@@ -9,7 +9,7 @@
 use serde_json::{Map, Value};
 
 use super::error::{FieldError, Path};
-use super::{ListType, Schema, Type};
+use super::node::{ListType, Schema, Type};
 
 /// Where a node sits, for the messages that differ by place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -47,7 +47,7 @@ pub(super) fn parse_root(raw: &Value, path: &Path) -> Result<Schema, Vec<FieldEr
     }
     let schema = parse(obj, path, Level::Root, Nest::No, &mut errs);
     if errs.is_empty() {
-        check_defaults(&schema, path, &schema, &mut errs);
+        check_defaults(&schema, path, &mut errs);
     }
     if errs.is_empty() {
         Ok(schema)
@@ -489,7 +489,7 @@ fn list_type(
                     }
                 }
             }
-            return ListType::Map(keys);
+            ListType::Map(keys)
         }
         _ => {
             errs.push(FieldError::not_supported(
@@ -730,7 +730,7 @@ fn complete(s: &Schema, v: &Schema, s_path: &Path, v_path: &Path, errs: &mut Vec
 
 /// Every `default` is pruned (no unknown fields) and valid against its own
 /// node's schema.
-fn check_defaults(s: &Schema, path: &Path, root: &Schema, errs: &mut Vec<FieldError>) {
+fn check_defaults(s: &Schema, path: &Path, errs: &mut Vec<FieldError>) {
     if let Some(d) = &s.default {
         let dpath = path.child("default");
         let mut pruned = d.clone();
@@ -747,13 +747,13 @@ fn check_defaults(s: &Schema, path: &Path, root: &Schema, errs: &mut Vec<FieldEr
         }
     }
     for (k, p) in &s.properties {
-        check_defaults(p, &path.child("properties").key(k), root, errs);
+        check_defaults(p, &path.child("properties").key(k), errs);
     }
     if let Some(i) = &s.items {
-        check_defaults(i, &path.child("items"), root, errs);
+        check_defaults(i, &path.child("items"), errs);
     }
     if let Some(a) = &s.additional {
-        check_defaults(a, &path.child("additionalProperties"), root, errs);
+        check_defaults(a, &path.child("additionalProperties"), errs);
     }
 }
 

@@ -7,8 +7,8 @@
 
 use serde_json::Value;
 
-use super::Schema;
 use super::error::Path;
+use super::node::Schema;
 
 const META_FIELDS: [&str; 3] = ["apiVersion", "kind", "metadata"];
 

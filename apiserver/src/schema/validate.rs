@@ -13,7 +13,7 @@ use base64::Engine as _;
 use serde_json::Value;
 
 use super::error::{FieldError, Path};
-use super::{ListType, Schema, Type};
+use super::node::{ListType, Schema, Type};
 
 /// Validate a whole object.
 pub(super) fn validate_root(s: &Schema, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {

@@ -197,6 +197,51 @@ fn is_qualified_name_part(s: &str) -> bool {
     }
 }
 
+/// A Go duration (`1h30m`, `250ms`, `-1.5s`, `0`) in nanoseconds, as Go's
+/// `time.ParseDuration` reads it; None when it is not one (`""`, `1`,
+/// `1x`) or does not fit. What a `format: duration` string, a protobuf
+/// Duration and a CEL duration all are.
+#[must_use]
+pub fn go_duration_nanos(s: &str) -> Option<i64> {
+    let (neg, mut rest) = match s.strip_prefix('-') {
+        Some(r) => (true, r),
+        None => (false, s.strip_prefix('+').unwrap_or(s)),
+    };
+    if rest == "0" {
+        return Some(0);
+    }
+    if rest.is_empty() {
+        return None;
+    }
+    let mut total: f64 = 0.0;
+    while !rest.is_empty() {
+        let num_len = rest.find(|c: char| !(c.is_ascii_digit() || c == '.'))?;
+        let n: f64 = rest[..num_len].parse().ok()?;
+        rest = &rest[num_len..];
+        let unit_len = rest
+            .find(|c: char| c.is_ascii_digit() || c == '.')
+            .unwrap_or(rest.len());
+        let unit = match &rest[..unit_len] {
+            "ns" => 1.0,
+            "us" | "µs" | "μs" => 1e3,
+            "ms" => 1e6,
+            "s" => 1e9,
+            "m" => 60e9,
+            "h" => 3600e9,
+            _ => return None,
+        };
+        total += n * unit;
+        rest = &rest[unit_len..];
+    }
+    let ns = total.round();
+    if !ns.is_finite() || ns > i64::MAX as f64 {
+        return None;
+    }
+    #[allow(clippy::cast_possible_truncation)]
+    let ns = ns as i64;
+    Some(if neg { -ns } else { ns })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

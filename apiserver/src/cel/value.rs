@@ -261,48 +261,7 @@ fn formatted(s: &str, format: &str) -> Value {
 /// A Go duration (`1h30m`, `-1.5s`, `300ms`, `0`), as `format: duration`
 /// strings are written.
 pub(crate) fn parse_duration(s: &str) -> Option<chrono::Duration> {
-    let (neg, mut rest) = match s.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, s.strip_prefix('+').unwrap_or(s)),
-    };
-    if rest == "0" {
-        return Some(chrono::Duration::zero());
-    }
-    if rest.is_empty() {
-        return None;
-    }
-    let mut total_nanos: f64 = 0.0;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .unwrap_or(rest.len());
-        let num: f64 = rest[..num_len].parse().ok()?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let scale = match &rest[..unit_len] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return None,
-        };
-        rest = &rest[unit_len..];
-        total_nanos += num * scale;
-    }
-    if !total_nanos.is_finite() || total_nanos > i64::MAX as f64 {
-        return None;
-    }
-    #[allow(clippy::cast_possible_truncation)]
-    let nanos = total_nanos.round() as i64;
-    Some(chrono::Duration::nanoseconds(if neg {
-        -nanos
-    } else {
-        nanos
-    }))
+    crate::validation::go_duration_nanos(s).map(chrono::Duration::nanoseconds)
 }
 
 /// `v` with no schema: objects are maps with their raw keys, integral

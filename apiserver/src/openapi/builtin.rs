@@ -25,6 +25,7 @@ use std::sync::LazyLock;
 
 use serde_json::{Map, Value, json};
 
+use crate::patch::ListStrategy;
 use crate::proto::{Field, Message, Ty, message};
 
 /// Where the v3 documents' `$ref`s point (v2's are rebased, see
@@ -179,26 +180,15 @@ fn message_value(name: &str) -> Value {
 fn patch_strategy(owner: &str, field: &str) -> Option<(&'static str, Option<&'static str>)> {
     let short = owner.rsplit('.').next().unwrap_or(owner);
     let key = match field {
-        "containers"
-        | "initContainers"
-        | "ephemeralContainers"
-        | "env"
-        | "volumes"
-        | "imagePullSecrets"
-        | "schedulingGates"
-        | "resourceClaims" => "name",
-        "volumeMounts" => "mountPath",
-        "volumeDevices" => "devicePath",
-        "ownerReferences" => "uid",
-        "conditions" => "type",
-        "hostAliases" => "ip",
-        "topologySpreadConstraints" => "topologyKey",
-        "finalizers" => return Some(("merge", None)),
         "ports" if short.starts_with("Container") || short.starts_with("EphemeralContainer") => {
             "containerPort"
         }
         "ports" if short == "ServiceSpec" => "port",
-        _ => return None,
+        _ => match crate::patch::named_strategy(field)? {
+            ListStrategy::Keyed(key) => key,
+            ListStrategy::Set => return Some(("merge", None)),
+            ListStrategy::Atomic => return None,
+        },
     };
     Some(("merge", Some(key)))
 }

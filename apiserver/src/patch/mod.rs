@@ -17,6 +17,7 @@ mod strategic;
 pub use apply::{ApplyOptions, parse_applied, server_side_apply};
 pub use managed_fields::record_update;
 pub use strategic::apply_strategic_merge_patch;
+pub(crate) use strategic::{ListStrategy, named_strategy};
 
 use serde_json::Value;
 

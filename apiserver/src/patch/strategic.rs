@@ -41,9 +41,12 @@ pub(crate) fn is_schema_key(k: &str) -> bool {
     k == "$ref" || k == "$schema"
 }
 
-/// The strategy the merge-key table gives to list `field` found in the map at `parent`.
-fn table_strategy(parent: &Path, field: &str, items: &[Value]) -> ListStrategy {
-    match field {
+/// The merge-key table's strategy for a list named `field`, where the name
+/// alone decides (everything but `ports`, which depends on where it is):
+/// None for a name the table does not list (atomic). Also what
+/// `/openapi` advertises as the lists' patch strategies.
+pub(crate) fn named_strategy(field: &str) -> Option<ListStrategy> {
+    Some(match field {
         "containers"
         | "initContainers"
         | "ephemeralContainers"
@@ -59,23 +62,28 @@ fn table_strategy(parent: &Path, field: &str, items: &[Value]) -> ListStrategy {
         "hostAliases" => ListStrategy::Keyed("ip"),
         "topologySpreadConstraints" => ListStrategy::Keyed("topologyKey"),
         "finalizers" => ListStrategy::Set,
-        "ports" => {
-            if matches!(
-                parent.name(),
-                "containers" | "initContainers" | "ephemeralContainers"
-            ) {
-                ListStrategy::Keyed("containerPort")
-            } else if parent.is_top_level("spec") {
-                // Service spec.ports (and look-alike custom resources).
-                ListStrategy::Keyed("port")
-            } else if !items.is_empty() && items.iter().all(|i| i.get("containerPort").is_some()) {
-                ListStrategy::Keyed("containerPort")
-            } else {
-                ListStrategy::Atomic
-            }
-        }
+        _ => return None,
+    })
+}
+
+/// The strategy the merge-key table gives to list `field` found in the map at `parent`.
+fn table_strategy(parent: &Path, field: &str, items: &[Value]) -> ListStrategy {
+    if field != "ports" {
         // tolerations, volumeClaimTemplates, args, command, … are atomic.
-        _ => ListStrategy::Atomic,
+        return named_strategy(field).unwrap_or(ListStrategy::Atomic);
+    }
+    if matches!(
+        parent.name(),
+        "containers" | "initContainers" | "ephemeralContainers"
+    ) {
+        ListStrategy::Keyed("containerPort")
+    } else if parent.is_top_level("spec") {
+        // Service spec.ports (and look-alike custom resources).
+        ListStrategy::Keyed("port")
+    } else if !items.is_empty() && items.iter().all(|i| i.get("containerPort").is_some()) {
+        ListStrategy::Keyed("containerPort")
+    } else {
+        ListStrategy::Atomic
     }
 }
 

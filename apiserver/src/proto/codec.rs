@@ -406,41 +406,8 @@ fn format_duration(ns: i64) -> String {
 
 /// A Go duration string (`1h2m3.5s`, `300ms`, `-1.5h`) in nanoseconds.
 fn parse_duration(s: &str) -> Result<i64, ProtoError> {
-    let bad = || ProtoError::Type(format!("{s:?} is not a duration"));
-    let (neg, mut rest) = match s.strip_prefix('-') {
-        Some(r) => (true, r),
-        None => (false, s.strip_prefix('+').unwrap_or(s)),
-    };
-    if rest == "0" {
-        return Ok(0);
-    }
-    let mut total: f64 = 0.0;
-    while !rest.is_empty() {
-        let num_len = rest
-            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-            .ok_or_else(bad)?;
-        let n: f64 = rest[..num_len].parse().map_err(|_| bad())?;
-        rest = &rest[num_len..];
-        let unit_len = rest
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(rest.len());
-        let unit = match &rest[..unit_len] {
-            "ns" => 1.0,
-            "us" | "µs" | "μs" => 1e3,
-            "ms" => 1e6,
-            "s" => 1e9,
-            "m" => 60e9,
-            "h" => 3600e9,
-            _ => return Err(bad()),
-        };
-        total += n * unit;
-        rest = &rest[unit_len..];
-    }
-    let ns = total.round();
-    if ns > i64::MAX as f64 {
-        return Err(bad());
-    }
-    Ok(if neg { -(ns as i64) } else { ns as i64 })
+    crate::validation::go_duration_nanos(s)
+        .ok_or_else(|| ProtoError::Type(format!("{s:?} is not a duration")))
 }
 
 /// Encode the JSON object `obj` as the message `msg` into `out`. JSON

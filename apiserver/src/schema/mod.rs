@@ -38,6 +38,7 @@ mod error;
 mod node;
 mod parse;
 mod prune;
+mod structural;
 mod validate;
 
 use serde_json::Value;

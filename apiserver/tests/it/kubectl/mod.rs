@@ -14,6 +14,8 @@
 //! validate through /openapi/v2 (fetched as gnostic protobuf), 1.29+
 //! through /openapi/v3.
 
+mod checks;
+
 use std::path::{Path, PathBuf};
 use std::process::{Output, Stdio};
 use std::time::Duration;
@@ -268,98 +270,9 @@ async fn scenario(name: &str) {
     stateful_sets(&k).await;
     deletion(&k, &server).await;
     shipped_manifests(&k).await;
-    field_validation(&k).await;
-    explain(&k).await;
+    checks::field_validation(&k).await;
+    checks::explain(&k).await;
     server.shutdown().await;
-}
-
-/// A manifest with a misspelled field fails as on a cluster: kubectl's
-/// default `--validate=strict` sends `fieldValidation=Strict` (the server
-/// advertises it), `--validate=warn` applies with a warning, and
-/// `--validate=false` applies with the field dropped. The same for a
-/// custom resource, whose CRD's schema decides what is unknown.
-async fn field_validation(k: &Ctl) {
-    const DEPLOYMENT: &str = "apiVersion: apps/v1
-kind: Deployment
-metadata: {name: typo, namespace: default}
-spec:
-  replica: 2
-  selector: {matchLabels: {app: typo}}
-  template:
-    metadata: {labels: {app: typo}}
-    spec:
-      containers: [{name: c, image: nginx, imagePullPolcy: Always}]
-";
-    let path = k.dir.path().join("typo.yaml");
-    std::fs::write(&path, DEPLOYMENT).unwrap();
-    let file = path.to_str().unwrap();
-    let err = k.fails(&["apply", "-f", file]).await;
-    says(
-        &err,
-        "strict decoding error: unknown field \"spec.replica\", unknown field \"spec.template.spec.containers[0].imagePullPolcy\"",
-    );
-    k.gone("deployment/typo").await;
-    let out = kubectl(
-        &k.bin,
-        &k.kubeconfig,
-        &["apply", "--validate=warn", "-f", file],
-    )
-    .await;
-    assert!(out.status.success(), "{}", text(&out.stderr));
-    says(&text(&out.stderr), "unknown field \"spec.replica\"");
-    let d = k.json(&["deployment", "typo"]).await;
-    assert!(d["spec"].get("replica").is_none(), "{d}");
-    k.ok(&["delete", "deployment", "typo"]).await;
-    says(
-        &k.ok(&["apply", "--validate=false", "-f", file]).await,
-        "deployment.apps/typo created",
-    );
-    k.ok(&["delete", "deployment", "typo"]).await;
-
-    says(&k.with_file(&["create"], "crd.yaml", CRD).await, "created");
-    let crd = "crd/widgets.example.ward.dev";
-    k.ok(&["wait", "--for=condition=established", "--timeout=30s", crd])
-        .await;
-    let widget = "apiVersion: example.ward.dev/v1\nkind: Widget\nmetadata: {name: typo}\nspec: {size: 1, colour: red}\n";
-    let path = k.dir.path().join("widget-typo.yaml");
-    std::fs::write(&path, widget).unwrap();
-    let err = k.fails(&["apply", "-f", path.to_str().unwrap()]).await;
-    says(&err, "strict decoding error: unknown field \"spec.colour\"");
-    k.ok(&["delete", crd]).await;
-}
-
-/// `kubectl explain` lists the fields of built-in kinds (from /openapi/v3,
-/// which every kubectl from 1.27 reads for it) and of a custom resource
-/// (its CRD's schema).
-async fn explain(k: &Ctl) {
-    let out = k.ok(&["explain", "deployment.spec"]).await;
-    for f in [
-        "replicas\t<integer>",
-        "selector\t<LabelSelector>",
-        "template\t<PodTemplateSpec>",
-    ] {
-        says(&out, f);
-    }
-    let out = k.ok(&["explain", "pod.spec.containers"]).await;
-    for f in [
-        "image\t<string>",
-        "imagePullPolicy\t<string>",
-        "ports\t<[]ContainerPort>",
-    ] {
-        says(&out, f);
-    }
-    says(&k.with_file(&["create"], "crd.yaml", CRD).await, "created");
-    let crd = "crd/widgets.example.ward.dev";
-    k.ok(&["wait", "--for=condition=established", "--timeout=30s", crd])
-        .await;
-    let out = k.ok(&["explain", "widgets.spec"]).await;
-    says(&out, "size\t<integer>");
-    says(&out, "color\t<string>");
-    says(
-        &k.ok(&["explain", "widgets"]).await,
-        "metadata\t<ObjectMeta>",
-    );
-    k.ok(&["delete", crd]).await;
 }
 
 /// kubectl's imperative generators with default flags: from 1.32 their
@@ -422,39 +335,39 @@ async fn shipped_manifests(k: &Ctl) {
     let manifests = [
         (
             "lws-crd.yaml",
-            include_str!("../../../examples/lws/deploy/crd.yaml"),
+            include_str!("../../../../examples/lws/deploy/crd.yaml"),
         ),
         (
             "lws-rbac.yaml",
-            include_str!("../../../examples/lws/deploy/rbac.yaml"),
+            include_str!("../../../../examples/lws/deploy/rbac.yaml"),
         ),
         (
             "lws-deployment.yaml",
-            include_str!("../../../examples/lws/deploy/deployment.yaml"),
+            include_str!("../../../../examples/lws/deploy/deployment.yaml"),
         ),
         (
             "cns-crd.yaml",
-            include_str!("../../../examples/cns/deploy/crd.yaml"),
+            include_str!("../../../../examples/cns/deploy/crd.yaml"),
         ),
         (
             "cns-rbac.yaml",
-            include_str!("../../../examples/cns/deploy/rbac.yaml"),
+            include_str!("../../../../examples/cns/deploy/rbac.yaml"),
         ),
         (
             "cns-daemonset.yaml",
-            include_str!("../../../examples/cns/deploy/daemonset.yaml"),
+            include_str!("../../../../examples/cns/deploy/daemonset.yaml"),
         ),
         (
             "wa-crd.yaml",
-            include_str!("../../../examples/whereabouts/deploy/crd.yaml"),
+            include_str!("../../../../examples/whereabouts/deploy/crd.yaml"),
         ),
         (
             "wa-rbac.yaml",
-            include_str!("../../../examples/whereabouts/deploy/rbac.yaml"),
+            include_str!("../../../../examples/whereabouts/deploy/rbac.yaml"),
         ),
         (
             "wa-deployment.yaml",
-            include_str!("../../../examples/whereabouts/deploy/deployment.yaml"),
+            include_str!("../../../../examples/whereabouts/deploy/deployment.yaml"),
         ),
     ];
     for (file, yaml) in manifests {
@@ -474,7 +387,7 @@ async fn shipped_manifests(k: &Ctl) {
     );
 }
 
-const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
+pub(super) const CRD: &str = "apiVersion: apiextensions.k8s.io/v1
 kind: CustomResourceDefinition
 metadata: {name: widgets.example.ward.dev}
 spec:

@@ -2,7 +2,7 @@
 //! estimator of what a rule costs.
 //!
 //! One estimator serves both checks. It walks the parsed expression over a
-//! [`Shape`]: how long each string, list and map reachable from `self` can
+//! `Shape`: how long each string, list and map reachable from `self` can
 //! be. At CRD creation the shape comes from the schema (`maxLength`,
 //! `maxItems`, `maxProperties`; an unbounded one is as long as a request of
 //! [`MAX_REQUEST_SIZE_BYTES`] allows, as kube assumes) and the estimate is

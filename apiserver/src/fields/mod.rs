@@ -14,7 +14,7 @@
 //! - `Ignore`: silently dropped, and duplicates are not even looked for.
 //!
 //! Which fields a built-in kind has comes from the generated protobuf
-//! field table (`proto/schema.rs`), walked by [`shape`]: the JSON names of
+//! field table (`proto/schema.rs`), walked by `shape`: the JSON names of
 //! every message's fields, Go's embedded structs inlined, and the types
 //! Go decodes on their own (Time, Quantity, IntOrString, RawExtension,
 //! FieldsV1…) left unchecked inside, as kube-apiserver leaves them.

@@ -8,10 +8,10 @@
 //! parameter, which tells kubectl the server validates fields itself.
 //!
 //! Schemas are real: a built-in kind's fields from the protobuf field
-//! table ([`builtin`]), a custom resource's from its CRD ([`custom`]),
+//! table (`builtin`), a custom resource's from its CRD (`custom`),
 //! each document holding the definitions its kinds refer to, named as
 //! kube names them. What is approximate (no descriptions, no `required`,
-//! acronyms in some names) is in [`builtin`]'s docs. The documents are
+//! acronyms in some names) is in `builtin`'s docs. The documents are
 //! built once per change of the served resources ([`Cache`]).
 
 mod builtin;

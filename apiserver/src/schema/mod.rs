@@ -1,18 +1,18 @@
 //! Structural schemas of custom resources, as kube-apiserver's
 //! apiextensions serves them: a CRD version's `openAPIV3Schema` is parsed
-//! once, when the CRD is written ([`Schema::parse`], which rejects a schema
+//! once, when the CRD is written ([`compile`], which rejects a schema
 //! that is not structural with apiextensions' messages), and every write to
 //! one of its objects is then
 //!
-//! 1. **pruned** ([`Schema::prune`]): fields the schema does not declare are
+//! 1. **pruned** ([`VersionSchema::prune`]): fields the schema does not declare are
 //!    dropped (kept under `x-kubernetes-preserve-unknown-fields`; an
 //!    `x-kubernetes-embedded-resource` keeps its `apiVersion`, `kind` and
 //!    `metadata`), and their paths reported for `fieldValidation`;
-//! 2. **defaulted** ([`Schema::default`]): a property the object lacks gets
+//! 2. **defaulted** ([`VersionSchema::default_changed`]): a property the object lacks gets
 //!    its schema `default`, inside objects that exist, in list items and
 //!    map values; a `null` where the schema has a default or is not
 //!    nullable is dropped first, as kube-apiserver does;
-//! 3. **validated** ([`Schema::validate`]): types and formats, `enum`,
+//! 3. **validated** ([`VersionSchema::validate`]): types and formats, `enum`,
 //!    `pattern`, numeric and length bounds, `required`, `nullable`,
 //!    `x-kubernetes-list-type` set/map uniqueness, `allOf`/`anyOf`/`oneOf`/
 //!    `not`, each failure a [`FieldError`] worded as kube-apiserver words it

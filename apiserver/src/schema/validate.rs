@@ -231,8 +231,9 @@ impl Validator {
                     self.invalid(name, Value::from(n), detail);
                 }
                 if let Some(item) = s.items.as_deref() {
+                    let stored = Correlation::new(&s.list_type, old);
                     for (i, v) in items.iter().enumerate() {
-                        let o = correlate(&s.list_type, v, old);
+                        let o = stored.of(v);
                         if o.is_some_and(|o| o == v) {
                             continue;
                         }
@@ -439,17 +440,43 @@ fn map_key(keys: &[String], item: &Value) -> Value {
     Value::Object(m)
 }
 
-/// The old item a new list item corresponds to: by key in a map list, by
-/// value in a set; none in an atomic list (as kube-apiserver correlates).
-fn correlate<'a>(lt: &ListType, item: &Value, old: Option<&'a Value>) -> Option<&'a Value> {
-    let old = old?.as_array()?;
-    match lt {
-        ListType::Atomic => None,
-        ListType::Set => old.iter().find(|o| *o == item),
-        ListType::Map(keys) => {
-            let key = map_key(keys, item);
-            old.iter().find(|o| map_key(keys, o) == key)
+/// The stored items of a list, indexed to find the one a new item
+/// corresponds to: by key in a map list, by value in a set; none in an
+/// atomic list (as kube-apiserver correlates). Built once per list, so a
+/// list costs its length, not its length squared.
+struct Correlation<'a> {
+    keys: Option<&'a [String]>,
+    by_key: std::collections::HashMap<String, &'a Value>,
+}
+
+impl<'a> Correlation<'a> {
+    fn new(lt: &'a ListType, old: Option<&'a Value>) -> Self {
+        let keys = match lt {
+            ListType::Atomic => None,
+            ListType::Set => Some(&[][..]),
+            ListType::Map(keys) => Some(keys.as_slice()),
+        };
+        let items = old.and_then(Value::as_array).filter(|_| keys.is_some());
+        let by_key = items
+            .into_iter()
+            .flatten()
+            .map(|o| (Self::key(keys, o), o))
+            .collect();
+        Correlation { keys, by_key }
+    }
+
+    /// The identity of an item: its key fields in a map list, the item
+    /// itself in a set.
+    fn key(keys: Option<&[String]>, item: &Value) -> String {
+        match keys {
+            Some(k) if !k.is_empty() => map_key(k, item).to_string(),
+            _ => item.to_string(),
         }
+    }
+
+    fn of(&self, item: &Value) -> Option<&'a Value> {
+        self.keys?;
+        self.by_key.get(&Self::key(self.keys, item)).copied()
     }
 }
 
@@ -632,5 +659,55 @@ mod tests {
         for bad in ["", "1", "h", "1x", "1h-"] {
             assert!(crate::validation::go_duration_nanos(bad).is_none(), "{bad}");
         }
+    }
+
+    #[test]
+    fn the_root_schema_may_restrict_the_name() {
+        let s = json!({"type": "object", "properties": {
+            "metadata": {"type": "object", "properties": {"name": {"type": "string", "maxLength": 3}}}}});
+        assert_eq!(
+            errors(
+                s.clone(),
+                json!({"metadata": {"name": "long", "labels": {"a": "b"}}})
+            ),
+            ["metadata.name: Too long: may not be more than 3 bytes"]
+        );
+        assert!(errors(s, json!({"metadata": {"name": "abc"}})).is_empty());
+    }
+
+    #[test]
+    fn an_unchanged_value_passes_a_newer_stricter_schema_and_a_changed_one_does_not() {
+        // Ratcheting: the stored object predates `maximum: 5`.
+        let s = compile(
+            &json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+                "ports": {"type": "array", "x-kubernetes-list-type": "map",
+                    "x-kubernetes-list-map-keys": ["name"],
+                    "items": {"type": "object", "required": ["name"], "properties": {
+                        "name": {"type": "string"}, "n": {"type": "integer", "maximum": 5}}}},
+                "size": {"type": "integer", "maximum": 5}}}}}),
+            &Path::new("s"),
+        )
+        .unwrap();
+        let old =
+            json!({"spec": {"size": 9, "ports": [{"name": "a", "n": 7}, {"name": "b", "n": 1}]}});
+        // Reordered, "a" unchanged, "b" changed but valid, size unchanged: passes.
+        let new =
+            json!({"spec": {"size": 9, "ports": [{"name": "b", "n": 2}, {"name": "a", "n": 7}]}});
+        assert!(s.validate(&new, Some(&old)).is_empty());
+        // Without the stored object (a create) both fail.
+        assert_eq!(s.validate(&new, None).len(), 2);
+        // "a" changed: it must now hold.
+        let new = json!({"spec": {"size": 9, "ports": [{"name": "a", "n": 8}]}});
+        let errs: Vec<String> = s
+            .validate(&new, Some(&old))
+            .iter()
+            .map(ToString::to_string)
+            .collect();
+        assert_eq!(
+            errs,
+            [
+                "spec.ports[0].n: Invalid value: 8: spec.ports[0].n in body should be less than or equal to 5"
+            ]
+        );
     }
 }

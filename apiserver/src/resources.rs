@@ -75,18 +75,20 @@ impl ScalePaths {
 
 impl ResourceInfo {
     /// A stored object's JSON as this resource serves it: its stored bytes
-    /// at this version, defaulted first when its schema's defaults are
-    /// newer than the object ([`crate::schema::VersionSchema::defaults_on_read`]).
+    /// at `api_version` (this resource's [`api_version`](Self::api_version),
+    /// computed once by a caller rendering many), defaulted first when its
+    /// schema's defaults are newer than the object
+    /// ([`crate::schema::VersionSchema::defaults_on_read`]).
     #[must_use]
-    pub fn read_bytes(&self, o: &crate::store::StoredObject) -> bytes::Bytes {
+    pub fn read_bytes(&self, o: &crate::store::StoredObject, api_version: &str) -> bytes::Bytes {
         match &self.schema {
             Some(s) if s.defaults_on_read(o.rv) => {
                 let mut v = o.value();
                 s.default_only(&mut v);
-                v["apiVersion"] = self.api_version().into();
+                v["apiVersion"] = api_version.into();
                 bytes::Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
             }
-            _ => o.bytes_at(&self.api_version()),
+            _ => o.bytes_at(api_version),
         }
     }
 

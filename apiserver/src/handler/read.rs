@@ -106,7 +106,7 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
         &api_version,
         &meta,
         &page.items,
-        |out, o| out.extend_from_slice(&t.info.read_bytes(o)),
+        |out, o| out.extend_from_slice(&t.info.read_bytes(o, &api_version)),
     );
     Ok(bytes_response(StatusCode::OK, list))
 }

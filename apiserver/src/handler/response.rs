@@ -80,5 +80,5 @@ pub(super) fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCo
         v["apiVersion"] = t.info.api_version().into();
         return json_response(code, &table::table_of_one(&t.info, &v));
     }
-    bytes_response(code, t.info.read_bytes(o))
+    bytes_response(code, t.info.read_bytes(o, &t.info.api_version()))
 }

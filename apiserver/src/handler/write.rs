@@ -358,22 +358,24 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let held = allocator(req, t, ns_of(t), &name);
     let dups = patch_duplicates(kind, &req.body, opts.field_validation);
     let warnings = RefCell::new(Vec::new());
-    // A merge patch's own keys say what it wrote: only those are pruned.
+    // A merge patch is parsed once: merged, then its own keys say what it
+    // wrote (only those are pruned). A malformed one fails in the update,
+    // after the object is found, as before.
     let merge_patch = (kind == PatchKind::Merge)
-        .then(|| serde_json::from_slice::<Value>(&req.body).ok())
-        .flatten();
+        .then(|| patch::parse_merge_patch(&req.body).map_err(|e| patch_error(t, &name, e)));
     let stored = req
         .state
         .store
         .update_with(&t.info, ns_of(t), &name, opts.commit, |old| {
             let mut new = old.clone();
-            let res = match kind {
-                PatchKind::Json => patch::apply_json_patch(&mut new, &req.body),
-                PatchKind::Merge => patch::apply_merge_patch(&mut new, &req.body),
-                PatchKind::Strategic => {
+            let res = match (kind, &merge_patch) {
+                (_, Some(Err(e))) => return Err(e.clone()),
+                (_, Some(Ok(p))) => patch::merge_parsed(&mut new, p),
+                (PatchKind::Json, None) => patch::apply_json_patch(&mut new, &req.body),
+                (PatchKind::Strategic, None) => {
                     patch::apply_strategic_merge_patch(&mut new, &req.body, &t.info.kind)
                 }
-                PatchKind::Apply => unreachable!("handled above"),
+                (PatchKind::Merge | PatchKind::Apply, None) => unreachable!("handled above"),
             };
             res.map_err(|e| patch_error(t, &name, e))?;
             if !new.is_object() {
@@ -387,8 +389,8 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
                 opts.field_validation,
                 &dups,
                 &mut new,
-                |v| match (kind, merge_patch.as_ref()) {
-                    (PatchKind::Merge, Some(p)) => fields::prune_merge_patched(&t.info, v, p),
+                |v| match &merge_patch {
+                    Some(Ok(p)) => fields::prune_merge_patched(&t.info, v, p),
                     _ => fields::prune_changed(&t.info, v, old),
                 },
             )?;

@@ -215,6 +215,12 @@ fn from_path_error(
 /// `null` values delete keys; arrays are replaced wholesale. Atomic; a result
 /// nested deeper than 128 levels is refused as [`PatchError::Invalid`].
 pub fn apply_merge_patch(target: &mut Value, body: &[u8]) -> Result<(), PatchError> {
+    merge_parsed(target, &parse_merge_patch(body)?)
+}
+
+/// A JSON merge patch body, parsed: a JSON object, else
+/// [`PatchError::Malformed`] as [`apply_merge_patch`] answers.
+pub fn parse_merge_patch(body: &[u8]) -> Result<Value, PatchError> {
     let patch: Value = serde_json::from_slice(body)
         .map_err(|e| PatchError::Malformed(format!("invalid JSON merge patch: {e}")))?;
     if !patch.is_object() {
@@ -222,15 +228,20 @@ pub fn apply_merge_patch(target: &mut Value, body: &[u8]) -> Result<(), PatchErr
             "merge patch body must be a JSON object".to_string(),
         ));
     }
+    Ok(patch)
+}
+
+/// [`apply_merge_patch`] of a patch [`parse_merge_patch`] parsed.
+pub fn merge_parsed(target: &mut Value, patch: &Value) -> Result<(), PatchError> {
     // Every node of the result is a node of `target` or of `patch` at the
     // same path, so when neither is too deep the result is not either and
     // the patch can be merged in place.
-    if check_depth(target).is_ok() && check_depth(&patch).is_ok() {
-        json_patch::merge(target, &patch);
+    if check_depth(target).is_ok() && check_depth(patch).is_ok() {
+        json_patch::merge(target, patch);
         return Ok(());
     }
     let mut work = target.clone();
-    json_patch::merge(&mut work, &patch);
+    json_patch::merge(&mut work, patch);
     check_depth(&work)?;
     *target = work;
     Ok(())

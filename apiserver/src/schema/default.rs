@@ -93,7 +93,7 @@ mod tests {
         let s = compile(&schema, &Path::new("s")).unwrap();
         let mut obj = json!({"spec": {"mode": "slow", "ports": [{"port": 80}, {"port": 81, "protocol": "UDP"}],
             "nullable": null, "plain": null}});
-        s.prune_and_default(&mut obj, None);
+        s.default_changed(&mut obj, None);
         assert_eq!(
             obj,
             json!({"spec": {"replicas": 1, "mode": "slow", "withDefault": {"y": 9},
@@ -102,7 +102,7 @@ mod tests {
         );
         // No spec: nothing is created under it.
         let mut empty = json!({"metadata": {"name": "x"}});
-        s.prune_and_default(&mut empty, None);
+        s.default_changed(&mut empty, None);
         assert_eq!(empty, json!({"metadata": {"name": "x"}}));
     }
 }

@@ -67,50 +67,35 @@ impl PartialEq for VersionSchema {
 
 impl Eq for VersionSchema {}
 
-/// What one write's pass over a schema found: the paths it pruned.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Admitted {
-    /// The unknown fields dropped, as kube-apiserver names them
-    /// (`spec.foo`, `spec.items[0].bar`).
-    pub pruned: Vec<String>,
-}
-
 impl VersionSchema {
-    /// Prune `obj` to the schema and fill its defaults: what every write
-    /// does before validation. `old` is the stored object of an update:
-    /// what is unchanged from it was pruned and defaulted when it was
-    /// written under this schema, and is not walked again. Returns the
-    /// pruned paths.
-    pub fn prune_and_default(&self, obj: &mut Value, old: Option<&Value>) -> Admitted {
-        let old = old.filter(|o| self.wrote(o));
-        let pruned = self.prune_changed_or_all(obj, old);
-        default::apply(&self.root, obj, old);
-        Admitted { pruned }
-    }
-
-    /// Prune `obj` to the schema only (a request body as it is decoded,
-    /// for `fieldValidation`): the pruned paths, sorted.
+    /// Prune `obj` to the schema (a request body as it is decoded, for
+    /// `fieldValidation`): the pruned paths, sorted.
     pub fn prune(&self, obj: &mut Value) -> Vec<String> {
-        self.prune_changed_or_all(obj, None)
-    }
-
-    /// [`VersionSchema::prune`] of a patched object whose stored version
-    /// is `old`, walking only what differs from it.
-    pub fn prune_changed(&self, obj: &mut Value, old: &Value) -> Vec<String> {
-        self.prune_changed_or_all(obj, Some(old).filter(|o| self.wrote(o)))
-    }
-
-    /// [`VersionSchema::prune`] of an object a JSON merge patch `patch`
-    /// was applied to: only what the patch wrote is walked.
-    pub fn prune_merge_patched(&self, obj: &mut Value, patch: &Value) -> Vec<String> {
         let mut pruned = Vec::new();
-        prune::prune_merge_patched_root(&self.root, obj, patch, &mut pruned);
+        prune::prune_root(&self.root, obj, None, &mut pruned);
         pruned
     }
 
-    fn prune_changed_or_all(&self, obj: &mut Value, old: Option<&Value>) -> Vec<String> {
+    /// [`VersionSchema::prune`] of a patched object whose stored version
+    /// is `old`, walking only what differs from it (when `old` was written
+    /// under this schema, so pruned by it).
+    pub fn prune_changed(&self, obj: &mut Value, old: &Value) -> Vec<String> {
         let mut pruned = Vec::new();
+        let old = Some(old).filter(|o| self.wrote(o));
         prune::prune_root(&self.root, obj, old, &mut pruned);
+        pruned
+    }
+
+    /// [`VersionSchema::prune`] of an object a JSON merge patch `patch`
+    /// was applied to: only what the patch wrote is walked — unless the
+    /// stored object predates this schema (the patched object keeps its
+    /// resourceVersion), which is then pruned whole.
+    pub fn prune_merge_patched(&self, obj: &mut Value, patch: &Value) -> Vec<String> {
+        if !self.wrote(obj) {
+            return self.prune(obj);
+        }
+        let mut pruned = Vec::new();
+        prune::prune_merge_patched_root(&self.root, obj, patch, &mut pruned);
         pruned
     }
 

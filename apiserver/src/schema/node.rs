@@ -8,9 +8,6 @@ use serde_json::Value;
 /// The type a schema node declares (`type`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Type {
-    /// No `type` (only under `x-kubernetes-int-or-string` or
-    /// `x-kubernetes-preserve-unknown-fields`, or inside `allOf` & co.).
-    Any,
     /// `object`.
     Object,
     /// `array`.
@@ -28,7 +25,6 @@ pub enum Type {
 impl Type {
     pub(super) fn name(self) -> &'static str {
         match self {
-            Type::Any => "",
             Type::Object => "object",
             Type::Array => "array",
             Type::String => "string",
@@ -54,7 +50,9 @@ pub enum ListType {
 /// One node of a structural schema, compiled.
 #[derive(Debug, Clone, Default)]
 pub struct Schema {
-    /// `type`.
+    /// `type`; None when not given (allowed only under
+    /// `x-kubernetes-int-or-string` or `x-kubernetes-preserve-unknown-fields`,
+    /// and inside `allOf`/`anyOf`/`oneOf`/`not`).
     pub ty: Option<Type>,
     /// `format`.
     pub format: Option<String>,

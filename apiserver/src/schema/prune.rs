@@ -186,8 +186,9 @@ mod tests {
 
     fn prune_obj(schema: Value, mut obj: Value) -> (Value, Vec<String>) {
         let s = compile(&schema, &Path::new("s")).unwrap();
-        let a = s.prune_and_default(&mut obj, None);
-        (obj, a.pruned)
+        let pruned = s.prune(&mut obj);
+        s.default_changed(&mut obj, None);
+        (obj, pruned)
     }
 
     #[test]

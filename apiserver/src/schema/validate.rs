@@ -276,7 +276,7 @@ impl Validator {
             return false;
         }
         let ok = match s.ty {
-            None | Some(Type::Any) => true,
+            None => true,
             Some(Type::Object) => x.is_object(),
             Some(Type::Array) => x.is_array(),
             Some(Type::String) => x.is_string(),

@@ -3,7 +3,7 @@
 //! run in simulated time, with the `sim` feature), `crds`, and `run` (live,
 //! the default) —, the options every live run has ([`Live`]), starting an
 //! embedded server or reaching a cluster, and how each command prints and
-//! exits: 0 when all is well, 1 on a violation, 2 on a usage or setup error.
+//! exits: 0 when all is well, 1 on a violation or a livelock, 2 on a usage or setup error.
 
 use std::fmt;
 use std::process::ExitCode;
@@ -142,7 +142,7 @@ fn crds<K: CustomResourceExt>(name: &str) -> ExitCode {
 
 /// `scenario`: run one, print its invariants (holds, or where and how each
 /// first broke), what `E` adds and as much of its history as `E` says;
-/// exit 1 on a violation.
+/// exit 1 on a violation or a livelock.
 #[cfg(feature = "sim")]
 fn scenario<E: Example>(s: E::Scenario, mode: E::Mode, seed: u64) -> ExitCode {
     use crate::journal::Invariant;
@@ -155,7 +155,9 @@ fn scenario<E: Example>(s: E::Scenario, mode: E::Mode, seed: u64) -> ExitCode {
     for line in E::summary(&report) {
         ward_base::outln!("{line}");
     }
-    if report.violations.is_empty() {
+    if let Some(verdict) = &report.livelock {
+        ward_base::outln!("the run ended early: {verdict}");
+    } else if report.violations.is_empty() {
         ward_base::outln!("all invariants hold");
     }
     match E::history(&report) {
@@ -163,7 +165,7 @@ fn scenario<E: Example>(s: E::Scenario, mode: E::Mode, seed: u64) -> ExitCode {
         History::Until(t) => print_events(&report.journal, Some(t)),
         History::All => print_events(&report.journal, None),
     }
-    if report.violations.is_empty() {
+    if report.violations.is_empty() && report.livelock.is_none() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(1)

@@ -26,6 +26,8 @@ pub struct RunOutcome {
     pub history: Vec<(Duration, String)>,
     /// Every write the server committed, with its resourceVersion.
     pub events: Vec<String>,
+    /// The livelock verdict that ended the run early, if one did.
+    pub livelock: Option<String>,
 }
 
 impl RunOutcome {
@@ -42,6 +44,7 @@ impl RunOutcome {
             plan: report.plan,
             history: report.journal,
             events: report.events,
+            livelock: report.livelock,
         }
     }
 }
@@ -137,8 +140,11 @@ pub struct Row {
     pub violating_seeds: Vec<u64>,
     /// The invariants the first violating seed broke, in order (`I2 then I1`).
     pub invariant: Option<String>,
-    /// Runs that could not be set up (errors).
+    /// Runs that failed: could not be set up, or ended early on a
+    /// livelock verdict (the table's `runs (N failed)`).
     pub errors: usize,
+    /// Every failed seed, ascending.
+    pub failed_seeds: Vec<u64>,
 }
 
 struct Job<'a> {
@@ -247,7 +253,8 @@ pub fn campaign_until(
                         o.events = Vec::new();
                         o
                     });
-                    let failed = !matches!(&r, Ok(o) if o.violations.is_empty());
+                    let failed =
+                        !matches!(&r, Ok(o) if o.violations.is_empty() && o.livelock.is_none());
                     if stop == Stop::FirstGuardedFailure && job.cell.guarded && failed {
                         stopped.store(true, Ordering::Relaxed);
                     }
@@ -276,6 +283,7 @@ pub fn campaign_until(
             violating_seeds: Vec::new(),
             invariant: None,
             errors: 0,
+            failed_seeds: Vec::new(),
         })
         .collect();
     for (i, r) in results {
@@ -283,18 +291,25 @@ pub fn campaign_until(
         let row = &mut rows[i % cells.len()];
         row.runs += 1;
         match r {
-            Ok(o) if !o.violations.is_empty() => {
-                row.violating_runs += 1;
-                row.violating_seeds.push(job.seed);
-                // Results come seed by seed: the first is the smallest.
-                if row.first_seed.is_none() {
-                    row.first_seed = Some(job.seed);
-                    row.invariant = Some(broken(&o));
+            Ok(o) => {
+                if !o.violations.is_empty() {
+                    row.violating_runs += 1;
+                    row.violating_seeds.push(job.seed);
+                    // Results come seed by seed: the first is the smallest.
+                    if row.first_seed.is_none() {
+                        row.first_seed = Some(job.seed);
+                        row.invariant = Some(broken(&o));
+                    }
+                }
+                if let Some(verdict) = o.livelock {
+                    row.errors += 1;
+                    row.failed_seeds.push(job.seed);
+                    tracing::error!(example = job.cell.example, scenario = %job.cell.scenario, seed = job.seed, %verdict, "run ended early");
                 }
             }
-            Ok(_) => {}
             Err(e) => {
                 row.errors += 1;
+                row.failed_seeds.push(job.seed);
                 tracing::error!(example = job.cell.example, scenario = %job.cell.scenario, seed = job.seed, error = %e, "run failed");
             }
         }
@@ -336,6 +351,8 @@ pub fn merge(rows: &mut Vec<Row>, more: Vec<Row>) {
         }
         r.violating_seeds.extend(m.violating_seeds);
         r.violating_seeds.sort_unstable();
+        r.failed_seeds.extend(m.failed_seeds);
+        r.failed_seeds.sort_unstable();
     }
 }
 
@@ -473,8 +490,92 @@ mod tests {
                 violations,
                 journal: Vec::new(),
                 measured: (),
+                livelock: None,
             })
         }
+    }
+
+    /// A controller that lists in a loop without ever letting simulated
+    /// time move, and a workload that never ends: the run ends only by the
+    /// campaign's bound, as every example's scenario does.
+    #[derive(Debug, Clone)]
+    struct Livelocks;
+
+    impl Example for Livelocks {
+        const NAME: &'static str = "livelocks";
+        type Scenario = A;
+        type Mode = Mode;
+        type Invariant = Invariant;
+        type Measured = ();
+        const SCENARIOS: &'static [A] = &[A];
+        const MODES: &'static [Mode] = &Mode::ALL;
+        fn guarded(mode: Mode) -> bool {
+            mode == Mode::Guarded
+        }
+        async fn run(
+            _: A,
+            mode: Mode,
+            seed: u64,
+            kinds: &[Arc<dyn Perturbation>],
+        ) -> Result<Report<Self>, crate::run::ScenarioError> {
+            use crate::run::ScenarioError;
+            let server = ward_apiserver::ApiServer::start(
+                ward_apiserver::ServerConfig::default().seed(seed),
+            )
+            .await?;
+            let plan = ward_campaign::Plan::draw(seed, kinds, Duration::from_secs(10), &[])
+                .map_err(|e| ScenarioError::Plan(e.to_string()))?;
+            let mut perturber = ward_campaign::Perturber::new(&server, plan, |_| {}).limits(
+                ward_campaign::Limits {
+                    calls_per_instant: 200,
+                    calls: 1_000_000,
+                },
+            );
+            perturber.controller(&server, "spin", |client| async move {
+                let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
+                    kube::Api::default_namespaced(client);
+                loop {
+                    let _ = api.list(&Default::default()).await;
+                }
+            });
+            perturber
+                .start()
+                .map_err(|e| ScenarioError::Plan(e.to_string()))?;
+            let verdict = perturber.run(std::future::pending::<()>()).await.err();
+            Ok(Report {
+                scenario: A,
+                mode,
+                seed,
+                plan: String::new(),
+                events: Vec::new(),
+                violations: Vec::new(),
+                journal: Vec::new(),
+                measured: (),
+                livelock: verdict.map(|v| v.to_string()),
+            })
+        }
+    }
+
+    #[test]
+    fn a_livelock_ends_its_run_with_a_verdict_the_table_counts_as_failed() {
+        let rows = campaign(&cells::<Livelocks>(), &Selection::seeds(0..2), 2, &|| {});
+        assert_eq!(rows.len(), 2);
+        for r in &rows {
+            assert_eq!((r.runs, r.errors, r.violating_runs), (2, 2, 0), "{r:?}");
+            assert_eq!(r.failed_seeds, [0, 1]);
+        }
+        assert!(guarded_failed(&rows));
+        assert!(
+            table(&rows).contains("| 2 (2 failed) |"),
+            "{}",
+            table(&rows)
+        );
+        let report = crate::run::simulate(Livelocks::run(A, Mode::Guarded, 0, &[])).unwrap();
+        let verdict = report.livelock.expect("a verdict");
+        assert!(
+            verdict.starts_with("livelock: 201 API calls at"),
+            "{verdict}"
+        );
     }
 
     #[test]

@@ -110,4 +110,9 @@ pub struct Report<E: Example> {
     pub journal: Vec<(Duration, String)>,
     /// What else the run measured.
     pub measured: E::Measured,
+    /// Why the run ended before its scenario did, if it did: the
+    /// controllers passed the run's bounds (`ward_campaign::Limits`) — a
+    /// livelock. The settled invariants were not judged; `ward-demo`
+    /// counts the run as failed.
+    pub livelock: Option<String>,
 }

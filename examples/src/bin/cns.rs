@@ -58,7 +58,8 @@ async fn run_live(args: RunArgs) -> ExitCode {
     let (name, mode) = ("cns", args.live.mode);
     let journal = Journal::echo();
     let host = Host::default();
-    let cns = Cns::new(&args.node, mode, journal.clone());
+    // No CNI calls this agent: its endpoint state stays empty.
+    let cns = Cns::new(&args.node, mode, Default::default(), journal.clone());
     if args.live.cluster {
         let client = match cli::cluster(name).await {
             Ok(c) => c,

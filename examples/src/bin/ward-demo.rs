@@ -180,7 +180,9 @@ fn run(args: &Args) -> Result<ExitCode, String> {
             format!(" --perturb {}", args.perturb)
         };
         for r in rows.iter().filter(|r| r.guarded) {
-            for seed in r.violating_seeds.iter().take(3) {
+            let mut seeds: Vec<u64> = r.violating_seeds.iter().take(3).copied().collect();
+            seeds.extend(r.failed_seeds.iter().take(3));
+            for seed in seeds {
                 eprintln!(
                     "  replay: ward-demo --replay {}/{}/{}/{seed}{perturb}",
                     r.example, r.scenario, r.variant
@@ -238,6 +240,9 @@ fn replay(
     for e in &outcome.events {
         ward_base::outln!("  {e}");
     }
+    if let Some(verdict) = &outcome.livelock {
+        ward_base::outln!("\nthe run ended early: {verdict}");
+    }
     if outcome.violations.is_empty() {
         ward_base::outln!("\nno invariant broken");
     } else {
@@ -246,9 +251,11 @@ fn replay(
             ward_base::outln!("  {inv}: {detail}");
         }
     }
-    Ok(if guarded && !outcome.violations.is_empty() {
-        ExitCode::from(1)
-    } else {
-        ExitCode::SUCCESS
-    })
+    Ok(
+        if guarded && (!outcome.violations.is_empty() || outcome.livelock.is_some()) {
+            ExitCode::from(1)
+        } else {
+            ExitCode::SUCCESS
+        },
+    )
 }

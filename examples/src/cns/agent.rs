@@ -13,6 +13,17 @@
 //!   controller uid = the live Node's uid, read fresh for every check) and
 //!   IPAM state [`ByContainer`], which holds the other three fixes by
 //!   construction.
+//!
+//! A restarted agent restores which pod holds which address before it
+//! serves. CNS has two sources for that: the pods the API lists on the node
+//! (its Kubernetes pod-info provider) and the CNI's own endpoint state (its
+//! CNI provider, `InitializeFromCNI`). `naive` and `upstream` restore from
+//! the pods; `guarded` from the node's CNI state — the [`Sandboxes`] that
+//! hold an address, from CNI ADD to CNI DEL. The pods are the wrong source
+//! twice over: a terminating pod's record must be restored (its sandbox
+//! may still be up), yet a restart between its CNI DEL and the kubelet's
+//! final delete then restores an address no CNI DEL will ever release — a
+//! leak, which invariant I5 judges. The data plane has neither problem.
 
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -28,6 +39,7 @@ use ward_guards::owner_uid::OwnerUid;
 
 use super::cluster::Host;
 use super::ipam::{ByAddress, ByContainer, IpConfig, Ipam, IpamError};
+use super::kubelet::Sandboxes;
 use super::model::{NAMESPACE, NodeNetworkConfig, POD_IP};
 use crate::journal::Journal;
 
@@ -74,13 +86,17 @@ pub struct Cns {
     node: String,
     mode: Mode,
     state: Arc<Mutex<State>>,
+    /// The node's CNI endpoint state (what `guarded` restores from).
+    cni: Sandboxes,
     journal: Journal,
 }
 
 impl Cns {
-    /// CNS for `node` in `mode`, not running yet.
+    /// CNS for `node` in `mode`, not running yet; `cni` is the node's CNI
+    /// endpoint state (the kubelet's [`Sandboxes`]; empty where no CNI
+    /// calls this agent).
     #[must_use]
-    pub fn new(node: &str, mode: Mode, journal: Journal) -> Self {
+    pub fn new(node: &str, mode: Mode, cni: Sandboxes, journal: Journal) -> Self {
         Cns {
             node: node.into(),
             mode,
@@ -88,6 +104,7 @@ impl Cns {
                 ipam: fresh_ipam(mode),
                 ready: false,
             })),
+            cni,
             journal,
         }
     }
@@ -183,10 +200,11 @@ impl Cns {
 
     /// Ingest `nnc` and, the first time, restore the pods of this node.
     async fn ingest(&self, client: &Client, nnc: &NodeNetworkConfig) -> Result<(), AgentError> {
-        let restore = if self.state().ready {
-            Vec::new()
-        } else {
-            self.held_ips(client).await?
+        let ready = self.state().ready;
+        let restore = match (ready, self.mode) {
+            (true, _) => Vec::new(),
+            (false, Mode::Guarded) => self.cni_endpoints(),
+            (false, Mode::Naive | Mode::Upstream) => self.held_ips(client).await?,
         };
         let mut s = self.state();
         let notes = s.ipam.ingest(nnc.containers())?;
@@ -207,13 +225,19 @@ impl Cns {
         Ok(())
     }
 
+    /// The IPs the node's sandboxes hold, from the CNI's endpoint state.
+    fn cni_endpoints(&self) -> Vec<(String, String)> {
+        let cni = self.cni.lock().unwrap_or_else(|e| e.into_inner());
+        cni.iter().map(|(p, ip)| (p.clone(), ip.clone())).collect()
+    }
+
     /// The IPs the node's pods hold, from their records. Terminating pods
     /// count: the kubelet tears a sandbox down (CNI DEL) only after the
     /// pod's deletion is marked, so a terminating pod's address may still
     /// be in use and must not be handed on before its CNI DEL. (The price:
     /// a restart between a pod's CNI DEL and the kubelet's final delete
     /// restores an address nobody will release — a leak, never a
-    /// duplicate.)
+    /// duplicate; see the module docs.)
     async fn held_ips(&self, client: &Client) -> Result<Vec<(String, String)>, AgentError> {
         let pods: Api<Pod> = Api::all(client.clone());
         let lp = ListParams::default().fields(&format!("spec.nodeName={}", self.node));

@@ -10,7 +10,10 @@
 //!   sandbox may already be torn down and its address handed on, while its
 //!   record still names it until the kubelet's final delete);
 //! - **I4** once the live Node's NNC is programmed, a waiting pod gets an
-//!   IP within [`RECOVERY`] (the node recovers).
+//!   IP within [`RECOVERY`] (the node recovers);
+//! - **I5** (after settling: the scenario's last step plus 90 s) no address
+//!   leaks: every IP CNS holds as Assigned is held by that pod's sandbox
+//!   (the data plane), so some CNI DEL will release it.
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -33,7 +36,7 @@ pub const RECOVERY: Duration = Duration::from_secs(30);
 pub use super::violations::{Invariant, Violation, Violations};
 
 /// The continuous checker of one node.
-#[derive(Debug)]
+#[derive(Debug, Clone)]
 pub struct Checker {
     /// The server's store.
     pub store: Arc<Store>,
@@ -202,6 +205,38 @@ impl Checker {
                 pod.clone(),
                 format!("{pod} has waited {d:?} for an IP since the node's NNC was programmed"),
             );
+        }
+    }
+
+    /// I5, once settled: an address CNS holds for a pod whose sandbox does
+    /// not hold it is one no CNI DEL will release.
+    pub fn settled(&self) {
+        let s = self.cns.state();
+        if !s.ready {
+            return;
+        }
+        let held = s.ipam.configs();
+        drop(s);
+        let sandboxes = self.sandboxes.lock().unwrap_or_else(|e| e.into_inner());
+        for c in held {
+            let (IpState::Assigned, Some(pod)) = (c.state, &c.pod) else {
+                continue;
+            };
+            if sandboxes.get(pod) != Some(&c.ip) {
+                let now = sandboxes
+                    .get(pod)
+                    .map_or("has no sandbox".to_string(), |ip| {
+                        format!("has a sandbox holding {ip}")
+                    });
+                self.violations.violate(
+                    Invariant::I5,
+                    c.ip.clone(),
+                    format!(
+                        "CNS holds {} for {pod}, which {now}: no CNI DEL will release it",
+                        c.ip
+                    ),
+                );
+            }
         }
     }
 

@@ -117,6 +117,13 @@ impl Kubelet {
     /// grace period (the pod is terminating), CNI DEL, then the final
     /// `DELETE` (grace 0, with the pod's uid as precondition).
     pub async fn delete(&self, cns: &Cns, name: &str) -> Result<(), kube::Error> {
+        let uid = self.tear_down(cns, name).await?;
+        self.remove(name, uid).await
+    }
+
+    /// The first two steps of [`Kubelet::delete`]: `DELETE` with a grace
+    /// period, then CNI DEL; the pod's uid, for [`Kubelet::remove`].
+    pub async fn tear_down(&self, cns: &Cns, name: &str) -> Result<Option<String>, kube::Error> {
         let key = format!("{NAMESPACE}/{name}");
         self.waiting.send_modify(|w| {
             w.remove(&key);
@@ -133,24 +140,26 @@ impl Kubelet {
             self.journal
                 .log(format!("pod {name}: CNI DEL freed {}", c.ip));
         }
-        if let Some(uid) = uid {
-            let last = DeleteParams {
-                preconditions: Some(Preconditions {
-                    uid: Some(uid),
-                    resource_version: None,
-                }),
-                ..DeleteParams::default().grace_period(0)
-            };
-            match self.pods.delete(name, &last).await {
-                // Already gone (its grace period ran out first), or the
-                // name now holds another pod: nothing of this one is left.
-                Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => {}
-                r => {
-                    r?;
-                }
-            }
+        Ok(uid)
+    }
+
+    /// The last step of [`Kubelet::delete`]: the final `DELETE` of pod
+    /// `name` (grace 0, with its `uid`, when known, as precondition).
+    pub async fn remove(&self, name: &str, uid: Option<String>) -> Result<(), kube::Error> {
+        let Some(uid) = uid else { return Ok(()) };
+        let last = DeleteParams {
+            preconditions: Some(Preconditions {
+                uid: Some(uid),
+                resource_version: None,
+            }),
+            ..DeleteParams::default().grace_period(0)
+        };
+        match self.pods.delete(name, &last).await {
+            // Already gone (its grace period ran out first), or the name
+            // now holds another pod: nothing of this one is left.
+            Err(kube::Error::Api(s)) if s.code == 404 || s.code == 409 => Ok(()),
+            r => r.map(|_| ()),
         }
-        Ok(())
     }
 
     /// Forget every pod and sandbox: the node is gone with its pods (the

@@ -116,8 +116,8 @@ pub async fn run(
         journal.clone(),
     );
     let mut tasks = vec![tokio::spawn(writer.run())];
-    let cns = Cns::new(NODE, mode, journal.clone());
     let kubelet = Kubelet::new(client.clone(), NODE, journal.clone(), violations.clone());
+    let cns = Cns::new(NODE, mode, kubelet.sandboxes(), journal.clone());
     let (mut perturber, plan_text) =
         crate::run::perturber(&server, seed, kinds, HORIZON, "cns", &journal);
     let (c, h, log) = (cns.clone(), host.clone(), journal.clone());
@@ -146,7 +146,7 @@ pub async fn run(
         sandboxes: kubelet.sandboxes(),
         violations: violations.clone(),
     };
-    tasks.push(tokio::spawn(checker.run()));
+    tasks.push(tokio::spawn(checker.clone().run()));
 
     // Every scenario starts from a node serving pods.
     node.create_pods(0, 5, &mut rng).await?;
@@ -156,8 +156,56 @@ pub async fn run(
     perturber
         .start()
         .expect("the scenario registered the plan's target");
-    tokio::time::sleep(rng.between(Duration::from_secs(5), Duration::from_secs(20))).await;
+    let workload = async {
+        tokio::time::sleep(rng.between(Duration::from_secs(5), Duration::from_secs(20))).await;
+        act(scenario, &server, &mut node, &host, &mut rng).await?;
+        // Long enough for the new NC to be programmed and the recovery
+        // bound to pass.
+        tokio::time::sleep(Duration::from_secs(90)).await;
+        checker.settled();
+        Ok::<_, ScenarioError>(())
+    };
+    let livelock = match perturber.run(workload).await {
+        Ok(done) => {
+            done?;
+            None
+        }
+        Err(verdict) => {
+            journal.log(format!("run ended early: {verdict}"));
+            Some(verdict.to_string())
+        }
+    };
+    for t in &tasks {
+        t.abort();
+    }
+    let events = perturber.events();
+    drop(perturber);
+    let report = Report {
+        scenario,
+        mode,
+        seed,
+        plan: plan_text,
+        events,
+        violations: violations.all(),
+        journal: journal.entries(),
+        measured: (),
+        livelock,
+    };
+    server.shutdown().await;
+    Ok(report)
+}
 
+/// The scenario's own script, from a node serving pods.
+async fn act(
+    scenario: Scenario,
+    server: &ApiServer,
+    node: &mut Site,
+    host: &Host,
+    rng: &mut Rng,
+) -> Result<(), ScenarioError> {
+    let client = server.client();
+    let journal = node.journal.clone();
+    let nodes: Api<Node> = Api::all(client.clone());
     match scenario {
         Scenario::S1 => {
             journal.log("node-a's VM is replaced; the GC is paused");
@@ -181,7 +229,7 @@ pub async fn run(
             let restart = rng.between(Duration::from_secs(1), window / 2);
             tokio::time::sleep(restart).await;
             node.restart_cns();
-            node.create_pods(1, 4, &mut rng).await?;
+            node.create_pods(1, 4, rng).await?;
             tokio::time::sleep(window.saturating_sub(restart)).await;
             journal.log("the GC resumes");
             server.faults().resume_gc();
@@ -198,39 +246,20 @@ pub async fn run(
                 .replace_nc(NODE)
                 .await
                 .map_err(|e| ScenarioError::Component(e.into()))?;
-            node.create_pods(1, 4, &mut rng).await?;
+            node.create_pods(1, 4, rng).await?;
         }
         Scenario::S3 => {
             node.kill_cns();
             tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(5))).await;
             node.restart_cns();
-            node.create_pods(1, 4, &mut rng).await?;
+            node.create_pods(1, 4, rng).await?;
             for i in 0..2 {
                 node.kubelet
                     .delete(&node.cns, &format!("web-0-{i}"))
                     .await?;
             }
-            node.create_pods(2, 2, &mut rng).await?;
+            node.create_pods(2, 2, rng).await?;
         }
     }
-    // Long enough for the new NC to be programmed and the recovery bound
-    // to pass.
-    tokio::time::sleep(Duration::from_secs(90)).await;
-    for t in &tasks {
-        t.abort();
-    }
-    let events = perturber.events();
-    drop(perturber);
-    let report = Report {
-        scenario,
-        mode,
-        seed,
-        plan: plan_text,
-        events,
-        violations: violations.all(),
-        journal: journal.entries(),
-        measured: (),
-    };
-    server.shutdown().await;
-    Ok(report)
+    Ok(())
 }

@@ -12,4 +12,6 @@ crate::journal::invariants! {
     I3 => "I3 (IP assigned to two pods)",
     /// The node recovers.
     I4 => "I4 (node never recovers)",
+    /// No address leaks.
+    I5 => "I5 (address held for no sandbox)",
 }

@@ -9,8 +9,16 @@
 //! created with that hash ("missing revision for an existing
 //! LeaderWorkerSet", upstream's path) — and so must the LWS's own hash; the
 //! StatefulSet and Service are applied with the own hash; history is
-//! truncated to that revision; status follows. A revision name taken by a
+//! truncated to that revision; status follows, its ready groups counted
+//! from the children as the API shows them ([`super::readiness`]): the
+//! controller watches its groups' leader pods and worker StatefulSets, so
+//! a change in any of them updates the status. A revision name taken by a
 //! revision of another LWS bumps `status.collisionCount`.
+//!
+//! It runs upstream's LeaderWorkerSet controller, not its pod controller
+//! (which creates each group's worker StatefulSet when the leader pod
+//! appears): where nothing creates those, a group of more than one pod is
+//! never ready, and the status says so.
 //!
 //! Variants (`--mode`):
 //! - `naive`: before upstream #733 — whatever StatefulSet has the name is
@@ -27,17 +35,20 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
-use k8s_openapi::api::core::v1::Service;
+use k8s_openapi::api::core::v1::{Pod, Service};
 use kube::api::{Api, DeleteParams, ListParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
+use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
 use ward::{GuardedController, Readiness};
 use ward_guards::await_deletion::AwaitDeletion;
 
-use super::model::{HASH_LABEL, LeaderWorkerSet, LeaderWorkerSetStatus, NAME_LABEL, WRITTEN_FOR};
-use super::revision;
+use super::model::{
+    HASH_LABEL, LeaderWorkerSet, LeaderWorkerSetStatus, NAME_LABEL, WORKER_INDEX_LABEL, WRITTEN_FOR,
+};
+use super::{readiness, revision};
 use crate::journal::Journal;
 use crate::meta::controller_uid;
 
@@ -108,8 +119,17 @@ pub async fn run_sharded(
         .map_or(client.clone(), |s| s.client(client.clone()));
     let lws: Api<LeaderWorkerSet> = Api::namespaced(listing, namespace);
     let sts: Api<StatefulSet> = Api::namespaced(client.clone(), namespace);
+    let pods: Api<Pod> = Api::namespaced(client.clone(), namespace);
+    // A group's readiness lives in its leader pod and its worker
+    // StatefulSet (controlled by the pod, not the LWS): both are watched by
+    // the label naming their LWS, so a change in either updates the status.
+    let leaders =
+        watcher::Config::default().labels(&format!("{NAME_LABEL},{WORKER_INDEX_LABEL}=0"));
+    let ours = watcher::Config::default().labels(NAME_LABEL);
     let mut ctl = GuardedController::new(lws, watcher::Config::default())
-        .owns(sts, watcher::Config::default())
+        .owns(sts.clone(), watcher::Config::default())
+        .watches(sts, ours, group_of)
+        .watches(pods, leaders, group_of)
         .graceful_shutdown_on(shutdown);
     if let Some(shard) = shard {
         ctl = ctl.shard(shard);
@@ -130,6 +150,13 @@ pub async fn run_sharded(
     ctl.run(reconcile, error_policy, ctx)
         .for_each(|_| async {})
         .await;
+}
+
+/// The LWS a group's child belongs to, by the label naming it.
+fn group_of<K: kube::Resource>(child: K) -> Option<ObjectRef<LeaderWorkerSet>> {
+    let name = child.meta().labels.as_ref()?.get(NAME_LABEL)?.clone();
+    let ns = child.meta().namespace.clone()?;
+    Some(ObjectRef::new(&name).within(&ns))
 }
 
 fn error_policy(lws: Arc<LeaderWorkerSet>, e: &LwsError, ctx: Arc<Ctx>) -> Action {
@@ -234,23 +261,44 @@ async fn reconcile(lws: Arc<LeaderWorkerSet>, ctx: Arc<Ctx>) -> Result<Action, L
     }
     let current = revision::name(&name, &own);
     let replicas = lws.spec.replicas;
-    if status.current_revision.as_deref() != Some(&current)
-        || status.update_revision.as_deref() != Some(&current)
-        || status.replicas != replicas
-    {
-        let ready = LeaderWorkerSetStatus {
-            replicas,
-            ready_replicas: replicas,
-            current_revision: Some(current.clone()),
-            update_revision: Some(current.clone()),
-            collision_count: status.collision_count,
-            conditions: vec![json!({"type": "Available", "status": "True",
-                "reason": "AllGroupsReady", "message": "All replicas are ready"})],
-        };
-        apply_status(client, &lws, &ready).await?;
-        log(format!("status: current revision {current}"));
+    let ready = ready_groups(client, &lws).await?;
+    let want = LeaderWorkerSetStatus {
+        replicas,
+        ready_replicas: ready,
+        current_revision: Some(current.clone()),
+        update_revision: Some(current.clone()),
+        collision_count: status.collision_count,
+        conditions: readiness::conditions(ready, replicas),
+    };
+    if status != want {
+        apply_status(client, &lws, &want).await?;
+        if status.current_revision.as_deref() != Some(&current) {
+            log(format!("status: current revision {current}"));
+        }
+        if status.ready_replicas != ready || status.conditions.is_empty() {
+            log(format!("status: {ready} of {replicas} groups ready"));
+        }
     }
     Ok(Action::await_change())
+}
+
+/// How many of `lws`'s groups are ready, from its leader StatefulSet, its
+/// leader pods and its worker StatefulSets as the API lists them now.
+async fn ready_groups(client: &Client, lws: &LeaderWorkerSet) -> Result<i32, LwsError> {
+    let (name, ns) = (lws.name_any(), lws.namespace().unwrap_or_default());
+    let ours = ListParams::default().labels(&format!("{NAME_LABEL}={name}"));
+    let leaders =
+        ListParams::default().labels(&format!("{NAME_LABEL}={name},{WORKER_INDEX_LABEL}=0"));
+    let sets = Api::<StatefulSet>::namespaced(client.clone(), &ns)
+        .list(&ours)
+        .await?
+        .items;
+    let pods = Api::<Pod>::namespaced(client.clone(), &ns)
+        .list(&leaders)
+        .await?
+        .items;
+    let leader = sets.iter().find(|s| s.name_any() == name);
+    Ok(readiness::ready_groups(lws, leader, &pods, &sets))
 }
 
 /// Apply the whole status (server-side apply under [`MANAGER`]: a field the
@@ -314,8 +362,9 @@ async fn apply_children(ctx: &Ctx, lws: &LeaderWorkerSet, own: &str) -> Result<(
         "metadata": {"name": name, "labels": {NAME_LABEL: name, HASH_LABEL: own},
                      "annotations": {WRITTEN_FOR: uid}, "ownerReferences": [owner]},
         "spec": {"replicas": lws.spec.replicas, "serviceName": name,
-                 "selector": {"matchLabels": {NAME_LABEL: name}},
-                 "template": {"metadata": {"labels": {NAME_LABEL: name, HASH_LABEL: own}},
+                 "selector": {"matchLabels": {NAME_LABEL: name, WORKER_INDEX_LABEL: "0"}},
+                 "template": {"metadata": {"labels": {NAME_LABEL: name, HASH_LABEL: own,
+                                                      WORKER_INDEX_LABEL: "0"}},
                               "spec": pod["spec"]}}});
     Api::<StatefulSet>::namespaced(ctx.client.clone(), &ns)
         .patch(&name, &pp, &Patch::Apply(set))

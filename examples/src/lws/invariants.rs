@@ -10,19 +10,23 @@
 //!   live LWS's uid and labelled with that hash;
 //! - **I4** (continuously) the controller never writes to a StatefulSet it
 //!   does not control: every version of a StatefulSet is stamped for the
-//!   LWS that created it.
+//!   LWS that created it;
+//! - **I5** (after settling) the status claims no more than the children
+//!   show: `readyReplicas` is at most the groups ready by the definition in
+//!   [`super::readiness`], and `Available=True` only when every group is.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use crate::run::key;
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
+use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 use ward_apiserver::store::{Event, EventType, Store};
 
 use super::model::{HASH_LABEL, LeaderWorkerSet, WRITTEN_FOR};
-use super::revision;
+use super::{readiness, revision};
 use crate::meta::controller_uid;
 
 crate::journal::invariants! {
@@ -35,6 +39,8 @@ crate::journal::invariants! {
     I3 => "I3 (StatefulSet not the live LWS's)",
     /// No write to a StatefulSet the controller does not control.
     I4 => "I4 (write to a StatefulSet of another LWS)",
+    /// The status claims no more ready groups than the children show.
+    I5 => "I5 (status claims readiness the children do not show)",
 }
 
 fn list<T: DeserializeOwned>(store: &Store, group: &str, plural: &str) -> Vec<T> {
@@ -155,16 +161,18 @@ impl Checker {
         }
     }
 
-    /// I2 and I3, once settled.
+    /// I2, I3 and I5, once settled.
     pub fn settled(&self) {
         let lws: Vec<LeaderWorkerSet> =
             list(&self.store, "leaderworkerset.x-k8s.io", "leaderworkersets");
         let revs: Vec<ControllerRevision> = list(&self.store, "apps", "controllerrevisions");
         let sets: Vec<StatefulSet> = list(&self.store, "apps", "statefulsets");
+        let pods: Vec<Pod> = list(&self.store, "", "pods");
         for l in lws
             .iter()
             .filter(|l| l.metadata.deletion_timestamp.is_none())
         {
+            self.status_is_true(l, &sets, &pods);
             let (name, uid) = (l.name_any(), l.uid().unwrap_or_default());
             let c = l
                 .status
@@ -210,6 +218,37 @@ impl Checker {
                     format!("StatefulSet {name}: {what}; want controller {uid}, hash {own}"),
                 );
             }
+        }
+    }
+
+    /// I5 on one LWS: its status against its children in the store.
+    fn status_is_true(&self, l: &LeaderWorkerSet, sets: &[StatefulSet], pods: &[Pod]) {
+        let Some(status) = &l.status else { return };
+        let (name, ns) = (l.name_any(), l.namespace().unwrap_or_default());
+        let sets: Vec<StatefulSet> = sets
+            .iter()
+            .filter(|s| s.namespace().as_deref() == Some(&ns))
+            .cloned()
+            .collect();
+        let pods: Vec<Pod> = pods
+            .iter()
+            .filter(|p| p.namespace().as_deref() == Some(&ns))
+            .cloned()
+            .collect();
+        let leader = sets.iter().find(|s| s.name_any() == name);
+        let ready = readiness::ready_groups(l, leader, &pods, &sets);
+        let available = readiness::claims_available(&status.conditions);
+        if status.ready_replicas > ready || (available && ready < l.spec.replicas) {
+            self.violations.violate(
+                Invariant::I5,
+                l.uid().unwrap_or_default(),
+                format!(
+                    "LWS {name} says readyReplicas {}{} but its children show {ready} of {} groups ready",
+                    status.ready_replicas,
+                    if available { " and Available" } else { "" },
+                    l.spec.replicas
+                ),
+            );
         }
     }
 

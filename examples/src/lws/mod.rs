@@ -12,6 +12,7 @@ use crate::run::{Mode, Scenario};
 pub mod controller;
 pub mod invariants;
 pub mod model;
+pub mod readiness;
 pub mod revision;
 #[cfg(feature = "sim")]
 pub mod scenario;

@@ -10,6 +10,9 @@ use serde_json::Value;
 pub const NAME_LABEL: &str = "leaderworkerset.sigs.k8s.io/name";
 /// The label carrying the template revision hash.
 pub const HASH_LABEL: &str = "leaderworkerset.sigs.k8s.io/template-revision-hash";
+/// The label marking a group's pods by their index in the group: `"0"` is
+/// the group's leader (upstream's `worker-index`).
+pub const WORKER_INDEX_LABEL: &str = "leaderworkerset.sigs.k8s.io/worker-index";
 /// The annotation a write stamps on the StatefulSet: the uid of the LWS it
 /// was written for (how the checker sees whose write landed where).
 pub const WRITTEN_FOR: &str = "lws.ward.dev/written-for";
@@ -111,7 +114,9 @@ pub struct LeaderWorkerSetStatus {
     /// Groups created.
     #[serde(default)]
     pub replicas: i32,
-    /// Groups ready.
+    /// Groups ready: a group counts once its leader pod is Running and
+    /// Ready and, in a group of more than one pod, its worker StatefulSet
+    /// has every replica ready.
     #[serde(default)]
     pub ready_replicas: i32,
     /// The revision the StatefulSet runs.
@@ -123,7 +128,8 @@ pub struct LeaderWorkerSetStatus {
     /// Bumped on a revision name collision; folded into the hash.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub collision_count: Option<i32>,
-    /// Conditions (`Available`), one per type.
+    /// Conditions (`Available` when every group is ready, `Progressing`
+    /// until then), one per type.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     #[schemars(schema_with = "conditions")]
     pub conditions: Vec<Value>,

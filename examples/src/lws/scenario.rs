@@ -124,8 +124,61 @@ pub async fn run(
     perturber
         .start()
         .expect("the scenario registered the plan's target");
-    tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(10))).await;
+    let workload = async {
+        tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(10))).await;
+        let (last_change, final_image) =
+            change(scenario, &server, &api, &sets, &l1, &mut rng, &journal).await?;
+        let settled_after = settled(&api, final_image)
+            .await
+            .then(|| last_change.elapsed());
+        match settled_after {
+            Some(d) => journal.log(format!("settled on {final_image} after {d:?}")),
+            None => journal.log(format!("did not settle on {final_image} within 300 s")),
+        }
+        // Let any late GC or write land, then judge the settled state.
+        server.faults().set_gc_delay(Delay::default());
+        tokio::time::sleep(Duration::from_secs(60)).await;
+        Checker::new(server.store().clone(), violations.clone()).settled();
+        Ok::<_, ScenarioError>(settled_after)
+    };
+    let (settled_after, livelock) = match perturber.run(workload).await {
+        Ok(settled_after) => (settled_after?, None),
+        Err(verdict) => {
+            journal.log(format!("run ended early: {verdict}"));
+            (None, Some(verdict.to_string()))
+        }
+    };
+    for t in &tasks {
+        t.abort();
+    }
+    let events = perturber.events();
+    drop(perturber);
+    let report = Report {
+        scenario,
+        mode,
+        seed,
+        plan: plan_text,
+        events,
+        violations: violations.all(),
+        journal: journal.entries(),
+        measured: Measured { settled_after },
+        livelock,
+    };
+    server.shutdown().await;
+    Ok(report)
+}
 
+/// The scenario's change to the LWS after its first settling: the
+/// instant of the last change and the image it ends on.
+async fn change(
+    scenario: Scenario,
+    server: &ApiServer,
+    api: &Api<LeaderWorkerSet>,
+    sets: &Api<StatefulSet>,
+    l1: &LeaderWorkerSet,
+    rng: &mut Rng,
+    journal: &Journal,
+) -> Result<(tokio::time::Instant, &'static str), ScenarioError> {
     let last_change;
     let final_image;
     match scenario {
@@ -187,33 +240,5 @@ pub async fn run(
             journal.log("template changed to v3 (during the rollout of v2)");
         }
     }
-    let settled_after = settled(&api, final_image)
-        .await
-        .then(|| last_change.elapsed());
-    match settled_after {
-        Some(d) => journal.log(format!("settled on {final_image} after {d:?}")),
-        None => journal.log(format!("did not settle on {final_image} within 300 s")),
-    }
-    // Let any late GC or write land, then judge the settled state.
-    server.faults().set_gc_delay(Delay::default());
-    tokio::time::sleep(Duration::from_secs(60)).await;
-    let last = Checker::new(server.store().clone(), violations.clone());
-    last.settled();
-    for t in &tasks {
-        t.abort();
-    }
-    let events = perturber.events();
-    drop(perturber);
-    let report = Report {
-        scenario,
-        mode,
-        seed,
-        plan: plan_text,
-        events,
-        violations: violations.all(),
-        journal: journal.entries(),
-        measured: Measured { settled_after },
-    };
-    server.shutdown().await;
-    Ok(report)
+    Ok((last_change, final_image))
 }

@@ -204,14 +204,10 @@ pub async fn run(
         Err(verdict) => {
             journal.log(format!("run ended early: {verdict}"));
             perturber.settled().await;
-            return Ok(report(
-                mode,
-                seed,
-                printed,
-                &perturber,
-                &violations,
-                &journal,
-            ));
+            return Ok(Report {
+                livelock: Some(verdict.to_string()),
+                ..report(mode, seed, printed, &perturber, &violations, &journal)
+            });
         }
     };
     perturber.settled().await;
@@ -270,6 +266,7 @@ fn report(
         violations: violations.all(),
         journal: journal.entries(),
         measured: (),
+        livelock: None,
     }
 }
 

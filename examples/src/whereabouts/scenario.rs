@@ -108,16 +108,43 @@ pub async fn run(
     perturber
         .start()
         .expect("the scenario registered the plan's target");
-    let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
-    let driver = Driver {
-        pods: &pods,
-        journal: &journal,
-    };
-    match scenario {
-        Scenario::S1 => {
-            for round in 0..3 {
-                journal.log(format!("statefulset: round {round}"));
-                for i in 0..10 {
+    let workload = async {
+        let pods: Api<Pod> = Api::namespaced(client.clone(), "default");
+        let driver = Driver {
+            pods: &pods,
+            journal: &journal,
+        };
+        match scenario {
+            Scenario::S1 => {
+                for round in 0..3 {
+                    journal.log(format!("statefulset: round {round}"));
+                    for i in 0..10 {
+                        driver
+                            .create(
+                                &format!("web-{i}"),
+                                if i % 2 == 0 { "node-a" } else { "node-b" },
+                            )
+                            .await?;
+                        tokio::time::sleep(
+                            rng.between(Duration::from_secs(1), Duration::from_secs(3)),
+                        )
+                        .await;
+                    }
+                    tokio::time::sleep(
+                        rng.between(Duration::from_secs(10), Duration::from_secs(30)),
+                    )
+                    .await;
+                    for i in (0..10).rev() {
+                        driver.delete(&format!("web-{i}")).await?;
+                    }
+                    tokio::time::sleep(
+                        rng.between(Duration::from_secs(2), Duration::from_secs(10)),
+                    )
+                    .await;
+                }
+            }
+            Scenario::S2 => {
+                for i in 0..6 {
                     driver
                         .create(
                             &format!("web-{i}"),
@@ -127,67 +154,60 @@ pub async fn run(
                     tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)))
                         .await;
                 }
-                tokio::time::sleep(rng.between(Duration::from_secs(10), Duration::from_secs(30)))
+                tokio::time::sleep(rng.between(Duration::from_secs(5), Duration::from_secs(40)))
                     .await;
-                for i in (0..10).rev() {
-                    driver.delete(&format!("web-{i}")).await?;
+                journal.log("node-b crashes: its agent dies, its pods vanish without CNI DEL");
+                agent_b.abort();
+                for i in (1..6).step_by(2) {
+                    let name = format!("web-{i}");
+                    pods.delete(
+                        &name,
+                        &DeleteParams {
+                            grace_period_seconds: Some(0),
+                            ..DeleteParams::default()
+                        },
+                    )
+                    .await?;
+                    journal.log(format!("pod {name} force-deleted"));
                 }
-                tokio::time::sleep(rng.between(Duration::from_secs(2), Duration::from_secs(10)))
+                for i in (1..6).step_by(2) {
+                    driver.create(&format!("web-{i}"), "node-a").await?;
+                    tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)))
+                        .await;
+                }
+                tokio::time::sleep(rng.between(Duration::from_secs(30), Duration::from_secs(120)))
                     .await;
+                journal.log("node-b's agent restarts with fresh state");
+                agent_b = tokio::spawn(agent::run(server.client(), agent_config("node-b")));
+            }
+            Scenario::S3 => {
+                for i in 0..5 {
+                    driver
+                        .create(
+                            &format!("web-{i}"),
+                            if i % 2 == 0 { "node-a" } else { "node-b" },
+                        )
+                        .await?;
+                    tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)))
+                        .await;
+                }
             }
         }
-        Scenario::S2 => {
-            for i in 0..6 {
-                driver
-                    .create(
-                        &format!("web-{i}"),
-                        if i % 2 == 0 { "node-a" } else { "node-b" },
-                    )
-                    .await?;
-                tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)))
-                    .await;
-            }
-            tokio::time::sleep(rng.between(Duration::from_secs(5), Duration::from_secs(40))).await;
-            journal.log("node-b crashes: its agent dies, its pods vanish without CNI DEL");
-            agent_b.abort();
-            for i in (1..6).step_by(2) {
-                let name = format!("web-{i}");
-                pods.delete(
-                    &name,
-                    &DeleteParams {
-                        grace_period_seconds: Some(0),
-                        ..DeleteParams::default()
-                    },
-                )
-                .await?;
-                journal.log(format!("pod {name} force-deleted"));
-            }
-            for i in (1..6).step_by(2) {
-                driver.create(&format!("web-{i}"), "node-a").await?;
-                tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)))
-                    .await;
-            }
-            tokio::time::sleep(rng.between(Duration::from_secs(30), Duration::from_secs(120)))
-                .await;
-            journal.log("node-b's agent restarts with fresh state");
-            agent_b = tokio::spawn(agent::run(server.client(), agent_config("node-b")));
+        // Long enough for any leak to outlive its bound (I3: 3 intervals; I4:
+        // the grace bound plus 3 intervals).
+        tokio::time::sleep(GRACE + INTERVAL * 4).await;
+        Ok::<_, ScenarioError>(())
+    };
+    let livelock = match perturber.run(workload).await {
+        Ok(done) => {
+            done?;
+            None
         }
-        Scenario::S3 => {
-            for i in 0..5 {
-                driver
-                    .create(
-                        &format!("web-{i}"),
-                        if i % 2 == 0 { "node-a" } else { "node-b" },
-                    )
-                    .await?;
-                tokio::time::sleep(rng.between(Duration::from_secs(1), Duration::from_secs(3)))
-                    .await;
-            }
+        Err(verdict) => {
+            journal.log(format!("run ended early: {verdict}"));
+            Some(verdict.to_string())
         }
-    }
-    // Long enough for any leak to outlive its bound (I3: 3 intervals; I4:
-    // the grace bound plus 3 intervals).
-    tokio::time::sleep(GRACE + INTERVAL * 4).await;
+    };
     agent_a.abort();
     agent_b.abort();
     for t in &tasks {
@@ -204,6 +224,7 @@ pub async fn run(
         violations: violations.all(),
         journal: journal.entries(),
         measured: (),
+        livelock,
     };
     server.shutdown().await;
     Ok(report)

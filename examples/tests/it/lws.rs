@@ -5,11 +5,22 @@
 //! settles a template change as fast as naive (S3).
 
 use std::process::Command;
+use std::time::Duration;
 
+use k8s_openapi::api::apps::v1::StatefulSet;
+use k8s_openapi::api::core::v1::Pod;
+use kube::Resource;
+use kube::api::{Api, Patch, PatchParams, PostParams};
+use kube::runtime::wait::await_condition;
+use serde_json::json;
+use ward_apiserver::ApiServer;
 use ward_examples::example::{Example, Report};
-use ward_examples::lws::Lws;
-use ward_examples::lws::controller::Mode;
-use ward_examples::lws::invariants::Invariant;
+use ward_examples::journal::Journal;
+use ward_examples::lws::controller::{self, Mode};
+use ward_examples::lws::invariants::{Checker, Invariant, Violations};
+use ward_examples::lws::model::{LeaderWorkerSet, LeaderWorkerSetSpec};
+use ward_examples::lws::scenario::{NAME, template};
+use ward_examples::lws::{Lws, NAMESPACE, install};
 use ward_examples::run::Scenario;
 
 use crate::common::breaks;
@@ -126,6 +137,310 @@ fn the_binary_shows_the_foreign_revision_and_exits_1_and_0_when_guarded() {
     assert_eq!(usage.status.code(), Some(2));
 }
 
+fn two_groups_of_two() -> LeaderWorkerSet {
+    LeaderWorkerSet::new(
+        NAME,
+        LeaderWorkerSetSpec {
+            replicas: 2,
+            leader_worker_template: template("v1"),
+            rollout_strategy: Default::default(),
+        },
+    )
+}
+
+/// The I5 violations the checker finds in the store now (the settled
+/// checks also judge I2 and I3, which these tests do not set up for).
+fn i5(server: &ApiServer) -> Vec<String> {
+    let violations = Violations::new(Journal::new());
+    Checker::new(server.store().clone(), violations.clone()).settled();
+    violations
+        .all()
+        .into_iter()
+        .filter(|v| v.invariant == Invariant::I5)
+        .map(|v| v.detail)
+        .collect()
+}
+
+/// Wait (60 s of simulated time at most) until the LWS's status says
+/// `ready` groups and `Available` as `available`.
+async fn status_says(api: &Api<LeaderWorkerSet>, ready: i32, available: bool) {
+    let says = await_condition(api.clone(), NAME, move |l: Option<&LeaderWorkerSet>| {
+        l.and_then(|l| l.status.as_ref()).is_some_and(|s| {
+            let on = |t: &str| {
+                s.conditions
+                    .iter()
+                    .any(|c| c["type"] == t && c["status"] == "True")
+            };
+            s.ready_replicas == ready
+                && on("Available") == available
+                && on("Progressing") != available
+        })
+    });
+    let got = tokio::time::timeout(Duration::from_secs(60), says).await;
+    assert!(
+        matches!(got, Ok(Ok(_))),
+        "the status never said {ready} ready, Available {available}: {:?}",
+        api.get(NAME).await.unwrap().status
+    );
+}
+
+/// Group `i`'s leader pod (controlled by the leader StatefulSet `owner`) and
+/// worker StatefulSet (controlled by that pod), created and marked as a
+/// cluster's StatefulSet controller, kubelet and LWS pod controller would:
+/// the pod Running with Ready `ready`, the workers all ready.
+async fn group(client: &kube::Client, owner: &StatefulSet, i: i32, ready: bool) {
+    let pods: Api<Pod> = Api::namespaced(client.clone(), NAMESPACE);
+    let sets: Api<StatefulSet> = Api::namespaced(client.clone(), NAMESPACE);
+    let name = format!("{NAME}-{i}");
+    let labels = json!({"leaderworkerset.sigs.k8s.io/name": NAME,
+                        "leaderworkerset.sigs.k8s.io/worker-index": "0"});
+    let pod: Pod = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": labels,
+                     "ownerReferences": [owner.controller_owner_ref(&()).unwrap()]},
+        "spec": {"containers": [{"name": "worker", "image": "v1"}]}}))
+    .unwrap();
+    let pod = pods.create(&PostParams::default(), &pod).await.unwrap();
+    mark_pod(&pods, &name, ready).await;
+    let workers: StatefulSet = serde_json::from_value(json!({
+        "metadata": {"name": name, "labels": {"leaderworkerset.sigs.k8s.io/name": NAME},
+                     "ownerReferences": [pod.controller_owner_ref(&()).unwrap()]},
+        "spec": {"replicas": 1, "serviceName": NAME,
+                 "selector": {"matchLabels": {"group": name}},
+                 "template": {"metadata": {"labels": {"group": name}},
+                              "spec": {"containers": [{"name": "worker", "image": "v1"}]}}}}))
+    .unwrap();
+    sets.create(&PostParams::default(), &workers).await.unwrap();
+    let status = json!({"status": {"replicas": 1, "readyReplicas": 1, "availableReplicas": 1}});
+    sets.patch_status(&name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+}
+
+/// Mark pod `name` Running, with condition Ready `ready`.
+async fn mark_pod(pods: &Api<Pod>, name: &str, ready: bool) {
+    let status = json!({"status": {"phase": "Running",
+        "conditions": [{"type": "Ready", "status": if ready { "True" } else { "False" }}]}});
+    pods.patch_status(name, &PatchParams::default(), &Patch::Merge(status))
+        .await
+        .unwrap();
+}
+
+/// The status tells what the children show: 0 of 2 groups and Progressing
+/// while none is ready; Available once both groups' leader pods and worker
+/// StatefulSets are; Progressing again when a leader stops being Ready —
+/// each change of a child updates it, and I5 holds at every step.
+#[tokio::test(start_paused = true)]
+async fn the_status_counts_the_groups_its_children_show_ready() {
+    let server = ApiServer::start_in_process().await;
+    let client = server.client();
+    install(&client).await.unwrap();
+    let ctl = tokio::spawn(controller::run(
+        client.clone(),
+        NAMESPACE,
+        Mode::Guarded,
+        Journal::new(),
+    ));
+    let api: Api<LeaderWorkerSet> = Api::namespaced(client.clone(), NAMESPACE);
+    api.create(&PostParams::default(), &two_groups_of_two())
+        .await
+        .unwrap();
+    status_says(&api, 0, false).await;
+    assert_eq!(i5(&server), Vec::<String>::new());
+    let leader = Api::<StatefulSet>::namespaced(client.clone(), NAMESPACE)
+        .get(NAME)
+        .await
+        .unwrap();
+    group(&client, &leader, 0, true).await;
+    status_says(&api, 1, false).await;
+    group(&client, &leader, 1, true).await;
+    status_says(&api, 2, true).await;
+    assert_eq!(i5(&server), Vec::<String>::new());
+    mark_pod(
+        &Api::namespaced(client.clone(), NAMESPACE),
+        &format!("{NAME}-1"),
+        false,
+    )
+    .await;
+    status_says(&api, 1, false).await;
+    assert_eq!(i5(&server), Vec::<String>::new());
+    ctl.abort();
+}
+
+/// I5 is not vacuous: the status the controller wrote before it counted
+/// its children — every group ready and Available as soon as the revision
+/// was current — breaks it when no child is ready.
+#[tokio::test(start_paused = true)]
+async fn the_checker_sees_a_status_claiming_groups_no_child_shows() {
+    let server = ApiServer::start_in_process().await;
+    let client = server.client();
+    install(&client).await.unwrap();
+    let api: Api<LeaderWorkerSet> = Api::namespaced(client.clone(), NAMESPACE);
+    api.create(&PostParams::default(), &two_groups_of_two())
+        .await
+        .unwrap();
+    let claims = |ready: i32, available: &str| {
+        json!({"status": {"replicas": 2, "readyReplicas": ready, "conditions": [
+            {"type": "Available", "status": available, "reason": "AllGroupsReady",
+             "message": "All replicas are ready"}]}})
+    };
+    for (ready, available, broken) in [
+        (2, "True", true),
+        (0, "True", true),
+        (1, "False", true),
+        (0, "False", false),
+    ] {
+        api.patch_status(
+            NAME,
+            &PatchParams::default(),
+            &Patch::Merge(claims(ready, available)),
+        )
+        .await
+        .unwrap();
+        let found = i5(&server);
+        assert_eq!(
+            !found.is_empty(),
+            broken,
+            "{ready} ready, Available {available}: {found:?}"
+        );
+    }
+    api.patch_status(
+        NAME,
+        &PatchParams::default(),
+        &Patch::Merge(claims(2, "True")),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        i5(&server),
+        ["LWS test says readyReplicas 2 and Available but its children show 0 of 2 groups ready"]
+    );
+}
+
+/// `kubectl` from PATH; None (the test skipped) when it is not installed,
+/// unless `WARD_REQUIRE_KUBECTL=1` makes that a failure.
+fn kubectl() -> Option<std::path::PathBuf> {
+    let path = std::env::var_os("PATH").unwrap_or_default();
+    let found = std::env::split_paths(&path)
+        .map(|d| d.join("kubectl"))
+        .find(|p| p.is_file());
+    if found.is_none() {
+        assert!(
+            std::env::var("WARD_REQUIRE_KUBECTL").as_deref() != Ok("1"),
+            "kubectl is not on PATH (WARD_REQUIRE_KUBECTL=1)"
+        );
+        println!("skipped: kubectl is not on PATH");
+    }
+    found
+}
+
+/// As a new user would: `lws run` on its embedded server, a
+/// LeaderWorkerSet applied with kubectl. No StatefulSet controller runs
+/// there, so no group is ready and kubectl shows 0 and Progressing; once
+/// the children are marked ready through the API (as a cluster's
+/// controllers and kubelet would), it shows 2 and Available.
+#[test]
+fn live_with_kubectl_the_status_shows_what_the_children_show() {
+    let Some(kubectl) = kubectl() else { return };
+    let live = Live::start("kubectl", &[]);
+    live.ready_with(&[r#"ward_ready{check="synced/LeaderWorkerSet"} 1"#]);
+    let home = live.kubeconfig.with_extension("home");
+    let run = |args: &[&str], stdin: Option<String>| {
+        use std::io::Write;
+        let mut child = Command::new(&kubectl)
+            .args(args)
+            .arg("--request-timeout=30s")
+            .env("KUBECONFIG", &live.kubeconfig)
+            .env("HOME", &home)
+            .stdin(std::process::Stdio::piped())
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
+            .spawn()
+            .unwrap();
+        let mut input = child.stdin.take().unwrap();
+        input
+            .write_all(stdin.unwrap_or_default().as_bytes())
+            .unwrap();
+        drop(input);
+        let out = child.wait_with_output().unwrap();
+        assert!(
+            out.status.success(),
+            "kubectl {args:?}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        String::from_utf8_lossy(&out.stdout).into_owned()
+    };
+    let json = |v: serde_json::Value| Some(v.to_string());
+    run(
+        &["apply", "-f", "-"],
+        json(serde_json::to_value(two_groups_of_two()).unwrap()),
+    );
+    let shown = "-o=jsonpath={.status.readyReplicas} {.status.conditions[?(@.type=='Available')].status} {.status.conditions[?(@.type=='Progressing')].reason}";
+    let wait_for = |want: &str| loop {
+        let got = run(&["get", "lws", NAME, shown], None);
+        if got == want {
+            return;
+        }
+        assert!(
+            std::time::Instant::now() < live.deadline,
+            "kubectl never showed {want:?}; last {got:?}"
+        );
+        std::thread::sleep(Duration::from_millis(100));
+    };
+    wait_for("0 False GroupsAreProgressing");
+    let leader = run(
+        &["get", "statefulset", NAME, "-o=jsonpath={.metadata.uid}"],
+        None,
+    );
+    for i in 0..2 {
+        let name = format!("{NAME}-{i}");
+        let owner = |kind: &str, api: &str, name: &str, uid: &str| json!([{"apiVersion": api, "kind": kind, "name": name, "uid": uid, "controller": true}]);
+        run(
+            &["apply", "-f", "-"],
+            json(json!({"apiVersion": "v1", "kind": "Pod",
+            "metadata": {"name": name, "labels": {"leaderworkerset.sigs.k8s.io/name": NAME,
+                                                  "leaderworkerset.sigs.k8s.io/worker-index": "0"},
+                         "ownerReferences": owner("StatefulSet", "apps/v1", NAME, &leader)},
+            "spec": {"containers": [{"name": "worker", "image": "v1"}]}})),
+        );
+        run(
+            &[
+                "patch",
+                "pod",
+                &name,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status": {"phase": "Running", "conditions": [{"type": "Ready", "status": "True"}]}}"#,
+            ],
+            None,
+        );
+        let pod = run(&["get", "pod", &name, "-o=jsonpath={.metadata.uid}"], None);
+        run(
+            &["apply", "-f", "-"],
+            json(json!({"apiVersion": "apps/v1", "kind": "StatefulSet",
+            "metadata": {"name": name, "labels": {"leaderworkerset.sigs.k8s.io/name": NAME},
+                         "ownerReferences": owner("Pod", "v1", &name, &pod)},
+            "spec": {"replicas": 1, "serviceName": NAME, "selector": {"matchLabels": {"group": name}},
+                     "template": {"metadata": {"labels": {"group": name}},
+                                  "spec": {"containers": [{"name": "worker", "image": "v1"}]}}}})),
+        );
+        run(
+            &[
+                "patch",
+                "statefulset",
+                &name,
+                "--subresource=status",
+                "--type=merge",
+                "-p",
+                r#"{"status": {"replicas": 1, "readyReplicas": 1}}"#,
+            ],
+            None,
+        );
+    }
+    wait_for("2 True AllGroupsReady");
+    let _ = std::fs::remove_dir_all(&home);
+}
+
 #[test]
 fn the_deployed_crd_is_the_one_the_binary_generates() {
     crate::common::crds_match(
@@ -190,90 +505,132 @@ fn the_binary_as_a_shard_member_is_ready_and_leaves_on_sigterm() {
     );
 }
 
-/// Run the binary with `mode` on its embedded server until ready and
-/// synced with `metric` showing, then SIGTERM it: it prints `last` and
-/// exits 0.
-fn run_until_sigterm(mode: &[&str], metric: &str, last: &str) {
-    use std::io::BufRead;
-    use std::time::{Duration, Instant};
-    let kubeconfig =
-        std::env::temp_dir().join(format!("lws-e2e-{}.kubeconfig", std::process::id()));
-    /// Kills the child if the test fails before it exits.
-    struct Reap(std::process::Child);
-    impl Drop for Reap {
-        fn drop(&mut self) {
-            let _ = self.0.kill();
-            let _ = self.0.wait();
-        }
-    }
-    let mut child = Reap(
-        Command::new(env!("CARGO_BIN_EXE_lws"))
+/// The `lws run` binary on an embedded server of its own, killed (and its
+/// kubeconfig removed) when dropped. Real time: every wait is bounded by
+/// `deadline`.
+struct Live {
+    child: std::process::Child,
+    lines: std::sync::mpsc::Receiver<String>,
+    kubeconfig: std::path::PathBuf,
+    deadline: std::time::Instant,
+    /// Where it serves /metrics, /healthz and /readyz.
+    addr: String,
+}
+
+impl Live {
+    /// Start it with `args` after `run`, and wait until it serves its
+    /// endpoint.
+    fn start(name: &str, args: &[&str]) -> Live {
+        use std::io::BufRead;
+        let kubeconfig =
+            std::env::temp_dir().join(format!("lws-{name}-{}.kubeconfig", std::process::id()));
+        let mut child = Command::new(env!("CARGO_BIN_EXE_lws"))
             .arg("run")
-            .args(mode)
+            .args(args)
             .args(["--identity", "e2e"])
             .args(["--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
             .arg(&kubeconfig)
             .stdout(std::process::Stdio::piped())
             .spawn()
-            .unwrap(),
-    );
-    let (tx, rx) = std::sync::mpsc::channel();
-    let stdout = child.0.stdout.take().unwrap();
-    std::thread::spawn(move || {
-        for line in std::io::BufReader::new(stdout)
-            .lines()
-            .map_while(Result::ok)
-        {
-            let _ = tx.send(line);
+            .unwrap();
+        let (tx, lines) = std::sync::mpsc::channel();
+        let stdout = child.stdout.take().unwrap();
+        std::thread::spawn(move || {
+            for line in std::io::BufReader::new(stdout)
+                .lines()
+                .map_while(Result::ok)
+            {
+                let _ = tx.send(line);
+            }
+        });
+        let mut live = Live {
+            child,
+            lines,
+            kubeconfig,
+            deadline: std::time::Instant::now() + std::time::Duration::from_secs(60),
+            addr: String::new(),
+        };
+        live.addr = loop {
+            let line = live.next_line().expect("the endpoint's address");
+            if let Some(a) = line.strip_prefix("serving /metrics, /healthz and /readyz on http://")
+            {
+                break a.to_string();
+            }
+        };
+        live
+    }
+
+    /// Its next line on stdout, until the deadline.
+    fn next_line(&self) -> Result<String, std::sync::mpsc::RecvTimeoutError> {
+        self.lines.recv_timeout(
+            self.deadline
+                .saturating_duration_since(std::time::Instant::now()),
+        )
+    }
+
+    /// Wait until `/readyz` answers 200 and `/metrics` shows every one of
+    /// `lines`; the metrics then.
+    fn ready_with(&self, lines: &[&str]) -> String {
+        loop {
+            let (status, body) = http_get(&self.addr, "/readyz").unwrap();
+            if status == 200 {
+                let (_, metrics) = http_get(&self.addr, "/metrics").unwrap();
+                if lines.iter().all(|l| metrics.contains(l)) {
+                    return metrics;
+                }
+            }
+            assert!(
+                std::time::Instant::now() < self.deadline,
+                "never ready and synced: {body}"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(50));
         }
-    });
-    let deadline = Instant::now() + Duration::from_secs(60);
-    let next_line = || rx.recv_timeout(deadline.saturating_duration_since(Instant::now()));
-    let addr = loop {
-        let line = next_line().expect("the endpoint's address");
-        if let Some(a) = line.strip_prefix("serving /metrics, /healthz and /readyz on http://") {
-            break a.to_string();
+    }
+
+    /// SIGTERM it; its exit status.
+    fn terminate(&mut self) -> std::process::ExitStatus {
+        let kill = Command::new("kill")
+            .args(["-TERM", &self.child.id().to_string()])
+            .status()
+            .unwrap();
+        assert!(kill.success());
+        loop {
+            if let Some(s) = self.child.try_wait().unwrap() {
+                return s;
+            }
+            assert!(
+                std::time::Instant::now() < self.deadline,
+                "still running after SIGTERM"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
         }
-    };
+    }
+}
+
+impl Drop for Live {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+        let _ = std::fs::remove_file(&self.kubeconfig);
+    }
+}
+
+/// Run the binary with `mode` on its embedded server until ready and
+/// synced with `metric` showing, then SIGTERM it: it prints `last` and
+/// exits 0.
+fn run_until_sigterm(mode: &[&str], metric: &str, last: &str) {
+    let mut live = Live::start("e2e", mode);
     // Ready once it answers the Lease — a follower is ready too, so /readyz
     // can pass before the leader's controller has registered its own check.
     // The controller is up once its synced check reports 1 in /metrics.
     let synced = r#"ward_ready{check="synced/LeaderWorkerSet"} 1"#;
-    let metrics = loop {
-        let (status, body) = http_get(&addr, "/readyz").unwrap();
-        if status == 200 {
-            let (_, metrics) = http_get(&addr, "/metrics").unwrap();
-            if metrics.contains(synced) && metrics.contains(metric) {
-                break metrics;
-            }
-        }
-        assert!(Instant::now() < deadline, "never ready and synced: {body}");
-        std::thread::sleep(Duration::from_millis(50));
-    };
+    let metrics = live.ready_with(&[synced, metric]);
     assert!(
         metrics.contains("# TYPE ward_reconcile_duration_seconds histogram"),
         "{metrics}"
     );
-    let kill = Command::new("kill")
-        .args(["-TERM", &child.0.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(kill.success());
-    let released = loop {
-        match next_line() {
-            Ok(line) if line == last => break true,
-            Ok(_) => {}
-            Err(_) => break false,
-        }
-    };
-    let status = loop {
-        if let Some(s) = child.0.try_wait().unwrap() {
-            break s;
-        }
-        assert!(Instant::now() < deadline, "still running after SIGTERM");
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    let _ = std::fs::remove_file(&kubeconfig);
+    let status = live.terminate();
+    let released = std::iter::from_fn(|| live.next_line().ok()).any(|l| l == last);
     assert!(released, "no {last:?} after SIGTERM");
     assert_eq!(status.code(), Some(0));
 }

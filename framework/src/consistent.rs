@@ -28,6 +28,16 @@
 //! when the server's rv stands still (an initial sync, a burst of
 //! reconciles with no writes in between) or the kind itself is written.
 //!
+//! In a sharded controller ([`crate::shard`]) the client adds the shard's
+//! `shardSelector` to the LISTs and WATCHes of the collections it shards,
+//! the cache's among them: the cache then holds only the objects of the
+//! slots it was listed with, and "absent from the cache" means "absent, or
+//! in another replica's slots". So the cache answers only while the
+//! active slots are the ones of its current list (same set, no slot lost
+//! and regained since); from the moment they change it reads with the
+//! GET, and its watch starts over with a list under the new selector. A
+//! replica that takes slots over never reads an owner in them as absent.
+//!
 //! resourceVersions are compared as numbers, which is what both servers
 //! issue (kube-apiserver's are etcd revisions); a server whose rvs are not
 //! numbers gets the GET every time. The cache needs `list` and `watch` on
@@ -46,6 +56,7 @@ use kube::api::{Api, ListParams, WatchEvent, WatchParams};
 use tokio::sync::watch;
 
 use crate::fresh::{FreshReads, Readable};
+use crate::shard::{Shard, Slots};
 
 /// How long a read waits for its cache to reach the current rv before it
 /// reads with a GET instead.
@@ -57,8 +68,14 @@ pub type CachedRead = Result<Option<Arc<ObjectMeta>>, Arc<kube::Error>>;
 /// What one cache holds, by name; shared by its watch task and its readers.
 type Objects = Mutex<HashMap<String, Arc<ObjectMeta>>>;
 
+/// The shard's active slots and deactivation epoch a filtered cache was
+/// listed with (`None`: unfiltered, or not listed yet).
+type Listed = Mutex<Option<(Slots, u64)>>;
+
 struct Cache {
     objects: Arc<Objects>,
+    /// What a shard-filtered cache holds the objects of.
+    listed: Arc<Listed>,
     /// The highest rv the watch has delivered (0 before the first list).
     observed: watch::Receiver<u64>,
     /// The `observed` at which a current rv last found the cache behind,
@@ -82,6 +99,9 @@ pub struct WatchCaches {
     /// `ward_consistent_reads_total` from the cache and from a GET,
     /// registered at the first read (with the recorder installed by then).
     counters: Arc<OnceLock<(metrics::Counter, metrics::Counter)>>,
+    /// The shard whose selector the reads' client adds, once the
+    /// controller is sharded.
+    shard: Arc<OnceLock<Shard>>,
 }
 
 impl Default for WatchCaches {
@@ -90,6 +110,7 @@ impl Default for WatchCaches {
             caches: Arc::default(),
             catch_up: DEFAULT_CATCH_UP,
             counters: Arc::default(),
+            shard: Arc::default(),
         }
     }
 }
@@ -112,6 +133,30 @@ impl WatchCaches {
         }
     }
 
+    /// The same caches, reads waiting at most `catch_up`.
+    #[must_use]
+    pub(crate) fn catch_up(mut self, catch_up: Duration) -> Self {
+        self.catch_up = catch_up;
+        self
+    }
+
+    /// Follow `shard` (set once the controller is sharded): a cache of a
+    /// collection the shard filters answers only while the slots it was
+    /// listed with are the active ones (see the module docs).
+    pub(crate) fn in_shard(mut self, shard: Arc<OnceLock<Shard>>) -> Self {
+        self.shard = shard;
+        self
+    }
+
+    /// The slots `cache` must have been listed with to answer now: `None`
+    /// when the shard does not filter `url` (any list will do).
+    fn wanted(&self, url: &str) -> Option<(Slots, u64)> {
+        self.shard
+            .get()
+            .filter(|s| s.filters(url))
+            .map(Shard::selection)
+    }
+
     /// The metadata of `name` as it is now: from the cache of `api`'s kind
     /// when it has caught up with the server's current rv, else from a
     /// quorum GET shared through `reads`. `None` when it does not exist.
@@ -122,8 +167,14 @@ impl WatchCaches {
         let cache = self.cache(api);
         let mut observed = cache.observed.clone();
         let seen = *observed.borrow_and_update();
+        // A filtered cache holds the objects of the slots it was listed
+        // with: after a change of slots it may lack an object in a slot
+        // gained, until its watch has listed again.
+        let wanted = self.wanted(api.resource_url());
+        let current =
+            wanted.is_none() || *cache.listed.lock().unwrap_or_else(|e| e.into_inner()) == wanted;
         // After a miss, asking again is useless until the watch moves.
-        if cache.behind_at.load(Ordering::Relaxed) != seen {
+        if current && cache.behind_at.load(Ordering::Relaxed) != seen {
             match reads.current_rv(api).await {
                 Ok(Some(now)) => {
                     // The timer is boxed (as the GET below): rarely
@@ -133,7 +184,11 @@ impl WatchCaches {
                         let wait = Box::pin(tokio::time::timeout(self.catch_up, wait));
                         matches!(wait.await, Ok(Ok(_)))
                     };
-                    if caught_up {
+                    // The slots may have changed while it waited.
+                    let current = wanted.is_none()
+                        || *cache.listed.lock().unwrap_or_else(|e| e.into_inner())
+                            == self.wanted(api.resource_url());
+                    if caught_up && current {
                         self.counters().0.increment(1);
                         let objects = cache.objects.lock();
                         let objects = objects.unwrap_or_else(|e| e.into_inner());
@@ -186,10 +241,18 @@ impl WatchCaches {
             .entry(api.resource_url().to_string())
             .or_insert_with(|| {
                 let objects = Arc::new(Objects::default());
+                let listed = Arc::new(Listed::default());
                 let (tx, observed) = watch::channel(0);
-                let task = tokio::spawn(keep(api.clone(), objects.clone(), tx)).abort_handle();
+                let kept = Kept {
+                    objects: objects.clone(),
+                    listed: listed.clone(),
+                    observed: tx,
+                    shard: self.shard.clone(),
+                };
+                let task = tokio::spawn(keep(api.clone(), kept)).abort_handle();
                 Arc::new(Cache {
                     objects,
+                    listed,
                     observed,
                     behind_at: AtomicU64::new(u64::MAX),
                     task,
@@ -199,20 +262,46 @@ impl WatchCaches {
     }
 }
 
+/// What a cache's watch task keeps up to date.
+struct Kept {
+    objects: Arc<Objects>,
+    listed: Arc<Listed>,
+    observed: watch::Sender<u64>,
+    shard: Arc<OnceLock<Shard>>,
+}
+
 /// Keep `objects` equal to the server's objects of `api`'s kind: list,
 /// watch with bookmarks from the list's rv, re-watch from the last rv when
-/// a watch ends, re-list after an error. `observed` follows every event
-/// and bookmark.
-async fn keep<T>(api: Api<T>, objects: Arc<Objects>, observed: watch::Sender<u64>)
+/// a watch ends, re-list after an error — and, for a collection the shard
+/// filters, as soon as its active slots change. `observed` follows every
+/// event and bookmark; `listed` says which slots the objects are of.
+async fn keep<T>(api: Api<T>, kept: Kept)
 where
     T: Readable,
 {
+    let Kept {
+        objects,
+        listed,
+        observed,
+        shard,
+    } = kept;
+    let url = api.resource_url().to_string();
     let mut retry = Duration::from_millis(100);
+    let mut slots = None;
     loop {
+        // Which slots this list is of: taken before it is sent, so a
+        // change from here on is seen (and lists again).
+        *listed.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        let filtered = shard.get().filter(|s| s.filters(&url));
+        let selection = filtered.map(|s| {
+            let active = slots.get_or_insert_with(|| s.watch_active());
+            active.take();
+            active.seen()
+        });
         let list = match api.list_metadata(&ListParams::default()).await {
             Ok(list) => list,
             Err(e) => {
-                tracing::debug!(error = %e, url = api.resource_url(), "watch cache: list failed");
+                tracing::debug!(error = %e, url, "watch cache: list failed");
                 tokio::time::sleep(retry).await;
                 retry = (retry * 2).min(Duration::from_secs(10));
                 continue;
@@ -231,6 +320,7 @@ where
                 )
             })
             .collect();
+        *listed.lock().unwrap_or_else(|e| e.into_inner()) = selection;
         if !advance(&observed, &rv) {
             return;
         }
@@ -240,22 +330,41 @@ where
             ..WatchParams::default()
         }
         .timeout(290);
-        'watch: loop {
+        let relist = 'watch: loop {
+            // Slots changed (or filtering began) since the list: start over.
+            let now = shard
+                .get()
+                .filter(|s| s.filters(&url))
+                .map(Shard::selection);
+            if now != selection {
+                break 'watch true;
+            }
             let events = match api.watch_metadata(&params, &rv).await {
                 Ok(events) => events,
                 Err(e) => {
-                    tracing::debug!(error = %e, url = api.resource_url(), "watch cache: watch failed");
-                    break 'watch;
+                    tracing::debug!(error = %e, url, "watch cache: watch failed");
+                    break 'watch false;
                 }
             };
             let mut events = events.boxed();
             loop {
-                let event = match events.try_next().await {
+                let changed = async {
+                    match (&mut slots, selection) {
+                        (Some(active), Some(_)) => active.changed().await,
+                        _ => std::future::pending().await,
+                    }
+                };
+                let event = tokio::select! {
+                    biased;
+                    () = changed => break 'watch true,
+                    event = events.try_next() => event,
+                };
+                let event = match event {
                     Ok(Some(event)) => event,
                     Ok(None) => continue 'watch,
                     Err(e) => {
-                        tracing::debug!(error = %e, url = api.resource_url(), "watch cache: watch broke");
-                        break 'watch;
+                        tracing::debug!(error = %e, url, "watch cache: watch broke");
+                        break 'watch false;
                     }
                 };
                 let (meta, gone) = match event {
@@ -267,8 +376,8 @@ where
                         continue;
                     }
                     WatchEvent::Error(e) => {
-                        tracing::debug!(error = %e, url = api.resource_url(), "watch cache: watch error");
-                        break 'watch;
+                        tracing::debug!(error = %e, url, "watch cache: watch error");
+                        break 'watch false;
                     }
                 };
                 let name = meta.name.clone().unwrap_or_default();
@@ -284,8 +393,10 @@ where
                 rv = event_rv;
                 advance(&observed, &rv);
             }
+        };
+        if !relist {
+            tokio::time::sleep(retry).await;
         }
-        tokio::time::sleep(retry).await;
     }
 }
 

@@ -197,7 +197,7 @@ impl GuardContext {
     /// (default [`DEFAULT_CATCH_UP`](crate::consistent::DEFAULT_CATCH_UP)).
     #[must_use]
     pub fn catch_up(mut self, catch_up: Duration) -> Self {
-        self.caches = crate::consistent::WatchCaches::with_catch_up(catch_up);
+        self.caches = self.caches.catch_up(catch_up);
         self
     }
 
@@ -291,6 +291,14 @@ impl GuardContext {
                 })
             })
             .clone()
+    }
+
+    /// The same context in a controller sharded by `shard` (once set):
+    /// its consistent reads of a collection the shard filters follow the
+    /// shard's slots (see [`crate::consistent`]).
+    pub(crate) fn in_shard(mut self, shard: Arc<std::sync::OnceLock<crate::shard::Shard>>) -> Self {
+        self.caches = self.caches.in_shard(shard);
+        self
     }
 
     /// The client (reads through it are quorum reads, never a cache).

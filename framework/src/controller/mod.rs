@@ -158,6 +158,7 @@ where
         };
         let inner = Controller::for_stream_with(trigger, reader, dyntype.clone());
         let mut this = Self::wrap(inner, dyntype, client, synced);
+        this.gctx = this.gctx.in_shard(shard.clone());
         this.shard = shard;
         this
     }
@@ -219,17 +220,18 @@ where
         let stale = StaleTriggers::new(inner.store(), dyntype.clone());
         // Guard wake-ups re-enter through kube-runtime's scheduler.
         let inner = inner.reconcile_on(wake_rx);
+        let shard = Arc::default();
         GuardedController {
             inner,
             dyntype,
-            gctx: GuardContext::new(client),
+            gctx: GuardContext::new(client).in_shard(Arc::clone(&shard)),
             guards: Vec::new(),
             backoff: None,
             wake_tx,
             stale,
             synced,
             readiness: None,
-            shard: Arc::default(),
+            shard,
         }
     }
 

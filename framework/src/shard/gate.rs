@@ -51,6 +51,14 @@ impl Gate {
         self.tx.borrow().active
     }
 
+    /// The active slots and the deactivation epoch now: equal twice only
+    /// if no slot was deactivated in between and the active set is the
+    /// same (a slot lost and regained bumps the epoch).
+    pub(crate) fn selection(&self) -> (Slots, u64) {
+        let s = self.tx.borrow();
+        (s.active, s.epoch)
+    }
+
     /// A watch of the active slots, for a watch that must restart when
     /// they change.
     pub(crate) fn watch_active(&self) -> ActiveWatch {
@@ -158,6 +166,11 @@ impl ActiveWatch {
         let s = self.rx.borrow_and_update();
         self.seen = (s.active, s.epoch);
         s.active
+    }
+
+    /// The active slots and deactivation epoch last taken.
+    pub(crate) fn seen(&self) -> (Slots, u64) {
+        self.seen
     }
 
     /// Completes once the active slots differ from those last taken, or a

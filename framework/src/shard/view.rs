@@ -103,6 +103,12 @@ impl Shard {
         }
     }
 
+    /// The active slots and their deactivation epoch now (see
+    /// `Gate::selection`).
+    pub(crate) fn selection(&self) -> (Slots, u64) {
+        self.inner.gate.selection()
+    }
+
     /// A watch of the active slots.
     pub(crate) fn watch_active(&self) -> gate::ActiveWatch {
         self.inner.gate.watch_active()
@@ -122,7 +128,7 @@ impl Shard {
             .insert(path.to_string());
     }
 
-    pub(super) fn filters(&self, path: &str) -> bool {
+    pub(crate) fn filters(&self, path: &str) -> bool {
         self.inner
             .paths
             .lock()

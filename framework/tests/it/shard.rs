@@ -19,9 +19,9 @@ use kube::{Client, ResourceExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use ward::GuardedController;
 use ward::clock::Clock;
 use ward::shard::{Member, Shard, ShardError, Slots};
+use ward::{Guard, GuardContext, GuardError, GuardedController, Verdict};
 use ward_apiserver::{ApiServer, ServerConfig};
 
 const WAIT: Duration = Duration::from_secs(600);
@@ -143,10 +143,42 @@ type Reconcile = Arc<
         + Sync,
 >;
 
+/// A guard that reads the object itself as an owner guard reads its owner:
+/// consistently (from the context's watch cache when it is current), and
+/// skips it when the read says it is gone — as `AwaitDeletion` and
+/// `OwnerUid` do.
+struct Exists;
+
+#[async_trait::async_trait]
+impl Guard<ConfigMap> for Exists {
+    fn name(&self) -> &'static str {
+        "exists"
+    }
+
+    async fn check(&self, cm: &ConfigMap, ctx: &GuardContext) -> Result<Verdict, GuardError> {
+        let api: Api<ConfigMap> = Api::default_namespaced(ctx.client().clone());
+        Ok(match ctx.get_consistent(&api, &cm.name_any()).await? {
+            Some(_) => Verdict::proceed(),
+            None => Verdict::skip("gone"),
+        })
+    }
+}
+
 impl Replica {
     /// `member`, running a sharded controller of ConfigMaps whose LISTs
     /// and WATCHes go through the shard's client over `client`.
     fn spawn(member: Member, who: &'static str, client: Client, reconcile: Reconcile) -> Replica {
+        Replica::spawn_guarded(member, who, client, reconcile, false)
+    }
+
+    /// [`spawn`](Self::spawn), with the [`Exists`] guard when `guarded`.
+    fn spawn_guarded(
+        member: Member,
+        who: &'static str,
+        client: Client,
+        reconcile: Reconcile,
+        guarded: bool,
+    ) -> Replica {
         let (tx, rx) = oneshot::channel::<()>();
         let seen = Arc::new(Mutex::new(None));
         let slot = seen.clone();
@@ -155,7 +187,11 @@ impl Replica {
                 *slot.lock().unwrap() = Some(shard.clone());
                 let api: Api<ConfigMap> = Api::default_namespaced(shard.client(client));
                 let writer = api.clone();
-                GuardedController::new(api, watcher::Config::default())
+                let mut controller = GuardedController::new(api, watcher::Config::default());
+                if guarded {
+                    controller = controller.guard(Exists);
+                }
+                controller
                     .shard(shard.clone())
                     .graceful_shutdown_on(shard.stopping())
                     .run(
@@ -614,4 +650,71 @@ async fn every_object_of_a_relist_of_many_pages_is_reconciled() {
     })
     .await;
     assert_eq!(a.slots(), Slots::ALL);
+}
+
+/// The takeover defect of #44: a guard's consistent reads go through the
+/// controller's client, which adds the shard's selector to the LIST and
+/// WATCH of the sharded collection — its watch cache held only the slots
+/// of its first list and, kept current by bookmarks, read an object of a
+/// slot gained later as gone whenever no write had landed since the last
+/// bookmark: the guard skipped it, and nothing reconciled it again. Every
+/// reconcile here requeues after a second; once b has taken a's slots over,
+/// every object — a's old ones and those created since — keeps being
+/// reconciled by b.
+#[tokio::test(start_paused = true)]
+async fn a_guard_reading_consistently_reconciles_what_its_replica_takes_over() {
+    let server = sharded_server().await;
+    let clock = Clock::new();
+    let last: Arc<Mutex<BTreeMap<String, (&'static str, Instant)>>> = Arc::default();
+    let start = |who: &'static str| {
+        let client = server.client();
+        let last = last.clone();
+        let reconcile: Reconcile = Arc::new(move |cm, _| {
+            last.lock()
+                .unwrap()
+                .insert(cm.name_any(), (who, Instant::now()));
+            Box::pin(async { Action::requeue(Duration::from_secs(1)) })
+        });
+        Replica::spawn_guarded(
+            member(client.clone(), &clock, "takeover", who),
+            who,
+            client,
+            reconcile,
+            true,
+        )
+    };
+    let (mut names, _) = objects(&server.client()).await;
+    let (a, b) = (start("a"), start("b"));
+    until("a and b to split the slots", || {
+        partition(&[&a, &b]) && a.slots().len() == 64
+    })
+    .await;
+    // a crashes: its Lease expires and b takes every slot; meanwhile
+    // objects are created in a's slots as in b's.
+    a.run.abort();
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    for i in 0..60 {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(format!("late-{i:02}"));
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+        names.push(format!("late-{i:02}"));
+    }
+    until("b to hold every slot", || b.slots() == Slots::ALL).await;
+    tokio::time::sleep(Duration::from_secs(60)).await;
+    let now = Instant::now();
+    let last = last.lock().unwrap();
+    let stopped: Vec<String> = names
+        .iter()
+        .filter(|n| {
+            last.get(*n)
+                .is_none_or(|(who, at)| *who != "b" || now - *at > Duration::from_secs(5))
+        })
+        .cloned()
+        .collect();
+    assert!(
+        stopped.is_empty(),
+        "{} of {} objects not reconciled by b in the last 5 s: {stopped:?}",
+        stopped.len(),
+        names.len()
+    );
 }

@@ -1,21 +1,33 @@
 //! Seeded entropy: why a simulation's run is a pure function of its seed
-//! and the code, whatever hash maps the controller (or kube-runtime) uses.
+//! and the code, whatever hash maps the controller (or kube-runtime) uses
+//! and however the runtime orders wake-ups.
 //!
 //! Tokio's paused clock makes time deterministic, and a current-thread
 //! runtime polls ready tasks in the order they were woken. What is left is
-//! the randomness a process draws from the operating system, through which
-//! iteration order leaks into behaviour:
+//! the randomness a process draws, through which iteration and wake-up
+//! order leak into behaviour:
 //!
 //! 1. std's `HashMap`/`HashSet` take their `RandomState` keys from a
 //!    per-thread pair drawn once per thread with the `getrandom` call (and
 //!    stepped at each `RandomState::new`). kube-runtime's runner keeps the
-//!    reconciles in flight in one, its scheduler the pending requests in
-//!    another: which reconcile's write goes first follows the keys.
+//!    reconciles in flight in one (it polls them in the map's order, so two
+//!    reconciles ending at one instant write in that order), its scheduler
+//!    the requests it holds back in another.
 //! 2. ahash (kube-runtime's reflector stores) mixes process-wide keys drawn
 //!    with `getrandom` with a per-map seed from a global counter stepped by
 //!    the address of a static (which ASLR moves).
 //! 3. fastrand (backon's jitter in kube-runtime's watcher backoff) seeds a
 //!    per-thread generator from the monotonic clock and the thread's id.
+//! 4. Tokio's runtime has a random number generator of its own, seeded
+//!    from a process-wide counter (each runtime built steps it). It picks
+//!    which of a watch channel's eight wait lists a receiver waits on —
+//!    and a send wakes the lists in order, so it decides which receiver
+//!    runs first (ward-apiserver's watches, the fault knobs, every
+//!    `tokio::sync::watch` a controller uses) — and the branch order of an
+//!    unbiased `tokio::select!`. Found by measurement: two runs of one
+//!    seed in one process, a plain kube-runtime controller and a guarded
+//!    one in turn, parted at a send that woke two watch streams in the
+//!    other order ([`polls`](crate::polls) is the tool that showed it).
 //!
 //! [`crate::simulate`] therefore runs each simulation on a fresh thread,
 //! marked as simulating, and this module answers that thread's `getrandom`
@@ -25,24 +37,22 @@
 //! kernel on every other thread. Before the runtime starts, the simulation
 //! primes each source in a fixed order from a fresh stream: ahash's keys
 //! (installing a per-map seed source that counts per simulation), std's
-//! per-thread keys, and fastrand's per-thread generator.
+//! per-thread keys, and fastrand's per-thread generator. Tokio's generator
+//! can be seeded only through its unstable API: built with `--cfg
+//! tokio_unstable` (this workspace's `.cargo/config.toml` sets it), every
+//! simulation's runtime gets the same seed; built without, the first
+//! simulation says on stderr that a seed may replay differently within a
+//! process (across processes it does not, when they run the same
+//! simulations in the same order).
 //!
-//! Not covered (each draws from a process-wide counter that earlier runs
-//! step): the random branch order of an unbiased `tokio::select!` or
-//! `futures::select!` in the controller — write `biased;` where two
-//! branches can be ready at once; foldhash maps (their seed is ASLR, stack
-//! addresses and the clock). kube-runtime's scheduler keeps the triggers it
-//! holds back for an object under reconcile in one, and releases them in
-//! its order: when two reconciles of different objects end at the same
-//! instant, which one's held trigger runs first varies from run to run —
-//! a scenario replays exactly only if its reconciles end apart (the
-//! sharding example spreads its reconciles' durations for this); threads the
-//! controller spawns itself (not marked as simulating); and ahash maps
-//! created before the process's first simulation (their keys came from the
-//! kernel; the first simulation says so on stderr when it can tell — it
-//! cannot when the early use never asked ahash for a random source, e.g.
-//! `AHasher::default()`). Turn the `seeded-entropy`
-//! feature off to leave `getrandom` to libc.
+//! Not covered: the random branch order of a `futures::select!` (not
+//! tokio's) in the controller — it draws from a process-wide counter;
+//! write `select_biased!`; threads the controller spawns itself (not
+//! marked as simulating); and ahash maps created before the process's
+//! first simulation (their keys came from the kernel; the first simulation
+//! says so on stderr when it can tell — it cannot when the early use never
+//! asked ahash for a random source, e.g. `AHasher::default()`). Turn the
+//! `seeded-entropy` feature off to leave `getrandom` to libc.
 
 use std::cell::{Cell, RefCell};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -112,6 +122,31 @@ pub(crate) fn enter() {
     let _ = std::collections::hash_map::RandomState::new();
     reset();
     fastrand::seed(STREAM_START);
+}
+
+/// Seed the random number generator of a simulation's runtime (the same
+/// seed for every simulation; see the module docs), and install the
+/// [`polls`](crate::polls) hooks — with `--cfg tokio_unstable`. Without
+/// it, say once on stderr that tokio seeds it from a process-wide counter.
+pub(crate) fn seed_runtime(builder: &mut tokio::runtime::Builder) {
+    #[cfg(tokio_unstable)]
+    {
+        builder.rng_seed(tokio::runtime::RngSeed::from_bytes(b"ward-simulation"));
+        crate::polls::install(builder);
+    }
+    #[cfg(not(tokio_unstable))]
+    {
+        let _ = builder;
+        static WARNED: std::sync::Once = std::sync::Once::new();
+        WARNED.call_once(|| {
+            eprintln!(
+                "ward-campaign: built without --cfg tokio_unstable, tokio seeds each runtime's \
+                 random number generator from a process-wide counter: two runs of a seed in one \
+                 process may wake watch receivers in another order. For exact replay, add \
+                 rustflags = [\"--cfg\", \"tokio_unstable\"] under [build] in .cargo/config.toml"
+            );
+        });
+    }
 }
 
 /// ahash's per-map seeds: counted per simulation on a simulating thread,

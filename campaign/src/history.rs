@@ -13,7 +13,7 @@
 //! use ward_apiserver::{ApiServer, ServerConfig};
 //! use ward_campaign::{Perturber, Plan, simulate};
 //!
-//! let violations = simulate(async {
+//! let violations = simulate(|| async {
 //!     let server = ApiServer::start(ServerConfig::default().seed(1)).await.unwrap();
 //!     let plan = Plan::draw(1, &[], Duration::from_secs(10), &[]).unwrap();
 //!     let mut perturber = Perturber::new(&server, plan, |_| {});

@@ -38,7 +38,7 @@
 //!
 //! let kinds = select("all", &builtin()).unwrap();
 //! for seed in 0..3 {
-//!     let held = simulate(async {
+//!     let held = simulate(|| async {
 //!         let server = ApiServer::start(ServerConfig::default().seed(seed)).await.unwrap();
 //!         let horizon = Duration::from_secs(60);
 //!         let plan = Plan::draw(seed, &kinds, horizon, &["keeper".into()]).unwrap();
@@ -79,6 +79,8 @@ mod isolate;
 mod kinds;
 mod perturber;
 mod plan;
+#[cfg(tokio_unstable)]
+pub mod polls;
 mod world;
 
 pub use history::{Violation, Write};
@@ -90,18 +92,29 @@ pub use perturber::{Controller, Perturber};
 pub use plan::{Action, Perturbation, Plan, PlanError, pick, window};
 pub use world::{Cut, Limits, Log, Op, RunError, World};
 
-/// Run `fut` as a simulation: on a thread of its own, with every source of
-/// randomness the [`entropy`] module covers seeded, on a single-threaded
-/// runtime with tokio's clock paused. The same code and seed then replay
-/// the same run — in this process or another.
+/// Run the future `make` builds as a simulation: on a thread of its own,
+/// with every source of randomness the [`entropy`] module covers seeded,
+/// on a single-threaded runtime with tokio's clock paused. The same code
+/// and seed then replay the same run — in this process or another.
+///
+/// `make` is called on the simulation's thread, so the future it builds
+/// need not be `Send` (only `make` and the output cross threads):
+/// `simulate(|| async { .. })`.
+///
+/// Exact replay needs `--cfg tokio_unstable` (see [`entropy`]): with it
+/// the runtime's random number generator — which decides the order a
+/// watch channel wakes its receivers in — is seeded the same for every
+/// simulation; without it tokio seeds it from a process-wide counter, and
+/// the first simulation says so on stderr.
 ///
 /// # Panics
 /// If the simulation's thread cannot start or its runtime cannot be
-/// built; a panic in `fut` is resumed here.
-pub fn simulate<F>(fut: F) -> F::Output
+/// built; a panic in the future is resumed here.
+pub fn simulate<F, Fut>(make: F) -> Fut::Output
 where
-    F: std::future::Future + Send,
-    F::Output: Send,
+    F: FnOnce() -> Fut + Send,
+    Fut: std::future::Future,
+    Fut::Output: Send,
 {
     std::hint::black_box(entropy::linked());
     std::thread::scope(|scope| {
@@ -110,12 +123,11 @@ where
             .stack_size(8 << 20)
             .spawn_scoped(scope, move || {
                 entropy::enter();
-                tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .start_paused(true)
-                    .build()
-                    .expect("a tokio runtime")
-                    .block_on(fut)
+                let mut builder = tokio::runtime::Builder::new_current_thread();
+                builder.enable_all().start_paused(true);
+                entropy::seed_runtime(&mut builder);
+                let runtime = builder.build().expect("a tokio runtime");
+                runtime.block_on(make())
             })
             .expect("the simulation's thread starts");
         sim.join()

@@ -67,7 +67,11 @@ pub struct Live {
     /// naive, upstream or guarded.
     #[arg(long, default_value = "guarded")]
     pub mode: Mode,
-    /// Use the cluster of the usual kube config instead of an embedded server.
+    /// Run against the cluster of the usual kube config (KUBECONFIG,
+    /// ~/.kube/config, or in-cluster) instead of an embedded
+    /// ward-apiserver. Without it the binary starts its own server and
+    /// writes that server's kubeconfig to --kubeconfig (never over a file
+    /// it did not write).
     #[arg(long)]
     pub cluster: bool,
 }
@@ -186,8 +190,9 @@ pub async fn cluster(name: &str) -> Result<Client, ExitCode> {
         .map_err(|e| fail(name, format_args!("no usable kube config: {e}")))
 }
 
-/// An embedded ward-apiserver on a free local port, with `install` done
-/// and its kubeconfig written to `kubeconfig`; or binary `name`'s exit.
+/// An embedded ward-apiserver on a free local port (serving KEP-5866's
+/// `shardSelector`), with `install` done and its kubeconfig written to
+/// `kubeconfig`; or binary `name`'s exit.
 pub async fn embedded<F>(
     name: &str,
     kubeconfig: &std::path::Path,
@@ -196,9 +201,28 @@ pub async fn embedded<F>(
 where
     F: Future<Output = Result<(), ScenarioError>>,
 {
-    let server = ApiServer::start(ServerConfig::default().listen(([127, 0, 0, 1], 0).into()))
-        .await
-        .map_err(|e| fail(name, e))?;
+    if let Ok(existing) = std::fs::read_to_string(kubeconfig)
+        && !written_by_embedded(&existing)
+    {
+        return Err(fail(
+            name,
+            format_args!(
+                "--kubeconfig {path} exists and is not a kubeconfig an embedded ward-apiserver \
+                 wrote: without --cluster, {name} starts its own server and writes that \
+                 server's kubeconfig there, which would overwrite it. To run against the \
+                 cluster it names: KUBECONFIG={path} {name} run --cluster; to keep the \
+                 embedded server, give --kubeconfig a new path",
+                path = kubeconfig.display()
+            ),
+        ));
+    }
+    // KEP-5866's shardSelector served, as on a cluster with the
+    // ShardedListAndWatch gate: replicas of a sharded ring (`--shard`)
+    // pointed at this server list and watch only their slots.
+    let config = ServerConfig::default()
+        .listen(([127, 0, 0, 1], 0).into())
+        .sharded_list_and_watch(true);
+    let server = ApiServer::start(config).await.map_err(|e| fail(name, e))?;
     install(server.client()).await.map_err(|e| fail(name, e))?;
     if let Some(kc) = server.kubeconfig()
         && let Err(e) = std::fs::write(kubeconfig, kc)
@@ -209,6 +233,20 @@ where
         ));
     }
     Ok(server)
+}
+
+/// Whether `text` is a kubeconfig an embedded ward-apiserver wrote (one
+/// cluster, `ward`, on a loopback address): the only file `--kubeconfig`
+/// may overwrite.
+fn written_by_embedded(text: &str) -> bool {
+    let ours = ward_apiserver::kubeconfig_yaml(([127, 0, 0, 1], 1).into());
+    let Some((head, tail)) = ours.split_once("http://127.0.0.1:1\n") else {
+        return false;
+    };
+    text.strip_prefix(head)
+        .and_then(|rest| rest.strip_prefix("http://127.0.0.1:"))
+        .and_then(|rest| rest.split_once('\n'))
+        .is_some_and(|(port, rest)| port.parse::<u16>().is_ok() && rest == tail)
 }
 
 /// The embedded server's address, as the binaries print it.
@@ -248,5 +286,20 @@ pub fn print_events(journal: &[(std::time::Duration, String)], until: Option<std
         .filter(|(at, _)| until.is_none_or(|u| *at <= u))
     {
         ward_base::outln!("  {:>9.3}s  {what}", at.as_secs_f64());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_an_embedded_servers_kubeconfig_may_be_overwritten() {
+        let ours = ward_apiserver::kubeconfig_yaml(([127, 0, 0, 1], 36117).into());
+        assert!(super::written_by_embedded(&ours));
+        let theirs = ours.replace("http://127.0.0.1:36117", "https://10.0.0.1:6443");
+        assert!(!super::written_by_embedded(&theirs));
+        assert!(!super::written_by_embedded(&format!(
+            "{ours}- name: admin\n"
+        )));
+        assert!(!super::written_by_embedded(""));
     }
 }

@@ -83,7 +83,7 @@ impl Cell {
             variant: mode.to_string(),
             guarded: E::guarded(mode),
             run: Arc::new(move |seed, kinds| {
-                let report = crate::run::simulate(E::run(scenario, mode, seed, kinds))
+                let report = crate::run::simulate(|| E::run(scenario, mode, seed, kinds))
                     .map_err(|e| e.to_string())?;
                 Ok(RunOutcome::of(report))
             }),
@@ -570,7 +570,7 @@ mod tests {
             "{}",
             table(&rows)
         );
-        let report = crate::run::simulate(Livelocks::run(A, Mode::Guarded, 0, &[])).unwrap();
+        let report = crate::run::simulate(|| Livelocks::run(A, Mode::Guarded, 0, &[])).unwrap();
         let verdict = report.livelock.expect("a verdict");
         assert!(
             verdict.starts_with("livelock: 201 API calls at"),

@@ -56,7 +56,7 @@ pub trait Example: fmt::Debug + Clone + Send + Sync + 'static {
         mode: Self::Mode,
         seed: u64,
     ) -> Result<Report<Self>, ScenarioError> {
-        crate::run::simulate(Self::run(scenario, mode, seed, &[]))
+        crate::run::simulate(|| Self::run(scenario, mode, seed, &[]))
     }
 
     /// The scenarios' fixed parameters, as the binary's `scenario` command

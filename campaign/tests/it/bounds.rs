@@ -46,7 +46,7 @@ fn bounded<Fut>(
 where
     Fut: std::future::Future<Output = ()> + Send + 'static,
 {
-    simulate(async move {
+    simulate(|| async move {
         let server = ApiServer::start(ServerConfig::default().seed(1))
             .await
             .unwrap();
@@ -120,7 +120,7 @@ fn a_plan_aims_only_at_registered_controllers() {
     let gc: Vec<std::sync::Arc<dyn Perturbation>> = vec![std::sync::Arc::new(GcDelay)];
     assert_eq!(Plan::draw(3, &gc, HORIZON, &[]).unwrap().actions.len(), 1);
 
-    let err = simulate(async {
+    let err = simulate(|| async {
         let server = ApiServer::start(ServerConfig::default().seed(3))
             .await
             .unwrap();
@@ -143,7 +143,7 @@ fn a_plan_aims_only_at_registered_controllers() {
 
 #[test]
 fn settled_returns_on_a_server_that_wrote_before_the_perturber_and_not_since() {
-    simulate(async {
+    simulate(|| async {
         let server = ApiServer::start(ServerConfig::default().seed(5))
             .await
             .unwrap();
@@ -174,7 +174,7 @@ fn settled_returns_on_a_server_that_wrote_before_the_perturber_and_not_since() {
 
 #[test]
 fn a_judge_sees_each_write_with_the_object_before_and_after() {
-    let seen = simulate(async {
+    let seen = simulate(|| async {
         let server = ApiServer::start(ServerConfig::default().seed(4))
             .await
             .unwrap();

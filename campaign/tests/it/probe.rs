@@ -81,7 +81,7 @@ async fn probe(client: kube::Client, seen: Arc<Mutex<Seen>>) {
 /// One run of `seed` with the kinds `perturb` names.
 fn run(seed: u64, perturb: &str) -> Seen {
     let kinds = select(perturb, &builtin()).unwrap();
-    simulate(async move {
+    simulate(|| async move {
         let server = ApiServer::start(ServerConfig::default().seed(seed))
             .await
             .unwrap();

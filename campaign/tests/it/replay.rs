@@ -85,7 +85,7 @@ async fn hash_ordered(client: kube::Client) {
 /// every write the server committed, as lines.
 fn history(seed: u64) -> Vec<String> {
     let kinds = builtin();
-    simulate(async move {
+    simulate(|| async move {
         let server = ApiServer::start(ServerConfig::default().seed(seed))
             .await
             .unwrap();

@@ -38,7 +38,9 @@ struct RunArgs {
     /// spec.nodeName).
     #[arg(long, default_value = example::NODE)]
     node: String,
-    /// Where to write the embedded server's kubeconfig.
+    /// Where to write the embedded server's kubeconfig (refused when the
+    /// file exists and is not one an embedded server wrote; with
+    /// --cluster, unused: the cluster's comes from KUBECONFIG).
     #[arg(long, default_value = "cns.kubeconfig")]
     kubeconfig: std::path::PathBuf,
 }

@@ -45,7 +45,9 @@ struct RunArgs {
     /// The namespace of the LeaderWorkerSets.
     #[arg(long, default_value = example::NAMESPACE)]
     namespace: String,
-    /// Where to write the embedded server's kubeconfig.
+    /// Where to write the embedded server's kubeconfig (refused when the
+    /// file exists and is not one an embedded server wrote; with
+    /// --cluster, unused: the cluster's comes from KUBECONFIG).
     #[arg(long, default_value = "lws.kubeconfig")]
     kubeconfig: std::path::PathBuf,
     /// Serve /metrics, /healthz and /readyz here (0.0.0.0:9090 in a pod, so

@@ -43,7 +43,9 @@ struct RunArgs {
     /// Liveness grace bound, seconds (guarded).
     #[arg(long, default_value_t = 30)]
     grace_secs: u64,
-    /// Where to write the embedded server's kubeconfig.
+    /// Where to write the embedded server's kubeconfig (refused when the
+    /// file exists and is not one an embedded server wrote; with
+    /// --cluster, unused: the cluster's comes from KUBECONFIG).
     #[arg(long, default_value = "whereabouts.kubeconfig")]
     kubeconfig: std::path::PathBuf,
 }

@@ -202,7 +202,7 @@ fn a_restart_between_cni_del_and_the_final_delete_leaks_only_from_the_records() 
         (Mode::Upstream, true),
         (Mode::Guarded, false),
     ] {
-        let found = ward_examples::run::simulate(restart_between_del_and_delete(mode));
+        let found = ward_examples::run::simulate(|| restart_between_del_and_delete(mode));
         assert_eq!(found.len(), usize::from(leaks), "{mode}: {found:#?}");
         if leaks {
             assert!(

@@ -341,7 +341,7 @@ fn kubectl() -> Option<std::path::PathBuf> {
 #[test]
 fn live_with_kubectl_the_status_shows_what_the_children_show() {
     let Some(kubectl) = kubectl() else { return };
-    let live = Live::start("kubectl", &[]);
+    let live = Live::start("e2e-kubectl", &[]);
     live.ready_with(&[r#"ward_ready{check="synced/LeaderWorkerSet"} 1"#]);
     let home = live.kubeconfig.with_extension("home");
     let run = |args: &[&str], stdin: Option<String>| {
@@ -441,6 +441,88 @@ fn live_with_kubectl_the_status_shows_what_the_children_show() {
     let _ = std::fs::remove_dir_all(&home);
 }
 
+/// `--kubeconfig` names where the embedded server's kubeconfig goes; a
+/// file there that an embedded server did not write (a user's own) is
+/// refused with the way to run against it, and left as it was.
+#[test]
+fn run_never_overwrites_a_kubeconfig_it_did_not_write() {
+    let theirs = std::env::temp_dir().join(format!("lws-theirs-{}.kubeconfig", std::process::id()));
+    let text = "apiVersion: v1\nkind: Config\nclusters:\n- name: prod\n  cluster:\n    server: https://10.0.0.1:6443\n";
+    std::fs::write(&theirs, text).unwrap();
+    let out = Command::new(env!("CARGO_BIN_EXE_lws"))
+        .args(["run", "--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
+        .arg(&theirs)
+        .output()
+        .unwrap();
+    let kept = std::fs::read_to_string(&theirs).unwrap();
+    let _ = std::fs::remove_file(&theirs);
+    assert_eq!(out.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        err.contains("is not a kubeconfig an embedded ward-apiserver wrote"),
+        "{err}"
+    );
+    assert!(err.contains("run --cluster"), "{err}");
+    assert_eq!(kept, text);
+}
+
+/// #44's process case: two `lws run --shard` replicas on the first one's
+/// embedded server (which filters by shard, KEP-5866); the second is
+/// killed (SIGKILL) and LeaderWorkerSets are created at once, about half
+/// of them in its slots. The survivor takes those slots over once the dead
+/// one's Lease has expired, and every LeaderWorkerSet gets its StatefulSet:
+/// the survivor's fresh-reading guard never reads one as gone.
+#[test]
+fn a_sharded_replica_takes_over_what_a_killed_one_held() {
+    let slots =
+        |who: &str, n: u32| format!(r#"ward_shard_slots_owned{{ring="lws",identity="{who}"}} {n}"#);
+    let synced = r#"ward_ready{check="synced/LeaderWorkerSet"} 1"#;
+    let a = Live::start("shard-a", &["--shard", "lws"]);
+    a.ready_with(&[synced, &slots("shard-a", 128)]);
+    let mut b = Live::start_on("shard-b", &["--shard", "lws"], Some(&a.kubeconfig));
+    b.ready_with(&[synced, &slots("shard-b", 64)]);
+    a.ready_with(&[&slots("shard-a", 64)]);
+    b.child.kill().unwrap();
+    b.child.wait().unwrap();
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    let missing = runtime.block_on(async {
+        let kubeconfig = kube::config::Kubeconfig::read_from(&a.kubeconfig).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        let client = kube::Client::try_from(config).unwrap();
+        let api: Api<LeaderWorkerSet> = Api::namespaced(client.clone(), NAMESPACE);
+        let sets: Api<StatefulSet> = Api::namespaced(client, NAMESPACE);
+        let names: Vec<String> = (0..8).map(|i| format!("late-{i}")).collect();
+        for name in &names {
+            let mut l = two_groups_of_two();
+            l.metadata.name = Some(name.clone());
+            api.create(&PostParams::default(), &l).await.unwrap();
+        }
+        // The Lease expires, a round takes its slots, the reconciles run:
+        // well within a minute.
+        let every = async {
+            for name in &names {
+                let exists = |s: Option<&StatefulSet>| s.is_some();
+                await_condition(sets.clone(), name, exists).await.unwrap();
+            }
+        };
+        let _ = tokio::time::timeout(Duration::from_secs(60), every).await;
+        let mut missing = Vec::new();
+        for name in names {
+            if sets.get_opt(&name).await.unwrap().is_none() {
+                missing.push(name);
+            }
+        }
+        missing
+    });
+    assert!(
+        missing.is_empty(),
+        "no StatefulSet for {missing:?} a minute after the kill"
+    );
+    a.ready_with(&[&slots("shard-a", 128)]);
+}
+
 #[test]
 fn the_deployed_crd_is_the_one_the_binary_generates() {
     crate::common::crds_match(
@@ -521,13 +603,21 @@ impl Live {
     /// Start it with `args` after `run`, and wait until it serves its
     /// endpoint.
     fn start(name: &str, args: &[&str]) -> Live {
+        Live::start_on(name, args, None)
+    }
+
+    /// [`start`](Self::start) with `--identity name`; with `cluster`, as a
+    /// replica of the embedded server that kubeconfig names (`--cluster`).
+    fn start_on(name: &str, args: &[&str], cluster: Option<&std::path::Path>) -> Live {
         use std::io::BufRead;
         let kubeconfig =
             std::env::temp_dir().join(format!("lws-{name}-{}.kubeconfig", std::process::id()));
-        let mut child = Command::new(env!("CARGO_BIN_EXE_lws"))
-            .arg("run")
-            .args(args)
-            .args(["--identity", "e2e"])
+        let mut command = Command::new(env!("CARGO_BIN_EXE_lws"));
+        command.arg("run").args(args).args(["--identity", name]);
+        if let Some(kc) = cluster {
+            command.arg("--cluster").env("KUBECONFIG", kc);
+        }
+        let mut child = command
             .args(["--metrics-addr", "127.0.0.1:0", "--kubeconfig"])
             .arg(&kubeconfig)
             .stdout(std::process::Stdio::piped())

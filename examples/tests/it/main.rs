@@ -1,11 +1,15 @@
 //! The examples' integration tests in one binary (kube, k8s-openapi, tokio
 //! and ward-apiserver linked once, not once per file): a module per example,
-//! and `campaigns` for all of them under perturbation.
+//! `campaigns` for all of them under perturbation, and `replay` (exact
+//! replay of controllers whose reconciles end at one instant; it needs
+//! `--cfg tokio_unstable`, which .cargo/config.toml sets).
 
 mod campaigns;
 mod cns;
 mod common;
 mod lws;
 mod mirror;
+#[cfg(tokio_unstable)]
+mod replay;
 mod sharding;
 mod whereabouts;

@@ -12,7 +12,8 @@ use ward_examples::sharding::replica::Mode;
 use ward_examples::sharding::scenario;
 
 fn run(mode: Mode, seed: u64) -> Report<Sharding> {
-    ward_examples::run::simulate(scenario::run(mode, seed, &builtin())).unwrap()
+    let kinds = builtin();
+    ward_examples::run::simulate(|| scenario::run(mode, seed, &kinds)).unwrap()
 }
 
 #[test]

@@ -39,11 +39,15 @@ use ward_guards::owner_uid::OwnerUid;
 
 use super::cluster::Host;
 use super::ipam::{ByAddress, ByContainer, IpConfig, Ipam, IpamError};
-use super::kubelet::Sandboxes;
 use super::model::{NAMESPACE, NodeNetworkConfig, POD_IP};
 use crate::journal::Journal;
 
 pub use crate::run::Mode;
+
+/// The node's pod sandboxes that hold an address — the CNI's endpoint
+/// state: pod key -> IP, from the CNI ADD that gave it to the CNI DEL that
+/// freed it (kept by the [kubelet](super::kubelet)).
+pub type Sandboxes = Arc<Mutex<std::collections::BTreeMap<String, String>>>;
 
 /// A fresh, empty IPAM state of `mode`'s model: upstream's for naive and
 /// upstream, Ward's for guarded.

@@ -26,7 +26,7 @@
 //! IPs is a violation, reported to the [`Violations`] sink.
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Duration;
 
 use k8s_openapi::api::core::v1::Pod;
@@ -49,9 +49,7 @@ pub const NAMESPACE: &str = "default";
 /// channel, so a scenario can wait for "no pod waits" as a condition.
 pub type Waiting = Arc<watch::Sender<BTreeMap<String, Instant>>>;
 
-/// The node's pod sandboxes that hold an address: pod key -> IP, from the
-/// CNI ADD that gave it to the CNI DEL that freed it.
-pub type Sandboxes = Arc<Mutex<BTreeMap<String, String>>>;
+pub use super::agent::Sandboxes;
 
 /// How long a deleted pod stays terminating at most before the kubelet's
 /// final delete (its teardown is done well within it).

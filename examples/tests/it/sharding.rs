@@ -70,24 +70,39 @@ fn guarded_replicas_hold_on_the_seeds_wide_runs_broke() {
     }
 }
 
+/// A seed replays the same history in this process: seed 7, or the
+/// first `WARD_REPLAY_SEEDS` seeds (a wider run), each run twice with a
+/// naive run between.
 #[test]
 fn a_seed_replays_the_same_history() {
-    let (a, b) = (run(Mode::Guarded, 7), run(Mode::Guarded, 7));
-    assert_eq!(a.plan, b.plan);
-    let first = |x: &[String], y: &[String]| x.iter().zip(y).position(|(p, q)| p != q);
-    let (ja, jb): (Vec<String>, Vec<String>) = (
-        a.journal.iter().map(|e| format!("{e:?}")).collect(),
-        b.journal.iter().map(|e| format!("{e:?}")).collect(),
-    );
-    if let Some(i) = first(&a.events, &b.events) {
-        panic!(
-            "histories differ at {i}:\n{}\n---\n{}",
-            a.events[i.saturating_sub(12)..i + 3].join("\n"),
-            b.events[i.saturating_sub(12)..i + 3].join("\n")
+    let seeds: Vec<u64> = match std::env::var("WARD_REPLAY_SEEDS") {
+        Ok(n) => (0..n.parse().expect("WARD_REPLAY_SEEDS is a number")).collect(),
+        Err(_) => vec![7],
+    };
+    for seed in seeds {
+        let a = run(Mode::Guarded, seed);
+        let _between = run(Mode::Naive, seed);
+        let b = run(Mode::Guarded, seed);
+        assert_eq!(a.plan, b.plan);
+        let first = |x: &[String], y: &[String]| x.iter().zip(y).position(|(p, q)| p != q);
+        let (ja, jb): (Vec<String>, Vec<String>) = (
+            a.journal.iter().map(|e| format!("{e:?}")).collect(),
+            b.journal.iter().map(|e| format!("{e:?}")).collect(),
+        );
+        if let Some(i) = first(&a.events, &b.events) {
+            panic!(
+                "seed {seed}: histories differ at {i}:\n{}\n---\n{}",
+                a.events[i.saturating_sub(12)..i + 3].join("\n"),
+                b.events[i.saturating_sub(12)..i + 3].join("\n")
+            );
+        }
+        if let Some(i) = first(&ja, &jb) {
+            panic!("seed {seed}: journals differ at {i}: {} / {}", ja[i], jb[i]);
+        }
+        assert_eq!(
+            (ja.len(), a.events.len()),
+            (jb.len(), b.events.len()),
+            "seed {seed}"
         );
     }
-    if let Some(i) = first(&ja, &jb) {
-        panic!("journals differ at {i}: {} / {}", ja[i], jb[i]);
-    }
-    assert_eq!((ja.len(), a.events.len()), (jb.len(), b.events.len()));
 }

@@ -162,6 +162,27 @@ pub fn perturber(
     )
 }
 
+/// Run a scenario's `workload` inside `perturber`'s bound
+/// ([`ward_campaign::Perturber::run`]): its output, or — when the
+/// controllers livelock first — `None` and the verdict, journaled.
+///
+/// # Errors
+/// The workload's own.
+#[cfg(feature = "sim")]
+pub async fn bounded<T>(
+    perturber: &ward_campaign::Perturber,
+    journal: &crate::journal::Journal,
+    workload: impl Future<Output = Result<T, ScenarioError>>,
+) -> Result<(Option<T>, Option<String>), ScenarioError> {
+    match perturber.run(workload).await {
+        Ok(done) => Ok((Some(done?), None)),
+        Err(verdict) => {
+            journal.log(format!("run ended early: {verdict}"));
+            Ok((None, Some(verdict.to_string())))
+        }
+    }
+}
+
 /// Call `check` on every change of `store` (with the event) and at least
 /// every second (without one: a lagging subscriber also lands here), until
 /// the store closes: how every example's invariant checker follows the

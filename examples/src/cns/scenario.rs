@@ -165,16 +165,7 @@ pub async fn run(
         checker.settled();
         Ok::<_, ScenarioError>(())
     };
-    let livelock = match perturber.run(workload).await {
-        Ok(done) => {
-            done?;
-            None
-        }
-        Err(verdict) => {
-            journal.log(format!("run ended early: {verdict}"));
-            Some(verdict.to_string())
-        }
-    };
+    let (_, livelock) = crate::run::bounded(&perturber, &journal, workload).await?;
     for t in &tasks {
         t.abort();
     }

@@ -141,13 +141,8 @@ pub async fn run(
         Checker::new(server.store().clone(), violations.clone()).settled();
         Ok::<_, ScenarioError>(settled_after)
     };
-    let (settled_after, livelock) = match perturber.run(workload).await {
-        Ok(settled_after) => (settled_after?, None),
-        Err(verdict) => {
-            journal.log(format!("run ended early: {verdict}"));
-            (None, Some(verdict.to_string()))
-        }
-    };
+    let (settled, livelock) = crate::run::bounded(&perturber, &journal, workload).await?;
+    let settled_after = settled.flatten();
     for t in &tasks {
         t.abort();
     }

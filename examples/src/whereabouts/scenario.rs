@@ -198,16 +198,7 @@ pub async fn run(
         tokio::time::sleep(GRACE + INTERVAL * 4).await;
         Ok::<_, ScenarioError>(())
     };
-    let livelock = match perturber.run(workload).await {
-        Ok(done) => {
-            done?;
-            None
-        }
-        Err(verdict) => {
-            journal.log(format!("run ended early: {verdict}"));
-            Some(verdict.to_string())
-        }
-    };
+    let (_, livelock) = crate::run::bounded(&perturber, &journal, workload).await?;
     agent_a.abort();
     agent_b.abort();
     for t in &tasks {

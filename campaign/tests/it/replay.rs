@@ -198,3 +198,59 @@ fn a_hash_ordered_controller_replays_in_other_processes() {
     assert_eq!(one, here, "a child process's runs differ from this one's");
     assert_eq!(two, here, "the second child process's runs differ");
 }
+
+/// What exact replay leaves to the controller (docs/campaigns.md): a
+/// `futures::select!` draws its branch order from a process-wide counter,
+/// so two simulations in one process choose differently — here, at least
+/// once in 64 runs of one select with both branches ready (the chance
+/// that all 64 agree is 2^-63).
+#[test]
+fn an_unbiased_futures_select_is_not_seeded() {
+    let pick = || {
+        simulate(|| async {
+            futures::select! {
+                _ = futures::future::ready(()) => 0,
+                _ = futures::future::ready(()) => 1,
+            }
+        })
+    };
+    let picks: Vec<u8> = (0..64).map(|_| pick()).collect();
+    assert!(picks.contains(&0) && picks.contains(&1), "{picks:?}");
+    // Tokio's own select!, under `--cfg tokio_unstable`, is seeded.
+    let tokio_pick = || {
+        simulate(|| async {
+            tokio::select! {
+                _ = std::future::ready(()) => 0u8,
+                _ = std::future::ready(()) => 1,
+            }
+        })
+    };
+    let first = tokio_pick();
+    assert!((0..64).all(|_| tokio_pick() == first));
+}
+
+/// The same for a thread the controller spawns itself: it is not a
+/// simulation's thread, so its hash-map keys come from the kernel.
+#[test]
+fn a_thread_the_controller_spawns_is_not_seeded() {
+    let order = || {
+        simulate(|| async {
+            std::thread::spawn(|| {
+                let m: HashMap<u32, ()> = (0..64).map(|i| (i, ())).collect();
+                m.into_keys().collect::<Vec<_>>()
+            })
+            .join()
+            .unwrap()
+        })
+    };
+    let first = order();
+    assert!((0..8).any(|_| order() != first), "8 threads' maps iterated alike");
+    // On the simulation's own thread, the order repeats.
+    let here = || {
+        simulate(|| async {
+            let m: HashMap<u32, ()> = (0..64).map(|i| (i, ())).collect();
+            m.into_keys().collect::<Vec<_>>()
+        })
+    };
+    assert_eq!(here(), here());
+}

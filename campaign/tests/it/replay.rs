@@ -244,7 +244,10 @@ fn a_thread_the_controller_spawns_is_not_seeded() {
         })
     };
     let first = order();
-    assert!((0..8).any(|_| order() != first), "8 threads' maps iterated alike");
+    assert!(
+        (0..8).any(|_| order() != first),
+        "8 threads' maps iterated alike"
+    );
     // On the simulation's own thread, the order repeats.
     let here = || {
         simulate(|| async {

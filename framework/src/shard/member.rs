@@ -465,7 +465,36 @@ impl Keeper {
             }
             self.gauges(None);
         }
+        // 5. Collect the Leases of members gone for good, so the ring's
+        // Leases list only what someone holds.
+        self.collect(&view.expired).await;
         Ok(())
+    }
+
+    /// Delete `expired` member Leases, each only as it was read (a holder
+    /// that came back and renewed it meanwhile keeps it: 409), bounded by
+    /// a renewal period. Best effort: another member may have collected it
+    /// first (404), and what is not collected now is next round.
+    async fn collect(&self, expired: &[(String, String)]) {
+        let m = &self.member;
+        for (name, rv) in expired {
+            let dp = DeleteParams {
+                preconditions: Some(Preconditions {
+                    resource_version: Some(rv.clone()),
+                    uid: None,
+                }),
+                ..DeleteParams::default()
+            };
+            match tokio::time::timeout(m.timing.renew_every, m.api.delete(name, &dp)).await {
+                Ok(Ok(_)) => {
+                    tracing::info!(ring = %m.ring, lease = %name, "collected an expired member Lease");
+                }
+                Ok(Err(e)) => {
+                    tracing::debug!(ring = %m.ring, lease = %name, error = %e, "expired member Lease not collected");
+                }
+                Err(_) => return,
+            }
+        }
     }
 
     /// The drain timeout, but never past the deadline less the clock skew
@@ -501,7 +530,20 @@ impl Keeper {
                 continue;
             };
             if available(spec, &m.identity, now, m.timing.lease_duration) {
-                continue; // expired: its holder stopped before this instant
+                // Expired: its holder stopped before this instant. Expired
+                // for a whole lease duration more, it is collected.
+                let long_ago = jiff::SignedDuration::try_from(m.timing.lease_duration)
+                    .ok()
+                    .and_then(|d| now.checked_sub(d).ok());
+                if let (Some(then), Some(name), Some(rv)) = (
+                    long_ago,
+                    lease.metadata.name.clone(),
+                    lease.metadata.resource_version.clone(),
+                ) && available(spec, &m.identity, then, m.timing.lease_duration)
+                {
+                    view.expired.push((name, rv));
+                }
+                continue;
             }
             let text = lease
                 .metadata
@@ -657,6 +699,9 @@ struct View {
     mine: Option<Lease>,
     /// Live members other than this one, with the slots their Leases list.
     members: BTreeMap<String, Slots>,
+    /// Other members' Leases expired for over a lease duration (name,
+    /// resourceVersion): their holders are gone, and so is their claim.
+    expired: Vec<(String, String)>,
 }
 
 impl View {

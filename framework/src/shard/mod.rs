@@ -41,6 +41,12 @@
 //!    resourceVersion step 3 returned counts (it is proven to come after
 //!    that write); a claimed slot no other live Lease lists becomes active,
 //!    one another lists is withdrawn (UPDATE without it) and retried later.
+//! 5. **Collect** the Leases of other members expired for a whole lease
+//!    duration more: DELETE each with the resourceVersion step 1 read as
+//!    precondition (a holder that renewed meanwhile keeps it). Its holder
+//!    stopped reconciling before it expired; should it come back, its
+//!    next write finds its Lease gone and it drops every slot before
+//!    rejoining.
 //!
 //! A member that cannot renew stops: when `renew start + lease duration −
 //! clock skew` passes without a successful write, every reconcile is

@@ -660,7 +660,7 @@ async fn every_object_of_a_relist_of_many_pages_is_reconciled() {
 /// bookmark: the guard skipped it, and nothing reconciled it again. Every
 /// reconcile here requeues after a second; once b has taken a's slots over,
 /// every object — a's old ones and those created since — keeps being
-/// reconciled by b.
+/// reconciled by b — and b collects a's expired Lease.
 #[tokio::test(start_paused = true)]
 async fn a_guard_reading_consistently_reconciles_what_its_replica_takes_over() {
     let server = sharded_server().await;
@@ -701,6 +701,17 @@ async fn a_guard_reading_consistently_reconciles_what_its_replica_takes_over() {
     }
     until("b to hold every slot", || b.slots() == Slots::ALL).await;
     tokio::time::sleep(Duration::from_secs(60)).await;
+    // a's Lease, expired for over a lease duration, was collected by b.
+    let leases: Api<Lease> = Api::default_namespaced(server.client());
+    let ring: Vec<String> = leases
+        .list(&ListParams::default().labels("ward.dev/ring=takeover"))
+        .await
+        .unwrap()
+        .items
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    assert_eq!(ring, ["takeover-b"]);
     let now = Instant::now();
     let last = last.lock().unwrap();
     let stopped: Vec<String> = names

@@ -183,6 +183,24 @@ pub async fn bounded<T>(
     }
 }
 
+/// End a scenario's run: stop its `tasks` and the perturber (and with it
+/// the controllers), then the server; the history the perturber recorded
+/// (see [`ward_campaign::Perturber::events`]).
+#[cfg(feature = "sim")]
+pub async fn finish(
+    server: ward_apiserver::ApiServer,
+    perturber: ward_campaign::Perturber,
+    tasks: &[tokio::task::JoinHandle<()>],
+) -> Vec<String> {
+    for t in tasks {
+        t.abort();
+    }
+    let events = perturber.events();
+    drop(perturber);
+    server.shutdown().await;
+    events
+}
+
 /// Call `check` on every change of `store` (with the event) and at least
 /// every second (without one: a lagging subscriber also lands here), until
 /// the store closes: how every example's invariant checker follows the

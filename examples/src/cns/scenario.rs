@@ -166,12 +166,8 @@ pub async fn run(
         Ok::<_, ScenarioError>(())
     };
     let (_, livelock) = crate::run::bounded(&perturber, &journal, workload).await?;
-    for t in &tasks {
-        t.abort();
-    }
-    let events = perturber.events();
-    drop(perturber);
-    let report = Report {
+    let events = crate::run::finish(server, perturber, &tasks).await;
+    Ok(Report {
         scenario,
         mode,
         seed,
@@ -181,9 +177,7 @@ pub async fn run(
         journal: journal.entries(),
         measured: (),
         livelock,
-    };
-    server.shutdown().await;
-    Ok(report)
+    })
 }
 
 /// The scenario's own script, from a node serving pods.

@@ -143,12 +143,8 @@ pub async fn run(
     };
     let (settled, livelock) = crate::run::bounded(&perturber, &journal, workload).await?;
     let settled_after = settled.flatten();
-    for t in &tasks {
-        t.abort();
-    }
-    let events = perturber.events();
-    drop(perturber);
-    let report = Report {
+    let events = crate::run::finish(server, perturber, &tasks).await;
+    Ok(Report {
         scenario,
         mode,
         seed,
@@ -158,9 +154,7 @@ pub async fn run(
         journal: journal.entries(),
         measured: Measured { settled_after },
         livelock,
-    };
-    server.shutdown().await;
-    Ok(report)
+    })
 }
 
 /// The scenario's change to the LWS after its first settling: the

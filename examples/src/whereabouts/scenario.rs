@@ -201,12 +201,8 @@ pub async fn run(
     let (_, livelock) = crate::run::bounded(&perturber, &journal, workload).await?;
     agent_a.abort();
     agent_b.abort();
-    for t in &tasks {
-        t.abort();
-    }
-    let events = perturber.events();
-    drop(perturber);
-    let report = Report {
+    let events = crate::run::finish(server, perturber, &tasks).await;
+    Ok(Report {
         scenario,
         mode,
         seed,
@@ -216,9 +212,7 @@ pub async fn run(
         journal: journal.entries(),
         measured: (),
         livelock,
-    };
-    server.shutdown().await;
-    Ok(report)
+    })
 }
 
 /// Creates and deletes the StatefulSet's pods.

@@ -11,7 +11,7 @@ use serde_json::Value;
 use ward::shard::{ANNOTATION, Ring, Slots};
 use ward_campaign::Write;
 
-use super::{BY, NAMESPACE, RING};
+use super::{BY, NAMESPACE, RING, SEEN, WANT};
 
 crate::journal::invariants! {
     "sharding":
@@ -23,6 +23,8 @@ crate::journal::invariants! {
     I3 => "I3 (an object not reconciled by its final owner in time)",
     /// The final ring is balanced.
     I4 => "I4 (the ring unbalanced)",
+    /// Every change the churn makes is answered in time.
+    I5 => "I5 (a change never answered)",
 }
 
 /// The reconciles running now, per object (I1), and every one finished.
@@ -125,8 +127,11 @@ struct Member {
 /// I2, judged on every committed write: a write stamped by replica `r`
 /// (annotation `sharding.ward.dev/by`) to an object whose uid hashes
 /// outside the slots `r`'s Lease listed at that instant — or after that
-/// Lease expired or was deleted — breaks it. `t0` is the wall time of the
-/// perturber's creation (writes carry their time from it).
+/// Lease expired or was deleted — breaks it. The scenario's own creates
+/// and edits are not judged: an edit changes `want`, which a replica's
+/// write never does (it writes back the `want` it read, under the
+/// resourceVersion it read). `t0` is the wall time of the perturber's
+/// creation (writes carry their time from it).
 pub fn writes_in_slots(
     t0: Timestamp,
     violations: Violations,
@@ -148,9 +153,12 @@ pub fn writes_in_slots(
                 };
             }
             "configmaps" => {
-                let (Some(after), Some(_)) = (w.after, w.before) else {
+                let (Some(after), Some(before)) = (w.after, w.before) else {
                     return Ok(()); // the scenario's own creates
                 };
+                if after["data"][WANT] != before["data"][WANT] {
+                    return Ok(()); // the scenario's own edits (a replica copies `want`)
+                }
                 let Some(by) = after["metadata"]["annotations"][BY].as_str() else {
                     return Ok(());
                 };
@@ -179,6 +187,88 @@ pub fn writes_in_slots(
             _ => {}
         }
         Ok(())
+    }
+}
+
+/// What I5 reads off the server's history: every change of an object's
+/// `want` mark (the scenario's creates and edits) and every write of its
+/// `seen` (a replica's answer), each with its time from the perturber's
+/// creation.
+#[derive(Clone, Default)]
+pub struct Marks {
+    inner: Arc<Mutex<MarksState>>,
+}
+
+#[derive(Default)]
+struct MarksState {
+    /// (object, mark, when it was set)
+    changes: Vec<(String, u64, std::time::Duration)>,
+    /// object -> (when, seen) for every write that changed `seen`
+    answers: BTreeMap<String, Vec<(std::time::Duration, u64)>>,
+}
+
+impl Marks {
+    /// The judge that records them (it never finds a violation itself:
+    /// [`Marks::unanswered`] judges once the run is over).
+    pub fn recorder(&self) -> impl FnMut(&Write<'_>) -> Result<(), String> + Send + 'static {
+        let marks = self.clone();
+        move |w| {
+            if w.namespace != NAMESPACE || w.resource != "configmaps" {
+                return Ok(());
+            }
+            let mark = |o: Option<&Value>, key: &str| {
+                o.and_then(|o| o["data"][key].as_str())
+                    .and_then(|m| m.parse::<u64>().ok())
+            };
+            let mut s = marks.inner.lock().unwrap_or_else(|e| e.into_inner());
+            if let Some(want) = mark(w.after, WANT)
+                && mark(w.before, WANT) != Some(want)
+            {
+                s.changes.push((w.name.to_string(), want, w.at));
+            }
+            if let Some(seen) = mark(w.after, SEEN)
+                && mark(w.before, SEEN) != Some(seen)
+            {
+                s.answers
+                    .entry(w.name.to_string())
+                    .or_default()
+                    .push((w.at, seen));
+            }
+            Ok(())
+        }
+    }
+
+    /// How many changes were recorded.
+    #[must_use]
+    pub fn changes(&self) -> usize {
+        self.inner
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .changes
+            .len()
+    }
+
+    /// The changes not answered — no write of `seen` at least their mark,
+    /// at or after the change — by `deadline(change time)`, each as
+    /// (object, mark, when), in the order they were made.
+    #[must_use]
+    pub fn unanswered(
+        &self,
+        deadline: impl Fn(std::time::Duration) -> std::time::Duration,
+    ) -> Vec<(String, u64, std::time::Duration)> {
+        let s = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        s.changes
+            .iter()
+            .filter(|(name, mark, at)| {
+                let by = deadline(*at);
+                !s.answers.get(name).is_some_and(|answers| {
+                    answers
+                        .iter()
+                        .any(|(t, seen)| t >= at && *t <= by && seen >= mark)
+                })
+            })
+            .cloned()
+            .collect()
     }
 }
 
@@ -230,5 +320,60 @@ pub fn balanced(members: &[String], seed: u64) -> Result<(), String> {
     {
         Some((m, c)) => Err(format!("{m} owns {c} of 1,000 uids (mean {mean:.0})")),
         None => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+    use std::time::Duration;
+
+    fn write(marks: &Marks, before: Option<&Value>, after: &Value, at: u64) {
+        let mut record = marks.recorder();
+        record(&Write {
+            rv: at,
+            verb: if before.is_some() {
+                "MODIFIED"
+            } else {
+                "ADDED"
+            },
+            resource: "configmaps",
+            namespace: NAMESPACE,
+            name: "obj-01",
+            before,
+            after: Some(after),
+            at: Duration::from_secs(at),
+        })
+        .unwrap();
+    }
+
+    fn cm(want: u64, seen: Option<u64>) -> Value {
+        match seen {
+            Some(s) => json!({ "data": { WANT: want.to_string(), SEEN: s.to_string() } }),
+            None => json!({ "data": { WANT: want.to_string() } }),
+        }
+    }
+
+    #[test]
+    fn a_change_counts_as_answered_only_by_a_seen_at_least_its_mark_in_time() {
+        let marks = Marks::default();
+        write(&marks, None, &cm(1, None), 1); // created with mark 1
+        write(&marks, Some(&cm(1, None)), &cm(1, Some(1)), 2); // answered
+        write(&marks, Some(&cm(1, Some(1))), &cm(2, Some(1)), 3); // changed to 2
+        write(&marks, Some(&cm(2, Some(1))), &cm(2, Some(1)), 4); // a write that saw 1 only
+        assert_eq!(marks.changes(), 2);
+        let by = |at: Duration| at + Duration::from_secs(5);
+        assert_eq!(
+            marks.unanswered(by),
+            vec![("obj-01".to_string(), 2, Duration::from_secs(3))]
+        );
+        write(&marks, Some(&cm(2, Some(1))), &cm(2, Some(2)), 9); // too late
+        assert_eq!(marks.unanswered(by).len(), 1);
+        assert!(
+            marks
+                .unanswered(|at| at + Duration::from_secs(6))
+                .is_empty()
+        );
     }
 }

@@ -2,10 +2,14 @@
 //! through joins, graceful leaves, crashes, partitions and frozen views.
 //!
 //! Every replica reconciles ConfigMaps in `work` by reading one, deciding
-//! for a moment, and writing it back (a counter, and its own name in the
-//! annotation `sharding.ward.dev/by`), again every second. Replicas join,
-//! leave and crash on a seeded script while the campaign partitions them
-//! (their requests hang or fail) and freezes what they read.
+//! for a moment, and writing it back (a counter, its own name in the
+//! annotation `sharding.ward.dev/by`, and the object's `want` mark copied
+//! to `seen`), again every few seconds; before each reconcile a fresh-
+//! reading guard ([`AwaitDeletion`](ward_guards::await_deletion::AwaitDeletion))
+//! checks the object is still there. Replicas join, leave and crash on a
+//! seeded script, and the scenario creates objects and changes their
+//! `want`, while the campaign partitions replicas (their requests hang or
+//! fail) and freezes what they read.
 //!
 //! - **naive**: what a sharded controller written by hand does — each
 //!   replica renews a member Lease listing the slots its own view of the
@@ -28,7 +32,11 @@
 //! (the server's history, its clock); **I3** once membership and
 //! perturbations stop, every object is reconciled by the owner the final
 //! ring names within the Lease duration plus two rounds and a reconcile;
-//! **I4** the final ring spreads 1,000 seeded uids within ±30% of the mean.
+//! **I4** the final ring spreads 1,000 seeded uids within ±30% of the mean;
+//! **I5** every change the churn makes (an object created, or its `want`
+//! changed) is answered — a replica writes `seen` at least its mark — by
+//! the end of the settle window (the quiet plus I3's bound; during the
+//! churn a change may wait out a partition or a frozen view of its owner).
 
 pub mod invariants;
 pub mod replica;
@@ -42,3 +50,7 @@ pub const NAMESPACE: &str = "work";
 pub const RING: &str = "widgets";
 /// Who wrote an object last.
 pub const BY: &str = "sharding.ward.dev/by";
+/// The data key the scenario's changes set: a mark, increasing over the run.
+pub const WANT: &str = "want";
+/// The data key a reconcile copies the `want` it saw into.
+pub const SEEN: &str = "seen";

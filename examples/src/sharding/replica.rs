@@ -1,25 +1,26 @@
 //! One replica, naive or guarded, and the reconcile both run.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
 use k8s_openapi::api::coordination::v1::{Lease, LeaseSpec};
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::MicroTime;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::watcher;
-use kube::{Client, ResourceExt};
+use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
 use ward::GuardedController;
 use ward::clock::Clock;
 use ward::shard::{ANNOTATION, LABEL, Member, Ring, ShardKey, Slots};
+use ward_guards::await_deletion::AwaitDeletion;
 
 use super::invariants::Running;
 
-pub use super::{BY, NAMESPACE, RING};
+pub use super::{BY, NAMESPACE, RING, SEEN, WANT};
 /// How long a member Lease lasts.
 pub const LEASE: Duration = Duration::from_secs(6);
 /// How often a member renews (and looks at the ring).
@@ -67,24 +68,86 @@ impl std::fmt::Display for Mode {
 struct Ctx {
     who: String,
     api: Api<ConfigMap>,
+    secrets: Api<Secret>,
     running: Running,
+    /// When this replica last wrote each object.
+    wrote: Mutex<HashMap<String, tokio::time::Instant>>,
 }
 
-/// Read, decide, write back: a counter and the writer's name.
+impl Ctx {
+    fn new(who: String, client: &Client, running: Running) -> Arc<Ctx> {
+        Arc::new(Ctx {
+            who,
+            api: Api::namespaced(client.clone(), NAMESPACE),
+            secrets: Api::namespaced(client.clone(), NAMESPACE),
+            running,
+            wrote: Mutex::default(),
+        })
+    }
+}
+
+/// The guard both variants run before every reconcile: it reads the
+/// object fresh (a consistent read, from the shard-filtered watch cache
+/// once that has caught up) and skips a reconcile of an object gone or
+/// replaced, then waits while a Secret of its name belongs to another
+/// owner. Each reconcile makes that Secret, so the child check has work;
+/// the fresh read is what a sharded guard must get right (issue #44: a
+/// cache listed under the slots held before a takeover read the owners
+/// in the gained slots as gone, and they were never reconciled — I5).
+fn guard() -> AwaitDeletion<ConfigMap, Secret> {
+    AwaitDeletion::new(ResourceExt::name_any)
+}
+
+/// Read, decide, write back: a counter, the writer's name, and the mark
+/// of the last change it saw (`want` copied to `seen`); make the object's
+/// Secret if it has none.
+///
+/// Its own write comes back on its watch and triggers a reconcile: that
+/// one writes nothing until [`AGAIN`] has passed since the write (unless
+/// `want` moved meanwhile), so each object is written about every
+/// [`AGAIN`] plus [`WORK`], not back to back.
 async fn reconcile(cm: Arc<ConfigMap>, ctx: Arc<Ctx>) -> Result<Action, kube::Error> {
+    let data = cm.data.as_ref();
+    let echo = cm.annotations().get(BY) == Some(&ctx.who)
+        && data.and_then(|d| d.get(SEEN)) == data.and_then(|d| d.get(WANT));
+    let last = lock(&ctx.wrote).get(&cm.name_any()).copied();
+    if echo
+        && let Some(since) = last.map(|t| t.elapsed())
+        && since < AGAIN
+    {
+        return Ok(Action::requeue(AGAIN - since));
+    }
     let _running = ctx.running.enter(&ctx.who, &cm.name_any());
     tokio::time::sleep(work(&cm.name_any())).await;
     let mut next = (*cm).clone();
     let data = next.data.get_or_insert_with(BTreeMap::new);
     let count: u64 = data.get("count").and_then(|c| c.parse().ok()).unwrap_or(0);
+    if count == 0 {
+        // The first reconcile makes the Secret (until a write of the
+        // count lands, every reconcile tries: AlreadyExists is fine).
+        let mut secret = Secret::default();
+        secret.metadata.name = Some(cm.name_any());
+        secret.metadata.owner_references = cm.controller_owner_ref(&()).map(|r| vec![r]);
+        match ctx.secrets.create(&PostParams::default(), &secret).await {
+            Ok(_) => {}
+            Err(kube::Error::Api(s)) if s.code == 409 => {}
+            Err(e) => return Err(e),
+        }
+    }
     data.insert("count".into(), (count + 1).to_string());
+    if let Some(want) = data.get(WANT).cloned() {
+        data.insert(SEEN.into(), want);
+    }
     next.annotations_mut().insert(BY.into(), ctx.who.clone());
     match ctx
         .api
         .replace(&cm.name_any(), &PostParams::default(), &next)
         .await
     {
-        Ok(_) => Ok(Action::requeue(AGAIN)),
+        Ok(_) => {
+            lock(&ctx.wrote).insert(cm.name_any(), tokio::time::Instant::now());
+            Ok(Action::requeue(AGAIN))
+        }
         // Someone wrote it since the cache saw it: the watch brings it back.
         Err(kube::Error::Api(s)) if s.code == 409 => Ok(Action::requeue(AGAIN)),
         Err(e) => Err(e),
@@ -116,14 +179,10 @@ pub async fn run(
             let _ = member
                 .run(
                     |shard| async move {
-                        let api: Api<ConfigMap> = Api::namespaced(shard.client(client), NAMESPACE);
-                        let ctx = Arc::new(Ctx {
-                            who,
-                            api: api.clone(),
-                            running,
-                        });
-                        GuardedController::new(api, watcher::Config::default())
+                        let ctx = Ctx::new(who, &shard.client(client), running);
+                        GuardedController::new(ctx.api.clone(), watcher::Config::default())
                             .shard(shard.clone())
+                            .guard(guard())
                             .graceful_shutdown_on(shard.stopping())
                             .run(reconcile, |_, _, _| Action::requeue(AGAIN), ctx)
                             .for_each(|_| async {})
@@ -148,15 +207,11 @@ async fn naive(
 ) {
     let mine = Arc::new(Mutex::new(Slots::NONE));
     let leases: Api<Lease> = Api::namespaced(client.clone(), NAMESPACE);
-    let api: Api<ConfigMap> = Api::namespaced(client, NAMESPACE);
-    let ctx = Arc::new(Ctx {
-        who: who.clone(),
-        api: api.clone(),
-        running,
-    });
+    let ctx = Ctx::new(who.clone(), &client, running);
     let (stop_tx, stop_rx) = watch::channel(false);
     let gate = mine.clone();
-    let controller = GuardedController::new(api, watcher::Config::default())
+    let controller = GuardedController::new(ctx.api.clone(), watcher::Config::default())
+        .guard(guard())
         .graceful_shutdown_on(async move {
             let mut rx = stop_rx;
             let _ = rx.wait_for(|s| *s).await;
@@ -195,6 +250,10 @@ async fn naive(
             let _ = leases.delete(&name, &DeleteParams::default()).await;
         }
     }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
 /// One naive round: list the Leases, take the slots the view gives, renew.

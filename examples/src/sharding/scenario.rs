@@ -8,21 +8,25 @@ use std::time::Duration;
 
 use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
-use kube::api::{Api, ListParams, PostParams};
+use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use tokio::sync::watch;
 use ward::clock::Clock;
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
 use ward_campaign::{FrozenView, Partition, Perturbation};
 
-use super::invariants::{Invariant, Running, Violations, balanced, writes_in_slots};
-use super::replica::{self, LEASE, Mode, NAMESPACE, RENEW, WORK};
+use super::invariants::{Invariant, Marks, Running, Violations, balanced, writes_in_slots};
+use super::replica::{self, LEASE, Mode, NAMESPACE, RENEW, WANT, WORK};
 use crate::example::{Example, Report};
 use crate::journal::Journal;
 use crate::run::ScenarioError;
 
-/// How many objects the replicas share.
+/// How many objects the replicas share from the start.
 pub const OBJECTS: usize = 32;
+/// How many changes the churn makes to the objects (creates and edits).
+pub const EDITS: usize = 12;
+/// How many of them may be creates, at most.
+pub const CREATES: usize = 6;
 /// The replicas that may run: three from the start, two that may join.
 pub const REPLICAS: [&str; 5] = ["r0", "r1", "r2", "r3", "r4"];
 /// How long the churn lasts (plans and the script are drawn over it).
@@ -57,6 +61,48 @@ enum Change {
     Join(usize),
     Leave(usize),
     Crash(usize),
+}
+
+/// One change the scenario makes to the objects: its name and mark.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Edit {
+    /// Create the object with `want` set to the mark.
+    Create(String, u64),
+    /// Set an existing object's `want` to the mark.
+    Change(String, u64),
+}
+
+/// One step of the run: a membership change or an edit.
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Step {
+    Member(Change),
+    Edit(Edit),
+}
+
+/// The seed's edits: [`EDITS`] changes at drawn times between 3 s and 80%
+/// of the horizon, each a create of the next new object (at most
+/// [`CREATES`]) or an edit of one that exists by then, marks 1, 2, ...
+/// in time order.
+fn edits(seed: u64) -> Vec<(Duration, Edit)> {
+    let mut rng = Rng::stream(seed, "sharding/edits");
+    let mut at: Vec<Duration> = (0..EDITS)
+        .map(|_| rng.between(Duration::from_secs(3), HORIZON.mul_f64(0.8)))
+        .collect();
+    at.sort();
+    let mut existing = OBJECTS;
+    at.into_iter()
+        .zip(1u64..)
+        .map(|(at, mark)| {
+            let edit = if existing < OBJECTS + CREATES && rng.up_to(1) == 0 {
+                existing += 1;
+                Edit::Create(format!("obj-{:02}", existing - 1), mark)
+            } else {
+                let i = rng.up_to(existing as u64 - 1);
+                Edit::Change(format!("obj-{i:02}"), mark)
+            };
+            (at, edit)
+        })
+        .collect()
 }
 
 /// The seed's membership script: r0 starts, r1 and r2 join a second
@@ -130,18 +176,28 @@ pub async fn run(
     let targets: Vec<String> = REPLICAS.iter().map(|r| (*r).to_string()).collect();
     let plan = ward_campaign::Plan::draw(seed, &all, HORIZON, &targets)
         .map_err(|e| ScenarioError::Plan(e.to_string()))?;
-    let script = script(seed);
     let mut printed = plan.to_string();
-    for (at, change) in &script {
+    for (at, change) in script(seed) {
         printed.push_str(&format!(
             "  membership: {change:?} at {:.3}s\n",
             at.as_secs_f64()
         ));
     }
+    for (at, edit) in edits(seed) {
+        printed.push_str(&format!("  edit: {edit:?} at {:.3}s\n", at.as_secs_f64()));
+    }
+    let mut steps: Vec<(Duration, Step)> = script(seed)
+        .into_iter()
+        .map(|(at, c)| (at, Step::Member(c)))
+        .chain(edits(seed).into_iter().map(|(at, e)| (at, Step::Edit(e))))
+        .collect();
+    steps.sort_by_key(|(at, _)| *at); // stable: a membership change first
     let log = journal.clone();
     let t0 = clock.now();
     let mut perturber = ward_campaign::Perturber::new(&server, plan, move |line| log.log(line));
     perturber.judge("I2", writes_in_slots(t0, violations.clone()));
+    let marks = Marks::default();
+    perturber.judge("I5", marks.recorder());
 
     let mut leave = Vec::new();
     let mut controllers = Vec::new();
@@ -171,8 +227,18 @@ pub async fn run(
     let outcome = perturber
         .run(async {
             let mut live = [true, false, false, false, false];
-            for (at, change) in &script {
+            for (at, step) in &steps {
                 tokio::time::sleep(at.saturating_sub(journal.elapsed())).await;
+                let change = match step {
+                    Step::Member(change) => change,
+                    Step::Edit(edit) => {
+                        journal.log(format!("edit: {edit:?}"));
+                        if let Err(e) = apply(&cms, edit).await {
+                            journal.log(format!("edit failed: {e}"));
+                        }
+                        continue;
+                    }
+                };
                 journal.log(format!("membership: {change:?}"));
                 match *change {
                     Change::Join(i) => {
@@ -235,6 +301,28 @@ pub async fn run(
             );
         }
     }
+    // I5: every change answered by the end of the settle window.
+    for (name, mark, at) in marks.unanswered(|at| at.max(quiet) + SETTLE + WORK) {
+        violations.violate(
+            Invariant::I5,
+            name.clone(),
+            format!(
+                "{name}'s change to mark {mark} at {:.3}s was not answered within {:?} of the quiet",
+                at.as_secs_f64(),
+                SETTLE + WORK
+            ),
+        );
+    }
+    if marks.changes() != EDITS {
+        violations.violate(
+            Invariant::I5,
+            "edits".into(),
+            format!(
+                "the server recorded {} of the churn's {EDITS} edits",
+                marks.changes()
+            ),
+        );
+    }
     // I4: the final ring's balance.
     if let Err(e) = balanced(&members, seed) {
         violations.violate(Invariant::I4, "ring".into(), e);
@@ -247,6 +335,24 @@ pub async fn run(
         &violations,
         &journal,
     ))
+}
+
+/// Make one edit through the scenario's own (never perturbed) client.
+async fn apply(cms: &Api<ConfigMap>, edit: &Edit) -> Result<(), kube::Error> {
+    match edit {
+        Edit::Create(name, mark) => {
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some(name.clone());
+            cm.data = Some([(WANT.to_string(), mark.to_string())].into());
+            cms.create(&PostParams::default(), &cm).await?;
+        }
+        Edit::Change(name, mark) => {
+            let patch = serde_json::json!({ "data": { WANT: mark.to_string() } });
+            cms.patch(name, &PatchParams::default(), &Patch::Merge(&patch))
+                .await?;
+        }
+    }
+    Ok(())
 }
 
 fn report(

@@ -77,7 +77,10 @@ impl ServerConfig {
         self
     }
 
-    /// The seed of every random choice the server makes (generateName suffixes).
+    /// The seed of every random choice the server makes: generateName
+    /// suffixes, the fractions of injected faults, and uids (so the same
+    /// objects fall in other shard slots under another seed; seed 0, the
+    /// default, gives the uids of a server without one).
     #[must_use]
     pub fn seed(mut self, seed: u64) -> Self {
         self.seed = seed;
@@ -158,10 +161,11 @@ impl ApiServer {
     pub async fn start(config: ServerConfig) -> Result<ApiServer, ServerError> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let clock = config.clock.unwrap_or_else(Clock::on_the_second);
-        let store = Arc::new(Store::new(
+        let store = Arc::new(Store::seeded(
             config.store.clone(),
             clock,
             Arc::new(crate::strategy::KindRules),
+            config.seed,
         ));
         let registry = Arc::new(Registry::with_builtins());
         let listener = match config.listen {

@@ -195,6 +195,8 @@ pub struct Store {
     rules: Arc<dyn Rules>,
     /// uids handed out so far.
     uids: AtomicU64,
+    /// What every uid's random part is drawn from, with its number.
+    uid_seed: u64,
 }
 
 /// What the store leaves to the layer above ([`crate::strategy::KindRules`]
@@ -274,9 +276,19 @@ fn paginate<'a>(
 }
 
 impl Store {
-    /// A store holding what `rules` says a fresh cluster holds ([`Rules::bootstrap`]).
+    /// A store holding what `rules` says a fresh cluster holds
+    /// ([`Rules::bootstrap`]); [`Store::seeded`] with seed 0.
     #[must_use]
     pub fn new(config: StoreConfig, clock: Clock, rules: Arc<dyn Rules>) -> Self {
+        Store::seeded(config, clock, rules, 0)
+    }
+
+    /// [`Store::new`], its uids drawn from `seed`: every uid is unique
+    /// within the store's life (its last group counts them) and its first
+    /// 64 bits come from `seed` and that count, so different seeds give
+    /// different uids — and different shard slots — for the same objects.
+    #[must_use]
+    pub fn seeded(config: StoreConfig, clock: Clock, rules: Arc<dyn Rules>, seed: u64) -> Self {
         let (events, _) = broadcast::channel(config.watch_buffer.max(16));
         let store = Store {
             inner: Mutex::new(Inner {
@@ -290,6 +302,7 @@ impl Store {
             clock,
             rules,
             uids: AtomicU64::new(0),
+            uid_seed: seed,
         };
         for (info, obj) in store.rules.bootstrap() {
             store

@@ -230,10 +230,12 @@ impl Store {
         let _ = self.events.send(event);
     }
 
-    /// A new uid, unique within the server's life, version-4-shaped.
+    /// A new uid, unique within the server's life, version-4-shaped, its
+    /// random part drawn from the store's seed (seed 0 draws what the
+    /// store did before it had one).
     fn next_uid(&self) -> String {
         let n = self.uids.fetch_add(1, Ordering::Relaxed) + 1;
-        let salt = ward_base::Rng::new(n).next_u64();
+        let salt = ward_base::Rng::new((self.uid_seed << 32) ^ n).next_u64();
         format!(
             "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
             (salt >> 32) as u32,
@@ -513,6 +515,29 @@ mod tests {
 
     use super::testing::*;
     use super::*;
+
+    #[test]
+    fn uids_are_drawn_from_the_seed_and_unique_under_each() {
+        let uids = |seed| {
+            let s = Store::seeded(
+                StoreConfig::default(),
+                crate::clock::Clock::new(),
+                Arc::new(crate::strategy::KindRules),
+                seed,
+            );
+            let cms = info("configmaps");
+            (0..50)
+                .map(|i| {
+                    let o = s.create(&cms, cm(&format!("c{i}"))).unwrap();
+                    o.value()["metadata"]["uid"].as_str().unwrap().to_string()
+                })
+                .collect::<Vec<_>>()
+        };
+        let (a, a_again, b) = (uids(7), uids(7), uids(8));
+        assert_eq!(a, a_again, "one seed, one sequence");
+        let all: std::collections::BTreeSet<&String> = a.iter().chain(&b).collect();
+        assert_eq!(all.len(), 100, "no uid repeats within or across the seeds");
+    }
 
     #[test]
     fn every_write_bumps_the_global_rv() {

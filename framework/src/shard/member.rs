@@ -238,13 +238,22 @@ impl Member {
             self.key,
             Gate::default(),
         );
+        let member = Arc::new(self);
+        let (changed, changes) = watch::channel(0);
+        let ring_watch = super::changes::watch_ring(
+            member.api.clone(),
+            &member.ring,
+            &member.lease_name,
+            changed,
+        );
         let mut keeper = Keeper {
-            member: Arc::new(self),
+            member: member.clone(),
             shard: shard.clone(),
             check,
             mine: None,
             held: Slots::NONE,
             deadline: watch::Sender::new(None),
+            changes,
         };
         let mut work = pin!(work(shard.clone()));
         let mut shutdown = pin!(shutdown);
@@ -256,6 +265,7 @@ impl Member {
             tokio::select! {
                 biased;
                 () = keep => unreachable!("the keeper runs until dropped"),
+                () = ring_watch => unreachable!("the ring's watch runs until dropped"),
                 _ = &mut shutdown => {}
                 () = &mut work => work_done = true,
             }
@@ -283,6 +293,9 @@ struct Keeper {
     /// When the Lease stops counting as held, for this member (`None`
     /// while it holds nothing worth stopping for).
     deadline: watch::Sender<Option<Instant>>,
+    /// Bumped when another member's Lease appears, goes, or changes what
+    /// it claims ([`super::changes`]): the next round starts early.
+    changes: watch::Receiver<u64>,
 }
 
 /// Why a round ended early; the next one retries.
@@ -366,9 +379,16 @@ impl Keeper {
         }
     }
 
-    /// One round, then the pause before the next.
+    /// One round, then the pause before the next: `renew_every` (or
+    /// `retry_every` after a failure), cut short when another member's
+    /// claim changes — but never to less than a quarter of `renew_every`
+    /// from this round's start, so members answering each other's changes
+    /// run at most four rounds a period.
     async fn step(&mut self) {
         let timing = self.member.timing;
+        let started = Instant::now();
+        // What changed before this round's LIST, the LIST sees.
+        self.changes.borrow_and_update();
         let pause = match self.round().await {
             Ok(()) => {
                 self.ready(true);
@@ -383,7 +403,17 @@ impl Keeper {
                 timing.retry_every
             }
         };
-        tokio::time::sleep(pause).await;
+        let timer = tokio::time::sleep(pause);
+        let mut timer = pin!(timer);
+        tokio::select! {
+            biased;
+            () = &mut timer => {}
+            changed = self.changes.changed() => match changed {
+                Ok(()) => sleep_until(started + timing.renew_every / 4).await,
+                // The watch ended (it does not, but then the timer rules).
+                Err(_) => timer.await,
+            },
+        }
     }
 
     /// No renew landed in time: stop every reconcile now, before any other
@@ -407,7 +437,15 @@ impl Keeper {
     async fn round(&mut self) -> Result<(), RoundError> {
         let m = self.member.clone();
         // 1. Read every member Lease of the ring.
-        let view = self.view().await?;
+        let mut view = self.view().await?;
+        if view.mine.is_none() && self.mine.is_none() && self.held.is_empty() {
+            // 0. Announce: a member without a Lease creates it listing
+            // nothing, then reads again — members started together see
+            // each other before they claim, instead of each claiming
+            // every slot and withdrawing them all.
+            self.write().await?;
+            view = self.view().await?;
+        }
         let others = view.others(&m);
         let ring = Ring::new(
             others

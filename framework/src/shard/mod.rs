@@ -27,8 +27,14 @@
 //! and the annotation `ward.dev/shard-slots`: the slots its holder *holds*
 //! (has claimed, and may be reconciling). A member's slots are *active*
 //! (reconciles may start on them) only between the steps below. Every
-//! `renew_every`, each member runs a round:
-//! 1. **LIST** the ring's Leases (a quorum read). A Lease is *live* while
+//! `renew_every` — and as soon as another member's Lease appears, goes, or
+//! changes its holder or the slots it lists (a WATCH of the ring's Leases;
+//! renewals alone start nothing), but never sooner than a quarter of
+//! `renew_every` after its last round began — each member runs a round:
+//! 1. **LIST** the ring's Leases (a quorum read). A member that has no
+//!    Lease yet first creates it listing nothing (*announce*) and LISTs
+//!    again, so that members started together see each other before they
+//!    claim. A Lease is *live* while
 //!    it names a holder and `renewTime + leaseDurationSeconds` has not
 //!    passed; the live holders and this member make the ring.
 //! 2. **Release** the held slots the ring gives to others: deactivate them
@@ -95,6 +101,7 @@
 //! `ward_shard_server_filtering`; counter `ward_shard_handovers_total{event=
 //! claimed|released|withdrawn|cancelled|lost}`.
 
+mod changes;
 mod follow;
 mod gate;
 mod key;

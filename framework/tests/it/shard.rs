@@ -345,8 +345,10 @@ async fn scenario(server_filters: bool) {
         "c deleted its Lease"
     );
     let moved = until("a and b to take c's slots", || partition(&[&a, &b])).await;
+    // Watch-driven: the others' rounds start at c's DELETE, not their
+    // timers (550 ms here with a 300 ms reconcile drained; 2.4 s on timers).
     assert!(
-        moved - left <= RENEW * 3,
+        moved - left <= RENEW / 2,
         "graceful hand-over took {:?}",
         moved - left
     );
@@ -381,11 +383,19 @@ async fn scenario(server_filters: bool) {
     .await;
 
     // Join: d takes about half.
+    let joining = Instant::now();
     let d = Replica::start(&server, &clock, ring, "d", &journal);
     let joined = until("a and d to split the slots", || {
         partition(&[&a, &d]) && d.slots().len() == 64
     })
     .await;
+    // Watch-driven too: a releases at d's Lease's ADDED, d claims at a's
+    // release (550 ms here; 2.05 s on timers).
+    assert!(
+        joined - joining <= RENEW / 2,
+        "a join's hand-over took {:?}",
+        joined - joining
+    );
     let who = owner(&[&a, &d]);
     until(
         "every object reconciled by its owner after the join",
@@ -728,4 +738,36 @@ async fn a_guard_reading_consistently_reconciles_what_its_replica_takes_over() {
         stopped.len(),
         names.len()
     );
+}
+
+/// Members started at one instant each announce a Lease listing nothing
+/// before they claim, so they see each other and claim their halves at
+/// once — not every slot each, withdrawn by both (a round with nobody
+/// holding anything).
+#[tokio::test(start_paused = true)]
+async fn members_started_together_split_the_slots_in_their_first_round() {
+    let metrics = prometheus();
+    let server = sharded_server().await;
+    let clock = Clock::new();
+    let journal: Journal = Arc::default();
+    let started = Instant::now();
+    let a = Replica::start(&server, &clock, "together", "a", &journal);
+    let b = Replica::start(&server, &clock, "together", "b", &journal);
+    let split = until("a and b to split the slots", || {
+        partition(&[&a, &b]) && a.slots().len() == 64
+    })
+    .await;
+    assert!(
+        split - started < RENEW,
+        "the first round did not split the slots: {:?}",
+        split - started
+    );
+    let rendered = metrics.render();
+    for who in ["a", "b"] {
+        let withdrawn = format!(
+            "ward_shard_handovers_total{{ring=\"together\",identity=\"{who}\",event=\"withdrawn\"}} 0"
+        );
+        assert!(rendered.contains(&withdrawn), "{withdrawn} in\n{rendered}");
+    }
+    assert_no_overlap(&journal);
 }

@@ -68,7 +68,7 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
 
     // Part 5: every replica count synced in both modes; with the server
     // filtering, two replicas receive less than one does, without it not.
-    assert_eq!(r.shard.rows.len(), 4);
+    assert_eq!(r.shard.rows.len(), 6);
     for row in &r.shard.rows {
         assert!(row.synced && row.sync_secs > 0.0, "{row:?}");
         assert!(
@@ -76,6 +76,8 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
             "{row:?}"
         );
         assert_eq!(row.handover_secs.is_some(), row.replicas > 1, "{row:?}");
+        assert_eq!(row.takeover_secs.is_some(), row.replicas > 2, "{row:?}");
+        assert_eq!(row.slots_moved_secs.is_some(), row.replicas > 1, "{row:?}");
     }
     let two = |server: bool| {
         r.shard

@@ -171,7 +171,7 @@ impl BenchConfig {
             },
             shard: shard::ShardConfig {
                 objects: 200,
-                replicas: vec![1, 2],
+                replicas: vec![1, 2, 3],
                 lease: Duration::from_secs(2),
                 timeout: Duration::from_secs(60),
             },

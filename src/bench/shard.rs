@@ -63,6 +63,14 @@ pub struct ShardRow {
     /// Seconds from a graceful leave until each of the leaver's objects was
     /// reconciled by its new owner (`None` for one replica).
     pub handover_secs: Option<f64>,
+    /// Seconds from that leave until the others' active slots covered all
+    /// of them again: the protocol's part of the hand-over (the rest is
+    /// relisting and reconciling the moved objects).
+    pub slots_moved_secs: Option<f64>,
+    /// Then, with two replicas or more left, seconds from a crash (a
+    /// replica's task aborted: its Lease left to expire) until each of its
+    /// objects was reconciled by its new owner.
+    pub takeover_secs: Option<f64>,
 }
 
 /// Part 5's results.
@@ -113,12 +121,14 @@ pub fn run(config: &ShardConfig, log: &(dyn Fn(&str) + Sync)) -> ShardResults {
             for (i, &n) in config.replicas.iter().enumerate() {
                 let row = measure(&server, config, server_filtering, n, &format!("bench-{i}"), &hashes, baseline).await;
                 log(&format!(
-                    "  sharding ({}): {n} replicas synced in {:.2}s, {:.0} KiB each ({:.2} of one), hand-over {}",
+                    "  sharding ({}): {n} replicas synced in {:.2}s, {:.0} KiB each ({:.2} of one), hand-over {} (slots {}), crash takeover {}",
                     if server_filtering { "server filters" } else { "client filters" },
                     row.sync_secs,
                     row.bytes_per_replica / 1024.0,
                     row.bytes_ratio,
-                    row.handover_secs.map_or("-".into(), |s| format!("{s:.2}s"))
+                    row.handover_secs.map_or("-".into(), |s| format!("{s:.2}s")),
+                    row.slots_moved_secs.map_or("-".into(), |s| format!("{s:.2}s")),
+                    row.takeover_secs.map_or("-".into(), |s| format!("{s:.2}s"))
                 ));
                 baseline.get_or_insert(row.bytes_per_replica);
                 results.rows.push(row);
@@ -228,12 +238,22 @@ async fn measure(
         .map(|r| r.bytes.load(Ordering::Relaxed))
         .sum::<u64>() as f64
         / n as f64;
-    let mut handover_secs = None;
+    let (mut handover_secs, mut slots_moved_secs, mut takeover_secs) = (None, None, None);
     if n >= 2 && delivered {
         // The last replica leaves; its objects must be reconciled by the others.
         let leaver = replicas.pop().expect("n >= 2");
         let left = Instant::now();
         let _ = leaver.leave.map(|tx| tx.send(()));
+        let covered = |replicas: &[Replica]| {
+            replicas
+                .iter()
+                .filter_map(|r| r.shard.lock().unwrap().as_ref().map(Shard::slots))
+                .fold(ward::shard::Slots::NONE, |a, s| a.union(s))
+                == ward::shard::Slots::ALL
+        };
+        if wait(config.timeout, || covered(&replicas)).await {
+            slots_moved_secs = Some(left.elapsed().as_secs_f64());
+        }
         let _ = leaver.run.await;
         let (_, after) = owners(n - 1);
         let moved: HashMap<&str, usize> = after
@@ -242,6 +262,22 @@ async fn measure(
             .collect();
         if wait(config.timeout, || done(&moved, left)).await {
             handover_secs = Some(left.elapsed().as_secs_f64());
+        }
+        if n >= 3 && handover_secs.is_some() {
+            // The new last replica crashes; the others wait out its Lease.
+            let crashed = replicas.pop().expect("n >= 3");
+            let at = Instant::now();
+            crashed.run.abort();
+            let _ = crashed.run.await;
+            let (_, after) = owners(n - 2);
+            let (_, before) = owners(n - 1);
+            let moved: HashMap<&str, usize> = after
+                .into_iter()
+                .filter(|(name, _)| before.get(name) == Some(&(n - 2)))
+                .collect();
+            if wait(config.timeout, || done(&moved, at)).await {
+                takeover_secs = Some(at.elapsed().as_secs_f64());
+            }
         }
     }
     for r in replicas {
@@ -258,6 +294,8 @@ async fn measure(
         cached_per_replica: mean,
         cached_max_over_mean: super::ratio(max, mean),
         handover_secs,
+        slots_moved_secs,
+        takeover_secs,
     }
 }
 
@@ -379,16 +417,16 @@ pub fn markdown(r: &ShardResults) -> String {
     }
     let _ = writeln!(
         s,
-        "**Sharding** ({} ConfigMaps of ~300 bytes, member Leases of {:.0} s renewed every {:.1} s; KiB: what one replica received for one update of every object once synced, and its ratio to one replica's in the same mode; cached: objects in a replica's cache once synced; hand-over: a replica leaves gracefully, until each of its objects was reconciled by its new owner):\n",
+        "**Sharding** ({} ConfigMaps of ~300 bytes, member Leases of {:.0} s renewed every {:.1} s; KiB: what one replica received for one update of every object once synced, and its ratio to one replica's in the same mode; cached: objects in a replica's cache once synced; hand-over: a replica leaves gracefully, until the others' slots cover its slots (slots) and until each of its objects was reconciled by its new owner (objects); crash takeover: then, with two or more left, one crashes (its Lease left to expire), until each of its objects was reconciled by its new owner):\n",
         r.objects,
         r.lease_secs,
         r.lease_secs / 5.0
     );
-    s.push_str("| server filters (KEP-5866) | replicas | sync s (ring forming included) | KiB per replica (ratio to 1) | cached per replica (max / mean) | hand-over s |\n|---|---|---|---|---|---|\n");
+    s.push_str("| server filters (KEP-5866) | replicas | sync s (ring forming included) | KiB per replica (ratio to 1) | cached per replica (max / mean) | hand-over s: slots / objects | crash takeover s |\n|---|---|---|---|---|---|---|\n");
     for row in &r.rows {
         let _ = writeln!(
             s,
-            "| {} | {} | {:.2}{} | {:.0} ({:.2}) | {:.0} ({:.2}) | {} |",
+            "| {} | {} | {:.2}{} | {:.0} ({:.2}) | {:.0} ({:.2}) | {} | {} |",
             if row.server_filtering { "yes" } else { "no" },
             row.replicas,
             row.sync_secs,
@@ -397,7 +435,15 @@ pub fn markdown(r: &ShardResults) -> String {
             row.bytes_ratio,
             row.cached_per_replica,
             row.cached_max_over_mean,
-            row.handover_secs.map_or("-".into(), |h| format!("{h:.2}"))
+            match (row.slots_moved_secs, row.handover_secs) {
+                (None, None) => "-".into(),
+                (s, h) => format!(
+                    "{} / {}",
+                    s.map_or("-".into(), |s| format!("{s:.2}")),
+                    h.map_or("-".into(), |h| format!("{h:.2}"))
+                ),
+            },
+            row.takeover_secs.map_or("-".into(), |h| format!("{h:.2}"))
         );
     }
     s

@@ -138,7 +138,7 @@ where
         // Which watch runs is decided when the stream is first polled,
         // after every builder (`shard` among them) has run.
         let trigger = {
-            let (shard, synced) = (shard.clone(), synced.clone());
+            let (shard, synced, store) = (shard.clone(), synced.clone(), reader.clone());
             futures::stream::once(async move {
                 match shard.get() {
                     None => synced
@@ -146,9 +146,12 @@ where
                         .applied_objects()
                         .boxed(),
                     Some(shard) => {
-                        let watch = crate::shard::watch(api, wc, shard.clone());
+                        let gained = crate::shard::GainedOnly::default();
+                        let watch = crate::shard::watch(api, wc, shard.clone(), gained.clone());
                         crate::shard::applied_once_listed(
                             synced.track(reflector::reflector(writer, watch)),
+                            store,
+                            gained,
                         )
                         .boxed()
                     }

@@ -5,14 +5,22 @@
 //! A restart begins with a fresh LIST, so the reflector's store is
 //! rebuilt (kube-runtime's `Init` … `InitDone`) with exactly the objects
 //! of the new slots: objects of a slot gained are listed (and reconciled),
-//! those of a slot lost leave the cache.
+//! those of a slot lost leave the cache. When the restart only gained
+//! slots — none was deactivated since the last start, so no reconcile was
+//! cancelled — the objects it lists unchanged (same uid, same
+//! resourceVersion as in the cache before) are not triggered again: a
+//! hand-over reconciles what moved, not everything the replica held.
 
+use std::collections::HashMap;
 use std::fmt::Debug;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use kube::Resource;
 use kube::api::Api;
+use kube::runtime::reflector::Store;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 
@@ -29,13 +37,20 @@ struct State<K: 'static> {
     active: ActiveWatch,
     inner: Option<BoxStream<'static, watcher::Result<Event<K>>>>,
     probed: bool,
+    gained: GainedOnly,
 }
+
+/// Set by [`watch`] when it restarts having only gained slots; taken by
+/// [`applied_once_listed`] at that restart's `Init`.
+#[derive(Clone, Default)]
+pub(crate) struct GainedOnly(Arc<AtomicBool>);
 
 /// The objects of `api` in `shard`'s active slots, as a watcher's events.
 pub(crate) fn watch<K>(
     api: Api<K>,
     wc: watcher::Config,
     shard: Shard,
+    gained: GainedOnly,
 ) -> impl Stream<Item = watcher::Result<Event<K>>> + Send
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
@@ -49,6 +64,7 @@ where
         slots: Slots::NONE,
         inner: None,
         probed: false,
+        gained,
     };
     futures::stream::unfold(state, |mut st| async move {
         loop {
@@ -79,7 +95,12 @@ where
 {
     /// (Re)start the watch for the slots active now.
     async fn start(&mut self) {
+        let (before, epoch) = self.active.seen();
         self.slots = self.active.take();
+        let only_gained = !before.is_empty()
+            && before.minus(self.slots).is_empty()
+            && self.active.seen().1 == epoch;
+        self.gained.0.store(only_gained, Ordering::Relaxed);
         if self.slots.is_empty() {
             // Nothing to watch: empty the cache, then wait for a slot.
             self.inner = Some(
@@ -130,14 +151,21 @@ where
 /// looks each trigger up in the store: an object of a slot just gained,
 /// triggered while its relist is still paging, would not be found there
 /// (`ObjectNotFound`) and never reconciled. (kube-runtime's own relists
-/// have the same gap only for objects created meanwhile.)
+/// have the same gap only for objects created meanwhile.) After a restart
+/// that only gained slots ([`GainedOnly`]), objects `store` held unchanged
+/// before it are not triggered again (see the module docs).
 pub(crate) fn applied_once_listed<K>(
     events: impl Stream<Item = watcher::Result<Event<K>>> + Send,
+    store: Store<K>,
+    gained: GainedOnly,
 ) -> impl Stream<Item = watcher::Result<K>> + Send
 where
-    K: Send + 'static,
+    K: Resource + Clone + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone,
 {
     let mut held: Vec<K> = Vec::new();
+    // uid -> resourceVersion of what the store held before a gain-only restart.
+    let mut before: Option<HashMap<String, String>> = None;
     events.flat_map(move |event| {
         let out: Vec<watcher::Result<K>> = match event {
             Err(e) => vec![Err(e)],
@@ -146,9 +174,38 @@ where
                 held.push(k);
                 Vec::new()
             }
-            Ok(Event::InitDone) => std::mem::take(&mut held).into_iter().map(Ok).collect(),
+            Ok(Event::InitDone) => {
+                let unchanged = |k: &K| {
+                    let meta = k.meta();
+                    before.as_ref().is_some_and(|b| {
+                        meta.uid
+                            .as_ref()
+                            .and_then(|u| b.get(u))
+                            .is_some_and(|rv| meta.resource_version.as_ref() == Some(rv))
+                    })
+                };
+                let out = std::mem::take(&mut held)
+                    .into_iter()
+                    .filter(|k| !unchanged(k))
+                    .map(Ok)
+                    .collect();
+                before = None;
+                out
+            }
             Ok(Event::Init) => {
                 held.clear();
+                // The reflector swaps its store at InitDone: it still
+                // holds what the last watch listed.
+                before = gained.0.swap(false, Ordering::Relaxed).then(|| {
+                    store
+                        .state()
+                        .iter()
+                        .filter_map(|k| {
+                            let m = k.meta();
+                            Some((m.uid.clone()?, m.resource_version.clone()?))
+                        })
+                        .collect()
+                });
                 Vec::new()
             }
             Ok(Event::Delete(_)) => Vec::new(),

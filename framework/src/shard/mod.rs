@@ -110,7 +110,7 @@ mod query;
 pub mod ring;
 mod view;
 
-pub(crate) use follow::{applied_once_listed, watch};
+pub(crate) use follow::{GainedOnly, applied_once_listed, watch};
 pub use key::ShardKey;
 pub use member::{ANNOTATION, LABEL, Member, ShardError};
 pub use ring::{Ring, SLOTS, Slots};

@@ -771,3 +771,77 @@ async fn members_started_together_split_the_slots_in_their_first_round() {
     }
     assert_no_overlap(&journal);
 }
+
+/// A graceful leave moves the leaver's slots to the survivor, whose watch
+/// restarts with more slots: it reconciles the objects that moved, not
+/// again the ones it already held unchanged (kube-runtime would trigger
+/// every object of the relist).
+#[tokio::test(start_paused = true)]
+async fn a_replica_gaining_slots_reconciles_what_moved_not_what_it_held() {
+    let server = sharded_server().await;
+    let client = server.client();
+    let clock = Clock::new();
+    let (names, hashes) = objects(&client).await;
+    let counts: Arc<Mutex<BTreeMap<String, Vec<&'static str>>>> = Arc::default();
+    let spawn = |who: &'static str| {
+        let counts = counts.clone();
+        let reconcile: Reconcile = Arc::new(move |cm, _| {
+            counts
+                .lock()
+                .unwrap()
+                .entry(cm.name_any())
+                .or_default()
+                .push(who);
+            Box::pin(async { Action::await_change() })
+        });
+        let member = member(server.client(), &clock, "gain", who);
+        Replica::spawn(member, who, server.client(), reconcile)
+    };
+    let a = spawn("a");
+    let mut b = spawn("b");
+    until("a and b to split the slots", || {
+        partition(&[&a, &b]) && a.slots().len() == 64
+    })
+    .await;
+    let (a_slots, b_slots) = (a.slots(), b.slots());
+    let owned = |n: &String, who: &str| {
+        let h = hashes[n];
+        if who == "a" {
+            a_slots.contains_hash(h)
+        } else {
+            b_slots.contains_hash(h)
+        }
+    };
+    let by = |who: &'static str| {
+        let counts = counts.lock().unwrap();
+        names
+            .iter()
+            .all(|n| !owned(n, who) || counts.get(n).is_some_and(|c| c.last() == Some(&who)))
+    };
+    until("every object reconciled by its owner", || {
+        by("a") && by("b")
+    })
+    .await;
+    let before = counts.lock().unwrap().clone();
+    b.shutdown.take().unwrap().send(()).unwrap();
+    b.run.await.unwrap().unwrap();
+    until("a to hold every slot", || a.slots() == Slots::ALL).await;
+    until("b's objects reconciled by a", || {
+        let counts = counts.lock().unwrap();
+        names.iter().filter(|n| owned(n, "b")).all(|n| {
+            counts
+                .get(n.as_str())
+                .is_some_and(|c| c.last() == Some(&"a"))
+        })
+    })
+    .await;
+    let after = counts.lock().unwrap().clone();
+    let again: Vec<&String> = names
+        .iter()
+        .filter(|n| owned(n, "a") && after[*n].len() != before[*n].len())
+        .collect();
+    assert!(
+        again.is_empty(),
+        "a reconciled again what it held: {again:?}"
+    );
+}

@@ -86,7 +86,9 @@
 //! on one replica). A controller made sharded with
 //! [`GuardedController::shard`](crate::GuardedController::shard) restarts
 //! its watch with a KEP-5866 `shardSelector` for its active slots each time
-//! they change, through an `Api` built on [`Shard::client`]; a server
+//! they change (after a restart that only gained slots, the objects it
+//! held unchanged are not reconciled again), through an `Api` built on
+//! [`Shard::client`]; a server
 //! that ignores the option (no echo in `metadata.shardInfo`, as a
 //! kube-apiserver without the ShardedListAndWatch gate) sends everything,
 //! and the replica filters client-side (`ward_shard_server_filtering` says

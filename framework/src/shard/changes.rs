@@ -15,7 +15,7 @@ use kube::api::Api;
 use kube::runtime::{WatchStreamExt, watcher};
 use tokio::sync::watch;
 
-use super::member::{ANNOTATION, LABEL};
+use super::lease::{ANNOTATION, LABEL};
 use super::ring::Slots;
 
 /// What of a member Lease matters to the others: its holder and the

@@ -17,18 +17,13 @@ use tokio::time::{Instant, sleep_until};
 
 use super::gate::Gate;
 use super::key::ShardKey;
+use super::lease::{ANNOTATION, LABEL};
 use super::ring::{Ring, Slots};
 use super::view::Shard;
 use crate::clock::Clock;
 use crate::leader::{Timing, available, holder, is_conflict};
 use crate::observe::readiness::RemoveOnDrop;
 use crate::observe::{Readiness, ReadyCheck, catalog};
-
-/// The label naming a member Lease's ring.
-pub const LABEL: &str = "ward.dev/ring";
-/// The annotation listing the slots a member Lease's holder holds (32 hex
-/// digits, slot 0 the lowest bit).
-pub const ANNOTATION: &str = "ward.dev/shard-slots";
 
 /// Errors from a sharded member.
 #[derive(Debug, thiserror::Error)]

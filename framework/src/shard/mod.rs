@@ -107,6 +107,7 @@ mod changes;
 mod follow;
 mod gate;
 mod key;
+mod lease;
 mod member;
 mod query;
 pub mod ring;
@@ -114,6 +115,7 @@ mod view;
 
 pub(crate) use follow::{GainedOnly, applied_once_listed, watch};
 pub use key::ShardKey;
-pub use member::{ANNOTATION, LABEL, Member, ShardError};
+pub use lease::{ANNOTATION, LABEL};
+pub use member::{Member, ShardError};
 pub use ring::{Ring, SLOTS, Slots};
 pub use view::Shard;

@@ -255,11 +255,15 @@ async fn measure(
             slots_moved_secs = Some(left.elapsed().as_secs_f64());
         }
         let _ = leaver.run.await;
-        let (_, after) = owners(n - 1);
-        let moved: HashMap<&str, usize> = after
-            .into_iter()
-            .filter(|(name, _)| owner.get(name) == Some(&(n - 1)))
-            .collect();
+        // The objects replica `gone` owned, with their owners once it is gone.
+        let moved_from = |gone: usize| -> HashMap<&str, usize> {
+            let ((_, before), (_, after)) = (owners(gone + 1), owners(gone));
+            after
+                .into_iter()
+                .filter(|(name, _)| before.get(name) == Some(&gone))
+                .collect()
+        };
+        let moved = moved_from(n - 1);
         if wait(config.timeout, || done(&moved, left)).await {
             handover_secs = Some(left.elapsed().as_secs_f64());
         }
@@ -269,12 +273,7 @@ async fn measure(
             let at = Instant::now();
             crashed.run.abort();
             let _ = crashed.run.await;
-            let (_, after) = owners(n - 2);
-            let (_, before) = owners(n - 1);
-            let moved: HashMap<&str, usize> = after
-                .into_iter()
-                .filter(|(name, _)| before.get(name) == Some(&(n - 2)))
-                .collect();
+            let moved = moved_from(n - 2);
             if wait(config.timeout, || done(&moved, at)).await {
                 takeover_secs = Some(at.elapsed().as_secs_f64());
             }

@@ -256,8 +256,9 @@ pub async fn run(
                 }
             }
             // Quiet from the last change and the last perturbation window
-            // (each opens in the first 80% of the horizon, lasts at most a third).
-            let quiet = HORIZON.mul_f64(0.8) + HORIZON / 3;
+            // (each opens in the first 80% of the horizon and lasts at most
+            // half of it: write-faults and gc-delay may; the others a third).
+            let quiet = HORIZON.mul_f64(0.8) + HORIZON / 2;
             tokio::time::sleep(quiet.saturating_sub(journal.elapsed())).await;
             let quiet = journal.elapsed();
             journal.log("quiet: no more membership changes or perturbations");

@@ -235,7 +235,8 @@ impl Store {
     /// store did before it had one).
     fn next_uid(&self) -> String {
         let n = self.uids.fetch_add(1, Ordering::Relaxed) + 1;
-        let salt = ward_base::Rng::new((self.uid_seed << 32) ^ n).next_u64();
+        // Rotated, not shifted: every bit of the seed counts.
+        let salt = ward_base::Rng::new(self.uid_seed.rotate_left(32) ^ n).next_u64();
         format!(
             "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
             (salt >> 32) as u32,
@@ -535,6 +536,7 @@ mod tests {
         };
         let (a, a_again, b) = (uids(7), uids(7), uids(8));
         assert_eq!(a, a_again, "one seed, one sequence");
+        assert_ne!(a, uids(7 | 1 << 32), "every bit of the seed counts");
         let all: std::collections::BTreeSet<&String> = a.iter().chain(&b).collect();
         assert_eq!(all.len(), 100, "no uid repeats within or across the seeds");
     }

@@ -93,14 +93,14 @@ impl Ctx {
 /// owner. Each reconcile makes that Secret, so the child check has work;
 /// the fresh read is what a sharded guard must get right (issue #44: a
 /// cache listed under the slots held before a takeover read the owners
-/// in the gained slots as gone, and they were never reconciled — I5).
+/// in the gained slots as gone, and they were never reconciled — I3).
 fn guard() -> AwaitDeletion<ConfigMap, Secret> {
     AwaitDeletion::new(ResourceExt::name_any)
 }
 
 /// Read, decide, write back: a counter, the writer's name, and the mark
-/// of the last change it saw (`want` copied to `seen`); make the object's
-/// Secret if it has none.
+/// of the last change it saw (`want` copied to `seen`); the first
+/// reconcile of an object makes its Secret.
 ///
 /// Its own write comes back on its watch and triggers a reconcile: that
 /// one writes nothing until [`AGAIN`] has passed since the write (unless

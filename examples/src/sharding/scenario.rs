@@ -177,20 +177,18 @@ pub async fn run(
     let plan = ward_campaign::Plan::draw(seed, &all, HORIZON, &targets)
         .map_err(|e| ScenarioError::Plan(e.to_string()))?;
     let mut printed = plan.to_string();
-    for (at, change) in script(seed) {
-        printed.push_str(&format!(
-            "  membership: {change:?} at {:.3}s\n",
-            at.as_secs_f64()
-        ));
-    }
-    for (at, edit) in edits(seed) {
-        printed.push_str(&format!("  edit: {edit:?} at {:.3}s\n", at.as_secs_f64()));
-    }
     let mut steps: Vec<(Duration, Step)> = script(seed)
         .into_iter()
         .map(|(at, c)| (at, Step::Member(c)))
         .chain(edits(seed).into_iter().map(|(at, e)| (at, Step::Edit(e))))
         .collect();
+    for (at, step) in &steps {
+        let line = match step {
+            Step::Member(change) => format!("membership: {change:?}"),
+            Step::Edit(edit) => format!("edit: {edit:?}"),
+        };
+        printed.push_str(&format!("  {line} at {:.3}s\n", at.as_secs_f64()));
+    }
     steps.sort_by_key(|(at, _)| *at); // stable: a membership change first
     let log = journal.clone();
     let t0 = clock.now();

@@ -164,8 +164,8 @@ where
     K::DynamicType: std::hash::Hash + Eq + Clone,
 {
     let mut held: Vec<K> = Vec::new();
-    // uid -> resourceVersion of what the store held before a gain-only restart.
-    let mut before: Option<HashMap<String, String>> = None;
+    // What the store held before a gain-only restart (shared, not copied).
+    let mut before: Option<Vec<Arc<K>>> = None;
     events.flat_map(move |event| {
         let out: Vec<watcher::Result<K>> = match event {
             Err(e) => vec![Err(e)],
@@ -175,37 +175,34 @@ where
                 Vec::new()
             }
             Ok(Event::InitDone) => {
-                let unchanged = |k: &K| {
-                    let meta = k.meta();
-                    before.as_ref().is_some_and(|b| {
-                        meta.uid
-                            .as_ref()
-                            .and_then(|u| b.get(u))
-                            .is_some_and(|rv| meta.resource_version.as_ref() == Some(rv))
+                // uid -> resourceVersion of what the store held before.
+                let listed = before.take().unwrap_or_default();
+                let before: HashMap<&str, &str> = listed
+                    .iter()
+                    .filter_map(|k| {
+                        let m = k.meta();
+                        Some((m.uid.as_deref()?, m.resource_version.as_deref()?))
                     })
+                    .collect();
+                let unchanged = |k: &K| {
+                    let m = k.meta();
+                    matches!((m.uid.as_deref(), m.resource_version.as_deref()),
+                        (Some(uid), Some(rv)) if before.get(uid) == Some(&rv))
                 };
-                let out = std::mem::take(&mut held)
+                std::mem::take(&mut held)
                     .into_iter()
                     .filter(|k| !unchanged(k))
                     .map(Ok)
-                    .collect();
-                before = None;
-                out
+                    .collect()
             }
             Ok(Event::Init) => {
                 held.clear();
                 // The reflector swaps its store at InitDone: it still
                 // holds what the last watch listed.
-                before = gained.0.swap(false, Ordering::Relaxed).then(|| {
-                    store
-                        .state()
-                        .iter()
-                        .filter_map(|k| {
-                            let m = k.meta();
-                            Some((m.uid.clone()?, m.resource_version.clone()?))
-                        })
-                        .collect()
-                });
+                before = gained
+                    .0
+                    .swap(false, Ordering::Relaxed)
+                    .then(|| store.state());
                 Vec::new()
             }
             Ok(Event::Delete(_)) => Vec::new(),

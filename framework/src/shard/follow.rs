@@ -1,22 +1,26 @@
-//! A sharded controller's watch: kube-runtime's watcher, restarted with
-//! the shard's selector whenever its active slots change, filtered
-//! client-side whatever the server did.
+//! A sharded controller's watch: kube-runtime's watcher for the shard's
+//! active slots, filtered client-side whatever the server did, with a
+//! watch added beside it for the slots gained since it started.
 //!
-//! A restart begins with a fresh LIST, so the reflector's store is
-//! rebuilt (kube-runtime's `Init` … `InitDone`) with exactly the objects
-//! of the new slots: objects of a slot gained are listed (and reconciled),
-//! those of a slot lost leave the cache. When the restart only gained
-//! slots — none was deactivated since the last start, so no reconcile was
-//! cancelled — the objects it lists unchanged (same uid, same
-//! resourceVersion as in the cache before) are not triggered again: a
-//! hand-over reconciles what moved, not everything the replica held.
+//! When slots are only gained — none was deactivated since the watch
+//! started, so no reconcile was cancelled — an added watch (`added.rs`)
+//! lists and watches just the gained slots, and their objects reach the
+//! reflector's store, and the reconciler, as their pages arrive: a
+//! hand-over reconciles what moved without relisting what the replica
+//! held. When a slot is deactivated (its objects must leave the cache),
+//! after a few added watches, or when one of them loses track, the watch
+//! restarts with a fresh LIST of every active slot, so the reflector's
+//! store is rebuilt (kube-runtime's `Init` … `InitDone`) with exactly
+//! their objects. If that restart only gained slots, the objects it lists
+//! unchanged (same uid, same resourceVersion as in the cache before) are
+//! not triggered again.
 
 use std::collections::HashMap;
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
-use futures::stream::BoxStream;
+use futures::stream::{BoxStream, SelectAll};
 use futures::{Stream, StreamExt};
 use kube::Resource;
 use kube::api::Api;
@@ -24,8 +28,12 @@ use kube::runtime::reflector::Store;
 use kube::runtime::watcher::{self, Event};
 use serde::de::DeserializeOwned;
 
+use super::added::{self, Step};
 use super::gate::ActiveWatch;
-use super::{Shard, Slots, query};
+use super::{Shard, ShardKey, Slots, query};
+
+/// Added watches beside the first before a restart folds them into one.
+const MAX_ADDED: usize = 4;
 
 struct State<K: 'static> {
     api: Api<K>,
@@ -33,9 +41,16 @@ struct State<K: 'static> {
     shard: Shard,
     /// The slots the running watch was started for.
     slots: Slots,
+    /// The slots watched — the running watch's and the added watches' —
+    /// and the deactivation epoch when they were taken.
+    watched: (Slots, u64),
     /// What restarts it.
     active: ActiveWatch,
     inner: Option<BoxStream<'static, watcher::Result<Event<K>>>>,
+    /// The running watch has listed (passed its `InitDone`): a watch added
+    /// before then would see its objects dropped when the list lands.
+    listed: bool,
+    added: SelectAll<BoxStream<'static, watcher::Result<Step<K>>>>,
     probed: bool,
     gained: GainedOnly,
 }
@@ -62,7 +77,10 @@ where
         active: shard.watch_active(),
         shard,
         slots: Slots::NONE,
+        watched: (Slots::NONE, u64::MAX),
         inner: None,
+        listed: false,
+        added: SelectAll::new(),
         probed: false,
         gained,
     };
@@ -74,15 +92,29 @@ where
             let inner = st.inner.as_mut().expect("started above");
             tokio::select! {
                 biased;
-                () = st.active.changed() => st.inner = None,
+                () = st.active.changed() => st.slots_changed(),
                 event = inner.next() => match event {
                     None => return None,
+                    // A relist (its watch expired) would drop from the
+                    // store what the added watches put there: start over.
+                    Some(Ok(Event::Init)) if !st.added.is_empty() => st.inner = None,
                     Some(Ok(event)) => {
-                        if let Some(event) = st.keep(event) {
+                        match event {
+                            Event::Init => st.listed = false,
+                            Event::InitDone => st.listed = true,
+                            _ => {}
+                        }
+                        if let Some(event) = kept(st.shard.key(), st.slots, event) {
                             return Some((Ok(event), st));
                         }
                     }
                     Some(Err(e)) => return Some((Err(e), st)),
+                },
+                step = st.added.next(), if !st.added.is_empty() => match step {
+                    Some(Ok(Step::Event(event))) => return Some((Ok(event), st)),
+                    Some(Ok(Step::Restart)) => st.inner = None,
+                    Some(Err(e)) => return Some((Err(e), st)),
+                    None => {}
                 },
             }
         }
@@ -95,12 +127,15 @@ where
 {
     /// (Re)start the watch for the slots active now.
     async fn start(&mut self) {
-        let (before, epoch) = self.active.seen();
+        let (before, epoch) = self.watched;
         self.slots = self.active.take();
-        let only_gained = !before.is_empty()
-            && before.minus(self.slots).is_empty()
-            && self.active.seen().1 == epoch;
+        let now = self.active.seen();
+        let only_gained =
+            !before.is_empty() && before.minus(self.slots).is_empty() && now.1 == epoch;
         self.gained.0.store(only_gained, Ordering::Relaxed);
+        self.watched = now;
+        self.added = SelectAll::new();
+        self.listed = false;
         if self.slots.is_empty() {
             // Nothing to watch: empty the cache, then wait for a slot.
             self.inner = Some(
@@ -131,17 +166,46 @@ where
         self.inner = Some(watcher::watcher(self.api.clone(), self.wc.clone()).boxed());
     }
 
-    /// An event, unless it carries an object outside the watch's slots.
-    fn keep(&self, event: Event<K>) -> Option<Event<K>> {
+    /// The active slots changed: watch the gained ones beside the running
+    /// watch if only slots were gained since it started and it has listed;
+    /// otherwise restart.
+    fn slots_changed(&mut self) {
+        let (watched, epoch) = self.watched;
+        let now = self.active.take();
+        let now_epoch = self.active.seen().1;
+        let gained = now.minus(watched);
+        let only_gained = now_epoch == epoch && watched.minus(now).is_empty();
         let key = self.shard.key();
-        let inside = |k: &K| {
-            key.hash(k.meta())
-                .is_some_and(|h| self.slots.contains_hash(h))
-        };
-        match &event {
-            Event::Apply(k) | Event::InitApply(k) if !inside(k) => None,
-            _ => Some(event),
+        match gained.selector(key.field()) {
+            Some(selector)
+                if only_gained
+                    && self.listed
+                    && !watched.is_empty()
+                    && self.added.len() < MAX_ADDED =>
+            {
+                let steps = added::watch(&self.api, &self.wc, selector).filter_map(move |step| {
+                    futures::future::ready(match step {
+                        Ok(Step::Event(event)) => {
+                            kept(key, gained, event).map(|e| Ok(Step::Event(e)))
+                        }
+                        other => Some(other),
+                    })
+                });
+                self.added.push(steps.boxed());
+                self.watched = (now, now_epoch);
+            }
+            _ => self.inner = None,
         }
+    }
+}
+
+/// `event`, unless it carries an object outside `slots`: each object is
+/// another watch's business, or none's.
+fn kept<K: Resource>(key: ShardKey, slots: Slots, event: Event<K>) -> Option<Event<K>> {
+    let inside = |k: &K| key.hash(k.meta()).is_some_and(|h| slots.contains_hash(h));
+    match &event {
+        Event::Apply(k) | Event::InitApply(k) | Event::Delete(k) if !inside(k) => None,
+        _ => Some(event),
     }
 }
 

@@ -103,6 +103,7 @@
 //! `ward_shard_server_filtering`; counter `ward_shard_handovers_total{event=
 //! claimed|released|withdrawn|cancelled|lost}`.
 
+mod added;
 mod changes;
 mod follow;
 mod gate;

@@ -36,6 +36,7 @@ impl tower::Service<Request<Body>> for ShardQuery {
     fn call(&mut self, mut req: Request<Body>) -> Self::Future {
         if req.method() == http::Method::GET
             && self.shard.filters(req.uri().path())
+            && !names_selector(req.uri())
             && let Some(selector) = self.shard.selector()
         {
             *req.uri_mut() = with_param(req.uri(), &selector);
@@ -56,8 +57,15 @@ impl Shard {
     }
 }
 
+/// Whether `uri` already names a `shardSelector` (an added watch's: see
+/// `added.rs`), which the shard's client leaves as it is.
+fn names_selector(uri: &http::Uri) -> bool {
+    uri.query()
+        .is_some_and(|q| q.split('&').any(|p| p.starts_with("shardSelector=")))
+}
+
 /// `uri` with `shardSelector=<selector>` added to its query.
-fn with_param(uri: &http::Uri, selector: &str) -> http::Uri {
+pub(crate) fn with_param(uri: &http::Uri, selector: &str) -> http::Uri {
     let sep = if uri.query().is_some() { "&" } else { "?" };
     let with = format!("{uri}{sep}shardSelector={}", encode(selector));
     with.parse().unwrap_or_else(|_| uri.clone())
@@ -114,5 +122,9 @@ mod tests {
                 .to_string()
                 .ends_with("?shardSelector=a%20%7C%7C%20b")
         );
+        assert!(names_selector(&out));
+        assert!(!names_selector(&uri) && !names_selector(&bare));
+        let lookalike: http::Uri = "/api/v1/configmaps?xshardSelector=1".parse().unwrap();
+        assert!(!names_selector(&lookalike));
     }
 }

@@ -458,6 +458,41 @@ fn cut_client(server: &ApiServer, cut: tokio::sync::watch::Receiver<bool>) -> Cl
     )
 }
 
+/// A client that records the path and query of every request it sends.
+fn recording_client(server: &ApiServer, log: Arc<Mutex<Vec<String>>>) -> Client {
+    #[derive(Clone)]
+    struct Recording {
+        inner: ward_apiserver::WardService,
+        log: Arc<Mutex<Vec<String>>>,
+    }
+    impl tower::Service<http::Request<kube::client::Body>> for Recording {
+        type Response = <ward_apiserver::WardService as tower::Service<
+            http::Request<kube::client::Body>,
+        >>::Response;
+        type Error = std::convert::Infallible;
+        type Future = <ward_apiserver::WardService as tower::Service<
+            http::Request<kube::client::Body>,
+        >>::Future;
+        fn poll_ready(
+            &mut self,
+            cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<Result<(), Self::Error>> {
+            tower::Service::<http::Request<kube::client::Body>>::poll_ready(&mut self.inner, cx)
+        }
+        fn call(&mut self, req: http::Request<kube::client::Body>) -> Self::Future {
+            self.log.lock().unwrap().push(req.uri().to_string());
+            self.inner.call(req)
+        }
+    }
+    Client::new(
+        Recording {
+            inner: server.service(),
+            log,
+        },
+        "default",
+    )
+}
+
 /// A member cut off from the server while it leaves: its drain cannot
 /// finish (its reconciles hang on their writes), yet they are cancelled
 /// before its Lease can expire — before the other member takes the slots.
@@ -772,17 +807,20 @@ async fn members_started_together_split_the_slots_in_their_first_round() {
     assert_no_overlap(&journal);
 }
 
-/// A graceful leave moves the leaver's slots to the survivor, whose watch
-/// restarts with more slots: it reconciles the objects that moved, not
-/// again the ones it already held unchanged (kube-runtime would trigger
-/// every object of the relist).
+/// A graceful leave moves the leaver's slots to the survivor, which lists
+/// and watches them beside the watch it has (one LIST of just those
+/// slots, no relist of its own): it reconciles the objects that moved,
+/// not again the ones it already held unchanged (kube-runtime would
+/// trigger every object of a relist), and follows the moved slots'
+/// changes from then on.
 #[tokio::test(start_paused = true)]
 async fn a_replica_gaining_slots_reconciles_what_moved_not_what_it_held() {
     let server = sharded_server().await;
     let client = server.client();
     let clock = Clock::new();
-    let (names, hashes) = objects(&client).await;
+    let (mut names, hashes) = objects(&client).await;
     let counts: Arc<Mutex<BTreeMap<String, Vec<&'static str>>>> = Arc::default();
+    let requests: Arc<Mutex<Vec<String>>> = Arc::default();
     let spawn = |who: &'static str| {
         let counts = counts.clone();
         let reconcile: Reconcile = Arc::new(move |cm, _| {
@@ -795,7 +833,11 @@ async fn a_replica_gaining_slots_reconciles_what_moved_not_what_it_held() {
             Box::pin(async { Action::await_change() })
         });
         let member = member(server.client(), &clock, "gain", who);
-        Replica::spawn(member, who, server.client(), reconcile)
+        let client = match who {
+            "a" => recording_client(&server, requests.clone()),
+            _ => server.client(),
+        };
+        Replica::spawn(member, who, client, reconcile)
     };
     let a = spawn("a");
     let mut b = spawn("b");
@@ -804,7 +846,7 @@ async fn a_replica_gaining_slots_reconciles_what_moved_not_what_it_held() {
     })
     .await;
     let (a_slots, b_slots) = (a.slots(), b.slots());
-    let owned = |n: &String, who: &str| {
+    let owned = |hashes: &BTreeMap<String, u64>, n: &String, who: &str| {
         let h = hashes[n];
         if who == "a" {
             a_slots.contains_hash(h)
@@ -812,36 +854,100 @@ async fn a_replica_gaining_slots_reconciles_what_moved_not_what_it_held() {
             b_slots.contains_hash(h)
         }
     };
-    let by = |who: &'static str| {
-        let counts = counts.lock().unwrap();
-        names
-            .iter()
-            .all(|n| !owned(n, who) || counts.get(n).is_some_and(|c| c.last() == Some(&who)))
+    let last_by = |n: &str, who: &str, times: usize| {
+        counts
+            .lock()
+            .unwrap()
+            .get(n)
+            .is_some_and(|c| c.last() == Some(&who) && c.len() >= times)
     };
     until("every object reconciled by its owner", || {
-        by("a") && by("b")
+        names
+            .iter()
+            .all(|n| last_by(n, if owned(&hashes, n, "a") { "a" } else { "b" }, 1))
     })
     .await;
     let before = counts.lock().unwrap().clone();
+    let sent_before = requests.lock().unwrap().len();
     b.shutdown.take().unwrap().send(()).unwrap();
     b.run.await.unwrap().unwrap();
     until("a to hold every slot", || a.slots() == Slots::ALL).await;
     until("b's objects reconciled by a", || {
-        let counts = counts.lock().unwrap();
-        names.iter().filter(|n| owned(n, "b")).all(|n| {
-            counts
-                .get(n.as_str())
-                .is_some_and(|c| c.last() == Some(&"a"))
-        })
+        names
+            .iter()
+            .filter(|n| owned(&hashes, n, "b"))
+            .all(|n| last_by(n, "a", 1))
     })
     .await;
     let after = counts.lock().unwrap().clone();
     let again: Vec<&String> = names
         .iter()
-        .filter(|n| owned(n, "a") && after[*n].len() != before[*n].len())
+        .filter(|n| owned(&hashes, n, "a") && after[*n].len() != before[*n].len())
         .collect();
     assert!(
         again.is_empty(),
         "a reconciled again what it held: {again:?}"
     );
+    // a's LISTs of ConfigMaps since b left: one, of b's slots alone.
+    let b_selector = b_slots.selector("object.metadata.uid").unwrap();
+    let lists: Vec<String> = requests.lock().unwrap()[sent_before..]
+        .iter()
+        .filter(|u| u.contains("/configmaps") && !u.contains("watch=true"))
+        .cloned()
+        .collect();
+    assert_eq!(lists.len(), 1, "{lists:#?}");
+    let (_, query) = lists[0].split_once('?').unwrap();
+    let selectors: Vec<String> = url_params(query, "shardSelector");
+    assert_eq!(selectors, [b_selector]);
+    // The moved slots' changes reach a through the added watch: an update
+    // of one of b's old objects, and new objects wherever they hash.
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let moved = names
+        .iter()
+        .find(|n| owned(&hashes, n, "b"))
+        .unwrap()
+        .clone();
+    let times = after[&moved].len();
+    let mut cm = cms.get(&moved).await.unwrap();
+    cm.data = Some([("k".to_string(), "v".to_string())].into());
+    cms.replace(&moved, &PostParams::default(), &cm)
+        .await
+        .unwrap();
+    for i in 0..20 {
+        let mut cm = ConfigMap::default();
+        cm.metadata.name = Some(format!("late-{i:02}"));
+        cms.create(&PostParams::default(), &cm).await.unwrap();
+        names.push(format!("late-{i:02}"));
+    }
+    until("the update and the new objects reconciled by a", || {
+        last_by(&moved, "a", times + 1)
+            && names
+                .iter()
+                .filter(|n| n.starts_with("late-"))
+                .all(|n| last_by(n, "a", 1))
+    })
+    .await;
+}
+
+/// The decoded values of `name` in a URI's `query`.
+fn url_params(query: &str, name: &str) -> Vec<String> {
+    let decode = |v: &str| {
+        let (mut out, mut rest) = (Vec::new(), v.as_bytes());
+        while let Some((&b, tail)) = rest.split_first() {
+            if b == b'%' && tail.len() >= 2 {
+                let hex = std::str::from_utf8(&tail[..2]).unwrap();
+                out.push(u8::from_str_radix(hex, 16).unwrap());
+                rest = &tail[2..];
+            } else {
+                out.push(b);
+                rest = tail;
+            }
+        }
+        String::from_utf8(out).unwrap()
+    };
+    query
+        .split('&')
+        .filter_map(|p| p.strip_prefix(name)?.strip_prefix('='))
+        .map(decode)
+        .collect()
 }

@@ -147,7 +147,13 @@ where
                         .boxed(),
                     Some(shard) => {
                         let gained = crate::shard::GainedOnly::default();
-                        let watch = crate::shard::watch(api, wc, shard.clone(), gained.clone());
+                        let watch = crate::shard::watch(
+                            api,
+                            wc,
+                            shard.clone(),
+                            store.clone(),
+                            gained.clone(),
+                        );
                         crate::shard::applied_once_listed(
                             synced.track(reflector::reflector(writer, watch)),
                             store,

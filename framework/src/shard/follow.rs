@@ -1,21 +1,23 @@
 //! A sharded controller's watch: kube-runtime's watcher for the shard's
-//! active slots, filtered client-side whatever the server did, with a
-//! watch added beside it for the slots gained since it started.
+//! active slots, filtered client-side whatever the server did, with
+//! watches added beside it for the slots gained since it started.
 //!
-//! When slots are only gained — none was deactivated since the watch
-//! started, so no reconcile was cancelled — an added watch (`added.rs`)
-//! lists and watches just the gained slots, and their objects reach the
-//! reflector's store, and the reconciler, as their pages arrive: a
-//! hand-over reconciles what moved without relisting what the replica
-//! held. When a slot is deactivated (its objects must leave the cache),
-//! after a few added watches, or when one of them loses track, the watch
-//! restarts with a fresh LIST of every active slot, so the reflector's
-//! store is rebuilt (kube-runtime's `Init` … `InitDone`) with exactly
-//! their objects. If that restart only gained slots, the objects it lists
+//! While the active slots change without a reconcile being cancelled, the
+//! watch follows them in place. A slot gained is listed and watched by an
+//! added watch (`added.rs`) whose objects reach the reflector's store, and
+//! the reconciler, as their pages arrive; a slot lost has its objects
+//! deleted from the store and filtered from every watch from then on. A
+//! hand-over thus reconciles what moved and relists nothing the replica
+//! kept. The watch restarts with a fresh LIST of every active slot — the
+//! reflector's store rebuilt (kube-runtime's `Init` … `InitDone`) with
+//! exactly their objects — when a reconcile was cancelled (a lost Lease:
+//! its objects must be reconciled again), when slots change before the
+//! first LIST has landed, after a few added watches, or when one of them
+//! loses track. If that restart only gained slots, the objects it lists
 //! unchanged (same uid, same resourceVersion as in the cache before) are
 //! not triggered again.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::fmt::Debug;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,11 +37,17 @@ use super::{Shard, ShardKey, Slots, query};
 /// Added watches beside the first before a restart folds them into one.
 const MAX_ADDED: usize = 4;
 
-struct State<K: 'static> {
+struct State<K: Resource + 'static>
+where
+    K::DynamicType: std::hash::Hash + Eq,
+{
     api: Api<K>,
     wc: watcher::Config,
     shard: Shard,
-    /// The slots the running watch was started for.
+    /// What the reflector holds: objects of slots lost are deleted from it.
+    store: Store<K>,
+    /// The slots whose events the running watch passes on: those it was
+    /// started for, less those lost since.
     slots: Slots,
     /// The slots watched — the running watch's and the added watches' —
     /// and the deactivation epoch when they were taken.
@@ -47,10 +55,16 @@ struct State<K: 'static> {
     /// What restarts it.
     active: ActiveWatch,
     inner: Option<BoxStream<'static, watcher::Result<Event<K>>>>,
-    /// The running watch has listed (passed its `InitDone`): a watch added
-    /// before then would see its objects dropped when the list lands.
+    /// The running watch has listed (passed its `InitDone`): before then,
+    /// what an added watch puts in the store would be dropped when the
+    /// list lands.
     listed: bool,
-    added: SelectAll<BoxStream<'static, watcher::Result<Step<K>>>>,
+    /// The added watches' steps, tagged with their index in `added_slots`:
+    /// the slots each passes on (those it was added for, less those lost).
+    added: SelectAll<BoxStream<'static, (usize, watcher::Result<Step<K>>)>>,
+    added_slots: Vec<Slots>,
+    /// Events to yield before anything else (deletions of a lost slot's objects).
+    pending: VecDeque<Event<K>>,
     probed: bool,
     gained: GainedOnly,
 }
@@ -60,15 +74,18 @@ struct State<K: 'static> {
 #[derive(Clone, Default)]
 pub(crate) struct GainedOnly(Arc<AtomicBool>);
 
-/// The objects of `api` in `shard`'s active slots, as a watcher's events.
+/// The objects of `api` in `shard`'s active slots, as a watcher's events
+/// for the reflector whose store is `store`.
 pub(crate) fn watch<K>(
     api: Api<K>,
     wc: watcher::Config,
     shard: Shard,
+    store: Store<K>,
     gained: GainedOnly,
 ) -> impl Stream<Item = watcher::Result<Event<K>>> + Send
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone,
 {
     shard.register(api.resource_url());
     let state = State {
@@ -76,16 +93,22 @@ where
         wc,
         active: shard.watch_active(),
         shard,
+        store,
         slots: Slots::NONE,
         watched: (Slots::NONE, u64::MAX),
         inner: None,
         listed: false,
         added: SelectAll::new(),
+        added_slots: Vec::new(),
+        pending: VecDeque::new(),
         probed: false,
         gained,
     };
     futures::stream::unfold(state, |mut st| async move {
         loop {
+            if let Some(event) = st.pending.pop_front() {
+                return Some((Ok(event), st));
+            }
             if st.inner.is_none() {
                 st.start().await;
             }
@@ -97,7 +120,7 @@ where
                     None => return None,
                     // A relist (its watch expired) would drop from the
                     // store what the added watches put there: start over.
-                    Some(Ok(Event::Init)) if !st.added.is_empty() => st.inner = None,
+                    Some(Ok(Event::Init)) if !st.added_slots.is_empty() => st.inner = None,
                     Some(Ok(event)) => {
                         match event {
                             Event::Init => st.listed = false,
@@ -110,10 +133,14 @@ where
                     }
                     Some(Err(e)) => return Some((Err(e), st)),
                 },
-                step = st.added.next(), if !st.added.is_empty() => match step {
-                    Some(Ok(Step::Event(event))) => return Some((Ok(event), st)),
-                    Some(Ok(Step::Restart)) => st.inner = None,
-                    Some(Err(e)) => return Some((Err(e), st)),
+                step = st.added.next(), if !st.added_slots.is_empty() => match step {
+                    Some((i, Ok(Step::Event(event)))) => {
+                        if let Some(event) = kept(st.shard.key(), st.added_slots[i], event) {
+                            return Some((Ok(event), st));
+                        }
+                    }
+                    Some((_, Ok(Step::Restart))) => st.inner = None,
+                    Some((_, Err(e))) => return Some((Err(e), st)),
                     None => {}
                 },
             }
@@ -124,6 +151,7 @@ where
 impl<K> State<K>
 where
     K: Resource + Clone + DeserializeOwned + Debug + Send + Sync + 'static,
+    K::DynamicType: std::hash::Hash + Eq + Clone,
 {
     /// (Re)start the watch for the slots active now.
     async fn start(&mut self) {
@@ -135,6 +163,7 @@ where
         self.gained.0.store(only_gained, Ordering::Relaxed);
         self.watched = now;
         self.added = SelectAll::new();
+        self.added_slots.clear();
         self.listed = false;
         if self.slots.is_empty() {
             // Nothing to watch: empty the cache, then wait for a slot.
@@ -166,36 +195,45 @@ where
         self.inner = Some(watcher::watcher(self.api.clone(), self.wc.clone()).boxed());
     }
 
-    /// The active slots changed: watch the gained ones beside the running
-    /// watch if only slots were gained since it started and it has listed;
-    /// otherwise restart.
+    /// The active slots changed: follow them in place (see the module
+    /// docs), or restart.
     fn slots_changed(&mut self) {
         let (watched, epoch) = self.watched;
         let now = self.active.take();
         let now_epoch = self.active.seen().1;
-        let gained = now.minus(watched);
-        let only_gained = now_epoch == epoch && watched.minus(now).is_empty();
-        let key = self.shard.key();
-        match gained.selector(key.field()) {
-            Some(selector)
-                if only_gained
-                    && self.listed
-                    && !watched.is_empty()
-                    && self.added.len() < MAX_ADDED =>
-            {
-                let steps = added::watch(&self.api, &self.wc, selector).filter_map(move |step| {
-                    futures::future::ready(match step {
-                        Ok(Step::Event(event)) => {
-                            kept(key, gained, event).map(|e| Ok(Step::Event(e)))
-                        }
-                        other => Some(other),
-                    })
-                });
-                self.added.push(steps.boxed());
-                self.watched = (now, now_epoch);
-            }
-            _ => self.inner = None,
+        let (gained, lost) = (now.minus(watched), watched.minus(now));
+        let in_place = now_epoch == epoch
+            && self.listed
+            && !watched.is_empty()
+            && (gained.is_empty() || self.added_slots.len() < MAX_ADDED);
+        if !in_place {
+            self.inner = None;
+            return;
         }
+        let key = self.shard.key();
+        if !lost.is_empty() {
+            self.slots = self.slots.minus(lost);
+            for slots in &mut self.added_slots {
+                *slots = slots.minus(lost);
+            }
+            let inside = |k: &K| key.hash(k.meta()).is_some_and(|h| lost.contains_hash(h));
+            self.pending.extend(
+                self.store
+                    .state()
+                    .into_iter()
+                    .filter(|k| inside(k))
+                    .map(|k| Event::Delete(K::clone(&k))),
+            );
+        }
+        if let Some(selector) = gained.selector(key.field()) {
+            tracing::debug!(ring = %self.shard.ring(), path = %self.api.resource_url(),
+                slots = gained.len(), "watching gained slots beside the running watch");
+            let i = self.added_slots.len();
+            self.added_slots.push(gained);
+            let steps = added::watch(&self.api, &self.wc, selector).map(move |step| (i, step));
+            self.added.push(steps.boxed());
+        }
+        self.watched = (now, now_epoch);
     }
 }
 

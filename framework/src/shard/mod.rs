@@ -84,11 +84,14 @@
 //! [`ShardKey`] says what is hashed: the object's uid (the default; spreads
 //! any set of objects evenly) or its namespace (everything in a namespace
 //! on one replica). A controller made sharded with
-//! [`GuardedController::shard`](crate::GuardedController::shard) restarts
-//! its watch with a KEP-5866 `shardSelector` for its active slots each time
-//! they change (after a restart that only gained slots, the objects it
-//! held unchanged are not reconciled again), through an `Api` built on
-//! [`Shard::client`]; a server
+//! [`GuardedController::shard`](crate::GuardedController::shard) watches
+//! with a KEP-5866 `shardSelector` for its active slots, through an `Api`
+//! built on [`Shard::client`]. Slots gained are listed and watched beside
+//! that watch (their objects reconciled as their pages arrive, nothing
+//! else relisted); a slot lost restarts it with a fresh LIST of the slots
+//! still active (after a restart that only gained slots, the objects it
+//! held unchanged are not reconciled again). A request that names its own
+//! `shardSelector` keeps it. A server
 //! that ignores the option (no echo in `metadata.shardInfo`, as a
 //! kube-apiserver without the ShardedListAndWatch gate) sends everything,
 //! and the replica filters client-side (`ward_shard_server_filtering` says

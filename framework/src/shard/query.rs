@@ -48,8 +48,9 @@ impl tower::Service<Request<Body>> for ShardQuery {
 
 impl Shard {
     /// `client`, with the shard's `shardSelector` added to every LIST and
-    /// WATCH of a collection a sharded controller registered: build the
-    /// controller's `Api` on it so the server filters (see the module docs).
+    /// WATCH of a collection a sharded controller registered (unless the
+    /// request names one already): build the controller's `Api` on it so
+    /// the server filters (see the module docs).
     #[must_use]
     pub fn client(&self, client: Client) -> Client {
         let default_ns = client.default_namespace().to_string();

@@ -11,7 +11,12 @@
 //! It cannot tell the reflector which objects went while it was not
 //! watching, so it never relists: when its watch expires (410 Gone) or a
 //! request fails, it asks for a [`Step::Restart`], and the sharded watch
-//! starts over with one relist of everything active.
+//! starts over with one relist of everything active. It asks for one too
+//! when its watch ends (the server's timeout, 290 s by default): by then
+//! the running watch has resumed with the shard client's selector for
+//! every active slot, so the two would carry the same events. That relist
+//! comes long after the hand-over and reconciles nothing again (see
+//! `follow.rs`).
 
 use std::collections::VecDeque;
 use std::fmt::Debug;
@@ -31,7 +36,8 @@ use super::query;
 pub(crate) enum Step<K> {
     /// An `Apply` or a `Delete` for the reflector.
     Event(Event<K>),
-    /// It lost track of its slots: the sharded watch must start over.
+    /// It lost track of its slots, or its watch ended: the sharded watch
+    /// must start over, with one watch of every active slot.
     Restart,
 }
 
@@ -148,9 +154,13 @@ where
                             .push_back(Err(watcher::Error::WatchError(status)));
                     }
                     Ok(Some(Err(e))) => self.ready.push_back(Err(watcher::Error::WatchFailed(e))),
-                    // Ended or silent: watch again from where it was.
+                    // Ended (its timeout) or silent: rather than watch
+                    // again, fold into one watch — the running watch has
+                    // by now resumed with a selector covering these slots
+                    // too (the shard's client sends the active slots'),
+                    // so both would carry their events.
                     Ok(None) | Err(_) => {
-                        self.state = State::Open(rv);
+                        self.ready.push_back(Ok(Step::Restart));
                         return;
                     }
                 }

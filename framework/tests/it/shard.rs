@@ -993,6 +993,22 @@ async fn a_replica_follows_slots_gained_and_lost_without_relisting() {
     })
     .await;
     assert_eq!(counts.lock().unwrap()[&lost][times..], ["c"]);
+    // Once its watch times out, the added watch folds into a's first: one
+    // LIST of every slot a holds, and nothing reconciled again.
+    let quiet = counts.lock().unwrap().clone();
+    let sent_before = requests.lock().unwrap().len();
+    tokio::time::sleep(Duration::from_secs(300)).await;
+    assert_eq!(*counts.lock().unwrap(), quiet);
+    let lists: Vec<String> = requests.lock().unwrap()[sent_before..]
+        .iter()
+        .filter(|u| u.contains("/configmaps") && !u.contains("watch=true"))
+        .cloned()
+        .collect();
+    assert_eq!(lists.len(), 1, "{lists:#?}");
+    let (_, query) = lists[0].split_once('?').unwrap();
+    let a_selector = a.slots().selector("object.metadata.uid").unwrap();
+    assert_eq!(url_params(query, "shardSelector"), [a_selector]);
+    assert_eq!(cached(&a), a_now);
 }
 
 /// The decoded values of `name` in a URI's `query`.

@@ -13,7 +13,8 @@
 //! exactly their objects — when a reconcile was cancelled (a lost Lease:
 //! its objects must be reconciled again), when slots change before the
 //! first LIST has landed, after a few added watches, or when one of them
-//! loses track. If that restart only gained slots, the objects it lists
+//! loses track or ends (then the running watch has resumed with a
+//! selector covering its slots too). If that restart only gained slots, the objects it lists
 //! unchanged (same uid, same resourceVersion as in the cache before) are
 //! not triggered again.
 

@@ -61,12 +61,13 @@ struct Target {
 enum State<K> {
     List(Option<String>),
     Open(String),
-    Watching(String, BoxStream<'static, kube::Result<WatchEvent<K>>>),
+    Watching(BoxStream<'static, kube::Result<WatchEvent<K>>>),
     Done,
 }
 
-/// The objects of `api` that `selector` selects, listed then watched, as
-/// `Apply` and `Delete` events; `wc`'s selectors, page size, list
+/// The objects of `api` that `selector` selects, listed then watched until
+/// the watch ends, as `Apply` and `Delete` events, then a
+/// [`Step::Restart`]; `wc`'s selectors, page size, list
 /// semantic, timeout and bookmarks apply as they do to kube-runtime's
 /// watcher (the list is always paged, never streamed).
 pub(crate) fn watch<K>(
@@ -127,24 +128,22 @@ where
                 Err(e) => self.state = self.restart(watcher::Error::InitialListFailed(e)),
             },
             State::Open(rv) => match self.target.open(&rv).await {
-                Ok(stream) => self.state = State::Watching(rv, stream),
+                Ok(stream) => self.state = State::Watching(stream),
                 Err(e) => self.state = self.restart(watcher::Error::WatchStartFailed(e)),
             },
-            State::Watching(mut rv, mut stream) => {
+            State::Watching(mut stream) => {
                 // kube-runtime's watcher counts a connection silent for
                 // its timeout and 5 s more as dropped.
                 let idle =
                     Duration::from_secs(u64::from(self.target.wc.timeout.unwrap_or(290)) + 5);
                 match tokio::time::timeout(idle, stream.next()).await {
                     Ok(Some(Ok(WatchEvent::Added(k) | WatchEvent::Modified(k)))) => {
-                        rv = k.meta().resource_version.clone().unwrap_or(rv);
                         self.ready.push_back(Ok(Step::Event(Event::Apply(k))));
                     }
                     Ok(Some(Ok(WatchEvent::Deleted(k)))) => {
-                        rv = k.meta().resource_version.clone().unwrap_or(rv);
                         self.ready.push_back(Ok(Step::Event(Event::Delete(k))));
                     }
-                    Ok(Some(Ok(WatchEvent::Bookmark(b)))) => rv = b.metadata.resource_version,
+                    Ok(Some(Ok(WatchEvent::Bookmark(_)))) => {}
                     Ok(Some(Ok(WatchEvent::Error(status)))) if status.code == 410 => {
                         self.state = self.restart(watcher::Error::WatchError(status));
                         return;
@@ -164,7 +163,7 @@ where
                         return;
                     }
                 }
-                self.state = State::Watching(rv, stream);
+                self.state = State::Watching(stream);
             }
         }
     }

@@ -896,17 +896,17 @@ async fn a_replica_follows_slots_gained_and_lost_without_relisting() {
         again.is_empty(),
         "a reconciled again what it held: {again:?}"
     );
-    // a's LISTs of ConfigMaps since b left: one, of b's slots alone.
+    // The shardSelectors of a's LISTs of ConfigMaps since its `from`th request.
+    let list_selectors = |from: usize| -> Vec<Vec<String>> {
+        requests.lock().unwrap()[from..]
+            .iter()
+            .filter(|u| u.contains("/configmaps") && !u.contains("watch=true"))
+            .map(|u| url_params(u.split_once('?').map_or("", |(_, q)| q), "shardSelector"))
+            .collect()
+    };
+    // Since b left: one LIST, of b's slots alone.
     let b_selector = b_slots.selector("object.metadata.uid").unwrap();
-    let lists: Vec<String> = requests.lock().unwrap()[sent_before..]
-        .iter()
-        .filter(|u| u.contains("/configmaps") && !u.contains("watch=true"))
-        .cloned()
-        .collect();
-    assert_eq!(lists.len(), 1, "{lists:#?}");
-    let (_, query) = lists[0].split_once('?').unwrap();
-    let selectors: Vec<String> = url_params(query, "shardSelector");
-    assert_eq!(selectors, [b_selector]);
+    assert_eq!(list_selectors(sent_before), [[b_selector]]);
     // The moved slots' changes reach a through the added watch: an update
     // of one of b's old objects, and new objects wherever they hash.
     let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
@@ -916,11 +916,7 @@ async fn a_replica_follows_slots_gained_and_lost_without_relisting() {
         .unwrap()
         .clone();
     let times = after[&moved].len();
-    let mut cm = cms.get(&moved).await.unwrap();
-    cm.data = Some([("k".to_string(), "v".to_string())].into());
-    cms.replace(&moved, &PostParams::default(), &cm)
-        .await
-        .unwrap();
+    touch(&cms, &moved, "v").await;
     for i in 0..20 {
         let mut cm = ConfigMap::default();
         cm.metadata.name = Some(format!("late-{i:02}"));
@@ -965,11 +961,7 @@ async fn a_replica_follows_slots_gained_and_lost_without_relisting() {
         cached(&a) == a_now
     })
     .await;
-    let lists: Vec<String> = requests.lock().unwrap()[sent_before..]
-        .iter()
-        .filter(|u| u.contains("/configmaps") && !u.contains("watch=true"))
-        .cloned()
-        .collect();
+    let lists = list_selectors(sent_before);
     assert!(lists.is_empty(), "a relisted: {lists:#?}");
     let counts_now = counts.lock().unwrap().clone();
     let again: Vec<&String> = a_now
@@ -983,11 +975,7 @@ async fn a_replica_follows_slots_gained_and_lost_without_relisting() {
     // A change in a slot a lost reaches c, not a.
     let lost = c_now.iter().next().unwrap().clone();
     let times = counts_now[&lost].len();
-    let mut cm = cms.get(&lost).await.unwrap();
-    cm.data = Some([("k".to_string(), "w".to_string())].into());
-    cms.replace(&lost, &PostParams::default(), &cm)
-        .await
-        .unwrap();
+    touch(&cms, &lost, "w").await;
     until("the change reconciled by c", || {
         last_by(&lost, "c", times + 1)
     })
@@ -999,16 +987,18 @@ async fn a_replica_follows_slots_gained_and_lost_without_relisting() {
     let sent_before = requests.lock().unwrap().len();
     tokio::time::sleep(Duration::from_secs(300)).await;
     assert_eq!(*counts.lock().unwrap(), quiet);
-    let lists: Vec<String> = requests.lock().unwrap()[sent_before..]
-        .iter()
-        .filter(|u| u.contains("/configmaps") && !u.contains("watch=true"))
-        .cloned()
-        .collect();
-    assert_eq!(lists.len(), 1, "{lists:#?}");
-    let (_, query) = lists[0].split_once('?').unwrap();
     let a_selector = a.slots().selector("object.metadata.uid").unwrap();
-    assert_eq!(url_params(query, "shardSelector"), [a_selector]);
+    assert_eq!(list_selectors(sent_before), [[a_selector]]);
     assert_eq!(cached(&a), a_now);
+}
+
+/// Set `name`'s data `k` to `value`.
+async fn touch(cms: &Api<ConfigMap>, name: &str, value: &str) {
+    let mut cm = cms.get(name).await.unwrap();
+    cm.data = Some([("k".to_string(), value.to_string())].into());
+    cms.replace(name, &PostParams::default(), &cm)
+        .await
+        .unwrap();
 }
 
 /// The decoded values of `name` in a URI's `query`.

@@ -37,6 +37,7 @@
 use bolero as _;
 
 pub mod alloc;
+pub mod auth;
 mod bootstrap;
 pub mod builtins;
 pub mod cel;

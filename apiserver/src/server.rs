@@ -36,6 +36,9 @@ pub enum ServerError {
         /// Why.
         source: std::io::Error,
     },
+    /// The TLS certificates could not be made.
+    #[error(transparent)]
+    Tls(#[from] crate::listener::tls::TlsError),
     /// Writing the kubeconfig failed.
     #[error("cannot write kubeconfig {path}: {source}")]
     Kubeconfig {
@@ -52,6 +55,7 @@ pub enum ServerError {
 pub struct ServerConfig {
     clock: Option<Clock>,
     listen: Option<SocketAddr>,
+    tls: bool,
     seed: u64,
     handler: HandlerConfig,
     store: StoreConfig,
@@ -62,6 +66,17 @@ impl ServerConfig {
     #[must_use]
     pub fn listen(mut self, addr: SocketAddr) -> Self {
         self.listen = Some(addr);
+        self
+    }
+
+    /// Serve HTTPS instead of HTTP on the listener, with a CA and a serving
+    /// certificate made at start ([`ApiServer::ca_pem`]; the
+    /// [`kubeconfig`](ApiServer::kubeconfig) trusts it). kubectl sends
+    /// credentials only over TLS: turn this on to use tokens or `--as`
+    /// with it.
+    #[must_use]
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
         self
     }
 
@@ -115,6 +130,30 @@ impl ServerConfig {
         self
     }
 
+    /// How requests are authorized (kube-apiserver's
+    /// `--authorization-mode`): [`AuthorizationMode::AlwaysAllow`], the
+    /// default, or [`AuthorizationMode::Rbac`] (see [`crate::auth`]).
+    ///
+    /// [`AuthorizationMode::AlwaysAllow`]: crate::auth::AuthorizationMode::AlwaysAllow
+    /// [`AuthorizationMode::Rbac`]: crate::auth::AuthorizationMode::Rbac
+    #[must_use]
+    pub fn authorization_mode(mut self, mode: crate::auth::AuthorizationMode) -> Self {
+        self.handler.auth.mode = mode;
+        self
+    }
+
+    /// Bearer tokens that authenticate as the users they map to
+    /// (kube-apiserver's `--token-auth-file`; parse one with
+    /// [`crate::auth::tokens::parse_token_file`]).
+    #[must_use]
+    pub fn static_tokens(
+        mut self,
+        tokens: std::collections::HashMap<String, crate::auth::UserInfo>,
+    ) -> Self {
+        self.handler.auth.static_tokens = tokens;
+        self
+    }
+
     /// Largest request body accepted (413 beyond). Default 3 MiB.
     #[must_use]
     pub fn max_body_bytes(mut self, n: usize) -> Self {
@@ -151,6 +190,8 @@ pub struct ApiServer {
     state: Arc<State>,
     stop: tokio::sync::watch::Sender<bool>,
     addr: Option<SocketAddr>,
+    /// The CA of the HTTPS listener, PEM.
+    ca_pem: Option<String>,
     next_client: Arc<AtomicU64>,
     tasks: Vec<JoinHandle<()>>,
     gc_caught_up: tokio::sync::watch::Receiver<u64>,
@@ -177,6 +218,10 @@ impl ApiServer {
             None => None,
         };
         let addr = listener.as_ref().and_then(|l| l.local_addr().ok());
+        let tls = match addr {
+            Some(addr) if config.tls => Some(crate::listener::tls::Tls::generate(addr)?),
+            _ => None,
+        };
         let mut hc = config.handler.clone();
         hc.server_address = addr.map(|a| a.to_string()).unwrap_or_default();
         let faults = Faults::new(config.seed);
@@ -203,6 +248,7 @@ impl ApiServer {
         if let Some(listener) = listener {
             tasks.push(tokio::spawn(crate::listener::serve(
                 listener,
+                tls.clone(),
                 state.clone(),
                 stopped,
             )));
@@ -211,6 +257,7 @@ impl ApiServer {
             state,
             stop,
             addr,
+            ca_pem: tls.map(|t| t.ca_pem),
             next_client: Arc::new(AtomicU64::new(1)),
             tasks,
             gc_caught_up,
@@ -296,7 +343,25 @@ impl ApiServer {
     /// A kubeconfig pointing at the HTTP listener, or None without one.
     #[must_use]
     pub fn kubeconfig(&self) -> Option<String> {
-        self.addr.map(kubeconfig_yaml)
+        let addr = self.addr?;
+        Some(match &self.ca_pem {
+            None => kubeconfig_yaml(addr, self.admin_token()),
+            Some(ca) => kubeconfig_text(&format!("https://{addr}"), Some(ca), self.admin_token()),
+        })
+    }
+
+    /// The CA certificate (PEM) the HTTPS listener's certificate chains
+    /// to; None without [`ServerConfig::tls`].
+    #[must_use]
+    pub fn ca_pem(&self) -> Option<&str> {
+        self.ca_pem.as_deref()
+    }
+
+    /// The bearer token of the admin user (`ward-admin`, group
+    /// `system:masters`), which [`kubeconfig`](Self::kubeconfig) carries.
+    #[must_use]
+    pub fn admin_token(&self) -> &str {
+        self.state.auth.admin_token()
     }
 
     /// Stop: end watches and the listener, and wait for them.
@@ -317,11 +382,23 @@ impl Drop for ApiServer {
     }
 }
 
-/// A kubeconfig for `http://addr`, context `ward`, namespace `default`.
+/// A kubeconfig for `http://addr`, context `ward`, namespace `default`,
+/// its user authenticating with the bearer `token` (the server's
+/// [`ApiServer::admin_token`]).
 #[must_use]
-pub fn kubeconfig_yaml(addr: SocketAddr) -> String {
+pub fn kubeconfig_yaml(addr: SocketAddr, token: &str) -> String {
+    kubeconfig_text(&format!("http://{addr}"), None, token)
+}
+
+/// A kubeconfig for `server`, trusting `ca` (PEM) when given.
+fn kubeconfig_text(server: &str, ca: Option<&str>, token: &str) -> String {
+    use base64::Engine as _;
+    let ca = ca.map_or(String::new(), |pem| {
+        let data = base64::engine::general_purpose::STANDARD.encode(pem);
+        format!("    certificate-authority-data: {data}\n")
+    });
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: ward\n  cluster:\n    server: http://{addr}\ncontexts:\n- name: ward\n  context:\n    cluster: ward\n    user: ward\n    namespace: default\ncurrent-context: ward\nusers:\n- name: ward\n  user: {{}}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: ward\n  cluster:\n    server: {server}\n{ca}contexts:\n- name: ward\n  context:\n    cluster: ward\n    user: ward\n    namespace: default\ncurrent-context: ward\nusers:\n- name: ward\n  user:\n    token: {token}\n"
     )
 }
 
@@ -353,9 +430,12 @@ where
         Poll::Ready(Ok(()))
     }
 
-    fn call(&mut self, req: Request<B>) -> Self::Future {
+    fn call(&mut self, mut req: Request<B>) -> Self::Future {
         let state = self.state.clone();
         let client = self.client;
+        // In-process clients are the admin unless they send a token.
+        req.extensions_mut()
+            .insert(crate::auth::Identity(crate::auth::Auth::admin()));
         Box::pin(async move { Ok(handler::handle(state, client, req).await) })
     }
 }

@@ -55,6 +55,12 @@ impl ApiError {
         )
     }
 
+    /// 401 Unauthorized, kube-apiserver's answer to a credential it does
+    /// not accept.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
     /// 403 Forbidden.
     pub fn forbidden(message: impl Into<String>) -> Self {
         Self::new(403, "Forbidden", message)

@@ -239,14 +239,21 @@ where
 /// cluster, `ward`, on a loopback address): the only file `--kubeconfig`
 /// may overwrite.
 fn written_by_embedded(text: &str) -> bool {
-    let ours = ward_apiserver::kubeconfig_yaml(([127, 0, 0, 1], 1).into());
+    let ours = ward_apiserver::kubeconfig_yaml(([127, 0, 0, 1], 1).into(), "TOKEN");
     let Some((head, tail)) = ours.split_once("http://127.0.0.1:1\n") else {
         return false;
     };
+    let Some((before_token, after_token)) = tail.split_once("TOKEN") else {
+        return false;
+    };
+    // Any port, any admin token (one line of hex).
     text.strip_prefix(head)
         .and_then(|rest| rest.strip_prefix("http://127.0.0.1:"))
         .and_then(|rest| rest.split_once('\n'))
-        .is_some_and(|(port, rest)| port.parse::<u16>().is_ok() && rest == tail)
+        .filter(|(port, _)| port.parse::<u16>().is_ok())
+        .and_then(|(_, rest)| rest.strip_prefix(before_token))
+        .and_then(|rest| rest.strip_suffix(after_token))
+        .is_some_and(|token| !token.is_empty() && token.chars().all(|c| c.is_ascii_hexdigit()))
 }
 
 /// The embedded server's address, as the binaries print it.
@@ -293,8 +300,10 @@ pub fn print_events(journal: &[(std::time::Duration, String)], until: Option<std
 mod tests {
     #[test]
     fn only_an_embedded_servers_kubeconfig_may_be_overwritten() {
-        let ours = ward_apiserver::kubeconfig_yaml(([127, 0, 0, 1], 36117).into());
+        let ours = ward_apiserver::kubeconfig_yaml(([127, 0, 0, 1], 36117).into(), "00ff");
         assert!(super::written_by_embedded(&ours));
+        assert!(!super::written_by_embedded(&ours.replace("00ff", "")));
+        assert!(!super::written_by_embedded(&ours.replace("00ff", "x y")));
         let theirs = ours.replace("http://127.0.0.1:36117", "https://10.0.0.1:6443");
         assert!(!super::written_by_embedded(&theirs));
         assert!(!super::written_by_embedded(&format!(

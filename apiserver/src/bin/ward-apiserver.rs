@@ -61,6 +61,17 @@ struct Args {
     /// serves KEP-5866's `shardSelector` (comma-separated; off by default).
     #[arg(long, value_parser = feature_gates, action = clap::ArgAction::Append)]
     feature_gates: Vec<Gates>,
+    /// How requests are authorized: AlwaysAllow (every request) or RBAC
+    /// (kube-apiserver's RBAC authorizer over the cluster's Roles and bindings).
+    #[arg(long, default_value = "AlwaysAllow")]
+    authorization_mode: ward_apiserver::auth::AuthorizationMode,
+    /// Serve HTTPS with a CA and certificate made at start (the kubeconfig
+    /// trusts the CA). kubectl sends tokens and impersonation only over TLS.
+    #[arg(long)]
+    tls: bool,
+    /// Bearer tokens, as kube-apiserver's: CSV lines `token,user,uid,"group1,group2"`.
+    #[arg(long)]
+    token_auth_file: Option<PathBuf>,
 }
 
 /// The feature gates this server knows, as one `--feature-gates` sets them
@@ -141,9 +152,25 @@ async fn main() -> ExitCode {
         .with_writer(std::io::stderr)
         .init();
     let args = Args::parse();
-    if !args.listen.ip().is_loopback() {
-        tracing::warn!(addr = %args.listen, "listening on a non-loopback address: ward-apiserver has no authentication");
+    if !args.listen.ip().is_loopback()
+        && args.authorization_mode == ward_apiserver::auth::AuthorizationMode::AlwaysAllow
+    {
+        tracing::warn!(addr = %args.listen, "listening on a non-loopback address with --authorization-mode AlwaysAllow: anyone who reaches it may do anything");
     }
+    let tokens = match &args.token_auth_file {
+        None => Default::default(),
+        Some(path) => match std::fs::read_to_string(path)
+            .map_err(|e| e.to_string())
+            .and_then(|text| {
+                ward_apiserver::auth::tokens::parse_token_file(&text).map_err(|e| e.to_string())
+            }) {
+            Ok(tokens) => tokens,
+            Err(e) => {
+                eprintln!("ward-apiserver: --token-auth-file {}: {e}", path.display());
+                return ExitCode::from(2);
+            }
+        },
+    };
     let faults = match fault_config(&args) {
         Ok(f) => f,
         Err(e) => {
@@ -158,6 +185,9 @@ async fn main() -> ExitCode {
         .watch_history(args.watch_history)
         .service_cluster_ip_range(args.service_cluster_ip_range)
         .service_node_port_range(args.service_node_port_range.clone())
+        .tls(args.tls)
+        .authorization_mode(args.authorization_mode)
+        .static_tokens(tokens)
         // A gate named again (in the same flag or a later one) takes the
         // last value, as kube-apiserver's flag does.
         .sharded_list_and_watch(
@@ -180,7 +210,7 @@ async fn main() -> ExitCode {
     }
     let addr = server.addr().expect("a listener was configured");
     if let Some(path) = &args.kubeconfig {
-        let kc = ward_apiserver::kubeconfig_yaml(addr);
+        let kc = server.kubeconfig().expect("a listener was configured");
         if let Err(e) = std::fs::write(path, kc) {
             eprintln!(
                 "ward-apiserver: cannot write kubeconfig {}: {e}",
@@ -189,7 +219,8 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     }
-    ward_base::outln!("ward-apiserver listening on http://{addr}");
+    let scheme = if args.tls { "https" } else { "http" };
+    ward_base::outln!("ward-apiserver listening on {scheme}://{addr}");
     if let Some(path) = &args.kubeconfig {
         ward_base::outln!("kubeconfig written to {}", path.display());
     }

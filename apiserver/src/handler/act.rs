@@ -7,9 +7,10 @@
 //!   pod recorded in `status.disruptedPods`, as kube-apiserver does.
 //! - `pods/binding` (a Binding to a Node): sets `spec.nodeName` once (409
 //!   when the pod is already bound), what a scheduler does.
-//! - `serviceaccounts/token` (a TokenRequest): answers a token and its
-//!   expiry. ward-apiserver authenticates nobody, so the token is an opaque
-//!   string that names the account; it proves nothing.
+//! - `serviceaccounts/token` (a TokenRequest): answers a ServiceAccount
+//!   token — a JWT signed by the server, for the audiences asked (the
+//!   issuer's by default), bound to the ServiceAccount's uid and, with a
+//!   `boundObjectRef`, a Pod's — and its expiry (see [`crate::auth`]).
 
 use http::StatusCode;
 use serde_json::{Value, json};
@@ -18,6 +19,7 @@ use super::body::{parse_body, spec_from_body};
 use super::params::{WriteOptions, WriteVerb};
 use super::request::Req;
 use super::response::{Resp, json_response};
+use crate::auth::tokens;
 use crate::resources::ResourceInfo;
 use crate::selector::{LabelSelector, selector_string};
 use crate::status::ApiError;
@@ -227,22 +229,93 @@ fn token(c: &Call<'_>) -> Result<Resp, ApiError> {
             }
         },
     };
+    let audiences: Vec<String> = match &body["spec"]["audiences"] {
+        Value::Null => Vec::new(),
+        Value::Array(a) if a.iter().all(Value::is_string) => a
+            .iter()
+            .filter_map(Value::as_str)
+            .map(String::from)
+            .collect(),
+        _ => {
+            return Err(ApiError::bad_request(
+                "spec.audiences must be a list of strings",
+            ));
+        }
+    };
+    let pod = bound_pod(c, &body["spec"]["boundObjectRef"])?;
     let clock = req.state.store.clock();
-    let expiry = clock
-        .now()
+    let now = clock.now();
+    let expiry = now
         .saturating_add(jiff::SignedDuration::from_secs(seconds))
-        .unwrap_or_else(|_| clock.now());
+        .unwrap_or(now);
+    let sa_uid = sa.uid.to_string();
+    let claims = tokens::Claims {
+        aud: if audiences.is_empty() {
+            vec![tokens::ISSUER.to_string()]
+        } else {
+            audiences.clone()
+        },
+        exp: expiry.as_second(),
+        iat: now.as_second(),
+        nbf: now.as_second(),
+        iss: tokens::ISSUER.into(),
+        jti: tokens::random_token()[..32].to_string(),
+        sub: format!("system:serviceaccount:{ns}:{name}"),
+        kubernetes: tokens::Bound {
+            namespace: ns.into(),
+            serviceaccount: tokens::ObjectRef {
+                name: name.into(),
+                uid: sa_uid,
+            },
+            pod,
+        },
+    };
     let mut out = body.clone();
     out["kind"] = "TokenRequest".into();
     out["apiVersion"] = "authentication.k8s.io/v1".into();
     out["metadata"] = json!({"name": name, "namespace": ns, "creationTimestamp": clock.rfc3339()});
     out["spec"]["expirationSeconds"] = seconds.into();
-    if !out["spec"]["audiences"].is_array() {
-        out["spec"]["audiences"] = json!([]);
-    }
+    out["spec"]["audiences"] = json!(claims.aud);
     out["status"] = json!({
-        "token": format!("ward-unverified.{ns}.{name}.{}.{}", sa.uid, req.state.random_suffix()),
+        "token": req.state.auth.issue(&claims),
         "expirationTimestamp": crate::clock::format_time(expiry),
     });
     Ok(json_response(StatusCode::CREATED, &out))
+}
+
+/// The Pod a TokenRequest's `boundObjectRef` names (with its uid), if any:
+/// 400 for another kind, 404 when it is missing, 409 when its uid differs.
+fn bound_pod(c: &Call<'_>, r: &Value) -> Result<Option<tokens::ObjectRef>, ApiError> {
+    if r.is_null() {
+        return Ok(None);
+    }
+    let kind = r["kind"].as_str().unwrap_or_default();
+    if kind != "Pod" {
+        return Err(ApiError::bad_request(format!(
+            "spec.boundObjectRef.kind: Unsupported value: {kind:?}: supported values: \"Pod\""
+        )));
+    }
+    let name = r["name"].as_str().unwrap_or_default();
+    let key = crate::resources::StorageKey {
+        group: String::new(),
+        plural: "pods".into(),
+    };
+    let pod = c
+        .req
+        .state
+        .store
+        .get(&key, c.ns, name)
+        .ok_or_else(|| ApiError::not_found("", "pods", name))?;
+    let uid = pod.uid.to_string();
+    if let Some(want) = r["uid"].as_str().filter(|u| !u.is_empty())
+        && want != uid
+    {
+        return Err(ApiError::conflict(format!(
+            "the UID in the bound object reference ({want}) does not match the UID in record. The object might have been deleted and then recreated"
+        )));
+    }
+    Ok(Some(tokens::ObjectRef {
+        name: name.into(),
+        uid,
+    }))
 }

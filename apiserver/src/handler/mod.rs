@@ -10,6 +10,7 @@
 //! all of it reads and writes through the store. No verb imports another
 //! verb or this file.
 
+mod access;
 mod act;
 mod body;
 mod delete;
@@ -17,6 +18,7 @@ mod params;
 mod read;
 mod request;
 mod response;
+mod review;
 mod scale;
 mod state;
 mod write;
@@ -33,7 +35,7 @@ use crate::discovery;
 use crate::kind::Subresource;
 use crate::resources::ResourceInfo;
 use crate::status::ApiError;
-use request::{Action, Req, Target};
+use request::{Action, Req, ResourcePath, Target};
 use response::{Resp, Streamed, bytes_response, json_response};
 
 pub use crate::faults::ClientId;
@@ -109,12 +111,28 @@ where
             "only the following media types are accepted: application/json, application/yaml (custom resources have no protobuf form)",
         ));
     }
+    let user = match access::admit(
+        &state,
+        parts.extensions.get::<crate::auth::Identity>(),
+        &parts.headers,
+        &parts.method,
+        &path,
+        resource_path,
+        &query,
+    ) {
+        Ok(user) => user,
+        Err(e) => {
+            tracing::debug!(code = e.code, message = %e.message, "request refused");
+            return error_response(&e);
+        }
+    };
     if let Some(e) = write_fault(&state, client, &parts.method, resource_path).await {
         return error_response(&e);
     }
     let req = Req {
         state: &state,
         client,
+        user,
         method: &parts.method,
         headers: &parts.headers,
         query,
@@ -253,50 +271,6 @@ async fn write_fault(
     }
 }
 
-/// The parts of a resource path (`/api/{v}/...` or `/apis/{g}/{v}/...`),
-/// before any lookup: what routing and write faults both read.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct ResourcePath<'a> {
-    group: &'a str,
-    version: &'a str,
-    namespace: Option<&'a str>,
-    plural: &'a str,
-    name: Option<&'a str>,
-    sub: Option<&'a str>,
-}
-
-impl<'a> ResourcePath<'a> {
-    /// Split a decoded path; None when it is not a resource path.
-    fn parse(path: &'a str) -> Option<Self> {
-        let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
-        let (group, version, rest) = match segs.as_slice() {
-            ["api", v, rest @ ..] => ("", *v, rest),
-            ["apis", g, v, rest @ ..] => (*g, *v, rest),
-            _ => return None,
-        };
-        let (namespace, rest) = match rest {
-            // A namespace's own subresources.
-            ["namespaces", _, "status" | "finalize"] => (None, rest),
-            ["namespaces", ns, tail @ ..] if !tail.is_empty() => (Some(*ns), tail),
-            _ => (None, rest),
-        };
-        let (plural, name, sub) = match rest {
-            [p] => (*p, None, None),
-            [p, n] => (*p, Some(*n), None),
-            [p, n, s] => (*p, Some(*n), Some(*s)),
-            _ => return None,
-        };
-        Some(ResourcePath {
-            group,
-            version,
-            namespace,
-            plural,
-            name,
-            sub,
-        })
-    }
-}
-
 fn route(
     req: &Req<'_>,
     path: &str,
@@ -351,6 +325,31 @@ fn route(
         ["openapi", "v3", "api", v] => shared(st.openapi.document(reg, "", v)),
         ["openapi", "v3", "apis", g, v] => shared(st.openapi.document(reg, g, v)),
         ["ward", "v1", "faults"] => faults_admin(req),
+        ["apis", "authentication.k8s.io", "v1", "tokenreviews"] => review::token(req),
+        ["apis", "authentication.k8s.io", "v1", "selfsubjectreviews"] => review::whoami(req),
+        [
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectaccessreviews",
+        ] => review::access(req, review::Access::SelfSubject),
+        ["apis", "authorization.k8s.io", "v1", "subjectaccessreviews"] => {
+            review::access(req, review::Access::Subject)
+        }
+        [
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            "namespaces",
+            ns,
+            "localsubjectaccessreviews",
+        ] => review::access(req, review::Access::Local(ns)),
+        [
+            "apis",
+            "authorization.k8s.io",
+            "v1",
+            "selfsubjectrulesreviews",
+        ] => review::rules(req),
         ["api", ..] | ["apis", _, _, ..] => {
             let p = resource_path.ok_or_else(|| ApiError::no_route(path))?;
             resource(req, path, p)

@@ -1,7 +1,8 @@
 //! A request as the verbs see it: the shared state, the client, the
 //! method, headers, query and body ([`Req`]); the resource, namespace,
 //! name and subresource it targets ([`Target`]); the action routing chose
-//! ([`Action`]); and what every verb reads the same way (the filter of a
+//! ([`Action`]); the parts of its path before any lookup
+//! ([`ResourcePath`]); and what every verb reads the same way (the filter of a
 //! list, a frozen client's read version, the field manager).
 
 use std::sync::Arc;
@@ -31,6 +32,8 @@ pub(super) fn stale_read_rv(req: &Req<'_>, names_rv: bool) -> Option<u64> {
 pub(super) struct Req<'a> {
     pub(super) state: &'a Arc<State>,
     pub(super) client: ClientId,
+    /// Who sent it (authenticated, and authorized for what it asks).
+    pub(super) user: crate::auth::UserInfo,
     pub(super) method: &'a Method,
     pub(super) headers: &'a HeaderMap,
     pub(super) query: params::Query,
@@ -153,4 +156,48 @@ pub(super) fn filter_of(
         );
     }
     Ok(filter)
+}
+
+/// The parts of a resource path (`/api/{v}/...` or `/apis/{g}/{v}/...`),
+/// before any lookup: what routing and write faults both read.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) struct ResourcePath<'a> {
+    pub(super) group: &'a str,
+    pub(super) version: &'a str,
+    pub(super) namespace: Option<&'a str>,
+    pub(super) plural: &'a str,
+    pub(super) name: Option<&'a str>,
+    pub(super) sub: Option<&'a str>,
+}
+
+impl<'a> ResourcePath<'a> {
+    /// Split a decoded path; None when it is not a resource path.
+    pub(super) fn parse(path: &'a str) -> Option<Self> {
+        let segs: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
+        let (group, version, rest) = match segs.as_slice() {
+            ["api", v, rest @ ..] => ("", *v, rest),
+            ["apis", g, v, rest @ ..] => (*g, *v, rest),
+            _ => return None,
+        };
+        let (namespace, rest) = match rest {
+            // A namespace's own subresources.
+            ["namespaces", _, "status" | "finalize"] => (None, rest),
+            ["namespaces", ns, tail @ ..] if !tail.is_empty() => (Some(*ns), tail),
+            _ => (None, rest),
+        };
+        let (plural, name, sub) = match rest {
+            [p] => (*p, None, None),
+            [p, n] => (*p, Some(*n), None),
+            [p, n, s] => (*p, Some(*n), Some(*s)),
+            _ => return None,
+        };
+        Some(ResourcePath {
+            group,
+            version,
+            namespace,
+            plural,
+            name,
+            sub,
+        })
+    }
 }

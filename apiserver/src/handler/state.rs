@@ -26,6 +26,8 @@ pub struct HandlerConfig {
     pub service_cidr: ServiceCidr,
     /// The range Services' node ports come from.
     pub node_ports: RangeInclusive<u16>,
+    /// Authentication and authorization settings.
+    pub auth: crate::auth::AuthConfig,
 }
 
 impl Default for HandlerConfig {
@@ -37,6 +39,7 @@ impl Default for HandlerConfig {
             sharded_list_and_watch: false,
             service_cidr: ServiceCidr::default(),
             node_ports: DEFAULT_NODE_PORTS,
+            auth: crate::auth::AuthConfig::default(),
         }
     }
 }
@@ -58,6 +61,8 @@ pub struct State {
     pub services: ServiceAllocator,
     /// The /openapi documents of the served kinds, built once per change.
     pub openapi: crate::openapi::Cache,
+    /// Who requests are and what they may do.
+    pub auth: crate::auth::Auth,
     /// State of the generateName suffix generator (seeded, deterministic).
     names: Mutex<crate::faults::Rng>,
 }
@@ -74,7 +79,9 @@ impl State {
         seed: u64,
     ) -> Self {
         let services = ServiceAllocator::new(config.service_cidr, config.node_ports.clone());
+        let auth = crate::auth::Auth::new(config.auth.clone(), &store);
         State {
+            auth,
             services,
             store,
             registry,

@@ -4,6 +4,7 @@
 //! stops).
 
 pub mod head;
+pub mod tls;
 
 use std::convert::Infallible;
 use std::net::SocketAddr;
@@ -25,6 +26,7 @@ pub const CLIENT_HEADER: &str = "x-ward-client";
 /// finish its open responses and close.
 pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
+    tls: Option<tls::Tls>,
     state: Arc<State>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) {
@@ -39,8 +41,22 @@ pub(crate) async fn serve(
             Ok((tcp, peer)) => {
                 // Watch events are small writes that should leave at once.
                 let _ = tcp.set_nodelay(true);
-                let conn = connection(tcp, peer, state.clone(), stopped.clone());
-                connections.spawn(conn);
+                let (state, stopped) = (state.clone(), stopped.clone());
+                match tls.clone() {
+                    None => {
+                        connections.spawn(connection(tcp, peer, state, stopped));
+                    }
+                    Some(tls) => {
+                        connections.spawn(async move {
+                            match tls.acceptor.accept(tcp).await {
+                                Ok(io) => connection(io, peer, state, stopped).await,
+                                Err(e) => {
+                                    tracing::debug!(error = %e, %peer, "TLS handshake failed");
+                                }
+                            }
+                        });
+                    }
+                }
             }
             Err(e) => tracing::warn!(error = %e, "accepting a connection failed"),
         }
@@ -51,12 +67,14 @@ pub(crate) async fn serve(
 }
 
 /// Serve one connection until it closes or the server stops.
-async fn connection(
-    tcp: tokio::net::TcpStream,
+async fn connection<IO>(
+    io: IO,
     peer: SocketAddr,
     state: Arc<State>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
-) {
+) where
+    IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
     let service = hyper::service::service_fn(move |req| {
         let state = state.clone();
         async move { Ok::<_, Infallible>(request(state, peer, req).await) }
@@ -65,7 +83,7 @@ async fn connection(
         // Room for the largest head the framer lets through, rewritten.
         .max_buf_size(MAX_HEAD_BYTES + 64 * 1024)
         .max_headers(MAX_HEADERS + 1)
-        .serve_connection(TokioIo::new(FramedIo::new(tcp)), service);
+        .serve_connection(TokioIo::new(FramedIo::new(io)), service);
     tokio::pin!(conn);
     let stop = async move {
         let _ = stopped.wait_for(|s| *s).await;

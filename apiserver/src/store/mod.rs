@@ -128,6 +128,8 @@ struct Inner {
     /// Keyed by a shared copy of the collection key, which events carry.
     collections: BTreeMap<Arc<StorageKey>, Collection>,
     history: VecDeque<Arc<Event>>,
+    /// Counters of writes per API group ([`Store::writes_to_group`]).
+    group_writes: Vec<(String, Arc<AtomicU64>)>,
 }
 
 impl Inner {
@@ -296,6 +298,7 @@ impl Store {
                 floor: 0,
                 collections: BTreeMap::new(),
                 history: VecDeque::new(),
+                group_writes: Vec::new(),
             }),
             events,
             config,
@@ -310,6 +313,18 @@ impl Store {
                 .expect("bootstrap objects are valid");
         }
         store
+    }
+
+    /// A counter of the writes to `group`'s kinds from now on, bumped as
+    /// each is committed (before its watch event goes out): what a cache
+    /// derived from those kinds (the RBAC authorizer's) checks to know it
+    /// is current.
+    pub fn writes_to_group(&self, group: &str) -> Arc<AtomicU64> {
+        let counter = Arc::new(AtomicU64::new(0));
+        self.lock()
+            .group_writes
+            .push((group.to_string(), counter.clone()));
+        counter
     }
 
     /// The server's clock.

@@ -220,6 +220,11 @@ impl Store {
             prev,
             renderings: Renderings::default(),
         });
+        for (group, writes) in &inner.group_writes {
+            if *group == event.key.group {
+                writes.fetch_add(1, Ordering::Release);
+            }
+        }
         inner.history.push_back(event.clone());
         while inner.history.len() > self.config.history.max(1) {
             if let Some(old) = inner.history.pop_front() {

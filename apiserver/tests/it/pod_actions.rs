@@ -150,11 +150,24 @@ async fn token_requests_answer_a_token_and_its_expiry() {
     let t = body(&r);
     assert_eq!(t["kind"], "TokenRequest");
     assert_eq!(t["spec"]["audiences"], json!(["api"]));
-    assert!(
-        t["status"]["token"]
-            .as_str()
-            .is_some_and(|t| t.contains("default.bot")),
-        "{t}"
+    // A JWT whose claims name the account and the audiences asked for.
+    let token = t["status"]["token"].as_str().unwrap();
+    let payload = token.split('.').nth(1).unwrap();
+    use base64::Engine as _;
+    let claims: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD
+            .decode(payload)
+            .unwrap(),
+    )
+    .unwrap();
+    assert_eq!(
+        claims["sub"], "system:serviceaccount:default:bot",
+        "{claims}"
+    );
+    assert_eq!(claims["aud"], json!(["api"]));
+    assert_eq!(
+        claims["exp"].as_i64().unwrap() - claims["iat"].as_i64().unwrap(),
+        1200
     );
     let at = |v: &Value| v.as_str().unwrap().parse::<jiff::Timestamp>().unwrap();
     let created_at = at(&t["metadata"]["creationTimestamp"]);

@@ -14,6 +14,7 @@
 //! validate through /openapi/v2 (fetched as gnostic protobuf), 1.29+
 //! through /openapi/v3.
 
+mod auth;
 mod checks;
 
 use std::path::{Path, PathBuf};
@@ -321,9 +322,11 @@ async fn generators(k: &Ctl) {
         pod.get("nodeName").is_none() && pod.get("hostNetwork").is_none(),
         "{d}"
     );
-    says(
-        &k.ok(&["create", "token", "sa", "-n", "gen"]).await,
-        "ward-unverified.gen.sa.",
+    // A JWT: header, claims, signature.
+    let token = k.ok(&["create", "token", "sa", "-n", "gen"]).await;
+    assert!(
+        token.starts_with("eyJ") && token.trim().split('.').count() == 3,
+        "{token}"
     );
     says(&k.ok(&["delete", "namespace", "gen"]).await, "deleted");
 }

@@ -1,0 +1,305 @@
+//! Who is asking, and whether they may: authentication and authorization
+//! as kube-apiserver does them.
+//!
+//! **Authentication.** A request names its user with a bearer token
+//! (`Authorization: Bearer <token>`):
+//! - a static token: the admin token every kubeconfig the server writes
+//!   carries (user `ward-admin`, group `system:masters`), or one of the
+//!   tokens of [`AuthConfig::static_tokens`] (kube-apiserver's
+//!   `--token-auth-file`);
+//! - a ServiceAccount token from `serviceaccounts/<name>/token` (a
+//!   TokenRequest): a JWT signed ES256, valid until its expiry on the
+//!   server's clock, for its audiences, and only while its ServiceAccount
+//!   (and the Pod it was bound to, if any) still exists with the same uid —
+//!   a deleted and recreated ServiceAccount's old tokens stop working.
+//!
+//! A token none of these accepts is 401 (kube-apiserver's body). A request
+//! without one is `system:anonymous` (group `system:unauthenticated`).
+//! Authenticated users get the group `system:authenticated`;
+//! ServiceAccounts also `system:serviceaccounts` and
+//! `system:serviceaccounts:<namespace>`. In-process clients
+//! (`ApiServer::client`) are the admin unless their request carries a
+//! token.
+//!
+//! **Authorization** ([`AuthorizationMode`]): `AlwaysAllow` (the default,
+//! what ward-apiserver always did) or `RBAC`, kube-apiserver's RBAC
+//! authorizer over the cluster's Roles, ClusterRoles and bindings (see
+//! [`rbac`]), its snapshot rebuilt only after one of them changed. A denied
+//! request is 403 worded as kube-apiserver words it.
+
+pub mod rbac;
+pub mod tokens;
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use http::HeaderMap;
+use serde_json::Value;
+
+pub use rbac::{Attributes, Decision, Rbac, UserInfo};
+use tokens::{Signer, TokenError};
+
+use crate::resources::StorageKey;
+use crate::status::ApiError;
+use crate::store::Store;
+
+/// The admin user every kubeconfig the server writes names.
+pub const ADMIN_USER: &str = "ward-admin";
+
+/// The group whose members RBAC's bootstrap binding lets do anything.
+pub const MASTERS: &str = "system:masters";
+
+/// How requests are authorized: kube-apiserver's `--authorization-mode`
+/// (one mode; kube-apiserver's chains of several are not served).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum AuthorizationMode {
+    /// Every request is allowed (the default).
+    #[default]
+    AlwaysAllow,
+    /// kube-apiserver's RBAC authorizer.
+    Rbac,
+}
+
+impl std::str::FromStr for AuthorizationMode {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "AlwaysAllow" => Ok(AuthorizationMode::AlwaysAllow),
+            "RBAC" => Ok(AuthorizationMode::Rbac),
+            _ => Err(format!(
+                "unknown authorization mode {s:?}: AlwaysAllow or RBAC"
+            )),
+        }
+    }
+}
+
+/// Authentication and authorization settings.
+#[derive(Debug, Clone, Default)]
+pub struct AuthConfig {
+    /// How requests are authorized.
+    pub mode: AuthorizationMode,
+    /// Bearer tokens and the users they name (`--token-auth-file`).
+    pub static_tokens: HashMap<String, UserInfo>,
+}
+
+/// The identity an in-process request carries (a request extension): the
+/// server takes it instead of authenticating the request's headers.
+#[derive(Debug, Clone)]
+pub struct Identity(pub UserInfo);
+
+/// A server's authenticator and authorizer.
+#[derive(Debug)]
+pub struct Auth {
+    mode: AuthorizationMode,
+    static_tokens: HashMap<String, UserInfo>,
+    admin_token: String,
+    signer: Signer,
+    /// Bumped by the store on every write to an RBAC kind.
+    rbac_writes: Arc<AtomicU64>,
+    /// The RBAC snapshot and the write count it was built at.
+    rbac: Mutex<Option<(u64, Arc<Rbac>)>>,
+}
+
+impl Auth {
+    /// An authenticator with a fresh admin token and signing key, over `store`.
+    #[must_use]
+    pub fn new(config: AuthConfig, store: &Store) -> Auth {
+        Auth {
+            mode: config.mode,
+            static_tokens: config.static_tokens,
+            admin_token: tokens::random_token(),
+            signer: Signer::generate(),
+            rbac_writes: store.writes_to_group("rbac.authorization.k8s.io"),
+            rbac: Mutex::new(None),
+        }
+    }
+
+    /// The admin user.
+    #[must_use]
+    pub fn admin() -> UserInfo {
+        authenticated(UserInfo {
+            name: ADMIN_USER.into(),
+            uid: String::new(),
+            groups: vec![MASTERS.into()],
+            extra: Default::default(),
+        })
+    }
+
+    /// The token that authenticates as [`Auth::admin`].
+    #[must_use]
+    pub fn admin_token(&self) -> &str {
+        &self.admin_token
+    }
+
+    /// How requests are authorized.
+    #[must_use]
+    pub fn mode(&self) -> AuthorizationMode {
+        self.mode
+    }
+
+    /// Who sent a request with `headers`: its bearer token's user, else
+    /// `system:anonymous`; 401 for a token nobody issued.
+    pub fn authenticate(&self, store: &Store, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
+        let Some(value) = headers.get(http::header::AUTHORIZATION) else {
+            return Ok(anonymous());
+        };
+        let token = value
+            .to_str()
+            .ok()
+            .and_then(|v| v.strip_prefix("Bearer "))
+            .map(str::trim)
+            .filter(|t| !t.is_empty());
+        let Some(token) = token else {
+            // Basic auth and other schemes are not served.
+            return Err(ApiError::unauthorized());
+        };
+        self.authenticate_token(store, token, &[tokens::ISSUER.to_string()])
+            .map_err(|_| ApiError::unauthorized())
+    }
+
+    /// The user `token` names for `audiences` (TokenReview's question), or
+    /// why it names none.
+    pub fn authenticate_token(
+        &self,
+        store: &Store,
+        token: &str,
+        audiences: &[String],
+    ) -> Result<UserInfo, String> {
+        if same(token.as_bytes(), self.admin_token.as_bytes()) {
+            return Ok(Auth::admin());
+        }
+        if let Some(user) = self.static_tokens.get(token) {
+            return Ok(authenticated(user.clone()));
+        }
+        let now = store.clock().now().as_second();
+        let claims = self
+            .signer
+            .verify(token, now, audiences)
+            .map_err(|e| e.to_string())?;
+        let bound = &claims.kubernetes;
+        let ns = &bound.namespace;
+        let live = |plural: &str, name: &str, uid: &str| {
+            store
+                .get(&key("", plural), ns, name)
+                .is_some_and(|o| o.uid.is(uid))
+        };
+        let sa = &bound.serviceaccount;
+        if !live("serviceaccounts", &sa.name, &sa.uid) {
+            return Err(format!(
+                "{}: serviceaccounts \"{}\" not found or replaced",
+                TokenError::Invalid,
+                sa.name
+            ));
+        }
+        let mut extra = std::collections::BTreeMap::new();
+        extra.insert(
+            "authentication.kubernetes.io/credential-id".to_string(),
+            vec![format!("JTI={}", claims.jti)],
+        );
+        if let Some(pod) = &bound.pod {
+            if !live("pods", &pod.name, &pod.uid) {
+                return Err(format!(
+                    "{}: pods \"{}\" not found or replaced",
+                    TokenError::Invalid,
+                    pod.name
+                ));
+            }
+            extra.insert(
+                "authentication.kubernetes.io/pod-name".into(),
+                vec![pod.name.clone()],
+            );
+            extra.insert(
+                "authentication.kubernetes.io/pod-uid".into(),
+                vec![pod.uid.clone()],
+            );
+        }
+        Ok(authenticated(UserInfo {
+            name: claims.sub.clone(),
+            uid: sa.uid.clone(),
+            groups: vec![
+                "system:serviceaccounts".into(),
+                format!("system:serviceaccounts:{ns}"),
+            ],
+            extra,
+        }))
+    }
+
+    /// Sign a ServiceAccount token (a TokenRequest's answer).
+    #[must_use]
+    pub fn issue(&self, claims: &tokens::Claims) -> String {
+        self.signer.sign(claims)
+    }
+
+    /// Whether `user` may do what `attrs` says.
+    pub fn authorize(&self, store: &Store, user: &UserInfo, attrs: &Attributes) -> Decision {
+        match self.mode {
+            AuthorizationMode::AlwaysAllow => Decision::Allow(String::new()),
+            AuthorizationMode::Rbac => self.rbac(store).authorize(user, attrs),
+        }
+    }
+
+    /// The RBAC snapshot of the cluster now (rebuilt after an RBAC write).
+    pub fn rbac(&self, store: &Store) -> Arc<Rbac> {
+        let writes = self.rbac_writes.load(Ordering::Acquire);
+        let mut cached = self.rbac.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some((at, rbac)) = cached.as_ref()
+            && *at == writes
+        {
+            return rbac.clone();
+        }
+        let all = |plural: &str| -> Vec<Value> {
+            store
+                .list(
+                    &key("rbac.authorization.k8s.io", plural),
+                    None,
+                    None,
+                    None,
+                    |_| true,
+                )
+                .items
+                .iter()
+                .map(|o| o.value())
+                .collect()
+        };
+        let rbac = Arc::new(Rbac::new(
+            &all("roles"),
+            &all("clusterroles"),
+            &all("rolebindings"),
+            &all("clusterrolebindings"),
+        ));
+        *cached = Some((writes, rbac.clone()));
+        rbac
+    }
+}
+
+/// `a == b`, in time that depends on their lengths only.
+fn same(a: &[u8], b: &[u8]) -> bool {
+    a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+fn key(group: &str, plural: &str) -> StorageKey {
+    StorageKey {
+        group: group.into(),
+        plural: plural.into(),
+    }
+}
+
+/// `user` with the group every authenticated user has.
+fn authenticated(mut user: UserInfo) -> UserInfo {
+    if !user.groups.iter().any(|g| g == "system:authenticated") {
+        user.groups.push("system:authenticated".into());
+    }
+    user
+}
+
+/// The user of a request without credentials.
+#[must_use]
+pub fn anonymous() -> UserInfo {
+    UserInfo {
+        name: "system:anonymous".into(),
+        uid: String::new(),
+        groups: vec!["system:unauthenticated".into()],
+        extra: Default::default(),
+    }
+}

@@ -1,0 +1,273 @@
+//! Who a request is and whether it may: the user the authenticator names,
+//! the user it impersonates, if it may, the request's attributes as
+//! kube-apiserver's RequestInfo derives them from the path, method and
+//! query, and the authorizer's decision (401 and 403 worded as
+//! kube-apiserver words them).
+
+use http::Method;
+
+use super::params::Query;
+use super::request::ResourcePath;
+use super::state::State;
+use crate::auth::{Attributes, Decision, Identity, UserInfo, rbac};
+use crate::status::ApiError;
+
+/// The user of a request (`identity` when the in-process service set one),
+/// if it may do what it asks.
+pub(super) fn admit(
+    state: &State,
+    identity: Option<&Identity>,
+    headers: &http::HeaderMap,
+    method: &Method,
+    path: &str,
+    resource_path: Option<ResourcePath<'_>>,
+    query: &Query,
+) -> Result<UserInfo, ApiError> {
+    let user = match identity {
+        // A token in an in-process request is that token's user.
+        Some(id) if !headers.contains_key(http::header::AUTHORIZATION) => id.0.clone(),
+        _ => state.auth.authenticate(&state.store, headers)?,
+    };
+    let user = impersonated(state, user, headers)?;
+    let attrs = attributes(method, path, resource_path, query);
+    match state.auth.authorize(&state.store, &user, &attrs) {
+        Decision::Allow(_) => Ok(user),
+        Decision::Deny(reason) => Err(forbidden(&user, &attrs, &reason)),
+    }
+}
+
+/// The user `user` asks to act as (`Impersonate-User`, `-Group`, `-Uid`,
+/// `-Extra-<key>` headers), if it may impersonate each of them (the
+/// `impersonate` verb on `users`, `groups`, `serviceaccounts`, and
+/// `authentication.k8s.io`'s `uids` and `userextras/<key>`); `user`
+/// itself when it asks for nobody. 400 for groups, a uid or extras
+/// without a user; 403 worded as kube-apiserver words it.
+fn impersonated(
+    state: &State,
+    user: UserInfo,
+    headers: &http::HeaderMap,
+) -> Result<UserInfo, ApiError> {
+    let values = |name: &str| -> Vec<String> {
+        headers
+            .get_all(name)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .map(String::from)
+            .collect()
+    };
+    let (names, groups, uids) = (
+        values("impersonate-user"),
+        values("impersonate-group"),
+        values("impersonate-uid"),
+    );
+    let extras: Vec<(String, String)> = headers
+        .iter()
+        .filter_map(|(k, v)| {
+            let key = k.as_str().strip_prefix("impersonate-extra-")?;
+            let key = percent_encoding::percent_decode_str(key)
+                .decode_utf8()
+                .ok()?;
+            Some((key.into_owned(), v.to_str().ok()?.to_string()))
+        })
+        .collect();
+    let Some(name) = names.first() else {
+        if groups.is_empty() && uids.is_empty() && extras.is_empty() {
+            return Ok(user);
+        }
+        return Err(ApiError::bad_request(
+            "requested impersonation of groups, a uid or extras without impersonating a user",
+        ));
+    };
+    let may = |attrs: Attributes| match state.auth.authorize(&state.store, &user, &attrs) {
+        Decision::Allow(_) => Ok(()),
+        Decision::Deny(reason) => Err(forbidden(&user, &attrs, &reason)),
+    };
+    let ask = |group: &str, resource: &str, sub: &str, name: &str, namespace: &str| Attributes {
+        verb: "impersonate".into(),
+        resource_request: true,
+        api_group: group.into(),
+        resource: resource.into(),
+        subresource: sub.into(),
+        name: name.into(),
+        namespace: namespace.into(),
+        path: String::new(),
+    };
+    let mut groups_of_user = Vec::new();
+    match name
+        .strip_prefix("system:serviceaccount:")
+        .and_then(|rest| rest.split_once(':'))
+    {
+        Some((ns, sa)) => {
+            may(ask("", "serviceaccounts", "", sa, ns))?;
+            if groups.is_empty() {
+                groups_of_user = vec![
+                    "system:serviceaccounts".to_string(),
+                    format!("system:serviceaccounts:{ns}"),
+                ];
+            }
+        }
+        None => may(ask("", "users", "", name, ""))?,
+    }
+    for g in &groups {
+        may(ask("", "groups", "", g, ""))?;
+    }
+    for u in &uids {
+        may(ask("authentication.k8s.io", "uids", "", u, ""))?;
+    }
+    let mut extra = std::collections::BTreeMap::<String, Vec<String>>::new();
+    for (key, value) in extras {
+        may(ask("authentication.k8s.io", "userextras", &key, &value, ""))?;
+        extra.entry(key).or_default().push(value);
+    }
+    groups_of_user.extend(groups);
+    if name != "system:anonymous" && !groups_of_user.iter().any(|g| g == "system:authenticated") {
+        groups_of_user.push("system:authenticated".into());
+    }
+    Ok(UserInfo {
+        name: name.clone(),
+        uid: uids.first().cloned().unwrap_or_default(),
+        groups: groups_of_user,
+        extra,
+    })
+}
+
+/// kube-apiserver's 403 for `attrs` denied to `user`.
+pub(super) fn forbidden(user: &UserInfo, attrs: &Attributes, reason: &str) -> ApiError {
+    let message = rbac::forbidden_message(user, attrs, reason);
+    if attrs.resource_request {
+        let kind = match attrs.subresource.as_str() {
+            "" => attrs.resource.clone(),
+            sub => format!("{}/{sub}", attrs.resource),
+        };
+        ApiError::forbidden(message).with_details(&attrs.api_group, &kind, &attrs.name)
+    } else {
+        ApiError::forbidden(message)
+    }
+}
+
+/// What a request asks, as kube-apiserver's RequestInfo says it.
+pub(super) fn attributes(
+    method: &Method,
+    path: &str,
+    resource_path: Option<ResourcePath<'_>>,
+    query: &Query,
+) -> Attributes {
+    let Some(p) = resource_path else {
+        return Attributes {
+            verb: method.as_str().to_ascii_lowercase(),
+            resource_request: false,
+            path: path.to_string(),
+            ..Attributes::default()
+        };
+    };
+    let verb = match (method, p.name.is_some()) {
+        (&Method::GET | &Method::HEAD, true) => "get",
+        (&Method::GET | &Method::HEAD, false) if query.flag("watch").unwrap_or(false) => "watch",
+        (&Method::GET | &Method::HEAD, false) => "list",
+        (&Method::POST, _) => "create",
+        (&Method::PUT, _) => "update",
+        (&Method::PATCH, _) => "patch",
+        (&Method::DELETE, true) => "delete",
+        (&Method::DELETE, false) => "deletecollection",
+        (m, _) => return non_resource(m, path),
+    };
+    // A namespace is in itself.
+    let namespace = match (p.namespace, p.plural, p.name) {
+        (Some(ns), _, _) => ns,
+        (None, "namespaces", Some(name)) => name,
+        _ => "",
+    };
+    Attributes {
+        verb: verb.into(),
+        resource_request: true,
+        api_group: p.group.into(),
+        resource: p.plural.into(),
+        subresource: p.sub.unwrap_or_default().into(),
+        name: p.name.unwrap_or_default().into(),
+        namespace: namespace.into(),
+        path: path.into(),
+    }
+}
+
+fn non_resource(method: &Method, path: &str) -> Attributes {
+    Attributes {
+        verb: method.as_str().to_ascii_lowercase(),
+        resource_request: false,
+        path: path.into(),
+        ..Attributes::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_are_attributed_as_kube_apiserver_attributes_them() {
+        let at = |method: Method, path: &str, query: &str| {
+            let q = Query::parse(Some(query));
+            let a = attributes(&method, path, ResourcePath::parse(path), &q);
+            (
+                a.verb,
+                a.resource_request,
+                a.api_group,
+                a.resource,
+                a.subresource,
+                a.name,
+                a.namespace,
+            )
+        };
+        let s = String::from;
+        assert_eq!(
+            at(Method::GET, "/api/v1/namespaces/d/pods/p/log", ""),
+            (s("get"), true, s(""), s("pods"), s("log"), s("p"), s("d"))
+        );
+        assert_eq!(
+            at(Method::GET, "/apis/apps/v1/deployments", "watch=true"),
+            (
+                s("watch"),
+                true,
+                s("apps"),
+                s("deployments"),
+                s(""),
+                s(""),
+                s("")
+            )
+        );
+        assert_eq!(at(Method::GET, "/api/v1/namespaces/d/pods", "").0, "list");
+        assert_eq!(
+            at(Method::DELETE, "/api/v1/namespaces/d/pods", "").0,
+            "deletecollection"
+        );
+        assert_eq!(
+            at(Method::PUT, "/api/v1/namespaces/d", ""),
+            (
+                s("update"),
+                true,
+                s(""),
+                s("namespaces"),
+                s(""),
+                s("d"),
+                s("d")
+            )
+        );
+        assert_eq!(
+            at(
+                Method::POST,
+                "/api/v1/namespaces/d/serviceaccounts/sa/token",
+                ""
+            ),
+            (
+                s("create"),
+                true,
+                s(""),
+                s("serviceaccounts"),
+                s("token"),
+                s("sa"),
+                s("d")
+            )
+        );
+        let healthz = at(Method::GET, "/healthz", "");
+        assert_eq!((healthz.0.as_str(), healthz.1), ("get", false));
+    }
+}

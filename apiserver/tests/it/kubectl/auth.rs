@@ -1,0 +1,196 @@
+//! kubectl's auth commands against a server authorizing with RBAC over
+//! HTTPS (its kubeconfig trusting the server's generated CA): who am
+//! I, a ServiceAccount token from `create token` used as a kubeconfig's
+//! credential, what it may do before and after a Role grants it (`auth
+//! can-i`, 403 worded as kube-apiserver's), and tokens that stop working
+//! (a bad one, a recreated ServiceAccount's).
+
+use serde_json::Value;
+use ward_apiserver::auth::AuthorizationMode;
+use ward_apiserver::{ApiServer, ServerConfig};
+
+use super::{Ctl, find_kubectl, install_hint, kubectl, kubectl_required, says, text};
+
+/// A kubeconfig at `dir/name` for the server `admin` points at, whose
+/// user carries `token`.
+fn with_token(admin: &Ctl, name: &str, token: &str) -> Ctl {
+    let text = std::fs::read_to_string(&admin.kubeconfig).unwrap();
+    let (head, _) = text.split_once("    token: ").unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join(name);
+    std::fs::write(&kubeconfig, format!("{head}    token: {token}\n")).unwrap();
+    std::fs::create_dir(dir.path().join("home")).unwrap();
+    Ctl {
+        bin: admin.bin.clone(),
+        kubeconfig,
+        dir,
+    }
+}
+
+/// `kubectl auth can-i args...`: its answer (`yes`, `no`), which it
+/// prints on stdout and also says with its exit code.
+async fn can_i(k: &Ctl, args: &[&str]) -> String {
+    let args = [&["auth", "can-i"], args].concat();
+    let out = kubectl(&k.bin, &k.kubeconfig, &args).await;
+    let answer = text(&out.stdout).trim().to_string();
+    assert_eq!(
+        out.status.success(),
+        answer == "yes",
+        "{args:?}: {answer} {}",
+        text(&out.stderr)
+    );
+    answer
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_auth_commands_against_rbac() {
+    let name = "kubectl.1.33";
+    let Some(bin) = find_kubectl(name) else {
+        assert!(
+            !kubectl_required(),
+            "{name} not found: {}",
+            install_hint(name)
+        );
+        println!("skipped: {name} is not installed ({})", install_hint(name));
+        return;
+    };
+    let config = ServerConfig::default()
+        .listen("127.0.0.1:0".parse().unwrap())
+        // kubectl sends tokens and impersonation only over TLS.
+        .tls(true)
+        .authorization_mode(AuthorizationMode::Rbac);
+    let server = ApiServer::start(config).await.unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let kubeconfig = dir.path().join("kubeconfig");
+    std::fs::write(&kubeconfig, server.kubeconfig().unwrap()).unwrap();
+    std::fs::create_dir(dir.path().join("home")).unwrap();
+    let admin = Ctl {
+        bin,
+        kubeconfig,
+        dir,
+    };
+
+    // The kubeconfig the server writes is its admin.
+    let me: Value =
+        serde_json::from_str(&admin.ok(&["auth", "whoami", "-o", "json"]).await).unwrap();
+    assert_eq!(me["status"]["userInfo"]["username"], "ward-admin", "{me}");
+    says(
+        &me["status"]["userInfo"]["groups"].to_string(),
+        "system:masters",
+    );
+    assert_eq!(can_i(&admin, &["delete", "nodes"]).await, "yes");
+
+    admin.ok(&["create", "namespace", "team"]).await;
+    admin
+        .ok(&["create", "serviceaccount", "bot", "-n", "team"])
+        .await;
+    let token = admin.ok(&["create", "token", "bot", "-n", "team"]).await;
+    let bot = with_token(&admin, "bot", token.trim());
+
+    let me: Value = serde_json::from_str(&bot.ok(&["auth", "whoami", "-o", "json"]).await).unwrap();
+    assert_eq!(
+        me["status"]["userInfo"]["username"], "system:serviceaccount:team:bot",
+        "{me}"
+    );
+    says(
+        &me["status"]["userInfo"]["groups"].to_string(),
+        "system:serviceaccounts:team",
+    );
+
+    // Nothing granted yet: 403, worded as kube-apiserver words it.
+    says(
+        &bot.fails(&["get", "configmaps", "-n", "team"]).await,
+        r#"configmaps is forbidden: User "system:serviceaccount:team:bot" cannot list resource "configmaps" in API group "" in the namespace "team""#,
+    );
+    assert_eq!(
+        can_i(&bot, &["list", "configmaps", "-n", "team"]).await,
+        "no"
+    );
+
+    // A Role and a RoleBinding grant reading ConfigMaps in team only.
+    admin
+        .ok(&[
+            "create",
+            "role",
+            "cm-reader",
+            "--verb=get,list,watch",
+            "--resource=configmaps",
+            "-n",
+            "team",
+        ])
+        .await;
+    admin
+        .ok(&[
+            "create",
+            "rolebinding",
+            "bot-reads",
+            "--role=cm-reader",
+            "--serviceaccount=team:bot",
+            "-n",
+            "team",
+        ])
+        .await;
+    assert_eq!(
+        can_i(&bot, &["list", "configmaps", "-n", "team"]).await,
+        "yes"
+    );
+    assert_eq!(
+        can_i(&bot, &["delete", "configmaps", "-n", "team"]).await,
+        "no"
+    );
+    assert_eq!(
+        can_i(&bot, &["list", "configmaps", "-n", "default"]).await,
+        "no"
+    );
+    bot.ok(&["get", "configmaps", "-n", "team"]).await;
+    says(
+        &bot.fails(&["create", "configmap", "x", "-n", "team"]).await,
+        r#"configmaps is forbidden: User "system:serviceaccount:team:bot" cannot create resource "configmaps" in API group "" in the namespace "team""#,
+    );
+    // The admin may act as the bot (impersonation); the bot may not act
+    // as anyone.
+    let as_bot = "--as=system:serviceaccount:team:bot";
+    assert_eq!(
+        can_i(&admin, &["list", "configmaps", "-n", "team", as_bot]).await,
+        "yes"
+    );
+    says(
+        &admin
+            .fails(&[
+                "get",
+                "secrets",
+                "-n",
+                "team",
+                "--as=system:serviceaccount:team:bot",
+            ])
+            .await,
+        r#"secrets is forbidden: User "system:serviceaccount:team:bot" cannot list resource "secrets""#,
+    );
+    says(
+        &bot.fails(&["get", "configmaps", "-n", "team", "--as=alice"])
+            .await,
+        r#"users "alice" is forbidden: User "system:serviceaccount:team:bot" cannot impersonate resource "users" in API group "" at the cluster scope"#,
+    );
+    let rules = bot.ok(&["auth", "can-i", "--list", "-n", "team"]).await;
+    says(&rules, "configmaps");
+    says(&rules, "selfsubjectaccessreviews.authorization.k8s.io");
+
+    // A token nobody issued, and the token of a ServiceAccount deleted
+    // and made again, authenticate nobody.
+    let stranger = with_token(&admin, "stranger", "not-a-token");
+    says(
+        &stranger.fails(&["get", "configmaps", "-n", "team"]).await,
+        "You must be logged in to the server",
+    );
+    admin
+        .ok(&["delete", "serviceaccount", "bot", "-n", "team"])
+        .await;
+    admin
+        .ok(&["create", "serviceaccount", "bot", "-n", "team"])
+        .await;
+    says(
+        &bot.fails(&["get", "configmaps", "-n", "team"]).await,
+        "You must be logged in to the server",
+    );
+    server.shutdown().await;
+}

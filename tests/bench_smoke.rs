@@ -49,6 +49,13 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
         );
         assert!(f.bytes_built_per_event > f.json_bytes_per_event);
     }
+    // The authorization modes compared: each wrote, as its identity.
+    assert_eq!(r.api.authz.len(), 3);
+    assert!(
+        r.api.authz.iter().all(|f| f.writes > 0),
+        "{:?}",
+        r.api.authz
+    );
     assert_eq!(r.api.memory.len(), 2);
     assert!(r.api.memory.iter().all(|m| m.json_bytes > 400.0));
 

@@ -22,6 +22,7 @@ use serde::Serialize;
 use tower::{Service, ServiceExt};
 
 type Full = http_body_util::Full<Bytes>;
+use ward_apiserver::auth::AuthorizationMode;
 use ward_apiserver::filter::ObjectFilter;
 use ward_apiserver::store::Store;
 use ward_apiserver::watch::{self, WatchSpec};
@@ -65,6 +66,22 @@ pub enum WritePath {
     Store,
     /// Merge-patch requests through the in-process tower Service (two writers).
     Service,
+    /// The same, on a server authorizing with RBAC, as the admin
+    /// (`system:masters`, allowed by the bootstrap `cluster-admin` binding).
+    RbacAdmin,
+    /// The same as a ServiceAccount bound to `edit` in the namespace, its
+    /// token (a signed JWT from TokenRequest) on every request.
+    RbacAccount,
+}
+
+impl WritePath {
+    /// How the server authorizes this path's writes.
+    fn authorization(self) -> AuthorizationMode {
+        match self {
+            WritePath::Store | WritePath::Service => AuthorizationMode::AlwaysAllow,
+            WritePath::RbacAdmin | WritePath::RbacAccount => AuthorizationMode::Rbac,
+        }
+    }
 }
 
 /// One write run.
@@ -136,6 +153,11 @@ pub struct ApiResults {
     pub scaling_runs: Vec<WriteRun>,
     /// Memory per object at each object count.
     pub memory: Vec<MemoryRun>,
+    /// Service writes (1 watcher) with AlwaysAllow, RBAC as the admin and
+    /// RBAC as a ServiceAccount: the median round of each.
+    pub authz: Vec<WriteRun>,
+    /// Every authorization run, in the order run (rounds interleave the paths).
+    pub authz_runs: Vec<WriteRun>,
 }
 
 #[repr(align(64))]
@@ -221,6 +243,7 @@ async fn throttle(written: &AtomicU64, drains: &[Arc<Drain>], window: u64, stop:
 fn start_writers(
     server: &ApiServer,
     path: WritePath,
+    token: Option<http::HeaderValue>,
     names: Arc<Vec<String>>,
     drains: Vec<Arc<Drain>>,
     config: &ApiConfig,
@@ -257,9 +280,10 @@ fn start_writers(
                 }
             }));
         }
-        WritePath::Service => {
+        WritePath::Service | WritePath::RbacAdmin | WritePath::RbacAccount => {
             for w in 0..2u64 {
                 let mut svc = server.service();
+                let token = token.clone();
                 let (written, stop, names, drains) =
                     (written.clone(), stop.clone(), names.clone(), drains.clone());
                 let mut rng = Rng::stream(config.seed ^ w, "service-writer");
@@ -271,12 +295,16 @@ fn start_writers(
                             stamp += 1;
                             let name = &names[(rng.next_u64() % names.len() as u64) as usize];
                             let body = format!("{{\"data\":{{\"stamp\":\"{stamp}\"}}}}");
-                            let req = http::Request::builder()
+                            let mut req = http::Request::builder()
                                 .method("PATCH")
                                 .uri(format!("/api/v1/namespaces/{NAMESPACE}/configmaps/{name}"))
                                 .header("content-type", "application/merge-patch+json")
                                 .body(Full::new(Bytes::from(body)))
                                 .expect("a valid request");
+                            if let Some(t) = &token {
+                                req.headers_mut()
+                                    .insert(http::header::AUTHORIZATION, t.clone());
+                            }
                             let Ok(ready) =
                                 ServiceExt::<http::Request<Full>>::ready(&mut svc).await;
                             let Ok(resp) = ready.call(req).await;
@@ -306,15 +334,23 @@ async fn write_run(
     config: &ApiConfig,
 ) -> WriteRun {
     sys::trim_heap();
-    let server = ApiServer::start(ServerConfig::default().seed(config.seed))
-        .await
-        .expect("an in-process server");
+    let server = ApiServer::start(
+        ServerConfig::default()
+            .seed(config.seed)
+            .authorization_mode(path.authorization()),
+    )
+    .await
+    .expect("an in-process server");
     let owners = objects::create_nodes(server.store(), 16);
     let names = Arc::new(objects::preload(&server, objects_n.max(1), &owners).await);
+    let token = match path {
+        WritePath::RbacAccount => Some(account_token(&server).await),
+        _ => None,
+    };
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     let from = server.store().current_rv();
     let (drains, tasks) = start_watchers(&server, watchers, from, config.sample, &stop_rx);
-    let writers = start_writers(&server, path, names, drains.clone(), config);
+    let writers = start_writers(&server, path, token, names, drains.clone(), config);
     let total = |drains: &[Arc<Drain>]| -> (u64, u64) {
         drains.iter().fold((0, 0), |(l, b), d| {
             (
@@ -387,6 +423,45 @@ async fn write_run(
             _ => 0.0,
         },
     }
+}
+
+/// A ServiceAccount `writer` in the benchmark's namespace, bound to the
+/// ClusterRole `edit` there: the `Authorization` header of its token.
+async fn account_token(server: &ApiServer) -> http::HeaderValue {
+    let admin = server.client();
+    let post = |path: String, body: serde_json::Value| {
+        let admin = admin.clone();
+        async move {
+            let req = http::Request::post(path)
+                .header("content-type", "application/json")
+                .body(serde_json::to_vec(&body).expect("JSON"))
+                .expect("a valid request");
+            admin
+                .request::<serde_json::Value>(req)
+                .await
+                .expect("the admin may set up the account")
+        }
+    };
+    let ns = format!("/api/v1/namespaces/{NAMESPACE}");
+    post(
+        format!("{ns}/serviceaccounts"),
+        serde_json::json!({"metadata": {"name": "writer"}}),
+    )
+    .await;
+    post(
+        format!("/apis/rbac.authorization.k8s.io/v1/namespaces/{NAMESPACE}/rolebindings"),
+        serde_json::json!({"metadata": {"name": "writer-edits"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": NAMESPACE}]}),
+    )
+    .await;
+    let answer = post(
+        format!("{ns}/serviceaccounts/writer/token"),
+        serde_json::json!({"spec": {}}),
+    )
+    .await;
+    let token = answer["status"]["token"].as_str().unwrap_or_default();
+    http::HeaderValue::from_str(&format!("Bearer {token}")).expect("a JWT is a valid header")
 }
 
 /// From each watcher's first lines: the mean line length and the mean
@@ -503,6 +578,29 @@ pub fn run(config: &ApiConfig, log: &(dyn Fn(&str) + Sync)) -> ApiResults {
             let r = rt.block_on(write_run(WritePath::Store, 10, n, config));
             log_run(log, &r);
             results.scaling_runs.push(r);
+        }
+    }
+    let authz = [
+        WritePath::Service,
+        WritePath::RbacAdmin,
+        WritePath::RbacAccount,
+    ];
+    for _ in 0..config.scaling_rounds.max(1) {
+        for path in authz {
+            let r = rt.block_on(write_run(path, 1, config.objects, config));
+            log_run(log, &r);
+            results.authz_runs.push(r);
+        }
+    }
+    for path in authz {
+        let mut runs: Vec<&WriteRun> = results
+            .authz_runs
+            .iter()
+            .filter(|r| r.path == path)
+            .collect();
+        runs.sort_by(|a, b| a.writes_per_sec.total_cmp(&b.writes_per_sec));
+        if let Some(median) = runs.get(runs.len() / 2) {
+            results.authz.push((*median).clone());
         }
     }
     for &n in &config.scaling_sizes {

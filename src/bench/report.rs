@@ -137,10 +137,7 @@ pub fn markdown(r: &Results) -> String {
         let _ = writeln!(
             s,
             "| {} | {} | {} | {} | {} | {:.0} | {:.2} | {:.0} | {} |",
-            match f.path {
-                WritePath::Store => "store",
-                WritePath::Service => "service (merge patch)",
-            },
+            path_name(f.path),
             f.watchers,
             count(f.objects),
             k(f.writes_per_sec),
@@ -150,6 +147,23 @@ pub fn markdown(r: &Results) -> String {
             f.bytes_built_per_event,
             f.cut_off
         );
+    }
+    if let Some(base) = r.api.authz.iter().find(|f| f.path == WritePath::Service) {
+        s.push_str("\n**Authorization cost** (merge patches through the in-process service, 1 watcher; the median of rounds that interleave the modes; ratio to AlwaysAllow in the same run):\n\n| writes | authorization | writes/s | ratio | CPU s per 1k writes |\n|---|---|---|---|---|\n");
+        for f in &r.api.authz {
+            let _ = writeln!(
+                s,
+                "| {} | {} | {} | {:.3} | {:.3} |",
+                path_name(f.path),
+                match f.path {
+                    WritePath::RbacAdmin | WritePath::RbacAccount => "RBAC",
+                    _ => "AlwaysAllow",
+                },
+                k(f.writes_per_sec),
+                super::ratio(f.writes_per_sec, base.writes_per_sec),
+                super::ratio(f.cpu_secs * 1000.0, f.writes as f64)
+            );
+        }
     }
     s.push_str("\n**Memory per stored object** (whole server; the store alone in the last column):\n\n| objects | JSON B/object | heap B/object (ratio) | RSS B/object (ratio) | store alone, heap B/object (ratio) |\n|---|---|---|---|---|\n");
     for m in &r.api.memory {
@@ -462,4 +476,14 @@ fn plot_campaign(r: &Results, path: &Path) -> Result<(), Box<dyn std::error::Err
     )?;
     root.present()?;
     Ok(())
+}
+
+/// How a write path reads in the tables.
+fn path_name(p: WritePath) -> &'static str {
+    match p {
+        WritePath::Store => "store",
+        WritePath::Service => "service (merge patch)",
+        WritePath::RbacAdmin => "service, as the admin",
+        WritePath::RbacAccount => "service, as a ServiceAccount (JWT)",
+    }
 }

@@ -86,7 +86,7 @@ pub struct AuthConfig {
 /// The identity an in-process request carries (a request extension): the
 /// server takes it instead of authenticating the request's headers.
 #[derive(Debug, Clone)]
-pub struct Identity(pub UserInfo);
+pub struct Identity(pub Arc<UserInfo>);
 
 /// A server's authenticator and authorizer.
 #[derive(Debug)]
@@ -99,7 +99,14 @@ pub struct Auth {
     rbac_writes: Arc<AtomicU64>,
     /// The RBAC snapshot and the write count it was built at.
     rbac: Mutex<Option<(u64, Arc<Rbac>)>>,
+    /// The claims of ServiceAccount tokens whose signature was verified:
+    /// checking an ES256 signature costs more than the rest of a request.
+    /// Expiry, audience and the bound objects are checked every time.
+    verified: Mutex<HashMap<String, Arc<tokens::Claims>>>,
 }
+
+/// Verified tokens remembered before the memory is cleared.
+const VERIFIED_TOKENS: usize = 4096;
 
 impl Auth {
     /// An authenticator with a fresh admin token and signing key, over `store`.
@@ -112,18 +119,22 @@ impl Auth {
             signer: Signer::generate(),
             rbac_writes: store.writes_to_group("rbac.authorization.k8s.io"),
             rbac: Mutex::new(None),
+            verified: Mutex::new(HashMap::new()),
         }
     }
 
-    /// The admin user.
+    /// The admin user (one shared copy).
     #[must_use]
-    pub fn admin() -> UserInfo {
-        authenticated(UserInfo {
-            name: ADMIN_USER.into(),
-            uid: String::new(),
-            groups: vec![MASTERS.into()],
-            extra: Default::default(),
-        })
+    pub fn admin() -> Arc<UserInfo> {
+        static ADMIN: std::sync::LazyLock<Arc<UserInfo>> = std::sync::LazyLock::new(|| {
+            Arc::new(authenticated(UserInfo {
+                name: ADMIN_USER.into(),
+                uid: String::new(),
+                groups: vec![MASTERS.into()],
+                extra: Default::default(),
+            }))
+        });
+        ADMIN.clone()
     }
 
     /// The token that authenticates as [`Auth::admin`].
@@ -167,16 +178,14 @@ impl Auth {
         audiences: &[String],
     ) -> Result<UserInfo, String> {
         if same(token.as_bytes(), self.admin_token.as_bytes()) {
-            return Ok(Auth::admin());
+            return Ok(UserInfo::clone(&Auth::admin()));
         }
         if let Some(user) = self.static_tokens.get(token) {
             return Ok(authenticated(user.clone()));
         }
         let now = store.clock().now().as_second();
-        let claims = self
-            .signer
-            .verify(token, now, audiences)
-            .map_err(|e| e.to_string())?;
+        let claims = self.claims(token)?;
+        tokens::check(&claims, now, audiences).map_err(|e| e.to_string())?;
         let bound = &claims.kubernetes;
         let ns = &bound.namespace;
         let live = |plural: &str, name: &str, uid: &str| {
@@ -225,6 +234,25 @@ impl Auth {
         }))
     }
 
+    /// The claims of `token` if this server signed it (remembered).
+    fn claims(&self, token: &str) -> Result<Arc<tokens::Claims>, String> {
+        let known = |v: &Mutex<HashMap<String, Arc<tokens::Claims>>>| {
+            let v = v.lock().unwrap_or_else(|e| e.into_inner());
+            v.get(token).cloned()
+        };
+        if let Some(claims) = known(&self.verified) {
+            return Ok(claims);
+        }
+        // Verified without the lock: other requests need not wait.
+        let claims = Arc::new(self.signer.claims(token).map_err(|e| e.to_string())?);
+        let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if verified.len() >= VERIFIED_TOKENS {
+            verified.clear();
+        }
+        verified.insert(token.to_string(), claims.clone());
+        Ok(claims)
+    }
+
     /// Sign a ServiceAccount token (a TokenRequest's answer).
     #[must_use]
     pub fn issue(&self, claims: &tokens::Claims) -> String {
@@ -236,6 +264,25 @@ impl Auth {
         match self.mode {
             AuthorizationMode::AlwaysAllow => Decision::Allow(String::new()),
             AuthorizationMode::Rbac => self.rbac(store).authorize(user, attrs),
+        }
+    }
+
+    /// [`authorize`](Self::authorize)'s answer, its reason worded only
+    /// when it denies (a request's check: an allowed request pays for no
+    /// reason).
+    pub fn allows(&self, store: &Store, user: &UserInfo, attrs: &Attributes) -> Result<(), String> {
+        match self.mode {
+            AuthorizationMode::AlwaysAllow => Ok(()),
+            AuthorizationMode::Rbac => {
+                let rbac = self.rbac(store);
+                if rbac.allows(user, attrs) {
+                    return Ok(());
+                }
+                match rbac.authorize(user, attrs) {
+                    Decision::Allow(_) => Ok(()),
+                    Decision::Deny(reason) => Err(reason),
+                }
+            }
         }
     }
 

@@ -145,6 +145,19 @@ impl Rbac {
         rbac
     }
 
+    /// Whether [`authorize`](Self::authorize) allows: the same walk,
+    /// without the reason (what a request's check needs; its reason is
+    /// wanted only when it denies).
+    #[must_use]
+    pub fn allows(&self, user: &UserInfo, attrs: &Attributes) -> bool {
+        let mut allowed = false;
+        self.visit(user, &attrs.namespace, |_, _, rules| {
+            allowed = rules.is_ok_and(|rules| rules.iter().any(|r| r.allows(attrs)));
+            !allowed
+        });
+        allowed
+    }
+
     /// kube-apiserver's RBAC decision on `attrs` asked by `user`.
     #[must_use]
     pub fn authorize(&self, user: &UserInfo, attrs: &Attributes) -> Decision {
@@ -565,7 +578,8 @@ impl Scope {
 
     /// The bindings whose subjects may name `user`, in order.
     fn candidates(&self, user: &UserInfo) -> Vec<usize> {
-        let mut out = self.users.get(&user.name).cloned().unwrap_or_default();
+        let mut out = Vec::new();
+        out.extend(self.users.get(&user.name).into_iter().flatten());
         for g in &user.groups {
             out.extend(self.groups.get(g).into_iter().flatten());
         }

@@ -212,23 +212,36 @@ impl Signer {
         now: i64,
         audiences: &[String],
     ) -> Result<Claims, TokenError> {
+        let claims = self.claims(token)?;
+        check(&claims, now, audiences)?;
+        Ok(claims)
+    }
+
+    /// The claims of `token` if this signer signed it (for this issuer),
+    /// whatever its time and audiences ([`check`] those).
+    pub fn claims(&self, token: &str) -> Result<Claims, TokenError> {
         let mut v = Validation::new(Algorithm::ES256);
-        // Time and audience are checked below, on the server's clock.
+        // Time and audience are checked by `check`, on the server's clock.
         v.validate_exp = false;
         v.validate_aud = false;
         v.required_spec_claims.clear();
         v.set_issuer(&[ISSUER]);
-        let claims = jsonwebtoken::decode::<Claims>(token, &self.decoding, &v)
-            .map_err(|_| TokenError::Invalid)?
-            .claims;
-        if now >= claims.exp || now < claims.nbf {
-            return Err(TokenError::Expired);
-        }
-        if !claims.aud.iter().any(|a| audiences.contains(a)) {
-            return Err(TokenError::Audience(claims.aud.clone(), audiences.to_vec()));
-        }
-        Ok(claims)
+        jsonwebtoken::decode::<Claims>(token, &self.decoding, &v)
+            .map(|t| t.claims)
+            .map_err(|_| TokenError::Invalid)
     }
+}
+
+/// Whether `claims` are valid at `now` (seconds since the epoch) for one
+/// of `audiences`.
+pub fn check(claims: &Claims, now: i64, audiences: &[String]) -> Result<(), TokenError> {
+    if now >= claims.exp || now < claims.nbf {
+        return Err(TokenError::Expired);
+    }
+    if !claims.aud.iter().any(|a| audiences.contains(a)) {
+        return Err(TokenError::Audience(claims.aud.clone(), audiences.to_vec()));
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -4,12 +4,17 @@
 //! query, and the authorizer's decision (401 and 403 worded as
 //! kube-apiserver words them).
 
+use std::sync::Arc;
+
 use http::Method;
+use serde_json::Value;
 
 use super::params::Query;
 use super::request::ResourcePath;
 use super::state::State;
-use crate::auth::{Attributes, Decision, Identity, UserInfo, rbac};
+use crate::auth::{
+    Attributes, AuthorizationMode, Decision, Identity, MASTERS, Rbac, UserInfo, rbac,
+};
 use crate::status::ApiError;
 
 /// The user of a request (`identity` when the in-process service set one),
@@ -22,17 +27,17 @@ pub(super) fn admit(
     path: &str,
     resource_path: Option<ResourcePath<'_>>,
     query: &Query,
-) -> Result<UserInfo, ApiError> {
+) -> Result<Arc<UserInfo>, ApiError> {
     let user = match identity {
         // A token in an in-process request is that token's user.
         Some(id) if !headers.contains_key(http::header::AUTHORIZATION) => id.0.clone(),
-        _ => state.auth.authenticate(&state.store, headers)?,
+        _ => Arc::new(state.auth.authenticate(&state.store, headers)?),
     };
     let user = impersonated(state, user, headers)?;
     let attrs = attributes(method, path, resource_path, query);
-    match state.auth.authorize(&state.store, &user, &attrs) {
-        Decision::Allow(_) => Ok(user),
-        Decision::Deny(reason) => Err(forbidden(&user, &attrs, &reason)),
+    match state.auth.allows(&state.store, &user, &attrs) {
+        Ok(()) => Ok(user),
+        Err(reason) => Err(forbidden(&user, &attrs, &reason)),
     }
 }
 
@@ -44,9 +49,9 @@ pub(super) fn admit(
 /// without a user; 403 worded as kube-apiserver words it.
 fn impersonated(
     state: &State,
-    user: UserInfo,
+    user: Arc<UserInfo>,
     headers: &http::HeaderMap,
-) -> Result<UserInfo, ApiError> {
+) -> Result<Arc<UserInfo>, ApiError> {
     let values = |name: &str| -> Vec<String> {
         headers
             .get_all(name)
@@ -123,12 +128,148 @@ fn impersonated(
     if name != "system:anonymous" && !groups_of_user.iter().any(|g| g == "system:authenticated") {
         groups_of_user.push("system:authenticated".into());
     }
-    Ok(UserInfo {
+    Ok(Arc::new(UserInfo {
         name: name.clone(),
         uid: uids.first().cloned().unwrap_or_default(),
         groups: groups_of_user,
         extra,
-    })
+    }))
+}
+
+/// The check kube-apiserver makes on a write of a Role, ClusterRole or
+/// binding under RBAC: nobody grants what they do not hold. Taken before
+/// the write (it reads the RBAC snapshot, never the store under its lock)
+/// and applied to the object about to be stored.
+pub(super) struct Escalation {
+    user: UserInfo,
+    rbac: Arc<Rbac>,
+}
+
+impl Escalation {
+    /// The check for a write of `resource` by `user`, when one applies:
+    /// RBAC on, an RBAC kind, a user outside `system:masters`.
+    pub(super) fn for_write(
+        state: &State,
+        user: &UserInfo,
+        group: &str,
+        resource: &str,
+    ) -> Option<Self> {
+        let applies = state.auth.mode() == AuthorizationMode::Rbac
+            && group == "rbac.authorization.k8s.io"
+            && matches!(
+                resource,
+                "roles" | "clusterroles" | "rolebindings" | "clusterrolebindings"
+            )
+            && !user.groups.iter().any(|g| g == MASTERS);
+        applies.then(|| Escalation {
+            user: user.clone(),
+            rbac: state.auth.rbac(&state.store),
+        })
+    }
+
+    /// 403 unless writing `obj` (of `resource`) grants nothing its writer
+    /// lacks: a role's rules must be covered by the writer's own (or the
+    /// writer may `escalate` it; an aggregated ClusterRole needs
+    /// `escalate`); a binding's role must be covered (or the writer may
+    /// `bind` it).
+    pub(super) fn check(&self, resource: &str, obj: &Value) -> Result<(), ApiError> {
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let ns = obj["metadata"]["namespace"].as_str().unwrap_or_default();
+        let allowed = |verb: &str, resource: &str, name: &str| {
+            let attrs = Attributes {
+                verb: verb.into(),
+                resource_request: true,
+                api_group: "rbac.authorization.k8s.io".into(),
+                resource: resource.into(),
+                name: name.into(),
+                namespace: ns.into(),
+                ..Attributes::default()
+            };
+            matches!(self.rbac.authorize(&self.user, &attrs), Decision::Allow(_))
+        };
+        let refuse = |message: String| {
+            ApiError::forbidden(format!(
+                "{resource}.rbac.authorization.k8s.io {name:?} is forbidden: {message}"
+            ))
+            .with_details("rbac.authorization.k8s.io", resource, name)
+        };
+        let rules: Vec<Value> = match resource {
+            "roles" | "clusterroles" => {
+                if allowed("escalate", resource, name) {
+                    return Ok(());
+                }
+                if resource == "clusterroles" && !obj["aggregationRule"].is_null() {
+                    return Err(refuse(format!(
+                        "user {:?} (groups={}) must have cluster-admin privileges to write a ClusterRole with an aggregationRule",
+                        self.user.name,
+                        go_strings(&self.user.groups)
+                    )));
+                }
+                obj["rules"].as_array().cloned().unwrap_or_default()
+            }
+            _ => {
+                let kind = obj["roleRef"]["kind"].as_str().unwrap_or_default();
+                let role = obj["roleRef"]["name"].as_str().unwrap_or_default();
+                let role_resource = if kind == "Role" {
+                    "roles"
+                } else {
+                    "clusterroles"
+                };
+                if allowed("bind", role_resource, role) {
+                    return Ok(());
+                }
+                self.rbac.role_rules(ns, kind, role).ok_or_else(|| {
+                    refuse(format!(
+                        "{role_resource}.rbac.authorization.k8s.io {role:?} not found"
+                    ))
+                })?
+            }
+        };
+        self.rbac.covers(&self.user, ns, &rules).map_err(|missing| {
+            let lines: Vec<String> = missing.iter().map(go_rule).collect();
+            refuse(format!(
+                "user {:?} (groups={}) is attempting to grant RBAC permissions not currently held:\n{}",
+                self.user.name,
+                go_strings(&self.user.groups),
+                lines.join("\n")
+            ))
+        })
+    }
+}
+
+/// A list of strings as Go's `%q` prints a `[]string`: `["a" "b"]`.
+fn go_strings(v: &[String]) -> String {
+    let items: Vec<String> = v.iter().map(|s| format!("{s:?}")).collect();
+    format!("[{}]", items.join(" "))
+}
+
+/// A PolicyRule as kube-apiserver's escalation message prints it.
+fn go_rule(rule: &Value) -> String {
+    let list = |k: &str| -> Vec<String> {
+        rule[k]
+            .as_array()
+            .map(|a| {
+                a.iter()
+                    .filter_map(Value::as_str)
+                    .map(|s| format!("{s:?}"))
+                    .collect()
+            })
+            .unwrap_or_default()
+    };
+    let mut parts = Vec::new();
+    for (field, name) in [
+        ("apiGroups", "APIGroups"),
+        ("resources", "Resources"),
+        ("resourceNames", "ResourceNames"),
+        ("nonResourceURLs", "NonResourceURLs"),
+        ("verbs", "Verbs"),
+    ] {
+        let items = list(field);
+        if !items.is_empty() || (field == "apiGroups" && rule["resources"].is_array()) {
+            parts.push(format!("{name}:[{}]", items.join(", ")));
+        }
+    }
+    format!("{{{}}}", parts.join(", "))
 }
 
 /// kube-apiserver's 403 for `attrs` denied to `user`.

@@ -33,7 +33,7 @@ pub(super) struct Req<'a> {
     pub(super) state: &'a Arc<State>,
     pub(super) client: ClientId,
     /// Who sent it (authenticated, and authorized for what it asks).
-    pub(super) user: crate::auth::UserInfo,
+    pub(super) user: Arc<crate::auth::UserInfo>,
     pub(super) method: &'a Method,
     pub(super) headers: &'a HeaderMap,
     pub(super) query: params::Query,

@@ -77,7 +77,7 @@ pub(super) fn access(req: &Req<'_>, which: Access<'_>) -> Result<Resp, ApiError>
     let invalid = |msg: &str| ApiError::invalid(&format!("{kind}.authorization.k8s.io"), "", msg);
     let spec = &review["spec"];
     let user = match which {
-        Access::SelfSubject => req.user.clone(),
+        Access::SelfSubject => UserInfo::clone(&req.user),
         Access::Subject | Access::Local(_) => {
             let user = UserInfo {
                 name: spec["user"].as_str().unwrap_or_default().into(),

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use std::cell::RefCell;
 
+use super::access::Escalation;
 use super::body::{parse_checked, patch_error};
 use super::params::{WriteOptions, WriteVerb};
 use super::request::{Req, Target, committed, ns_of};
@@ -185,6 +186,9 @@ pub(super) fn create_object(
     let now = req.state.store.clock().rfc3339();
     strategy::prepare_create(&t.info, obj, &now);
     strategy::admit(&t.info, None, obj)?;
+    if let Some(e) = Escalation::for_write(req.state, &req.user, &t.info.group, &t.info.plural) {
+        e.check(&t.info.plural, obj)?;
+    }
     if obj["metadata"].get("managedFields").is_none() {
         patch::record_update(None, obj, manager, &now, &t.info.api_version(), None);
     }
@@ -234,6 +238,7 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let now = req.state.store.clock().rfc3339();
     let av = t.info.api_version();
     let held = allocator(req, t, ns_of(t), name);
+    let escalation = Escalation::for_write(req.state, &req.user, &t.info.group, &t.info.plural);
     let stored = req
         .state
         .store
@@ -241,6 +246,9 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             strategy::check_subresource(&t.info, t.sub, name, old, &body)?;
             let mut new = strategy::prepare_update(&t.info, t.sub, old, body.clone());
             strategy::admit(&t.info, Some(old), &mut new)?;
+            if let Some(e) = &escalation {
+                e.check(&t.info.plural, &new)?;
+            }
             allocate(held.as_ref(), name, Some(old), &mut new)?;
             if new["metadata"].get("managedFields").is_none()
                 && let Some(mf) = old["metadata"].get("managedFields")
@@ -356,6 +364,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     }
     let manager = req.field_manager(&opts);
     let held = allocator(req, t, ns_of(t), &name);
+    let escalation = Escalation::for_write(req.state, &req.user, &t.info.group, &t.info.plural);
     let dups = patch_duplicates(kind, &req.body, opts.field_validation);
     let warnings = RefCell::new(Vec::new());
     // A merge patch is parsed once: merged, then its own keys say what it
@@ -401,6 +410,9 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             strategy::check_subresource(&t.info, t.sub, &name, old, &new)?;
             let mut new = strategy::prepare_update(&t.info, t.sub, old, new);
             strategy::admit(&t.info, Some(old), &mut new)?;
+            if let Some(e) = &escalation {
+                e.check(&t.info.plural, &new)?;
+            }
             allocate(held.as_ref(), &name, Some(old), &mut new)?;
             patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
             Ok(new)
@@ -431,6 +443,7 @@ pub(super) fn apply(
         name,
         subresource: t.sub.name(),
     };
+    let escalation = Escalation::for_write(req.state, &req.user, &t.info.group, &t.info.plural);
     // Update if present, create if absent; a create that loses a race with
     // another create retries as an update.
     for _ in 0..3 {
@@ -449,6 +462,9 @@ pub(super) fn apply(
                 strategy::check_subresource(&t.info, t.sub, name, old, &merged)?;
                 let mut new = strategy::prepare_update(&t.info, t.sub, old, merged);
                 strategy::admit(&t.info, Some(old), &mut new)?;
+                if let Some(e) = &escalation {
+                    e.check(&t.info.plural, &new)?;
+                }
                 allocate(held.as_ref(), name, Some(old), &mut new)?;
                 Ok(new)
             });

@@ -293,3 +293,94 @@ async fn access_reviews_answer_for_the_caller_and_for_others() {
         .unwrap_err();
     assert_eq!(code(listed).0, 405);
 }
+
+/// Nobody grants what they do not hold: a Role with more than its writer
+/// has is 403 (kube-apiserver's wording), as is a binding to a role it
+/// does not hold or a missing one, unless the writer may `escalate` or
+/// `bind`; nothing is stored.
+#[tokio::test(start_paused = true)]
+async fn writing_roles_and_bindings_cannot_escalate() {
+    let users = ward_apiserver::auth::tokens::parse_token_file("t,alice,u-1\n").unwrap();
+    let server = ApiServer::start(
+        ServerConfig::default()
+            .authorization_mode(AuthorizationMode::Rbac)
+            .static_tokens(users),
+    )
+    .await
+    .unwrap();
+    let admin = server.client();
+    let roles = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/roles";
+    let bindings = "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings";
+    let role = |name: &str, verbs: Value| {
+        json!({"metadata": {"name": name},
+            "rules": [{"apiGroups": [""], "resources": ["configmaps"], "verbs": verbs}]})
+    };
+    let binding = |name: &str, kind: &str, role: &str| {
+        json!({"metadata": {"name": name},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": kind, "name": role},
+            "subjects": [{"kind": "User", "name": "alice", "apiGroup": "rbac.authorization.k8s.io"}]})
+    };
+    // alice may read ConfigMaps and write Roles and RoleBindings.
+    post(
+        &admin,
+        roles,
+        json!({"metadata": {"name": "alice"}, "rules": [
+            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list"]},
+            {"apiGroups": ["rbac.authorization.k8s.io"], "resources": ["roles", "rolebindings"], "verbs": ["create"]}]}),
+    )
+    .await
+    .unwrap();
+    post(&admin, bindings, binding("alice", "Role", "alice")).await.unwrap();
+    let alice = client_with_token(&server, "t");
+    post(&alice, roles, role("readers", json!(["get"]))).await.unwrap();
+    let (status, message) = code(
+        post(&alice, roles, role("deleters", json!(["get", "delete"])))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 403);
+    assert_eq!(
+        message,
+        "roles.rbac.authorization.k8s.io \"deleters\" is forbidden: user \"alice\" (groups=[\"system:authenticated\"]) is attempting to grant RBAC permissions not currently held:\n{APIGroups:[\"\"], Resources:[\"configmaps\"], Verbs:[\"delete\"]}"
+    );
+    // Binding a role alice holds all of is fine; edit is not hers to give,
+    // nor is a role that does not exist.
+    post(&alice, bindings, binding("b1", "Role", "readers")).await.unwrap();
+    let (status, message) = code(
+        post(&alice, bindings, binding("b2", "ClusterRole", "edit"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 403, "{message}");
+    assert!(message.contains("is attempting to grant RBAC permissions not currently held"), "{message}");
+    let (status, message) = code(
+        post(&alice, bindings, binding("b3", "Role", "nope"))
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(status, 403);
+    assert!(message.ends_with("roles.rbac.authorization.k8s.io \"nope\" not found"), "{message}");
+    // With `bind` on edit, she may.
+    post(
+        &admin,
+        roles,
+        json!({"metadata": {"name": "binder"}, "rules": [{"apiGroups": ["rbac.authorization.k8s.io"],
+            "resources": ["clusterroles"], "verbs": ["bind"], "resourceNames": ["edit"]}]}),
+    )
+    .await
+    .unwrap();
+    post(&admin, bindings, binding("alice-binds", "Role", "binder")).await.unwrap();
+    post(&alice, bindings, binding("b2", "ClusterRole", "edit")).await.unwrap();
+    // What was refused was not stored.
+    let list = admin
+        .request::<Value>(http::Request::get(roles).body(Vec::new()).unwrap())
+        .await
+        .unwrap();
+    let names: Vec<&str> = list["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["metadata"]["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(names, ["alice", "binder", "readers"]);
+}

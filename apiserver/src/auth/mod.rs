@@ -102,7 +102,43 @@ pub struct Auth {
     /// The claims of ServiceAccount tokens whose signature was verified:
     /// checking an ES256 signature costs more than the rest of a request.
     /// Expiry, audience and the bound objects are checked every time.
-    verified: Mutex<HashMap<String, Arc<tokens::Claims>>>,
+    verified: Mutex<HashMap<String, Arc<Verified>>>,
+}
+
+/// A ServiceAccount token whose signature was verified.
+#[derive(Debug)]
+struct Verified {
+    claims: tokens::Claims,
+    user: Arc<UserInfo>,
+}
+
+/// The user a ServiceAccount token's claims name.
+fn account_user(claims: &tokens::Claims) -> UserInfo {
+    let bound = &claims.kubernetes;
+    let mut extra = std::collections::BTreeMap::new();
+    extra.insert(
+        "authentication.kubernetes.io/credential-id".to_string(),
+        vec![format!("JTI={}", claims.jti)],
+    );
+    if let Some(pod) = &bound.pod {
+        extra.insert(
+            "authentication.kubernetes.io/pod-name".into(),
+            vec![pod.name.clone()],
+        );
+        extra.insert(
+            "authentication.kubernetes.io/pod-uid".into(),
+            vec![pod.uid.clone()],
+        );
+    }
+    authenticated(UserInfo {
+        name: claims.sub.clone(),
+        uid: bound.serviceaccount.uid.clone(),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            format!("system:serviceaccounts:{}", bound.namespace),
+        ],
+        extra,
+    })
 }
 
 /// Verified tokens remembered before the memory is cleared.
@@ -151,9 +187,13 @@ impl Auth {
 
     /// Who sent a request with `headers`: its bearer token's user, else
     /// `system:anonymous`; 401 for a token nobody issued.
-    pub fn authenticate(&self, store: &Store, headers: &HeaderMap) -> Result<UserInfo, ApiError> {
+    pub fn authenticate(
+        &self,
+        store: &Store,
+        headers: &HeaderMap,
+    ) -> Result<Arc<UserInfo>, ApiError> {
         let Some(value) = headers.get(http::header::AUTHORIZATION) else {
-            return Ok(anonymous());
+            return Ok(Arc::new(anonymous()));
         };
         let token = value
             .to_str()
@@ -176,21 +216,21 @@ impl Auth {
         store: &Store,
         token: &str,
         audiences: &[String],
-    ) -> Result<UserInfo, String> {
+    ) -> Result<Arc<UserInfo>, String> {
         if same(token.as_bytes(), self.admin_token.as_bytes()) {
-            return Ok(UserInfo::clone(&Auth::admin()));
+            return Ok(Auth::admin());
         }
         if let Some(user) = self.static_tokens.get(token) {
-            return Ok(authenticated(user.clone()));
+            return Ok(Arc::new(authenticated(user.clone())));
         }
         let now = store.clock().now().as_second();
-        let claims = self.claims(token)?;
-        tokens::check(&claims, now, audiences).map_err(|e| e.to_string())?;
+        let verified = self.verified(token)?;
+        let claims = &verified.claims;
+        tokens::check(claims, now, audiences).map_err(|e| e.to_string())?;
         let bound = &claims.kubernetes;
-        let ns = &bound.namespace;
         let live = |plural: &str, name: &str, uid: &str| {
             store
-                .get(&key("", plural), ns, name)
+                .get(&key("", plural), &bound.namespace, name)
                 .is_some_and(|o| o.uid.is(uid))
         };
         let sa = &bound.serviceaccount;
@@ -201,56 +241,40 @@ impl Auth {
                 sa.name
             ));
         }
-        let mut extra = std::collections::BTreeMap::new();
-        extra.insert(
-            "authentication.kubernetes.io/credential-id".to_string(),
-            vec![format!("JTI={}", claims.jti)],
-        );
-        if let Some(pod) = &bound.pod {
-            if !live("pods", &pod.name, &pod.uid) {
-                return Err(format!(
-                    "{}: pods \"{}\" not found or replaced",
-                    TokenError::Invalid,
-                    pod.name
-                ));
-            }
-            extra.insert(
-                "authentication.kubernetes.io/pod-name".into(),
-                vec![pod.name.clone()],
-            );
-            extra.insert(
-                "authentication.kubernetes.io/pod-uid".into(),
-                vec![pod.uid.clone()],
-            );
+        if let Some(pod) = &bound.pod
+            && !live("pods", &pod.name, &pod.uid)
+        {
+            return Err(format!(
+                "{}: pods \"{}\" not found or replaced",
+                TokenError::Invalid,
+                pod.name
+            ));
         }
-        Ok(authenticated(UserInfo {
-            name: claims.sub.clone(),
-            uid: sa.uid.clone(),
-            groups: vec![
-                "system:serviceaccounts".into(),
-                format!("system:serviceaccounts:{ns}"),
-            ],
-            extra,
-        }))
+        Ok(verified.user.clone())
     }
 
-    /// The claims of `token` if this server signed it (remembered).
-    fn claims(&self, token: &str) -> Result<Arc<tokens::Claims>, String> {
-        let known = |v: &Mutex<HashMap<String, Arc<tokens::Claims>>>| {
-            let v = v.lock().unwrap_or_else(|e| e.into_inner());
+    /// The claims of `token` if this server signed it, and the user they
+    /// name (remembered: the signature is verified once).
+    fn verified(&self, token: &str) -> Result<Arc<Verified>, String> {
+        let known = {
+            let v = self.verified.lock().unwrap_or_else(|e| e.into_inner());
             v.get(token).cloned()
         };
-        if let Some(claims) = known(&self.verified) {
-            return Ok(claims);
+        if let Some(verified) = known {
+            return Ok(verified);
         }
         // Verified without the lock: other requests need not wait.
-        let claims = Arc::new(self.signer.claims(token).map_err(|e| e.to_string())?);
-        let mut verified = self.verified.lock().unwrap_or_else(|e| e.into_inner());
-        if verified.len() >= VERIFIED_TOKENS {
-            verified.clear();
+        let claims = self.signer.claims(token).map_err(|e| e.to_string())?;
+        let verified = Arc::new(Verified {
+            user: Arc::new(account_user(&claims)),
+            claims,
+        });
+        let mut all = self.verified.lock().unwrap_or_else(|e| e.into_inner());
+        if all.len() >= VERIFIED_TOKENS {
+            all.clear();
         }
-        verified.insert(token.to_string(), claims.clone());
-        Ok(claims)
+        all.insert(token.to_string(), verified.clone());
+        Ok(verified)
     }
 
     /// Sign a ServiceAccount token (a TokenRequest's answer).

@@ -31,7 +31,7 @@ pub(super) fn admit(
     let user = match identity {
         // A token in an in-process request is that token's user.
         Some(id) if !headers.contains_key(http::header::AUTHORIZATION) => id.0.clone(),
-        _ => Arc::new(state.auth.authenticate(&state.store, headers)?),
+        _ => state.auth.authenticate(&state.store, headers)?,
     };
     let user = impersonated(state, user, headers)?;
     let attrs = attributes(method, path, resource_path, query);
@@ -134,6 +134,31 @@ fn impersonated(
         groups: groups_of_user,
         extra,
     }))
+}
+
+/// 403 unless `user` may also `create` what an apply to a missing object
+/// would create (kube-apiserver authorizes a create-by-patch as both).
+pub(super) fn may_create(
+    state: &State,
+    user: &UserInfo,
+    group: &str,
+    resource: &str,
+    namespace: &str,
+    name: &str,
+) -> Result<(), ApiError> {
+    let attrs = Attributes {
+        verb: "create".into(),
+        resource_request: true,
+        api_group: group.into(),
+        resource: resource.into(),
+        name: name.into(),
+        namespace: namespace.into(),
+        ..Attributes::default()
+    };
+    state
+        .auth
+        .allows(&state.store, user, &attrs)
+        .map_err(|reason| forbidden(user, &attrs, &reason))
 }
 
 /// The check kube-apiserver makes on a write of a Role, ClusterRole or

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use std::cell::RefCell;
 
-use super::access::Escalation;
+use super::access::{self, Escalation};
 use super::body::{parse_checked, patch_error};
 use super::params::{WriteOptions, WriteVerb};
 use super::request::{Req, Target, committed, ns_of};
@@ -477,6 +477,14 @@ pub(super) fn apply(
                 ));
             }
             Err(e) if e.code == 404 && e.reason == "NotFound" && t.sub == Subresource::Main => {
+                access::may_create(
+                    req.state,
+                    &req.user,
+                    &t.info.group,
+                    &t.info.plural,
+                    ns_of(t),
+                    name,
+                )?;
                 let create = patch::ApplyOptions {
                     subresource: None,
                     ..apply_opts

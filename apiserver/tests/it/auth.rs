@@ -330,9 +330,13 @@ async fn writing_roles_and_bindings_cannot_escalate() {
     )
     .await
     .unwrap();
-    post(&admin, bindings, binding("alice", "Role", "alice")).await.unwrap();
+    post(&admin, bindings, binding("alice", "Role", "alice"))
+        .await
+        .unwrap();
     let alice = client_with_token(&server, "t");
-    post(&alice, roles, role("readers", json!(["get"]))).await.unwrap();
+    post(&alice, roles, role("readers", json!(["get"])))
+        .await
+        .unwrap();
     let (status, message) = code(
         post(&alice, roles, role("deleters", json!(["get", "delete"])))
             .await
@@ -345,21 +349,29 @@ async fn writing_roles_and_bindings_cannot_escalate() {
     );
     // Binding a role alice holds all of is fine; edit is not hers to give,
     // nor is a role that does not exist.
-    post(&alice, bindings, binding("b1", "Role", "readers")).await.unwrap();
+    post(&alice, bindings, binding("b1", "Role", "readers"))
+        .await
+        .unwrap();
     let (status, message) = code(
         post(&alice, bindings, binding("b2", "ClusterRole", "edit"))
             .await
             .unwrap_err(),
     );
     assert_eq!(status, 403, "{message}");
-    assert!(message.contains("is attempting to grant RBAC permissions not currently held"), "{message}");
+    assert!(
+        message.contains("is attempting to grant RBAC permissions not currently held"),
+        "{message}"
+    );
     let (status, message) = code(
         post(&alice, bindings, binding("b3", "Role", "nope"))
             .await
             .unwrap_err(),
     );
     assert_eq!(status, 403);
-    assert!(message.ends_with("roles.rbac.authorization.k8s.io \"nope\" not found"), "{message}");
+    assert!(
+        message.ends_with("roles.rbac.authorization.k8s.io \"nope\" not found"),
+        "{message}"
+    );
     // With `bind` on edit, she may.
     post(
         &admin,
@@ -369,8 +381,12 @@ async fn writing_roles_and_bindings_cannot_escalate() {
     )
     .await
     .unwrap();
-    post(&admin, bindings, binding("alice-binds", "Role", "binder")).await.unwrap();
-    post(&alice, bindings, binding("b2", "ClusterRole", "edit")).await.unwrap();
+    post(&admin, bindings, binding("alice-binds", "Role", "binder"))
+        .await
+        .unwrap();
+    post(&alice, bindings, binding("b2", "ClusterRole", "edit"))
+        .await
+        .unwrap();
     // What was refused was not stored.
     let list = admin
         .request::<Value>(http::Request::get(roles).body(Vec::new()).unwrap())

@@ -10,6 +10,7 @@ mod common;
 mod lws;
 mod mirror;
 #[cfg(tokio_unstable)]
+mod rbac;
 mod replay;
 mod sharding;
 mod whereabouts;

@@ -27,7 +27,6 @@
 //! [`rbac`]), its snapshot rebuilt only after one of them changed. A denied
 //! request is 403 worded as kube-apiserver words it.
 
-mod decisions;
 pub mod rbac;
 pub mod tokens;
 
@@ -98,13 +97,12 @@ pub struct Auth {
     signer: Signer,
     /// Bumped by the store on every write to an RBAC kind.
     rbac_writes: Arc<AtomicU64>,
-    /// The RBAC snapshot, the answers it gave, and the write count it
-    /// was built at.
-    rbac: Mutex<Option<(u64, Arc<Rbac>, Arc<decisions::Decisions>)>>,
+    /// The RBAC snapshot and the write count it was built at.
+    rbac: Mutex<Option<(u64, Arc<Rbac>)>>,
     /// The claims of ServiceAccount tokens whose signature was verified:
     /// checking an ES256 signature costs more than the rest of a request.
     /// Expiry, audience and the bound objects are checked every time.
-    verified: Mutex<HashMap<String, (String, Arc<Verified>)>>,
+    verified: Mutex<HashMap<String, Arc<Verified>>>,
 }
 
 /// A ServiceAccount token whose signature was verified.
@@ -258,14 +256,9 @@ impl Auth {
     /// The claims of `token` if this server signed it, and the user they
     /// name (remembered: the signature is verified once).
     fn verified(&self, token: &str) -> Result<Arc<Verified>, String> {
-        // Keyed by the signature (random per token, short to hash); the
-        // whole token must match.
-        let signature = token.rsplit('.').next().unwrap_or(token);
         let known = {
             let v = self.verified.lock().unwrap_or_else(|e| e.into_inner());
-            v.get(signature)
-                .filter(|(t, _)| t == token)
-                .map(|(_, verified)| verified.clone())
+            v.get(token).cloned()
         };
         if let Some(verified) = known {
             return Ok(verified);
@@ -280,7 +273,7 @@ impl Auth {
         if all.len() >= VERIFIED_TOKENS {
             all.clear();
         }
-        all.insert(signature.to_string(), (token.to_string(), verified.clone()));
+        all.insert(token.to_string(), verified.clone());
         Ok(verified)
     }
 
@@ -305,13 +298,8 @@ impl Auth {
         match self.mode {
             AuthorizationMode::AlwaysAllow => Ok(()),
             AuthorizationMode::Rbac => {
-                let (rbac, answers) = self.snapshot(store);
-                let allowed = answers.get(user, attrs).unwrap_or_else(|| {
-                    let allowed = rbac.allows(user, attrs);
-                    answers.put(user, attrs, allowed);
-                    allowed
-                });
-                if allowed {
+                let rbac = self.rbac(store);
+                if rbac.allows(user, attrs) {
                     return Ok(());
                 }
                 match rbac.authorize(user, attrs) {
@@ -324,17 +312,12 @@ impl Auth {
 
     /// The RBAC snapshot of the cluster now (rebuilt after an RBAC write).
     pub fn rbac(&self, store: &Store) -> Arc<Rbac> {
-        self.snapshot(store).0
-    }
-
-    /// The RBAC snapshot and the answers it gave.
-    fn snapshot(&self, store: &Store) -> (Arc<Rbac>, Arc<decisions::Decisions>) {
         let writes = self.rbac_writes.load(Ordering::Acquire);
         let mut cached = self.rbac.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some((at, rbac, answers)) = cached.as_ref()
+        if let Some((at, rbac)) = cached.as_ref()
             && *at == writes
         {
-            return (rbac.clone(), answers.clone());
+            return rbac.clone();
         }
         let all = |plural: &str| -> Vec<Value> {
             store
@@ -356,9 +339,8 @@ impl Auth {
             &all("rolebindings"),
             &all("clusterrolebindings"),
         ));
-        let answers = Arc::new(decisions::Decisions::default());
-        *cached = Some((writes, rbac.clone(), answers.clone()));
-        (rbac, answers)
+        *cached = Some((writes, rbac.clone()));
+        rbac
     }
 }
 

@@ -59,7 +59,7 @@ pub struct UserInfo {
 }
 
 /// What is asked (kube-apiserver's `authorizer.Attributes`).
-#[derive(Debug, Clone, PartialEq, Eq, Default, Hash)]
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct Attributes {
     /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
     /// `deletecollection`, `impersonate`, `bind`, `escalate`, `use`...; the

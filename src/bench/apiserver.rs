@@ -593,28 +593,23 @@ pub fn run(config: &ApiConfig, log: &(dyn Fn(&str) + Sync)) -> ApiResults {
         }
     }
     for path in authz {
-        let mut runs: Vec<&WriteRun> = results
-            .authz_runs
-            .iter()
-            .filter(|r| r.path == path)
-            .collect();
-        runs.sort_by(|a, b| a.writes_per_sec.total_cmp(&b.writes_per_sec));
-        if let Some(median) = runs.get(runs.len() / 2) {
-            results.authz.push((*median).clone());
-        }
+        results
+            .authz
+            .extend(median(&results.authz_runs, |r| r.path == path));
     }
     for &n in &config.scaling_sizes {
-        let mut runs: Vec<&WriteRun> = results
-            .scaling_runs
-            .iter()
-            .filter(|r| r.objects == n)
-            .collect();
-        runs.sort_by(|a, b| a.writes_per_sec.total_cmp(&b.writes_per_sec));
-        if let Some(median) = runs.get(runs.len() / 2) {
-            results.scaling.push((*median).clone());
-        }
+        results
+            .scaling
+            .extend(median(&results.scaling_runs, |r| r.objects == n));
     }
     results
+}
+
+/// The run of median writes/s among `runs` that `pick` picks.
+fn median(runs: &[WriteRun], pick: impl Fn(&WriteRun) -> bool) -> Option<WriteRun> {
+    let mut runs: Vec<&WriteRun> = runs.iter().filter(|r| pick(r)).collect();
+    runs.sort_by(|a, b| a.writes_per_sec.total_cmp(&b.writes_per_sec));
+    runs.get(runs.len() / 2).map(|r| (*r).clone())
 }
 
 #[cfg(test)]

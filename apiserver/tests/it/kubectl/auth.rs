@@ -60,15 +60,7 @@ async fn kubectl_auth_commands_against_rbac() {
         .tls(true)
         .authorization_mode(AuthorizationMode::Rbac);
     let server = ApiServer::start(config).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig().unwrap()).unwrap();
-    std::fs::create_dir(dir.path().join("home")).unwrap();
-    let admin = Ctl {
-        bin,
-        kubeconfig,
-        dir,
-    };
+    let admin = Ctl::of(bin, &server);
 
     // The kubeconfig the server writes is its admin.
     let me: Value =

@@ -121,6 +121,20 @@ struct Ctl {
 }
 
 impl Ctl {
+    /// `bin` with the kubeconfig `server` writes (its admin), in a fresh
+    /// temporary directory.
+    fn of(bin: PathBuf, server: &ApiServer) -> Ctl {
+        let dir = tempfile::tempdir().unwrap();
+        let kubeconfig = dir.path().join("kubeconfig");
+        std::fs::write(&kubeconfig, server.kubeconfig().unwrap()).unwrap();
+        std::fs::create_dir(dir.path().join("home")).unwrap();
+        Ctl {
+            bin,
+            kubeconfig,
+            dir,
+        }
+    }
+
     /// Run; it must succeed. Returns stdout.
     async fn ok(&self, args: &[&str]) -> String {
         let out = kubectl(&self.bin, &self.kubeconfig, args).await;
@@ -244,15 +258,7 @@ async fn scenario(name: &str) {
     };
     let config = ServerConfig::default().listen("127.0.0.1:0".parse().unwrap());
     let server = ApiServer::start(config).await.unwrap();
-    let dir = tempfile::tempdir().unwrap();
-    let kubeconfig = dir.path().join("kubeconfig");
-    std::fs::write(&kubeconfig, server.kubeconfig().unwrap()).unwrap();
-    std::fs::create_dir(dir.path().join("home")).unwrap();
-    let k = Ctl {
-        bin,
-        kubeconfig,
-        dir,
-    };
+    let k = Ctl::of(bin, &server);
 
     let v: Value = serde_json::from_str(&k.ok(&["version", "-o", "json"]).await).unwrap();
     let client = v["clientVersion"]["gitVersion"].as_str().unwrap_or("?");

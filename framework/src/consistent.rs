@@ -301,7 +301,7 @@ where
         let list = match api.list_metadata(&ListParams::default()).await {
             Ok(list) => list,
             Err(e) => {
-                tracing::debug!(error = %e, url, "watch cache: list failed");
+                failed(&e, &url, "list");
                 tokio::time::sleep(retry).await;
                 retry = (retry * 2).min(Duration::from_secs(10));
                 continue;
@@ -342,7 +342,7 @@ where
             let events = match api.watch_metadata(&params, &rv).await {
                 Ok(events) => events,
                 Err(e) => {
-                    tracing::debug!(error = %e, url, "watch cache: watch failed");
+                    failed(&e, &url, "watch");
                     break 'watch false;
                 }
             };
@@ -397,6 +397,21 @@ where
         if !relist {
             tokio::time::sleep(retry).await;
         }
+    }
+}
+
+/// Log a failed LIST or WATCH of a watch cache: a refusal (401, 403) at
+/// warn, naming what to grant, since it will not pass by itself and every
+/// check reads with a quorum GET until it does; anything else at debug.
+fn failed(e: &kube::Error, url: &str, what: &str) {
+    if matches!(e, kube::Error::Api(s) if s.code == 401 || s.code == 403) {
+        tracing::warn!(
+            error = %e,
+            url,
+            "watch cache: {what} refused; guards read these objects with a GET each until list and watch are granted"
+        );
+    } else {
+        tracing::debug!(error = %e, url, "watch cache: {what} failed");
     }
 }
 

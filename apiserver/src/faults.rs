@@ -26,9 +26,23 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 
 /// Identifies the client a request came from: one per in-process service
-/// handle or HTTP connection (or the `X-Ward-Client` header). A client's
-/// view of the server (delay, freeze, coalescing) hangs off this.
+/// handle; over HTTP, the `X-Ward-Client` header's, else one per
+/// authenticated user ([`user_client`]: every connection of a controller
+/// process running as one ServiceAccount is one client), else one per
+/// connection. A client's view of the server (delay, freeze, coalescing)
+/// and the write faults aimed at it hang off this.
 pub type ClientId = u64;
+
+/// The client an HTTP request authenticated as user `name` is, when it
+/// names no client itself: a stable id from the name (FNV-1a, its top two
+/// bits `01`, which neither in-process handles — counted from 1 — nor
+/// connections — top bit set — have). Aim a view or a write fault at it to
+/// perturb a controller that runs as its own process, as that user, and
+/// not the test's own clients.
+#[must_use]
+pub fn user_client(name: &str) -> ClientId {
+    (ward_base::fnv1a(name.as_bytes()) & !(3 << 62)) | (1 << 62)
+}
 
 /// Errors from fault configuration.
 #[derive(Debug, thiserror::Error, PartialEq)]

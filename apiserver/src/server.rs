@@ -21,6 +21,7 @@ use crate::faults::Faults;
 use crate::gc::GarbageCollector;
 use crate::handler::{self, ClientId, HandlerConfig, State};
 pub use crate::listener::CLIENT_HEADER;
+use crate::listener::tls::{Ca, ClientCertificate};
 use crate::pods::PodLifecycleActor;
 use crate::resources::Registry;
 use crate::store::{Store, StoreConfig};
@@ -56,6 +57,8 @@ pub struct ServerConfig {
     clock: Option<Clock>,
     listen: Option<SocketAddr>,
     tls: bool,
+    /// Off: no namespace gets `kube-root-ca.crt` (as envtest's).
+    no_root_ca: bool,
     seed: u64,
     handler: HandlerConfig,
     store: StoreConfig,
@@ -77,6 +80,18 @@ impl ServerConfig {
     #[must_use]
     pub fn tls(mut self, on: bool) -> Self {
         self.tls = on;
+        self
+    }
+
+    /// Whether every namespace holds the ConfigMap `kube-root-ca.crt` with
+    /// the server's CA, as on a cluster (kube-controller-manager publishes
+    /// it): on by default. Off, namespaces hold only what clients write,
+    /// as envtest's do (it runs no controller manager) — for a test that
+    /// counts a namespace's ConfigMaps or runs a controller over all of
+    /// them.
+    #[must_use]
+    pub fn root_ca_configmaps(mut self, on: bool) -> Self {
+        self.no_root_ca = !on;
         self
     }
 
@@ -191,7 +206,8 @@ pub struct ApiServer {
     stop: tokio::sync::watch::Sender<bool>,
     addr: Option<SocketAddr>,
     /// The CA of the HTTPS listener, PEM.
-    ca_pem: Option<String>,
+    ca: Ca,
+    tls: bool,
     next_client: Arc<AtomicU64>,
     tasks: Vec<JoinHandle<()>>,
     gc_caught_up: tokio::sync::watch::Receiver<u64>,
@@ -202,12 +218,18 @@ impl ApiServer {
     pub async fn start(config: ServerConfig) -> Result<ApiServer, ServerError> {
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let clock = config.clock.unwrap_or_else(Clock::on_the_second);
+        let ca = Ca::generate()?;
         let store = Arc::new(Store::seeded(
             config.store.clone(),
             clock,
-            Arc::new(crate::strategy::KindRules),
+            if config.no_root_ca {
+                Arc::new(crate::strategy::KindRules)
+            } else {
+                Arc::new(crate::strategy::ClusterRules::new(ca.pem()))
+            },
             config.seed,
         ));
+
         let registry = Arc::new(Registry::with_builtins());
         let listener = match config.listen {
             Some(addr) => Some(
@@ -219,7 +241,7 @@ impl ApiServer {
         };
         let addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let tls = match addr {
-            Some(addr) if config.tls => Some(crate::listener::tls::Tls::generate(addr)?),
+            Some(addr) if config.tls => Some(crate::listener::tls::Tls::generate(addr, &ca)?),
             _ => None,
         };
         let mut hc = config.handler.clone();
@@ -257,7 +279,8 @@ impl ApiServer {
             state,
             stop,
             addr,
-            ca_pem: tls.map(|t| t.ca_pem),
+            ca: ca.clone(),
+            tls: tls.is_some(),
             next_client: Arc::new(AtomicU64::new(1)),
             tasks,
             gc_caught_up,
@@ -344,17 +367,46 @@ impl ApiServer {
     #[must_use]
     pub fn kubeconfig(&self) -> Option<String> {
         let addr = self.addr?;
-        Some(match &self.ca_pem {
+        Some(match self.ca_pem() {
             None => kubeconfig_yaml(addr, self.admin_token()),
-            Some(ca) => kubeconfig_text(&format!("https://{addr}"), Some(ca), self.admin_token()),
+            Some(ca) => kubeconfig_text(
+                &format!("https://{addr}"),
+                Some(ca),
+                &Credentials::Token(self.admin_token()),
+            ),
         })
     }
 
     /// The CA certificate (PEM) the HTTPS listener's certificate chains
-    /// to; None without [`ServerConfig::tls`].
+    /// to; None without [`ServerConfig::tls`]. (Every server has a CA:
+    /// namespaces' `kube-root-ca.crt` ConfigMaps hold it either way.)
     #[must_use]
     pub fn ca_pem(&self) -> Option<&str> {
-        self.ca_pem.as_deref()
+        self.tls.then(|| self.ca.pem())
+    }
+
+    /// A kubeconfig naming `user` (in `group`, if given) by a client
+    /// certificate the server's CA signs for it (CN the user, O the
+    /// group), as kind's and kubeadm's admin kubeconfigs do; None without
+    /// a listener or without [`ServerConfig::tls`] (a certificate is
+    /// presented only over TLS).
+    ///
+    /// # Errors
+    /// The certificate could not be made.
+    pub fn client_kubeconfig(
+        &self,
+        user: &str,
+        group: Option<&str>,
+    ) -> Result<Option<String>, ServerError> {
+        let (Some(addr), true) = (self.addr, self.tls) else {
+            return Ok(None);
+        };
+        let cert = self.ca.client_certificate(user, group)?;
+        Ok(Some(kubeconfig_text(
+            &format!("https://{addr}"),
+            Some(self.ca.pem()),
+            &Credentials::Certificate(&cert),
+        )))
     }
 
     /// The bearer token of the admin user (`ward-admin`, group
@@ -387,18 +439,32 @@ impl Drop for ApiServer {
 /// [`ApiServer::admin_token`]).
 #[must_use]
 pub fn kubeconfig_yaml(addr: SocketAddr, token: &str) -> String {
-    kubeconfig_text(&format!("http://{addr}"), None, token)
+    kubeconfig_text(&format!("http://{addr}"), None, &Credentials::Token(token))
+}
+
+/// How a kubeconfig's user authenticates.
+enum Credentials<'a> {
+    Token(&'a str),
+    Certificate(&'a ClientCertificate),
 }
 
 /// A kubeconfig for `server`, trusting `ca` (PEM) when given.
-fn kubeconfig_text(server: &str, ca: Option<&str>, token: &str) -> String {
+fn kubeconfig_text(server: &str, ca: Option<&str>, user: &Credentials<'_>) -> String {
     use base64::Engine as _;
+    let b64 = |pem: &str| base64::engine::general_purpose::STANDARD.encode(pem);
     let ca = ca.map_or(String::new(), |pem| {
-        let data = base64::engine::general_purpose::STANDARD.encode(pem);
-        format!("    certificate-authority-data: {data}\n")
+        format!("    certificate-authority-data: {}\n", b64(pem))
     });
+    let user = match user {
+        Credentials::Token(token) => format!("    token: {token}\n"),
+        Credentials::Certificate(c) => format!(
+            "    client-certificate-data: {}\n    client-key-data: {}\n",
+            b64(&c.cert_pem),
+            b64(&c.key_pem)
+        ),
+    };
     format!(
-        "apiVersion: v1\nkind: Config\nclusters:\n- name: ward\n  cluster:\n    server: {server}\n{ca}contexts:\n- name: ward\n  context:\n    cluster: ward\n    user: ward\n    namespace: default\ncurrent-context: ward\nusers:\n- name: ward\n  user:\n    token: {token}\n"
+        "apiVersion: v1\nkind: Config\nclusters:\n- name: ward\n  cluster:\n    server: {server}\n{ca}contexts:\n- name: ward\n  context:\n    cluster: ward\n    user: ward\n    namespace: default\ncurrent-context: ward\nusers:\n- name: ward\n  user:\n{user}"
     )
 }
 

@@ -255,6 +255,60 @@ impl Rules for KindRules {
     }
 }
 
+/// [`KindRules`] and what kube-controller-manager's root-CA publisher
+/// puts in every namespace: the ConfigMap `kube-root-ca.crt` holding the
+/// server's CA (`ca.crt`), in the four initial namespaces and in each new
+/// one as it is created. What ward-apiserver's servers are handed.
+///
+/// Unlike the publisher, nothing puts the ConfigMap back if it is deleted
+/// or changed.
+#[derive(Debug, Clone)]
+pub struct ClusterRules {
+    configmaps: ResourceInfo,
+    ca_pem: std::sync::Arc<str>,
+}
+
+/// The name of the ConfigMap every namespace holds with the CA.
+pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+
+impl ClusterRules {
+    /// [`KindRules`], and every namespace's `kube-root-ca.crt` holding
+    /// `ca_pem`.
+    #[must_use]
+    pub fn new(ca_pem: &str) -> Self {
+        let configmaps = builtin_resources()
+            .into_iter()
+            .find(|r| r.group.is_empty() && r.plural == "configmaps")
+            .expect("configmaps are built in");
+        ClusterRules {
+            configmaps,
+            ca_pem: ca_pem.into(),
+        }
+    }
+}
+
+impl Rules for ClusterRules {
+    fn strategy(&self, key: &StorageKey) -> Strategy {
+        KindRules.strategy(key)
+    }
+
+    fn namespace_emptied(&self, ns: &mut Value) {
+        KindRules.namespace_emptied(ns);
+    }
+
+    fn bootstrap(&self) -> Vec<(ResourceInfo, Value)> {
+        KindRules.bootstrap()
+    }
+
+    fn namespace_objects(&self, namespace: &str) -> Vec<(ResourceInfo, Value)> {
+        let configmap = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": ROOT_CA_CONFIGMAP, "namespace": namespace,
+                "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
+            "data": {"ca.crt": &*self.ca_pem}});
+        vec![(self.configmaps.clone(), configmap)]
+    }
+}
+
 /// The resources a CustomResourceDefinition serves.
 ///
 /// # Errors

@@ -13,6 +13,10 @@
 //!   (and the Pod it was bound to, if any) still exists with the same uid —
 //!   a deleted and recreated ServiceAccount's old tokens stop working.
 //!
+//! Over HTTPS, a client certificate the server's CA signed
+//! (`ApiServer::client_kubeconfig`) names its user first: CN the user,
+//! each O a group (kube-apiserver's `--client-ca-file`).
+//!
 //! A token none of these accepts is 401 (kube-apiserver's body). A request
 //! without one is `system:anonymous` (group `system:unauthenticated`).
 //! Authenticated users get the group `system:authenticated`;
@@ -87,6 +91,22 @@ pub struct AuthConfig {
 /// server takes it instead of authenticating the request's headers.
 #[derive(Debug, Clone)]
 pub struct Identity(pub Arc<UserInfo>);
+
+/// The user a request's TLS client certificate names (a request extension
+/// the HTTPS listener sets): kube-apiserver's x509 authenticator, which
+/// runs before the token authenticators.
+#[derive(Debug, Clone)]
+pub(crate) struct CertificateUser(pub(crate) Arc<UserInfo>);
+
+/// The user of a verified client certificate: `name` (its CN) in `groups`
+/// (its Os) and `system:authenticated`.
+pub(crate) fn certificate_user(name: String, groups: Vec<String>) -> UserInfo {
+    authenticated(UserInfo {
+        name,
+        groups,
+        ..UserInfo::default()
+    })
+}
 
 /// A server's authenticator and authorizer.
 #[derive(Debug)]

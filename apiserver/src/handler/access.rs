@@ -13,14 +13,18 @@ use super::params::Query;
 use super::request::ResourcePath;
 use super::state::State;
 use crate::auth::{
-    Attributes, AuthorizationMode, Decision, Identity, MASTERS, Rbac, UserInfo, rbac,
+    Attributes, AuthorizationMode, CertificateUser, Decision, Identity, MASTERS, Rbac, UserInfo,
+    rbac,
 };
 use crate::status::ApiError;
 
-/// The user of a request (`identity` when the in-process service set one),
-/// if it may do what it asks.
+/// The user of a request (its client certificate's, if it presented one;
+/// else `identity` when the in-process service set one and no token
+/// overrides it; else its token's), if it may do what it asks.
+#[allow(clippy::too_many_arguments)]
 pub(super) fn admit(
     state: &State,
+    certificate: Option<&CertificateUser>,
     identity: Option<&Identity>,
     headers: &http::HeaderMap,
     method: &Method,
@@ -28,9 +32,11 @@ pub(super) fn admit(
     resource_path: Option<ResourcePath<'_>>,
     query: &Query,
 ) -> Result<Arc<UserInfo>, ApiError> {
-    let user = match identity {
+    let user = match (certificate, identity) {
+        // kube-apiserver's x509 authenticator runs before its tokens'.
+        (Some(cert), _) => cert.0.clone(),
         // A token in an in-process request is that token's user.
-        Some(id) if !headers.contains_key(http::header::AUTHORIZATION) => id.0.clone(),
+        (None, Some(id)) if !headers.contains_key(http::header::AUTHORIZATION) => id.0.clone(),
         _ => state.auth.authenticate(&state.store, headers)?,
     };
     let user = impersonated(state, user, headers)?;

@@ -39,6 +39,11 @@ use request::{Action, Req, ResourcePath, Target};
 use response::{Resp, Streamed, bytes_response, json_response};
 
 pub use crate::faults::ClientId;
+
+/// Marks an HTTP request that named no client (no `X-Ward-Client`): once
+/// authenticated, it is its user's client ([`crate::faults::user_client`]).
+#[derive(Debug, Clone, Copy)]
+pub struct UnnamedClient;
 pub use response::error_response;
 pub use state::{HandlerConfig, State};
 
@@ -113,6 +118,7 @@ where
     }
     let user = match access::admit(
         &state,
+        parts.extensions.get::<crate::auth::CertificateUser>(),
         parts.extensions.get::<crate::auth::Identity>(),
         &parts.headers,
         &parts.method,
@@ -125,6 +131,13 @@ where
             tracing::debug!(code = e.code, message = %e.message, "request refused");
             return error_response(&e);
         }
+    };
+    // An HTTP request naming no client is its authenticated user's.
+    let client = match parts.extensions.get::<UnnamedClient>() {
+        Some(UnnamedClient) if !user.groups.iter().any(|g| g == "system:unauthenticated") => {
+            crate::faults::user_client(&user.name)
+        }
+        _ => client,
     };
     if let Some(e) = write_fault(&state, client, &parts.method, resource_path).await {
         return error_response(&e);

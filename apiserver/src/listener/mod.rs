@@ -15,7 +15,8 @@ use http::{Request, Response};
 use hyper::body::Incoming;
 use hyper_util::rt::TokioIo;
 
-use crate::handler::{self, ClientId, PeerAddr, RawQuery, State};
+use crate::auth::{CertificateUser, UserInfo};
+use crate::handler::{self, ClientId, PeerAddr, RawQuery, State, UnnamedClient};
 use crate::status::ApiError;
 use head::{FramedIo, HEAD_ERROR, LONG_QUERY, MAX_HEAD_BYTES, MAX_HEADERS};
 
@@ -44,12 +45,23 @@ pub(crate) async fn serve(
                 let (state, stopped) = (state.clone(), stopped.clone());
                 match tls.clone() {
                     None => {
-                        connections.spawn(connection(tcp, peer, state, stopped));
+                        connections.spawn(connection(tcp, peer, None, state, stopped));
                     }
                     Some(tls) => {
                         connections.spawn(async move {
                             match tls.acceptor.accept(tcp).await {
-                                Ok(io) => connection(io, peer, state, stopped).await,
+                                Ok(io) => {
+                                    let user = io
+                                        .get_ref()
+                                        .1
+                                        .peer_certificates()
+                                        .and_then(|chain| chain.first())
+                                        .and_then(|leaf| tls::certificate_user(leaf))
+                                        .map(|(name, groups)| {
+                                            Arc::new(crate::auth::certificate_user(name, groups))
+                                        });
+                                    connection(io, peer, user, state, stopped).await;
+                                }
                                 Err(e) => {
                                     tracing::debug!(error = %e, %peer, "TLS handshake failed");
                                 }
@@ -66,18 +78,20 @@ pub(crate) async fn serve(
     while connections.join_next().await.is_some() {}
 }
 
-/// Serve one connection until it closes or the server stops.
+/// Serve one connection until it closes or the server stops; `user` is
+/// the user its client certificate names, if it presented one.
 async fn connection<IO>(
     io: IO,
     peer: SocketAddr,
+    user: Option<Arc<UserInfo>>,
     state: Arc<State>,
     mut stopped: tokio::sync::watch::Receiver<bool>,
 ) where
     IO: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
     let service = hyper::service::service_fn(move |req| {
-        let state = state.clone();
-        async move { Ok::<_, Infallible>(request(state, peer, req).await) }
+        let (state, user) = (state.clone(), user.clone());
+        async move { Ok::<_, Infallible>(request(state, peer, user, req).await) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         // Room for the largest head the framer lets through, rewritten.
@@ -106,6 +120,7 @@ async fn connection<IO>(
 async fn request(
     state: Arc<State>,
     peer: SocketAddr,
+    user: Option<Arc<UserInfo>>,
     mut req: Request<Incoming>,
 ) -> Response<Body> {
     if let Some(code) = req.headers().get(HEAD_ERROR) {
@@ -120,13 +135,20 @@ async fn request(
         let q = String::from_utf8_lossy(q.as_bytes()).into_owned();
         req.extensions_mut().insert(RawQuery(q));
     }
-    let client = req
+    let named = req
         .headers()
         .get(CLIENT_HEADER)
         .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok())
-        .unwrap_or_else(|| connection_id(peer));
+        .and_then(|v| v.parse::<u64>().ok());
+    let client = named.unwrap_or_else(|| {
+        // Its user's, once authenticated (see `faults::user_client`).
+        req.extensions_mut().insert(UnnamedClient);
+        connection_id(peer)
+    });
     req.extensions_mut().insert(PeerAddr(peer));
+    if let Some(user) = user {
+        req.extensions_mut().insert(CertificateUser(user));
+    }
     handler::handle(state, client, req).await
 }
 

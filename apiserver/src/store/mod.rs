@@ -197,6 +197,10 @@ pub struct Store {
     rules: Arc<dyn Rules>,
     /// uids handed out so far.
     uids: AtomicU64,
+    /// uids handed out to the objects a namespace holds from its creation
+    /// ([`Rules::namespace_objects`]): counted apart, so that adding them
+    /// changes no other object's uid.
+    namespace_object_uids: AtomicU64,
     /// What every uid's random part is drawn from, with its number.
     uid_seed: u64,
 }
@@ -220,6 +224,14 @@ pub trait Rules: fmt::Debug + Send + Sync {
     /// The objects a new store holds, each with its resource: what a fresh
     /// cluster holds. None by default.
     fn bootstrap(&self) -> Vec<(ResourceInfo, Value)> {
+        Vec::new()
+    }
+    /// The objects namespace `namespace` holds from its creation on (what
+    /// kube-controller-manager's publishers put in every namespace), each
+    /// with its resource: the store creates them with it, each a write of
+    /// its own right after the namespace's. None by default.
+    fn namespace_objects(&self, namespace: &str) -> Vec<(ResourceInfo, Value)> {
+        let _ = namespace;
         Vec::new()
     }
 }
@@ -305,6 +317,7 @@ impl Store {
             clock,
             rules,
             uids: AtomicU64::new(0),
+            namespace_object_uids: AtomicU64::new(0),
             uid_seed: seed,
         };
         for (info, obj) in store.rules.bootstrap() {

@@ -240,10 +240,18 @@ impl Store {
     /// store did before it had one).
     fn next_uid(&self) -> String {
         let n = self.uids.fetch_add(1, Ordering::Relaxed) + 1;
+        self.uid(n, 8)
+    }
+
+    /// The uid of the `n`-th object, its variant nibble `variant` (8 for
+    /// every object but those [`Rules::namespace_objects`] names, 9 for
+    /// those, which are counted apart).
+    fn uid(&self, n: u64, variant: u8) -> String {
         // Rotated, not shifted: every bit of the seed counts.
-        let salt = ward_base::Rng::new(self.uid_seed.rotate_left(32) ^ n).next_u64();
+        let seed = self.uid_seed.rotate_left(32) ^ n ^ (u64::from(variant != 8) << 63);
+        let salt = ward_base::Rng::new(seed).next_u64();
         format!(
-            "{:08x}-{:04x}-4{:03x}-8{:03x}-{:012x}",
+            "{:08x}-{:04x}-4{:03x}-{variant:x}{:03x}-{:012x}",
             (salt >> 32) as u32,
             (salt >> 16) as u16,
             (salt & 0xfff) as u16,
@@ -263,8 +271,29 @@ impl Store {
     pub fn create_with(
         &self,
         info: &ResourceInfo,
+        obj: Value,
+        mode: Commit,
+    ) -> Result<Arc<StoredObject>, ApiError> {
+        let created = self.insert(info, obj, mode, self.next_uid())?;
+        if mode == Commit::Store && info.storage_key() == super::namespaces_key() {
+            for (info, obj) in self.rules.namespace_objects(created.name()) {
+                let n = self.namespace_object_uids.fetch_add(1, Ordering::Relaxed) + 1;
+                // The namespace was just created: nothing else can be there.
+                if let Err(e) = self.insert(&info, obj, Commit::Store, self.uid(n, 9)) {
+                    tracing::warn!(namespace = created.name(), error = %e.message, "a namespace's own object was not created");
+                }
+            }
+        }
+        Ok(created)
+    }
+
+    /// Create `obj` with uid `uid` (see [`Store::create`]).
+    fn insert(
+        &self,
+        info: &ResourceInfo,
         mut obj: Value,
         mode: Commit,
+        uid: String,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let key = info.storage_key();
         let meta = obj["metadata"]
@@ -283,7 +312,7 @@ impl Store {
             // No namespace named "" exists.
             return Err(ApiError::not_found("", "namespaces", ""));
         }
-        meta.insert("uid".into(), self.next_uid().into());
+        meta.insert("uid".into(), uid.into());
         // Spliced in at commit.
         meta.insert("resourceVersion".into(), "".into());
         meta.insert("creationTimestamp".into(), self.clock.rfc3339().into());
@@ -544,6 +573,43 @@ mod tests {
         assert_ne!(a, uids(7 | 1 << 32), "every bit of the seed counts");
         let all: std::collections::BTreeSet<&String> = a.iter().chain(&b).collect();
         assert_eq!(all.len(), 100, "no uid repeats within or across the seeds");
+    }
+
+    /// Every namespace gets its `kube-root-ca.crt` as it is created, the
+    /// initial ones too, with uids counted apart: the other objects' uids
+    /// are what they are without it.
+    #[test]
+    fn a_namespace_holds_the_root_ca_from_its_creation_and_no_other_uid_moves() {
+        let store = |rules: Arc<dyn Rules>| {
+            Store::seeded(StoreConfig::default(), crate::clock::Clock::new(), rules, 3)
+        };
+        let plain = store(Arc::new(crate::strategy::KindRules));
+        let cluster = store(Arc::new(crate::strategy::ClusterRules::new("PEM")));
+        let namespaces = info("namespaces");
+        let ns = json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}});
+        let mut uids = Vec::new();
+        for s in [&plain, &cluster] {
+            let team = s.create(&namespaces, ns.clone()).unwrap();
+            let c = s.create(&info("configmaps"), cm("c")).unwrap();
+            uids.push((team.uid, c.uid));
+        }
+        assert_eq!(uids[0], uids[1]);
+        let cms = info("configmaps").storage_key();
+        for ns in [
+            "default",
+            "kube-system",
+            "kube-public",
+            "kube-node-lease",
+            "team",
+        ] {
+            let ca = cluster.get(&cms, ns, "kube-root-ca.crt").unwrap();
+            assert_eq!(ca.value()["data"], json!({"ca.crt": "PEM"}));
+            assert_eq!(
+                ca.value()["metadata"]["uid"].as_str().unwrap().as_bytes()[19],
+                b'9'
+            );
+            assert!(plain.get(&cms, ns, "kube-root-ca.crt").is_none());
+        }
     }
 
     #[test]

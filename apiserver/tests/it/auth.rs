@@ -400,3 +400,75 @@ async fn writing_roles_and_bindings_cannot_escalate() {
         .collect();
     assert_eq!(names, ["alice", "binder", "readers"]);
 }
+
+/// A kube-rs client whose kubeconfig names its user by a client
+/// certificate (`ApiServer::client_kubeconfig`) is that certificate's user
+/// over HTTPS: SelfSubjectReview says so, RBAC refuses it what no binding
+/// grants, and a bearer token does not override the certificate (as in
+/// kube-apiserver, whose x509 authenticator runs first). Real sockets:
+/// not on the paused clock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_client_certificate_names_a_kube_rs_client() {
+    let server = ApiServer::start(
+        ServerConfig::default()
+            .listen(([127, 0, 0, 1], 0).into())
+            .tls(true)
+            .authorization_mode(AuthorizationMode::Rbac),
+    )
+    .await
+    .unwrap();
+    let client_of = |text: String| async move {
+        let kubeconfig = kube::config::Kubeconfig::from_yaml(&text).unwrap();
+        let config = kube::Config::from_custom_kubeconfig(kubeconfig, &Default::default())
+            .await
+            .unwrap();
+        Client::try_from(config).unwrap()
+    };
+    let jane = client_of(
+        server
+            .client_kubeconfig("jane", Some("team"))
+            .unwrap()
+            .unwrap(),
+    )
+    .await;
+    let me = post(
+        &jane,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        me["status"]["userInfo"],
+        json!({"username": "jane", "groups": ["team", "system:authenticated"]})
+    );
+    let refused = Api::<ConfigMap>::namespaced(jane, "default")
+        .list(&ListParams::default())
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&refused, Error::Api(s) if s.code == 403 && s.message.contains(r#"User "jane" cannot list"#)),
+        "{refused}"
+    );
+    // With the admin's token beside the certificate: still jane.
+    let both = server
+        .client_kubeconfig("jane", Some("team"))
+        .unwrap()
+        .unwrap()
+        + &format!("    token: {}\n", server.admin_token());
+    let still = post(
+        &client_of(both).await,
+        "/apis/authentication.k8s.io/v1/selfsubjectreviews",
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "SelfSubjectReview"}),
+    )
+    .await
+    .unwrap();
+    assert_eq!(still["status"]["userInfo"]["username"], "jane");
+    // Without TLS there is no certificate to present.
+    let plain = ApiServer::start(ServerConfig::default().listen(([127, 0, 0, 1], 0).into()))
+        .await
+        .unwrap();
+    assert!(plain.client_kubeconfig("jane", None).unwrap().is_none());
+    plain.shutdown().await;
+    server.shutdown().await;
+}

@@ -211,3 +211,12 @@ pub async fn server_with_widgets() -> ApiServer {
 pub fn cm_named(name: &str) -> Value {
     json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": name}, "data": {"a": "b"}})
 }
+
+/// Delete namespace `ns`'s `kube-root-ca.crt` ConfigMap (every namespace
+/// holds one from its creation, as on a cluster), for a test that counts
+/// the ConfigMaps it wrote there.
+pub async fn without_root_ca(s: &ApiServer, ns: &str) {
+    let uri = format!("/api/v1/namespaces/{ns}/configmaps/kube-root-ca.crt");
+    let r = send(s, "DELETE", &uri, "", "").await;
+    assert_eq!(r.code, 200, "{uri}: {:?}", r.body);
+}

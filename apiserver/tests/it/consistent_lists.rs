@@ -3,6 +3,7 @@
 //! older state, a version the server has not reached is 504, one older
 //! than the history kept is 410, as kube-apiserver answers.
 
+use crate::common::without_root_ca;
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -37,6 +38,7 @@ async fn server(history: usize) -> (ApiServer, Api<ConfigMap>) {
     let server = ApiServer::start(ServerConfig::default().watch_history(history))
         .await
         .unwrap();
+    without_root_ca(&server, "default").await;
     let api = Api::namespaced(server.client(), "default");
     (server, api)
 }

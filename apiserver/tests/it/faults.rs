@@ -3,6 +3,7 @@
 //! coalescing), write faults, pod stages — and the three race windows the
 //! seed bugs need, each replayed 50 times per seed with the same outcome.
 
+use crate::common::without_root_ca;
 use std::time::Duration;
 
 use futures::{StreamExt, TryStreamExt};
@@ -158,6 +159,7 @@ async fn a_delayed_client_sees_events_late_and_others_on_time() {
 #[tokio::test(start_paused = true)]
 async fn a_frozen_client_lists_and_watches_the_past_but_quorum_reads_stay_fresh() {
     let server = ApiServer::start_seeded(3).await;
+    without_root_ca(&server, "default").await;
     let (writer, _) = server.client_and_id();
     let (frozen, frozen_id) = server.client_and_id();
     let w: Api<ConfigMap> = Api::default_namespaced(writer);

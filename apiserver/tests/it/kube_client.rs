@@ -2,6 +2,7 @@
 //! typed CRUD on built-ins and a derived custom resource, watcher and
 //! reflector, a kube-runtime Controller end to end, and a 410 forcing a relist.
 
+use crate::common::without_root_ca;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -347,6 +348,7 @@ async fn derived_custom_resource_crud_and_status() {
 #[tokio::test]
 async fn list_pagination_and_label_selectors() {
     let server = ApiServer::start_in_process().await;
+    without_root_ca(&server, "default").await;
     let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
     for i in 0..7 {
         let mut c = cm(&format!("c{i}"), "v");
@@ -492,6 +494,7 @@ async fn a_410_makes_the_kube_runtime_watcher_relist() {
     let server = ApiServer::start(ServerConfig::default().watch_buffer(16))
         .await
         .unwrap();
+    without_root_ca(&server, "default").await;
     let client = server.client();
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     cms.create(&PostParams::default(), &cm("seed", "v"))

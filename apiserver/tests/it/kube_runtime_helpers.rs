@@ -5,6 +5,7 @@
 //! object (the name comes from the URL), DELETE's Status for a removal,
 //! and metadata-only reads and watches.
 
+use crate::common::without_root_ca;
 use std::convert::Infallible;
 use std::sync::Arc;
 
@@ -162,6 +163,7 @@ async fn metadata_reads_and_the_metadata_watcher_get_metadata_only() {
     use kube::runtime::{WatchStreamExt, watcher};
 
     let server = ApiServer::start_seeded(4).await;
+    without_root_ca(&server, "default").await;
     let client = server.client();
     let cms: Api<ConfigMap> = Api::default_namespaced(client.clone());
     let mut cm = ConfigMap::default();

@@ -347,6 +347,7 @@ async fn the_server_takes_protobuf_and_answers_in_it() {
     let srv = ward_apiserver::ApiServer::start(Default::default())
         .await
         .unwrap();
+    without_root_ca(&srv, "default").await;
     let cm = core::ConfigMap {
         metadata: meta_named("cm"),
         data: BTreeMap::from([("a".into(), "b".into())]),

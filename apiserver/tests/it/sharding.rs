@@ -10,7 +10,7 @@ use serde_json::{Value, json};
 use ward_apiserver::shard;
 use ward_apiserver::{ApiServer, ServerConfig};
 
-use crate::common::{CMS, JSON, assert_status, created, send};
+use crate::common::{CMS, JSON, assert_status, created, send, without_root_ca};
 
 const LOWER: &str = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
 const UPPER: &str = "shardRange(object.metadata.uid, '0x8000000000000000', '0x10000000000000000')";
@@ -23,6 +23,7 @@ async fn sharded_server(on: bool, objects: usize) -> ApiServer {
     let s = ApiServer::start(ServerConfig::default().sharded_list_and_watch(on))
         .await
         .unwrap();
+    without_root_ca(&s, "default").await;
     for i in 0..objects {
         let cm = json!({"apiVersion": "v1", "kind": "ConfigMap",
             "metadata": {"name": format!("cm-{i:03}")}});
@@ -96,6 +97,7 @@ async fn namespaces_hash_whole() {
     let s = sharded_server(true, 0).await;
     for ns in ["team-a", "team-b"] {
         created(&s, "/api/v1/namespaces", &json!({"metadata": {"name": ns}})).await;
+        without_root_ca(&s, ns).await;
         for i in 0..3 {
             let cm = json!({"metadata": {"name": format!("cm-{i}")}});
             created(&s, &format!("/api/v1/namespaces/{ns}/configmaps"), &cm).await;

@@ -125,7 +125,7 @@ fn api(server: &ApiServer) -> (Client, Api<ConfigMap>) {
 #[tokio::test(start_paused = true)]
 async fn guards_run_in_order_the_first_non_proceed_wins_and_verdicts_are_counted() {
     let prom = prometheus();
-    let server = ApiServer::start_in_process().await;
+    let server = without_root_ca().await;
     let (_, cms) = api(&server);
     let log: Log = Arc::default();
     let g = |name, prefix, verdict| Scripted {
@@ -248,7 +248,7 @@ async fn a_wait_is_woken_by_the_deleted_event_not_by_polling() {
 
 #[tokio::test(start_paused = true)]
 async fn error_backoff_doubles_and_resets_on_success() {
-    let server = ApiServer::start_in_process().await;
+    let server = without_root_ca().await;
     let (_, cms) = api(&server);
     let times: Arc<Recorded<(String, Instant)>> = Arc::default();
     let backoff = ErrorBackoff {
@@ -449,7 +449,7 @@ fn failing_three_times(
 
 #[tokio::test(start_paused = true)]
 async fn error_policy_action_is_honoured_unless_ward_backoff_is_chosen() {
-    let server = ApiServer::start_in_process().await;
+    let server = without_root_ca().await;
     let (_, cms) = api(&server);
     let times: Arc<Recorded<Instant>> = Arc::default();
     // An FnMut reconciler (kube-runtime's bound): it counts its calls.
@@ -520,4 +520,13 @@ async fn dynamic_types_and_reconcile_all_on_work_as_in_kube_runtime() {
     .await;
     assert!(log_has(&log, "a:judged"), "guards run on dynamic objects");
     task.abort();
+}
+
+/// A server whose namespaces hold no `kube-root-ca.crt` (as envtest's):
+/// these tests' controllers reconcile every ConfigMap of `default` and
+/// count the runs.
+async fn without_root_ca() -> ApiServer {
+    ApiServer::start(ward_apiserver::ServerConfig::default().root_ca_configmaps(false))
+        .await
+        .unwrap()
 }

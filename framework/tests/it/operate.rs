@@ -75,7 +75,10 @@ fn spawn_run(ctl: GuardedController<ConfigMap>) -> (JoinHandle<()>, watch::Recei
 #[tokio::test(start_paused = true)]
 async fn readiness_follows_the_controllers_sync_and_wakes_every_waiter() {
     prometheus();
-    let server = ApiServer::start_in_process().await;
+    let server =
+        ApiServer::start(ward_apiserver::ServerConfig::default().root_ca_configmaps(false))
+            .await
+            .unwrap();
     let client = server.client();
     create_cms(&client, &["a", "b", "c"]).await;
     let readiness = Readiness::new();

@@ -124,9 +124,14 @@ impl Ctl {
     /// `bin` with the kubeconfig `server` writes (its admin), in a fresh
     /// temporary directory.
     fn of(bin: PathBuf, server: &ApiServer) -> Ctl {
+        Ctl::with_kubeconfig(bin, &server.kubeconfig().unwrap())
+    }
+
+    /// `bin` with the kubeconfig `text`, in a fresh temporary directory.
+    fn with_kubeconfig(bin: PathBuf, text: &str) -> Ctl {
         let dir = tempfile::tempdir().unwrap();
         let kubeconfig = dir.path().join("kubeconfig");
-        std::fs::write(&kubeconfig, server.kubeconfig().unwrap()).unwrap();
+        std::fs::write(&kubeconfig, text).unwrap();
         std::fs::create_dir(dir.path().join("home")).unwrap();
         Ctl {
             bin,

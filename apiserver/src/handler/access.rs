@@ -19,20 +19,19 @@ use crate::auth::{
 use crate::status::ApiError;
 
 /// The user of a request (its client certificate's, if it presented one;
-/// else `identity` when the in-process service set one and no token
+/// else the [`Identity`] the in-process service set, unless a token
 /// overrides it; else its token's), if it may do what it asks.
-#[allow(clippy::too_many_arguments)]
 pub(super) fn admit(
     state: &State,
-    certificate: Option<&CertificateUser>,
-    identity: Option<&Identity>,
+    extensions: &http::Extensions,
     headers: &http::HeaderMap,
     method: &Method,
     path: &str,
     resource_path: Option<ResourcePath<'_>>,
     query: &Query,
 ) -> Result<Arc<UserInfo>, ApiError> {
-    let user = match (certificate, identity) {
+    let certificate = extensions.get::<CertificateUser>();
+    let user = match (certificate, extensions.get::<Identity>()) {
         // kube-apiserver's x509 authenticator runs before its tokens'.
         (Some(cert), _) => cert.0.clone(),
         // A token in an in-process request is that token's user.

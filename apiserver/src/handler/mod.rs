@@ -39,13 +39,13 @@ use request::{Action, Req, ResourcePath, Target};
 use response::{Resp, Streamed, bytes_response, json_response};
 
 pub use crate::faults::ClientId;
+pub use response::error_response;
+pub use state::{HandlerConfig, State};
 
 /// Marks an HTTP request that named no client (no `X-Ward-Client`): once
 /// authenticated, it is its user's client ([`crate::faults::user_client`]).
 #[derive(Debug, Clone, Copy)]
 pub struct UnnamedClient;
-pub use response::error_response;
-pub use state::{HandlerConfig, State};
 
 /// Handle one request.
 pub async fn handle<B>(state: Arc<State>, client: ClientId, req: Request<B>) -> Resp
@@ -118,8 +118,7 @@ where
     }
     let user = match access::admit(
         &state,
-        parts.extensions.get::<crate::auth::CertificateUser>(),
-        parts.extensions.get::<crate::auth::Identity>(),
+        &parts.extensions,
         &parts.headers,
         &parts.method,
         &path,

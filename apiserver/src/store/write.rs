@@ -275,7 +275,7 @@ impl Store {
         mode: Commit,
     ) -> Result<Arc<StoredObject>, ApiError> {
         let created = self.insert(info, obj, mode, self.next_uid())?;
-        if mode == Commit::Store && info.storage_key() == super::namespaces_key() {
+        if mode == Commit::Store && info.group.is_empty() && info.plural == "namespaces" {
             for (info, obj) in self.rules.namespace_objects(created.name()) {
                 let n = self.namespace_object_uids.fetch_add(1, Ordering::Relaxed) + 1;
                 // The namespace was just created: nothing else can be there.

@@ -6,7 +6,7 @@
 
 use std::sync::Arc;
 
-use http::Method;
+use http::{HeaderName, Method};
 use serde_json::Value;
 
 use super::params::Query;
@@ -50,6 +50,12 @@ pub(super) fn admit(
     }
 }
 
+/// The impersonation headers, parsed once (a `&str` name is parsed on
+/// every lookup).
+const IMPERSONATE_USER: HeaderName = HeaderName::from_static("impersonate-user");
+const IMPERSONATE_GROUP: HeaderName = HeaderName::from_static("impersonate-group");
+const IMPERSONATE_UID: HeaderName = HeaderName::from_static("impersonate-uid");
+
 /// The user `user` asks to act as (`Impersonate-User`, `-Group`, `-Uid`,
 /// `-Extra-<key>` headers), if it may impersonate each of them (the
 /// `impersonate` verb on `users`, `groups`, `serviceaccounts`, and
@@ -61,7 +67,7 @@ fn impersonated(
     user: Arc<UserInfo>,
     headers: &http::HeaderMap,
 ) -> Result<Arc<UserInfo>, ApiError> {
-    let values = |name: &str| -> Vec<String> {
+    let values = |name: HeaderName| -> Vec<String> {
         headers
             .get_all(name)
             .iter()
@@ -70,9 +76,9 @@ fn impersonated(
             .collect()
     };
     let (names, groups, uids) = (
-        values("impersonate-user"),
-        values("impersonate-group"),
-        values("impersonate-uid"),
+        values(IMPERSONATE_USER),
+        values(IMPERSONATE_GROUP),
+        values(IMPERSONATE_UID),
     );
     let extras: Vec<(String, String)> = headers
         .iter()

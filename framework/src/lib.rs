@@ -57,9 +57,11 @@
 //! let cms: Api<ConfigMap> = Api::default_namespaced(kube::Client::new(server.service(), "default"));
 //! let mut cm = ConfigMap::default();
 //! cm.metadata.name = Some("hello".into());
+//! cm.metadata.labels = Some([("app".to_string(), "hello".to_string())].into());
 //! cms.create(&PostParams::default(), &cm).await.unwrap();
 //!
-//! let results = GuardedController::new(cms, watcher::Config::default())
+//! // Only this app's ConfigMaps: a namespace holds others (kube-root-ca.crt).
+//! let results = GuardedController::new(cms, watcher::Config::default().labels("app=hello"))
 //!     .guard(NotTerminating)
 //!     .run(reconcile, |_, _, _| Action::await_change(), Arc::new(()));
 //! let first = std::pin::pin!(results).next().await;

@@ -45,7 +45,7 @@ pub use state::{HandlerConfig, State};
 /// Marks an HTTP request that named no client (no `X-Ward-Client`): once
 /// authenticated, it is its user's client ([`crate::faults::user_client`]).
 #[derive(Debug, Clone, Copy)]
-pub struct UnnamedClient;
+pub(crate) struct UnnamedClient;
 
 /// Handle one request.
 pub async fn handle<B>(state: Arc<State>, client: ClientId, req: Request<B>) -> Resp

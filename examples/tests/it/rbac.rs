@@ -115,10 +115,11 @@ impl Run {
     }
 }
 
-/// Whether a log line tells of a 403 (kube-runtime's watcher logs the
-/// Status with Debug, its quotes escaped).
+/// Whether a log line tells of a 403: its message (`... is forbidden:
+/// User ...`) or its reason (`Forbidden`), however the line quotes them.
+/// (Not the bare code: "403" turns up in timestamps.)
 fn refused(line: &str) -> bool {
-    line.contains("forbidden") || line.contains("403")
+    line.contains("forbidden") || line.contains("Forbidden")
 }
 
 /// Whether a log line tells of the 403 for `verb` on `resource` in `group`

@@ -2,7 +2,10 @@
 //! "Write path cost"): 100 objects created, then N merge patches through
 //! the in-process Service, of ConfigMaps (`cm`), of a custom resource whose
 //! CRD has a structural schema (`cr-schema`) or one that keeps anything
-//! (`cr-free`). Run it under callgrind with N and with 0; the difference
+//! (`cr-free`); or ConfigMap patches on a server authorizing with RBAC, as
+//! the admin (`cm-rbac-admin`) or as a ServiceAccount bound to `edit`, its
+//! token on every request (`cm-rbac-account`: docs/benchmarks.md,
+//! "Authorization cost"). Run it under callgrind with N and with 0; the difference
 //! over N is one write's instructions, repeatable on a noisy machine:
 //!
 //! ```sh
@@ -14,6 +17,7 @@ use http::Request;
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
 use tower::ServiceExt;
+use ward_apiserver::auth::AuthorizationMode;
 
 async fn send(
     s: &ward_apiserver::ApiServer,
@@ -21,13 +25,16 @@ async fn send(
     uri: &str,
     ct: &str,
     body: String,
+    token: Option<&str>,
 ) -> u16 {
-    let req = Request::builder()
+    let mut req = Request::builder()
         .method(method)
         .uri(uri)
-        .header("content-type", ct)
-        .body(Full::new(Bytes::from(body)))
-        .unwrap();
+        .header("content-type", ct);
+    if let Some(token) = token {
+        req = req.header("authorization", format!("Bearer {token}"));
+    }
+    let req = req.body(Full::new(Bytes::from(body))).unwrap();
     let resp = s.service().oneshot(req).await.unwrap();
     let code = resp.status().as_u16();
     let _ = resp.into_body().collect().await.unwrap();
@@ -41,13 +48,22 @@ async fn main() {
         args.get(1),
         args.get(2).and_then(|n| n.parse::<usize>().ok()),
     ) else {
-        eprintln!("usage: write_cost cm|cr-schema|cr-free N");
+        eprintln!("usage: write_cost cm|cr-schema|cr-free|cm-rbac-admin|cm-rbac-account N");
         std::process::exit(2);
     };
-    let what = what.as_str();
-    let s = ward_apiserver::ApiServer::start(ward_apiserver::ServerConfig::default())
-        .await
-        .unwrap();
+    let (what, mode) = match what.as_str() {
+        "cm-rbac-admin" | "cm-rbac-account" => ("cm", AuthorizationMode::Rbac),
+        what => (what, AuthorizationMode::AlwaysAllow),
+    };
+    let s = ward_apiserver::ApiServer::start(
+        ward_apiserver::ServerConfig::default().authorization_mode(mode),
+    )
+    .await
+    .unwrap();
+    let token = match args[1].as_str() {
+        "cm-rbac-account" => Some(account_token(&s).await),
+        _ => None,
+    };
     let (coll, ct) = match what {
         "cm" => (
             "/api/v1/namespaces/default/configmaps",
@@ -81,7 +97,8 @@ async fn main() {
                 "POST",
                 "/apis/apiextensions.k8s.io/v1/customresourcedefinitions",
                 "application/json",
-                crd.to_string()
+                crd.to_string(),
+                None
             )
             .await,
             201
@@ -96,7 +113,7 @@ async fn main() {
                 "spec": {"size": 3, "color": "red", "rev": "0", "stamp": "0", "labels": {"a": "b", "c": "d"}}})
         };
         assert_eq!(
-            send(&s, "POST", coll, "application/json", obj.to_string()).await,
+            send(&s, "POST", coll, "application/json", obj.to_string(), None).await,
             201
         );
     }
@@ -107,7 +124,39 @@ async fn main() {
             json!({"spec": {"rev": i.to_string(), "stamp": (i * 7).to_string()}})
         };
         let uri = format!("{coll}/o{}", i % 100);
-        assert_eq!(send(&s, "PATCH", &uri, ct, patch.to_string()).await, 200);
+        let body = patch.to_string();
+        assert_eq!(
+            send(&s, "PATCH", &uri, ct, body, token.as_deref()).await,
+            200
+        );
     }
     s.shutdown().await;
+}
+
+/// A ServiceAccount `writer` in `default`, bound to the ClusterRole `edit`
+/// there: its token, from a TokenRequest.
+async fn account_token(s: &ward_apiserver::ApiServer) -> String {
+    let post = |uri: &str, body: serde_json::Value| {
+        let req = Request::post(uri)
+            .header("content-type", "application/json")
+            .body(Full::new(Bytes::from(body.to_string())))
+            .unwrap();
+        async move {
+            let resp = s.service().oneshot(req).await.unwrap();
+            assert!(resp.status().is_success(), "{}", resp.status());
+            let body = resp.into_body().collect().await.unwrap().to_bytes();
+            serde_json::from_slice::<serde_json::Value>(&body).unwrap()
+        }
+    };
+    let sa = "/api/v1/namespaces/default/serviceaccounts";
+    post(sa, json!({"metadata": {"name": "writer"}})).await;
+    post(
+        "/apis/rbac.authorization.k8s.io/v1/namespaces/default/rolebindings",
+        json!({"metadata": {"name": "writer-edits"},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+            "subjects": [{"kind": "ServiceAccount", "name": "writer", "namespace": "default"}]}),
+    )
+    .await;
+    let answer = post(&format!("{sa}/writer/token"), json!({"spec": {}})).await;
+    answer["status"]["token"].as_str().unwrap().to_string()
 }

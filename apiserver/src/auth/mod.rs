@@ -121,11 +121,16 @@ pub struct Auth {
     rbac: Mutex<Option<(u64, Arc<Rbac>)>>,
     /// The claims of ServiceAccount tokens whose signature was verified:
     /// checking an ES256 signature costs more than the rest of a request.
-    /// Expiry, audience and the bound objects are checked every time.
+    /// Expiry and audience are checked every time, the bound objects after
+    /// each write to their kinds.
     /// (Hashed with foldhash: SipHash over a ~900-byte JWT was a quarter of
     /// what authorizing a ServiceAccount's request cost, by callgrind; only
     /// verified tokens get in, so a weaker hash cannot be flooded.)
     verified: Mutex<HashMap<String, Arc<Verified>, foldhash::fast::RandomState>>,
+    /// Bumped by the store on every write to a ServiceAccount, and to a
+    /// Pod: a token's bound objects need reading again only after one.
+    account_writes: Arc<AtomicU64>,
+    pod_writes: Arc<AtomicU64>,
 }
 
 /// A ServiceAccount token whose signature was verified.
@@ -133,6 +138,9 @@ pub struct Auth {
 struct Verified {
     claims: tokens::Claims,
     user: Arc<UserInfo>,
+    /// 1 + the [`Auth::bound_writes`] at which its ServiceAccount (and
+    /// Pod) were last read and found live; 0 before.
+    live_at: AtomicU64,
 }
 
 /// The user a ServiceAccount token's claims name.
@@ -179,6 +187,8 @@ impl Auth {
             rbac_writes: store.writes_to_group("rbac.authorization.k8s.io"),
             rbac: Mutex::new(None),
             verified: Mutex::new(HashMap::default()),
+            account_writes: store.writes_to(&key("", "serviceaccounts")),
+            pod_writes: store.writes_to(&key("", "pods")),
         }
     }
 
@@ -215,20 +225,22 @@ impl Auth {
         store: &Store,
         headers: &HeaderMap,
     ) -> Result<Arc<UserInfo>, ApiError> {
+        static AUDIENCES: std::sync::LazyLock<[String; 1]> =
+            std::sync::LazyLock::new(|| [tokens::ISSUER.to_string()]);
         let Some(value) = headers.get(http::header::AUTHORIZATION) else {
             return Ok(Arc::new(anonymous()));
         };
         let token = value
-            .to_str()
-            .ok()
-            .and_then(|v| v.strip_prefix("Bearer "))
-            .map(str::trim)
-            .filter(|t| !t.is_empty());
+            .as_bytes()
+            .strip_prefix(b"Bearer ")
+            .map(<[u8]>::trim_ascii)
+            .filter(|t| !t.is_empty())
+            .and_then(|t| std::str::from_utf8(t).ok());
         let Some(token) = token else {
             // Basic auth and other schemes are not served.
             return Err(ApiError::unauthorized());
         };
-        self.authenticate_token(store, token, &[tokens::ISSUER.to_string()])
+        self.authenticate_token(store, token, &*AUDIENCES)
             .map_err(|_| ApiError::unauthorized())
     }
 
@@ -251,6 +263,11 @@ impl Auth {
         let claims = &verified.claims;
         tokens::check(claims, now, audiences).map_err(|e| e.to_string())?;
         let bound = &claims.kubernetes;
+        // Read before the objects: a write after this read is seen next time.
+        let writes = self.bound_writes(bound) + 1;
+        if verified.live_at.load(Ordering::Acquire) == writes {
+            return Ok(verified.user.clone());
+        }
         let live = |plural: &str, name: &str, uid: &str| {
             store
                 .get(&key("", plural), &bound.namespace, name)
@@ -273,7 +290,18 @@ impl Auth {
                 pod.name
             ));
         }
+        verified.live_at.store(writes, Ordering::Release);
         Ok(verified.user.clone())
+    }
+
+    /// A count that grows with every write to the objects a token is bound
+    /// to: its ServiceAccount's kind, and its Pod's when it has one.
+    fn bound_writes(&self, bound: &tokens::Bound) -> u64 {
+        let pods = match bound.pod {
+            Some(_) => self.pod_writes.load(Ordering::Acquire),
+            None => 0,
+        };
+        self.account_writes.load(Ordering::Acquire) + pods
     }
 
     /// The claims of `token` if this server signed it, and the user they
@@ -291,6 +319,7 @@ impl Auth {
         let verified = Arc::new(Verified {
             user: Arc::new(account_user(&claims)),
             claims,
+            live_at: AtomicU64::new(0),
         });
         let mut all = self.verified.lock().unwrap_or_else(|e| e.into_inner());
         if all.len() >= VERIFIED_TOKENS {

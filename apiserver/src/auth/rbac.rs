@@ -38,6 +38,7 @@
 //! `ConfirmNoEscalation`'s comparison of rules. Malformed objects are
 //! skipped: a binding to a skipped role names a role that does not exist.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
@@ -58,27 +59,28 @@ pub struct UserInfo {
     pub extra: BTreeMap<String, Vec<String>>,
 }
 
-/// What is asked (kube-apiserver's `authorizer.Attributes`).
+/// What is asked (kube-apiserver's `authorizer.Attributes`), borrowing
+/// from the request where it can (a request's check allocates nothing).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
-pub struct Attributes {
+pub struct Attributes<'a> {
     /// `get`, `list`, `watch`, `create`, `update`, `patch`, `delete`,
     /// `deletecollection`, `impersonate`, `bind`, `escalate`, `use`...; the
     /// lowercase HTTP method of a non-resource request.
-    pub verb: String,
+    pub verb: Cow<'a, str>,
     /// Whether this asks for a resource (else for `path`).
     pub resource_request: bool,
     /// The API group, "" for core.
-    pub api_group: String,
+    pub api_group: Cow<'a, str>,
     /// The resource, plural (`pods`).
-    pub resource: String,
+    pub resource: Cow<'a, str>,
     /// The subresource (`log`, `status`), "" for none.
-    pub subresource: String,
+    pub subresource: Cow<'a, str>,
     /// The object's name, "" when none (a list, a create).
-    pub name: String,
+    pub name: Cow<'a, str>,
     /// The namespace, "" for cluster-scoped resources or all namespaces.
-    pub namespace: String,
+    pub namespace: Cow<'a, str>,
     /// The request's path (what a non-resource request asks for).
-    pub path: String,
+    pub path: Cow<'a, str>,
 }
 
 /// The authorizer's answer.
@@ -156,12 +158,20 @@ impl Rbac {
     /// wanted only when it denies).
     #[must_use]
     pub fn allows(&self, user: &UserInfo, attrs: &Attributes) -> bool {
-        let mut allowed = false;
-        self.visit(user, &attrs.namespace, |_, _, rules| {
-            allowed = rules.is_ok_and(|rules| rules.iter().any(|r| r.allows(attrs)));
-            !allowed
-        });
-        allowed
+        let local = (!attrs.namespace.is_empty()).then(|| self.namespaced.get(&*attrs.namespace));
+        std::iter::once(&self.cluster)
+            .chain(local.flatten())
+            .any(|scope| {
+                // In any order, a binding perhaps twice: no reason is worded.
+                // The index names exactly the bindings with a subject that
+                // applies to the user (`Subject::applies`).
+                let groups = user.groups.iter().filter_map(|g| scope.groups.get(g));
+                let lists = scope.users.get(&user.name).into_iter().chain(groups);
+                lists.flatten().any(|&i| {
+                    let rules = scope.bindings[i].rules.as_deref().unwrap_or_default();
+                    rules.iter().any(|r| r.allows(attrs))
+                })
+            })
     }
 
     /// kube-apiserver's RBAC decision on `attrs` asked by `user`.
@@ -342,7 +352,7 @@ pub fn forbidden_message(user: &UserInfo, attrs: &Attributes, reason: &str) -> S
     let mut msg = if !a.resource_request {
         format!("User {who} cannot {verb} path {}", quote(&a.path))
     } else {
-        let resource = match a.subresource.as_str() {
+        let resource = match &*a.subresource {
             "" => quote(&a.resource),
             sub => quote(&format!("{}/{sub}", a.resource)),
         };
@@ -350,7 +360,7 @@ pub fn forbidden_message(user: &UserInfo, attrs: &Attributes, reason: &str) -> S
             "{verb} resource {resource} in API group {}",
             quote(&a.api_group)
         );
-        match a.namespace.as_str() {
+        match &*a.namespace {
             "" => format!("User {who} cannot {what} at the cluster scope"),
             ns => format!("User {who} cannot {what} in the namespace {}", quote(ns)),
         }
@@ -363,11 +373,11 @@ pub fn forbidden_message(user: &UserInfo, attrs: &Attributes, reason: &str) -> S
     if !reason.is_empty() {
         msg = format!("{msg}: {reason}");
     }
-    let qualified = match a.api_group.as_str() {
-        "" => a.resource.clone(),
+    let qualified = match &*a.api_group {
+        "" => a.resource.to_string(),
         group => format!("{}.{group}", a.resource),
     };
-    match (qualified.as_str(), a.name.as_str()) {
+    match (qualified.as_str(), &*a.name) {
         ("", _) => format!("forbidden: {msg}"),
         (q, "") => format!("{q} is forbidden: {msg}"),
         (q, name) => format!("{q} {} is forbidden: {msg}", quote(name)),
@@ -426,7 +436,8 @@ impl Rule {
                     .resources
                     .iter()
                     .any(|r| resource_matches(r, &a.resource, &a.subresource))
-                && (self.resource_names.is_empty() || self.resource_names.contains(&a.name))
+                && (self.resource_names.is_empty()
+                    || self.resource_names.iter().any(|n| *n == *a.name))
         }
     }
 

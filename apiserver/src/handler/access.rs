@@ -102,9 +102,15 @@ fn impersonated(
         Decision::Allow(_) => Ok(()),
         Decision::Deny(reason) => Err(forbidden(&user, &attrs, &reason)),
     };
-    let ask = |group: &str, resource: &str, sub: &str, name: &str, namespace: &str| {
+    fn ask<'a>(
+        group: &'a str,
+        resource: &'a str,
+        sub: &'a str,
+        name: &'a str,
+        namespace: &'a str,
+    ) -> Attributes<'a> {
         asking("impersonate", group, resource, sub, namespace, name)
-    };
+    }
     let mut groups_of_user = Vec::new();
     match name
         .strip_prefix("system:serviceaccount:")
@@ -146,14 +152,14 @@ fn impersonated(
 
 /// A resource request's attributes: `verb` on `group`'s `resource`
 /// (`sub` its subresource), object `name` in `namespace`.
-fn asking(
-    verb: &str,
-    group: &str,
-    resource: &str,
-    sub: &str,
-    namespace: &str,
-    name: &str,
-) -> Attributes {
+fn asking<'a>(
+    verb: &'a str,
+    group: &'a str,
+    resource: &'a str,
+    sub: &'a str,
+    namespace: &'a str,
+    name: &'a str,
+) -> Attributes<'a> {
     Attributes {
         verb: verb.into(),
         resource_request: true,
@@ -162,7 +168,7 @@ fn asking(
         subresource: sub.into(),
         name: name.into(),
         namespace: namespace.into(),
-        path: String::new(),
+        path: "".into(),
     }
 }
 
@@ -315,8 +321,8 @@ fn go_rule(rule: &Value) -> String {
 pub(super) fn forbidden(user: &UserInfo, attrs: &Attributes, reason: &str) -> ApiError {
     let message = rbac::forbidden_message(user, attrs, reason);
     if attrs.resource_request {
-        let kind = match attrs.subresource.as_str() {
-            "" => attrs.resource.clone(),
+        let kind = match &*attrs.subresource {
+            "" => attrs.resource.to_string(),
             sub => format!("{}/{sub}", attrs.resource),
         };
         ApiError::forbidden(message).with_details(&attrs.api_group, &kind, &attrs.name)
@@ -326,19 +332,14 @@ pub(super) fn forbidden(user: &UserInfo, attrs: &Attributes, reason: &str) -> Ap
 }
 
 /// What a request asks, as kube-apiserver's RequestInfo says it.
-pub(super) fn attributes(
+pub(super) fn attributes<'a>(
     method: &Method,
-    path: &str,
-    resource_path: Option<ResourcePath<'_>>,
+    path: &'a str,
+    resource_path: Option<ResourcePath<'a>>,
     query: &Query,
-) -> Attributes {
+) -> Attributes<'a> {
     let Some(p) = resource_path else {
-        return Attributes {
-            verb: method.as_str().to_ascii_lowercase(),
-            resource_request: false,
-            path: path.to_string(),
-            ..Attributes::default()
-        };
+        return non_resource(method, path);
     };
     let verb = match (method, p.name.is_some()) {
         (&Method::GET | &Method::HEAD, true) => "get",
@@ -369,9 +370,20 @@ pub(super) fn attributes(
     }
 }
 
-fn non_resource(method: &Method, path: &str) -> Attributes {
+/// A non-resource request's attributes: its lowercase method on `path`.
+fn non_resource<'a>(method: &Method, path: &'a str) -> Attributes<'a> {
+    let verb = match *method {
+        Method::GET => "get".into(),
+        Method::HEAD => "head".into(),
+        Method::POST => "post".into(),
+        Method::PUT => "put".into(),
+        Method::PATCH => "patch".into(),
+        Method::DELETE => "delete".into(),
+        Method::OPTIONS => "options".into(),
+        ref m => m.as_str().to_ascii_lowercase().into(),
+    };
     Attributes {
-        verb: method.as_str().to_ascii_lowercase(),
+        verb,
         resource_request: false,
         path: path.into(),
         ..Attributes::default()
@@ -388,13 +400,13 @@ mod tests {
             let q = Query::parse(Some(query));
             let a = attributes(&method, path, ResourcePath::parse(path), &q);
             (
-                a.verb,
+                a.verb.into_owned(),
                 a.resource_request,
-                a.api_group,
-                a.resource,
-                a.subresource,
-                a.name,
-                a.namespace,
+                a.api_group.into_owned(),
+                a.resource.into_owned(),
+                a.subresource.into_owned(),
+                a.name.into_owned(),
+                a.namespace.into_owned(),
             )
         };
         let s = String::from;

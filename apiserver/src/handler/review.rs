@@ -9,6 +9,8 @@
 //! - SelfSubjectRulesReview: what the caller may do in a namespace
 //!   (`kubectl auth can-i --list`).
 
+use std::borrow::Cow;
+
 use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
@@ -97,7 +99,9 @@ pub(super) fn access(req: &Req<'_>, which: Access<'_>) -> Result<Resp, ApiError>
         }
     };
     let (res, non) = (&spec["resourceAttributes"], &spec["nonResourceAttributes"]);
-    let field = |v: &Value, k: &str| v[k].as_str().unwrap_or_default().to_string();
+    fn field<'v>(v: &'v Value, k: &str) -> Cow<'v, str> {
+        v[k].as_str().unwrap_or_default().into()
+    }
     let attrs = match (res.is_object(), non.is_object()) {
         (true, false) => {
             let namespace = field(res, "namespace");
@@ -117,10 +121,10 @@ pub(super) fn access(req: &Req<'_>, which: Access<'_>) -> Result<Resp, ApiError>
                 subresource: field(res, "subresource"),
                 name: field(res, "name"),
                 namespace: match which {
-                    Access::Local(ns) => ns.to_string(),
+                    Access::Local(ns) => ns.into(),
                     _ => namespace,
                 },
-                path: String::new(),
+                path: "".into(),
             }
         }
         (false, true) => Attributes {

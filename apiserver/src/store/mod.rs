@@ -128,8 +128,10 @@ struct Inner {
     /// Keyed by a shared copy of the collection key, which events carry.
     collections: BTreeMap<Arc<StorageKey>, Collection>,
     history: VecDeque<Arc<Event>>,
-    /// Counters of writes per API group ([`Store::writes_to_group`]).
-    group_writes: Vec<(String, Arc<AtomicU64>)>,
+    /// Counters of writes per API group or resource
+    /// ([`Store::writes_to_group`], [`Store::writes_to`]): the group and,
+    /// for one resource's, its plural.
+    group_writes: Vec<(String, Option<String>, Arc<AtomicU64>)>,
 }
 
 impl Inner {
@@ -333,10 +335,24 @@ impl Store {
     /// derived from those kinds (the RBAC authorizer's) checks to know it
     /// is current.
     pub fn writes_to_group(&self, group: &str) -> Arc<AtomicU64> {
+        self.counter(group, None)
+    }
+
+    /// A counter of the writes to the resource `key` from now on, bumped as
+    /// each is committed (before its watch event goes out): what a cache
+    /// of facts about those objects (a ServiceAccount token's liveness)
+    /// checks to know it is current.
+    pub fn writes_to(&self, key: &StorageKey) -> Arc<AtomicU64> {
+        self.counter(&key.group, Some(&key.plural))
+    }
+
+    fn counter(&self, group: &str, plural: Option<&str>) -> Arc<AtomicU64> {
         let counter = Arc::new(AtomicU64::new(0));
-        self.lock()
-            .group_writes
-            .push((group.to_string(), counter.clone()));
+        self.lock().group_writes.push((
+            group.to_string(),
+            plural.map(String::from),
+            counter.clone(),
+        ));
         counter
     }
 

@@ -20,11 +20,17 @@ fn user(spec: &str) -> UserInfo {
 
 /// A request from `verb /path` or `verb resource[.group][/sub] name ns`
 /// (`-` for none).
-fn req(spec: &str) -> Attributes {
+fn req(spec: &str) -> Attributes<'_> {
     let f: Vec<&str> = spec.split_whitespace().collect();
-    let field = |i: usize| f.get(i).filter(|s| **s != "-").unwrap_or(&"").to_string();
-    let (verb, path) = (f[0].to_string(), f[1].to_string());
-    if path.starts_with('/') {
+    let field = |i: usize| {
+        f.get(i)
+            .filter(|s| **s != "-")
+            .unwrap_or(&"")
+            .to_string()
+            .into()
+    };
+    let (verb, path) = (f[0].to_string().into(), f[1].to_string().into());
+    if f[1].starts_with('/') {
         return Attributes {
             verb,
             path,
@@ -34,7 +40,11 @@ fn req(spec: &str) -> Attributes {
     let (resource, sub) = f[1].split_once('/').unwrap_or((f[1], ""));
     let (resource, group) = resource.split_once('.').unwrap_or((resource, ""));
     let (name, namespace) = (field(2), field(3));
-    let (api_group, resource, subresource) = (group.into(), resource.into(), sub.into());
+    let (api_group, resource, subresource) = (
+        group.to_string().into(),
+        resource.to_string().into(),
+        sub.to_string().into(),
+    );
     let resource_request = true;
     Attributes {
         verb,
@@ -48,13 +58,15 @@ fn req(spec: &str) -> Attributes {
     }
 }
 
-/// Asserts each line of `table`, `yes|no user request`, is decided so.
+/// Asserts each line of `table`, `yes|no user request`, is decided so, by
+/// `authorize` and by `allows` (a request's check) alike.
 fn check(rbac: &Rbac, table: &str) {
     for line in table.lines().map(str::trim).filter(|l| !l.is_empty()) {
         let mut f = line.splitn(3, ' ');
         let (want, who, what) = (f.next(), f.next().unwrap_or(""), f.next().unwrap_or(""));
         let decision = rbac.authorize(&user(who), &req(what));
         let allowed = matches!(decision, Decision::Allow(_));
+        assert_eq!(rbac.allows(&user(who), &req(what)), allowed, "{line}");
         assert_eq!(
             Some(if allowed { "yes" } else { "no" }),
             want,

@@ -131,6 +131,7 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
 /// Defaults and resets applied to a new object before it is stored.
 pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
     if info.status_subresource
+        && !info.strategy.status_on_create()
         && let Some(m) = obj.as_object_mut()
     {
         m.remove("status");

@@ -409,10 +409,15 @@ fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiE
     let sub = match p.sub {
         None => Subresource::Main,
         Some(sub) if info.strategy.kubelet_subresources().contains(&sub) => {
-            let (Some(ns), Some(name)) = (namespace, name) else {
+            let (Some(name), true) = (name, namespace.is_some() == info.namespaced) else {
                 return Err(ApiError::no_route(path));
             };
-            return Err(needs_kubelet(req, &info, ns, name, sub));
+            return Err(needs_kubelet(
+                req,
+                &info,
+                namespace.unwrap_or_default(),
+                name,
+            ));
         }
         Some(sub) if !info.subresources().iter().any(|s| s.name == sub) => {
             return Err(ApiError::no_route(path));
@@ -490,20 +495,86 @@ fn check_path_segment_name(name: &str) -> Result<(), ApiError> {
     }
 }
 
-/// The answer to a pod subresource only a kubelet serves (`log`, `exec`,
-/// `attach`, `portforward`, `proxy`): 404 for a missing pod, kube-apiserver's
-/// 400 for a pod not yet on a node, else 503 saying there is no kubelet.
-fn needs_kubelet(req: &Req<'_>, info: &ResourceInfo, ns: &str, name: &str, sub: &str) -> ApiError {
-    let Some(pod) = req.state.store.get(&info.storage_key(), ns, name) else {
+/// The answer to a subresource only a kubelet serves (a pod's `log`,
+/// `exec`, `attach`, `portforward`, `proxy`; `nodes/proxy`), as
+/// kube-apiserver answers when it
+/// cannot reach the kubelet, at once (kube-client retries a 503, for
+/// minutes; not these): 404 for a missing pod, 400 for a pod not yet on a
+/// node, 404 for a node that does not exist, 500 for a node without an
+/// address, and 500 with the dial error kube-apiserver would meet for the
+/// node's address and kubelet port (ward-apiserver runs no kubelet).
+fn needs_kubelet(req: &Req<'_>, info: &ResourceInfo, ns: &str, name: &str) -> ApiError {
+    let Some(object) = req.state.store.get(&info.storage_key(), ns, name) else {
         return ApiError::not_found(&info.group, &info.plural, name);
     };
-    let pod = pod.value();
-    match pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) {
-        None => ApiError::bad_request(format!("pod {name} does not have a host assigned")),
-        Some(node) => ApiError::service_unavailable(format!(
-            "ward-apiserver runs no kubelet: pods/{sub} of pod {name} on node {node} cannot be served (its containers do not run)"
-        )),
-    }
+    let node = if info.plural == "nodes" {
+        // `nodes/proxy`: the node's own kubelet.
+        object.value()
+    } else {
+        let pod = object.value();
+        let Some(node) = pod["spec"]["nodeName"].as_str().filter(|n| !n.is_empty()) else {
+            return ApiError::bad_request(format!("pod {name} does not have a host assigned"));
+        };
+        let nodes = crate::resources::StorageKey {
+            group: String::new(),
+            plural: "nodes".into(),
+        };
+        let Some(found) = req.state.store.get(&nodes, "", node) else {
+            return ApiError::not_found("", "nodes", node);
+        };
+        found.value()
+    };
+    let Some(address) = kubelet_address(&node) else {
+        // Go's %v of the node's addresses.
+        let known: Vec<String> = (node["status"]["addresses"].as_array().into_iter().flatten())
+            .map(|a| {
+                format!(
+                    "{{{} {}}}",
+                    a["type"].as_str().unwrap_or_default(),
+                    a["address"].as_str().unwrap_or_default()
+                )
+            })
+            .collect();
+        return ApiError::unknown(format!(
+            "no preferred addresses found; known addresses: [{}]",
+            known.join(" ")
+        ));
+    };
+    let port = node["status"]["daemonEndpoints"]["kubeletEndpoint"]["Port"]
+        .as_u64()
+        .filter(|p| *p > 0)
+        .unwrap_or(10250);
+    ApiError::unknown(format!(
+        "error dialing backend: dial tcp {address}:{port}: connect: connection refused (ward-apiserver runs no kubelet)"
+    ))
+}
+
+/// The address kube-apiserver dials a node's kubelet at: the first of its
+/// addresses of the first type in kube-apiserver's default preference
+/// (`--kubelet-preferred-address-types`), a missing Hostname address
+/// standing in for by the `kubernetes.io/hostname` label.
+fn kubelet_address(node: &Value) -> Option<String> {
+    let addresses = node["status"]["addresses"].as_array();
+    let of_type = |t: &str| {
+        addresses
+            .into_iter()
+            .flatten()
+            .find(|a| a["type"] == t)
+            .and_then(|a| a["address"].as_str())
+            .filter(|a| !a.is_empty())
+            .map(String::from)
+    };
+    let hostname = || {
+        of_type("Hostname").or_else(|| {
+            let label = &node["metadata"]["labels"]["kubernetes.io/hostname"];
+            label.as_str().filter(|h| !h.is_empty()).map(String::from)
+        })
+    };
+    hostname().or_else(|| {
+        ["InternalDNS", "InternalIP", "ExternalDNS", "ExternalIP"]
+            .into_iter()
+            .find_map(of_type)
+    })
 }
 
 #[cfg(test)]

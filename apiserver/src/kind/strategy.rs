@@ -142,6 +142,18 @@ pub trait KindStrategy: Send + Sync + 'static {
         let _ = (obj, now);
     }
 
+    /// What a create sets once the object has its `uid`, as it is stored
+    /// (a Job's generated selector names its uid).
+    fn created(&self, obj: &mut Value, uid: &str) {
+        let _ = (obj, uid);
+    }
+
+    /// Whether a create keeps the client's `status` though the kind has a
+    /// status subresource (a Node: a kubelet registers with its status).
+    fn status_on_create(&self) -> bool {
+        false
+    }
+
     /// What an update of the object (not of a subresource) sets beyond the
     /// client's object, given the stored `old` one.
     fn prepare_update(&self, old: &Value, new: &mut Value) {

@@ -102,6 +102,13 @@ impl Store {
         let m = v["metadata"]
             .as_object_mut()
             .expect("stored objects have metadata");
+        // As kube-apiserver's graceful deletion (and `markAsDeleting` for a
+        // finalizer): the first deletionTimestamp bumps a tracked
+        // generation, so a controller filtering on generation sees it.
+        let generation = m.get("generation").and_then(Value::as_i64).unwrap_or(0);
+        if m.get("deletionTimestamp").is_none_or(Value::is_null) && generation > 0 {
+            m.insert("generation".into(), (generation + 1).into());
+        }
         if fin.is_empty() {
             m.remove("finalizers");
         } else {

@@ -220,8 +220,9 @@ impl Store {
             prev,
             renderings: Renderings::default(),
         });
-        for (group, writes) in &inner.group_writes {
-            if *group == event.key.group {
+        for (group, plural, writes) in &inner.group_writes {
+            let (g, p) = (&event.key.group, &event.key.plural);
+            if group == g && plural.as_ref().is_none_or(|plural| plural == p) {
                 writes.fetch_add(1, Ordering::Release);
             }
         }
@@ -312,7 +313,7 @@ impl Store {
             // No namespace named "" exists.
             return Err(ApiError::not_found("", "namespaces", ""));
         }
-        meta.insert("uid".into(), uid.into());
+        meta.insert("uid".into(), uid.clone().into());
         // Spliced in at commit.
         meta.insert("resourceVersion".into(), "".into());
         meta.insert("creationTimestamp".into(), self.clock.rfc3339().into());
@@ -326,6 +327,7 @@ impl Store {
         if !info.namespaced {
             meta.remove("namespace");
         }
+        info.strategy.created(&mut obj, &uid);
         let mut obj = Some(obj);
         let written = self.write(&key, &ns, &name, mode, |current| match current {
             Some(_) => Err(ApiError::already_exists(&info.group, &info.plural, &name)),

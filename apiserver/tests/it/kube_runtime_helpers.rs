@@ -9,7 +9,7 @@ use crate::common::without_root_ca;
 use std::convert::Infallible;
 use std::sync::Arc;
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{ConfigMap, Node, Pod};
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
@@ -337,7 +337,7 @@ async fn only_kinds_with_a_spec_carry_a_generation() {
 }
 
 #[tokio::test]
-async fn kubelet_subresources_say_there_is_no_kubelet() {
+async fn kubelet_subresources_fail_at_once_as_without_a_reachable_kubelet() {
     use kube::api::LogParams;
 
     let server = ApiServer::start_seeded(7).await;
@@ -367,19 +367,52 @@ async fn kubelet_subresources_say_there_is_no_kubelet() {
     pods.create(&PostParams::default(), &pod("placed", Some("node-a")))
         .await
         .unwrap();
-    let (code, reason, message) = code_and_message(
-        pods.logs("placed", &LogParams::default())
-            .await
-            .unwrap_err(),
+    let logs = || async {
+        code_and_message(
+            pods.logs("placed", &LogParams::default())
+                .await
+                .unwrap_err(),
+        )
+    };
+    // As kube-apiserver answers when it cannot reach the kubelet: at once,
+    // and nothing kube-client retries (it retries a 503 for minutes).
+    let (code, _, message) = logs().await;
+    assert_eq!(
+        (code, message.as_str()),
+        (404, "nodes \"node-a\" not found")
     );
-    assert_eq!((code, reason.as_str()), (503, "ServiceUnavailable"));
-    assert!(message.contains("no kubelet"), "{message}");
-    for sub in ["exec?command=ls", "attach", "portforward", "proxy"] {
-        let req = http::Request::get(format!("/api/v1/namespaces/default/pods/placed/{sub}"))
-            .body(Vec::new())
-            .unwrap();
+    let nodes: Api<Node> = Api::all(client.clone());
+    let node: Node = serde_json::from_value(json!({"metadata": {"name": "node-a"}})).unwrap();
+    nodes.create(&PostParams::default(), &node).await.unwrap();
+    let (code, _, message) = logs().await;
+    assert_eq!(
+        (code, message.as_str()),
+        (500, "no preferred addresses found; known addresses: []")
+    );
+    let addresses =
+        json!({"status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.7"}]}});
+    nodes
+        .patch_status("node-a", &PatchParams::default(), &Patch::Merge(&addresses))
+        .await
+        .unwrap();
+    let (code, reason, message) = logs().await;
+    assert_eq!((code, reason.as_str()), (500, ""));
+    assert!(
+        message.starts_with(
+            "error dialing backend: dial tcp 10.0.0.7:10250: connect: connection refused"
+        ),
+        "{message}"
+    );
+    let paths = ["exec?command=ls", "attach", "portforward", "proxy"]
+        .map(|sub| format!("/api/v1/namespaces/default/pods/placed/{sub}"));
+    for path in paths
+        .iter()
+        .map(String::as_str)
+        .chain(["/api/v1/nodes/node-a/proxy"])
+    {
+        let req = http::Request::get(path).body(Vec::new()).unwrap();
         let err = client.request_text(req).await.unwrap_err();
-        assert_eq!(code_and_message(err).0, 503, "{sub}");
+        assert_eq!(code_and_message(err).0, 500, "{path}");
     }
 }
 

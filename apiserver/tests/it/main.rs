@@ -10,6 +10,7 @@ mod builtins;
 mod common;
 mod consistent_lists;
 mod crd_schemas;
+mod differences;
 mod dry_run;
 mod faults;
 mod field_validation;

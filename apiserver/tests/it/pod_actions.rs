@@ -281,8 +281,29 @@ async fn a_csr_is_approved_through_its_approval() {
     let both = json!({"status": {"conditions": [
         {"type": "Approved", "status": "True"}, {"type": "Denied", "status": "True"}]}});
     rejected(&s, "PATCH", &uri, MERGE, &both, 422).await;
-    let odd = json!({"status": {"conditions": [{"type": "Maybe", "status": "True"}]}});
-    rejected(&s, "PATCH", &uri, MERGE, &odd, 422).await;
+    // As kube-apiserver validates them: the three it acts on are True,
+    // each type once, and each has one; a signer's own type is accepted.
+    let conditions = |c: Value| json!({"status": {"conditions": c}});
+    let false_approval = conditions(json!([{"type": "Approved", "status": "False"}]));
+    assert!(
+        rejected(&s, "PATCH", &uri, MERGE, &false_approval, 422)
+            .await
+            .ends_with(
+                "status.conditions[0].status: Unsupported value: \"False\": supported values: \"True\""
+            )
+    );
+    let twice = conditions(json!([{"type": "Failed", "status": "True"},
+        {"type": "Failed", "status": "True"}, {"type": "", "status": "Maybe"}]));
+    let message = rejected(&s, "PATCH", &uri, MERGE, &twice, 422).await;
+    assert!(
+        message.ends_with(
+            "[status.conditions[1].type: Duplicate value: \"Failed\", status.conditions[2].type: Required value, status.conditions[2].status: Unsupported value: \"Maybe\": supported values: \"True\", \"False\", \"Unknown\"]"
+        ),
+        "{message}"
+    );
+    let own = conditions(json!([{"type": "example.com/Verified", "status": "False"}]));
+    let r = send(&s, "PATCH", &uri, MERGE, &own).await;
+    assert_eq!(r.code, StatusCode::OK, "{:?}", r.body);
     let disc = body(&send(&s, "GET", "/apis/certificates.k8s.io/v1", "", "").await);
     let names: Vec<&str> = disc["resources"]
         .as_array()

@@ -1,0 +1,175 @@
+//! What real clients tripped on where ward-apiserver differed from
+//! kube-apiserver (#46), each through kube-rs as a controller or a kubelet
+//! would meet it.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::apps::v1::Deployment;
+use k8s_openapi::api::batch::v1::Job;
+use k8s_openapi::api::core::v1::Node;
+use kube::api::{Api, DeleteParams, PostParams};
+use kube::runtime::controller::Action;
+use kube::runtime::finalizer::{Event, finalizer};
+use kube::runtime::{WatchStreamExt, conditions, predicates, wait, watcher};
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+use ward_apiserver::ApiServer;
+
+const FINALIZER: &str = "ward.test/cleanup";
+const PATIENCE: Duration = Duration::from_secs(20);
+
+/// A controller that sees its objects only when their generation changes
+/// (kube-runtime's `predicates::generation`, the filter most operators
+/// put on their main stream; one reconcile at a time, through
+/// kube-runtime's `finalizer()`) runs its finalizer when one is deleted:
+/// kube-apiserver bumps the generation as it sets the deletionTimestamp.
+#[tokio::test]
+async fn a_generation_filtered_controller_sees_the_deletion_and_runs_its_finalizer() {
+    let server = ApiServer::start_seeded(46).await;
+    let api: Api<Deployment> = Api::default_namespaced(server.client());
+    // The main stream of a controller: its objects, filtered on generation;
+    // each one seen goes through kube-runtime's `finalizer()`.
+    let seen = watcher(api.clone(), watcher::Config::default())
+        .applied_objects()
+        .predicate_filter(predicates::generation, Default::default());
+    let (cleaned_tx, mut cleaned) = tokio::sync::mpsc::unbounded_channel();
+    let reconciler = api.clone();
+    let controller = seen.for_each(move |d| {
+        let (api, cleaned) = (reconciler.clone(), cleaned_tx.clone());
+        async move {
+            let Ok(d) = d else { return };
+            let _ = finalizer(&api, FINALIZER, Arc::new(d), |event| async move {
+                if let Event::Cleanup(d) = event {
+                    let _ = cleaned.send(d.name_any());
+                }
+                Ok::<_, Infallible>(Action::await_change())
+            })
+            .await;
+        }
+    });
+    let running = tokio::spawn(controller);
+
+    let web: Deployment = serde_json::from_value(json!({
+        "metadata": {"name": "web"},
+        "spec": {"selector": {"matchLabels": {"app": "web"}},
+            "template": {"metadata": {"labels": {"app": "web"}},
+                "spec": {"containers": [{"name": "c", "image": "nginx"}]}}}}))
+    .unwrap();
+    let created = api.create(&PostParams::default(), &web).await.unwrap();
+    let uid = created.uid().unwrap();
+    let has_finalizer = |d: Option<&Deployment>| d.is_some_and(|d| !d.finalizers().is_empty());
+    tokio::time::timeout(
+        PATIENCE,
+        wait::await_condition(api.clone(), "web", has_finalizer),
+    )
+    .await
+    .expect("the controller adds its finalizer")
+    .unwrap();
+
+    let deleting = api
+        .delete("web", &DeleteParams::default())
+        .await
+        .unwrap()
+        .left()
+        .expect("held by the finalizer");
+    let generation = |d: &Deployment| d.meta().generation;
+    assert_eq!(generation(&deleting), Some(2), "the deletion bumps it");
+    tokio::time::timeout(
+        PATIENCE,
+        wait::await_condition(api.clone(), "web", conditions::is_deleted(&uid)),
+    )
+    .await
+    .expect("the finalizer ran and the deployment is gone")
+    .unwrap();
+    assert_eq!(cleaned.recv().await.as_deref(), Some("web"));
+    running.abort();
+}
+
+/// A kubelet registers its Node with its status (addresses, capacity,
+/// conditions): kube-apiserver keeps it on create, unlike other kinds'.
+#[tokio::test]
+async fn a_node_registered_with_its_status_keeps_it() {
+    let server = ApiServer::start_seeded(47).await;
+    let nodes: Api<Node> = Api::all(server.client());
+    let node: Node = serde_json::from_value(json!({
+        "metadata": {"name": "worker-1"},
+        "status": {"addresses": [{"type": "InternalIP", "address": "10.0.0.7"}],
+            "capacity": {"cpu": "4", "pods": "110"},
+            "conditions": [{"type": "Ready", "status": "True", "reason": "KubeletReady"}]}}))
+    .unwrap();
+    let created = nodes.create(&PostParams::default(), &node).await.unwrap();
+    let status = created.status.expect("status kept");
+    assert_eq!(status.addresses.unwrap()[0].address, "10.0.0.7");
+    let ready = &status.conditions.unwrap()[0];
+    assert_eq!(
+        (ready.type_.as_str(), ready.status.as_str()),
+        ("Ready", "True")
+    );
+}
+
+/// A Job without a selector gets the one kube-apiserver generates: its
+/// uid, labelled on its pod template with its name (what the Job
+/// controller and `kubectl logs job/x` select pods by).
+#[tokio::test]
+async fn a_job_without_a_selector_selects_its_own_uid() {
+    let server = ApiServer::start_seeded(48).await;
+    let jobs: Api<Job> = Api::default_namespaced(server.client());
+    let job = |name: &str, extra: serde_json::Value| -> Job {
+        let mut spec = json!({"template": {"metadata": {"labels": {"job-name": "mine"}},
+            "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}});
+        json_patch::merge(&mut spec, &extra);
+        serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
+    };
+    let created = jobs
+        .create(&PostParams::default(), &job("pi", json!({})))
+        .await
+        .unwrap();
+    let (uid, spec) = (created.uid().unwrap(), created.spec.unwrap());
+    let selector = spec.selector.unwrap().match_labels.unwrap();
+    assert_eq!(
+        selector.into_iter().collect::<Vec<_>>(),
+        [(
+            "batch.kubernetes.io/controller-uid".to_string(),
+            uid.clone()
+        )]
+    );
+    let labels = spec.template.metadata.unwrap().labels.unwrap();
+    let label = |k: &str| labels.get(k).map(String::as_str);
+    assert_eq!(
+        label("job-name"),
+        Some("mine"),
+        "the client's label is kept"
+    );
+    assert_eq!(label("batch.kubernetes.io/job-name"), Some("pi"));
+    assert_eq!(label("controller-uid"), Some(uid.as_str()));
+    assert_eq!(
+        label("batch.kubernetes.io/controller-uid"),
+        Some(uid.as_str())
+    );
+
+    // manualSelector: the client's selector, nothing generated; and one
+    // it must give.
+    let manual = json!({"manualSelector": true, "selector": {"matchLabels": {"job-name": "mine"}}});
+    let created = jobs
+        .create(&PostParams::default(), &job("manual", manual))
+        .await
+        .unwrap();
+    let spec = created.spec.unwrap();
+    let labels = spec.template.metadata.unwrap().labels.unwrap();
+    assert_eq!(labels.len(), 1, "{labels:?}");
+    let err = jobs
+        .create(
+            &PostParams::default(),
+            &job("unselected", json!({"manualSelector": true})),
+        )
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 422
+            && s.message == "Job.batch \"unselected\" is invalid: spec.selector: Required value"),
+        "{err:?}"
+    );
+}

@@ -17,8 +17,9 @@ pub fn wants_table(accept: &str) -> bool {
         .is_some_and(|first| first.contains("as=Table"))
 }
 
-/// Name, the kind's own columns, Age.
-fn columns(info: &ResourceInfo) -> impl Iterator<Item = Column> {
+/// Name, the kind's own columns, Age, then its wide ones: each with its
+/// priority (0, or 1 for what only `-o wide` shows).
+fn columns(info: &ResourceInfo) -> impl Iterator<Item = (Column, u8)> {
     let name = Column {
         name: "Name",
         format: "name",
@@ -32,6 +33,8 @@ fn columns(info: &ResourceInfo) -> impl Iterator<Item = Column> {
     std::iter::once(name)
         .chain(info.strategy.columns().iter().copied())
         .chain(std::iter::once(age))
+        .map(|c| (c, 0))
+        .chain(info.strategy.wide_columns().iter().map(|c| (*c, 1)))
 }
 
 fn age(ts: &str) -> String {
@@ -48,7 +51,7 @@ fn age(ts: &str) -> String {
 }
 
 fn row(info: &ResourceInfo, obj: &Value) -> Value {
-    let cells: Vec<Value> = columns(info).map(|c| (c.cell)(obj)).collect();
+    let cells: Vec<Value> = columns(info).map(|(c, _)| (c.cell)(obj)).collect();
     json!({
         "cells": cells,
         "object": {
@@ -64,8 +67,8 @@ fn row(info: &ResourceInfo, obj: &Value) -> Value {
 #[must_use]
 pub fn table(info: &ResourceInfo, objects: &[Value], meta: Value) -> Value {
     let defs: Vec<Value> = columns(info)
-        .map(|c| {
-            json!({"name": c.name, "type": "string", "format": c.format, "description": "", "priority": 0})
+        .map(|(c, priority)| {
+            json!({"name": c.name, "type": "string", "format": c.format, "description": "", "priority": priority})
         })
         .collect();
     json!({
@@ -109,7 +112,7 @@ mod tests {
     }
 
     #[test]
-    fn pod_rows_show_phase() {
+    fn pod_rows_show_kubectls_columns_wide_ones_after_age() {
         let info = crate::resources::builtin_resources()
             .into_iter()
             .find(|r| r.plural == "pods")
@@ -117,9 +120,26 @@ mod tests {
         let pod = json!({"metadata": {"name": "web-0", "creationTimestamp": "2020-01-01T00:00:00Z"},
                          "status": {"phase": "Pending"}});
         let t = table(&info, &[pod], json!({"resourceVersion": "5"}));
-        assert_eq!(t["rows"][0]["cells"][0], "web-0");
-        assert_eq!(t["rows"][0]["cells"][1], "Pending");
-        assert_eq!(t["rows"][0]["cells"][2], "<none>");
-        assert_eq!(t["columnDefinitions"].as_array().unwrap().len(), 4);
+        let columns: Vec<(String, i64)> = (t["columnDefinitions"].as_array().unwrap().iter())
+            .map(|c| {
+                (
+                    c["name"].as_str().unwrap().into(),
+                    c["priority"].as_i64().unwrap(),
+                )
+            })
+            .collect();
+        let names = ["Name", "Ready", "Status", "Restarts", "Age", "IP", "Node"];
+        let wide = ["Nominated Node", "Readiness Gates"];
+        let want: Vec<(String, i64)> = names
+            .iter()
+            .chain(&wide)
+            .enumerate()
+            .map(|(i, n)| (n.to_string(), i64::from(i >= 5)))
+            .collect();
+        assert_eq!(columns, want);
+        let cells = &t["rows"][0]["cells"];
+        assert_eq!(cells[0], "web-0");
+        assert_eq!(cells[2], "Pending");
+        assert_eq!(cells[6], "<none>");
     }
 }

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::fill::{child, each, or, spec};
-use super::strategy::{Column, KindStrategy, ServedSubresource, Subresource, phase_or_terminating};
+use super::strategy::{Column, KindStrategy, ServedSubresource, Subresource};
 
 /// The Pod kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -132,20 +132,56 @@ impl KindStrategy for Pod {
         true
     }
 
+    /// kube-apiserver's: Ready, Status, Restarts.
     fn columns(&self) -> &'static [Column] {
         &[
             Column {
+                name: "Ready",
+                format: "",
+                cell: ready_cell,
+            },
+            Column {
                 name: "Status",
                 format: "",
-                cell: phase_or_terminating,
+                cell: status_cell,
+            },
+            Column {
+                name: "Restarts",
+                format: "",
+                cell: |pod| {
+                    let statuses = pod["status"]["containerStatuses"].as_array();
+                    let counts = statuses
+                        .into_iter()
+                        .flatten()
+                        .map(|c| c["restartCount"].as_i64().unwrap_or(0));
+                    counts.sum::<i64>().to_string().into()
+                },
+            },
+        ]
+    }
+
+    /// kube-apiserver's: IP, Node, Nominated Node, Readiness Gates.
+    fn wide_columns(&self) -> &'static [Column] {
+        &[
+            Column {
+                name: "IP",
+                format: "",
+                cell: |pod| or_none(&pod["status"]["podIP"]),
             },
             Column {
                 name: "Node",
                 format: "",
-                cell: |obj| match obj["spec"]["nodeName"].as_str() {
-                    Some(n) => n.into(),
-                    None => "<none>".into(),
-                },
+                cell: |pod| or_none(&pod["spec"]["nodeName"]),
+            },
+            Column {
+                name: "Nominated Node",
+                format: "",
+                cell: |pod| or_none(&pod["status"]["nominatedNodeName"]),
+            },
+            Column {
+                name: "Readiness Gates",
+                format: "",
+                cell: gates_cell,
             },
         ]
     }
@@ -212,9 +248,152 @@ fn pull_policy(image: &str) -> &'static str {
     }
 }
 
+/// A string field's value, or `<none>`.
+fn or_none(v: &Value) -> Value {
+    match v.as_str().filter(|s| !s.is_empty()) {
+        Some(s) => s.into(),
+        None => "<none>".into(),
+    }
+}
+
+/// kubectl's Ready column: ready containers / containers.
+fn ready_cell(pod: &Value) -> Value {
+    let total = pod["spec"]["containers"].as_array().map_or(0, Vec::len);
+    let statuses = pod["status"]["containerStatuses"].as_array();
+    let ready = statuses
+        .into_iter()
+        .flatten()
+        .filter(|c| c["ready"] == true)
+        .count();
+    format!("{ready}/{total}").into()
+}
+
+/// kubectl's Status column, as kube-apiserver's printer reasons it: the
+/// pod's reason, else its phase; a container's waiting or terminated
+/// reason (or `Signal:n`, `ExitCode:n`) over that, the last container's
+/// first; `Terminating` for a pod being deleted that has not ended
+/// (`Unknown` for one whose node was lost). (Init containers and
+/// sidecars, which the printer also reasons about, are not.)
+fn status_cell(pod: &Value) -> Value {
+    let status = &pod["status"];
+    let mut reason = status["reason"]
+        .as_str()
+        .filter(|r| !r.is_empty())
+        .or_else(|| status["phase"].as_str())
+        .unwrap_or_default()
+        .to_string();
+    let mut running = false;
+    let statuses = status["containerStatuses"].as_array();
+    for c in statuses.into_iter().flatten().rev() {
+        let (waiting, done) = (&c["state"]["waiting"], &c["state"]["terminated"]);
+        let said = |s: &Value| {
+            s["reason"]
+                .as_str()
+                .filter(|r| !r.is_empty())
+                .map(String::from)
+        };
+        if let Some(r) = said(waiting) {
+            reason = r;
+        } else if let Some(r) = said(done) {
+            reason = r;
+        } else if done.is_object() {
+            reason = match done["signal"].as_i64().filter(|s| *s != 0) {
+                Some(signal) => format!("Signal:{signal}"),
+                None => format!("ExitCode:{}", done["exitCode"].as_i64().unwrap_or(0)),
+            };
+        } else if c["ready"] == true && c["state"]["running"].is_object() {
+            running = true;
+        }
+    }
+    if reason == "Completed" && running {
+        let conditions = status["conditions"].as_array();
+        let ready = conditions
+            .into_iter()
+            .flatten()
+            .any(|c| c["type"] == "Ready" && c["status"] == "True");
+        reason = if ready { "Running" } else { "NotReady" }.into();
+    }
+    if !pod["metadata"]["deletionTimestamp"].is_null() {
+        let terminal = matches!(status["phase"].as_str(), Some("Succeeded" | "Failed"));
+        if status["reason"] == "NodeLost" {
+            reason = "Unknown".into();
+        } else if !terminal {
+            reason = "Terminating".into();
+        }
+    }
+    reason.into()
+}
+
+/// kubectl's Readiness Gates column: the gates whose condition is True /
+/// the gates, `<none>` without any.
+fn gates_cell(pod: &Value) -> Value {
+    let Some(gates) = pod["spec"]["readinessGates"]
+        .as_array()
+        .filter(|g| !g.is_empty())
+    else {
+        return "<none>".into();
+    };
+    let conditions = pod["status"]["conditions"].as_array();
+    let met = gates
+        .iter()
+        .filter(|g| {
+            conditions
+                .into_iter()
+                .flatten()
+                .any(|c| c["type"] == g["conditionType"] && c["status"] == "True")
+        })
+        .count();
+    format!("{met}/{}", gates.len()).into()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_pod_table_reads_as_kubectl_prints_it() {
+        let pod = json!({"metadata": {"name": "p"},
+            "spec": {"nodeName": "n1", "containers": [{"name": "a"}, {"name": "b"}],
+                "readinessGates": [{"conditionType": "x.io/ok"}]},
+            "status": {"phase": "Running", "podIP": "10.1.0.4",
+                "conditions": [{"type": "x.io/ok", "status": "True"}],
+                "containerStatuses": [
+                    {"name": "a", "ready": true, "restartCount": 2, "state": {"running": {}}},
+                    {"name": "b", "ready": false, "restartCount": 1,
+                        "state": {"waiting": {"reason": "CrashLoopBackOff"}}}]}});
+        let cells = |cols: &[Column], pod: &Value| -> Vec<Value> {
+            cols.iter().map(|c| (c.cell)(pod)).collect()
+        };
+        assert_eq!(
+            cells(Pod.columns(), &pod),
+            [json!("1/2"), json!("CrashLoopBackOff"), json!("3")]
+        );
+        assert_eq!(
+            cells(Pod.wide_columns(), &pod),
+            [
+                json!("10.1.0.4"),
+                json!("n1"),
+                json!("<none>"),
+                json!("1/1")
+            ]
+        );
+        let pending =
+            json!({"spec": {"containers": [{"name": "a"}]}, "status": {"phase": "Pending"}});
+        assert_eq!(
+            cells(Pod.columns(), &pending),
+            [json!("0/1"), json!("Pending"), json!("0")]
+        );
+        let mut deleting = pending.clone();
+        deleting["metadata"]["deletionTimestamp"] = "2026-01-01T00:00:00Z".into();
+        assert_eq!(status_cell(&deleting), "Terminating");
+        let done = json!({"metadata": {"deletionTimestamp": "2026-01-01T00:00:00Z"},
+            "status": {"phase": "Succeeded", "containerStatuses": [
+                {"state": {"terminated": {"exitCode": 0, "reason": "Completed"}}}]}});
+        assert_eq!(status_cell(&done), "Completed");
+        let killed = json!({"status": {"phase": "Failed", "containerStatuses": [
+            {"state": {"terminated": {"exitCode": 137, "signal": 9}}}]}});
+        assert_eq!(status_cell(&killed), "Signal:9");
+    }
 
     #[test]
     fn image_pull_policy_follows_the_tag() {

@@ -230,6 +230,11 @@ pub trait KindStrategy: Send + Sync + 'static {
         &[]
     }
 
+    /// Columns `kubectl get -o wide` adds after Age (priority 1).
+    fn wide_columns(&self) -> &'static [Column] {
+        &[]
+    }
+
     /// Field-selector paths beyond `metadata.name` and `metadata.namespace`
     /// (what the real server indexes for the kind).
     fn selectable_fields(&self) -> &'static [&'static str] {

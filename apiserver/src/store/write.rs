@@ -71,7 +71,10 @@ impl Store {
                         removed: false,
                     });
                 }
-                Change::Put(v) => (v, false),
+                Change::Put(mut v) => {
+                    drop_empty_maps(&mut v);
+                    (v, false)
+                }
                 Change::Remove(v) => (v, true),
             };
             if mode == Commit::DryRun {
@@ -544,6 +547,22 @@ pub(super) fn finalizers(v: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+/// What Go's `omitempty` drops as kube-apiserver stores an object: empty
+/// `labels` and `annotations` (`labels: {}` reads back without them).
+fn drop_empty_maps(obj: &mut Value) {
+    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
+        for key in ["labels", "annotations"] {
+            if meta
+                .get(key)
+                .and_then(Value::as_object)
+                .is_some_and(Map::is_empty)
+            {
+                meta.remove(key);
+            }
+        }
+    }
 }
 
 #[cfg(test)]

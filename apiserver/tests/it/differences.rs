@@ -9,8 +9,8 @@ use std::time::Duration;
 use futures::StreamExt;
 use k8s_openapi::api::apps::v1::Deployment;
 use k8s_openapi::api::batch::v1::Job;
-use k8s_openapi::api::core::v1::Node;
-use kube::api::{Api, DeleteParams, PostParams};
+use k8s_openapi::api::core::v1::{ConfigMap, Node};
+use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::runtime::controller::Action;
 use kube::runtime::finalizer::{Event, finalizer};
 use kube::runtime::{WatchStreamExt, conditions, predicates, wait, watcher};
@@ -172,4 +172,33 @@ async fn a_job_without_a_selector_selects_its_own_uid() {
             && s.message == "Job.batch \"unselected\" is invalid: spec.selector: Required value"),
         "{err:?}"
     );
+}
+
+/// Empty labels and annotations are not stored (Go's `omitempty`): what a
+/// client sends as `{}` reads back without them, as from kube-apiserver.
+#[tokio::test]
+async fn empty_labels_and_annotations_read_back_absent() {
+    let server = ApiServer::start_seeded(49).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    let mut cm = ConfigMap::default();
+    cm.metadata.name = Some("bare".into());
+    cm.metadata.labels = Some(Default::default());
+    cm.metadata.annotations = Some(Default::default());
+    let created = cms.create(&PostParams::default(), &cm).await.unwrap();
+    assert_eq!(
+        (created.metadata.labels, created.metadata.annotations),
+        (None, None)
+    );
+    let patch = json!({"metadata": {"labels": {"a": "b"}}});
+    let patched = cms
+        .patch("bare", &PatchParams::default(), &Patch::Merge(&patch))
+        .await
+        .unwrap();
+    assert_eq!(patched.labels().len(), 1);
+    let emptied = json!({"metadata": {"labels": {"a": null}}});
+    let patched = cms
+        .patch("bare", &PatchParams::default(), &Patch::Merge(&emptied))
+        .await
+        .unwrap();
+    assert_eq!(patched.metadata.labels, None);
 }

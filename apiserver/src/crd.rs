@@ -65,6 +65,7 @@ pub fn resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
                 ),
             strategy: Strategy::generic(),
             schema: Some(v.schema.clone()),
+            selectable_fields: v.selectable_fields.clone(),
         })
         .collect())
 }

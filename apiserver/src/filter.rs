@@ -1,6 +1,8 @@
 //! Which objects a list or watch returns: namespace, label selector, field
 //! selector, shard selector.
 
+use serde_json::Value;
+
 use crate::resources::ResourceInfo;
 use crate::selector::{FieldSelector, LabelSelector};
 use crate::shard::{ShardField, ShardSelector};
@@ -18,6 +20,9 @@ pub struct ObjectFilter {
     pub fields: FieldSelector,
     /// `shardSelector` (KEP-5866), when the server serves it.
     pub shard: Option<ShardSelector>,
+    /// The custom resource's selectable fields `fields` names: read from
+    /// each object's JSON (built-in kinds' are indexed as stored).
+    pub custom_fields: Vec<String>,
 }
 
 impl ObjectFilter {
@@ -34,7 +39,14 @@ impl ObjectFilter {
         let fields = FieldSelector::parse(field_selector.unwrap_or(""))
             .map_err(|e| ApiError::bad_request(format!("invalid field selector: {e}")))?;
         let extra = info.strategy.selectable_fields();
+        let mut custom_fields = Vec::new();
         for f in fields.fields() {
+            if info.selectable_fields.iter().any(|c| c == f) {
+                if !custom_fields.iter().any(|c| c == f) {
+                    custom_fields.push(f.to_string());
+                }
+                continue;
+            }
             let ok = matches!(f, "metadata.name" | "metadata.namespace") || extra.contains(&f);
             if !ok {
                 return Err(ApiError::bad_request(format!(
@@ -47,6 +59,7 @@ impl ObjectFilter {
             labels,
             fields,
             shard: None,
+            custom_fields,
         })
     }
 
@@ -58,8 +71,33 @@ impl ObjectFilter {
         {
             return false;
         }
+        // A custom resource's fields, read once per object (as
+        // kube-apiserver formats them: strings as they are, integers in
+        // decimal, booleans `true`/`false`, absent ones "").
+        let custom: Vec<(&str, String)> = if self.custom_fields.is_empty() {
+            Vec::new()
+        } else {
+            let v = o.value();
+            let text = |label: &str| match label.split('.').fold(&v, |at, name| &at[name]) {
+                Value::String(s) => s.clone(),
+                Value::Number(n) => n.to_string(),
+                Value::Bool(b) => b.to_string(),
+                _ => String::new(),
+            };
+            (self.custom_fields.iter())
+                .map(|f| (f.as_str(), text(f)))
+                .collect()
+        };
+        let custom_field = |f: &str| {
+            custom
+                .iter()
+                .find(|(k, _)| *k == f)
+                .map(|(_, v)| v.as_str())
+        };
         self.labels.matches(|k| o.label(k))
-            && self.fields.matches(|f| o.field(f))
+            && self
+                .fields
+                .matches(|f| custom_field(f).or_else(|| o.field(f)))
             && self.shard.as_ref().is_none_or(|s| match s.field() {
                 ShardField::Uid => s.matches_hash(crate::shard::hash_display(o.uid)),
                 ShardField::Namespace => s.matches_value(o.namespace()),

@@ -45,6 +45,11 @@ pub struct ResourceInfo {
     /// `openAPIV3Schema`, compiled): every write is pruned, defaulted and
     /// validated by it. `None` for built-ins.
     pub schema: Option<Arc<crate::schema::VersionSchema>>,
+    /// A custom resource's `selectableFields` as field selectors name them
+    /// (`spec.color`): read from each object's JSON when a list or watch
+    /// selects on one. Empty for built-ins (theirs are the strategy's
+    /// [`selectable_fields`](crate::kind::KindStrategy::selectable_fields)).
+    pub selectable_fields: Vec<String>,
 }
 
 /// The fields behind a `/scale` subresource, as JSON paths (`.spec.replicas`),
@@ -203,6 +208,7 @@ fn builtin(
         scale: None,
         strategy: crate::kind::builtin(group, plural),
         schema: None,
+        selectable_fields: Vec::new(),
     }
 }
 

@@ -76,6 +76,9 @@ pub struct DefinedVersion {
     /// label selector — `""` when not given), when it declares one with
     /// its two required paths.
     pub scale: Option<[String; 3]>,
+    /// Its `selectableFields`, as field selectors name them (`spec.color`
+    /// for the jsonPath `.spec.color`).
+    pub selectable_fields: Vec<String>,
 }
 
 impl Definition {
@@ -166,12 +169,22 @@ impl Definition {
                     }
                 }
             };
+            let fields_path = Path::new("spec")
+                .child("versions")
+                .index(i)
+                .child("selectableFields");
+            let selectable_fields = selectable_fields(&v["selectableFields"], raw, &fields_path)
+                .unwrap_or_else(|errs| {
+                    schema_errors.extend(errs);
+                    Vec::new()
+                });
             defined.push(DefinedVersion {
                 schema,
                 name: vname.into(),
                 served: v["served"] == true,
                 status: v["subresources"]["status"].is_object(),
                 scale: scale_paths(&v["subresources"]["scale"]),
+                selectable_fields,
             });
         }
         if !schema_errors.is_empty() {
@@ -201,6 +214,107 @@ impl Definition {
             versions: defined,
         })
     }
+}
+
+/// The most `selectableFields` a version may declare.
+const MAX_SELECTABLE_FIELDS: usize = 8;
+
+/// A version's `selectableFields` (at `path`) as field selectors name them,
+/// validated as kube-apiserver validates them against the version's
+/// `openAPIV3Schema`: each jsonPath a simple path (`.a.b`, no array
+/// notation) to a field the schema declares (a map's key counts), of type
+/// string, integer or boolean, not in metadata, at most once; at most 8.
+fn selectable_fields(
+    fields: &Value,
+    schema: &Value,
+    path: &Path,
+) -> Result<Vec<String>, Vec<FieldError>> {
+    let (mut out, mut errors) = (Vec::new(), Vec::new());
+    let fields = fields.as_array().map_or(&[][..], Vec::as_slice);
+    for (i, field) in fields.iter().enumerate() {
+        let at = path.index(i).child("jsonPath");
+        let json_path = field["jsonPath"].as_str().unwrap_or_default();
+        if json_path.is_empty() {
+            errors.push(FieldError::required(&at, ""));
+            continue;
+        }
+        let invalid = |detail: String| FieldError::invalid(&at, json_path.into(), detail);
+        let (segments, leaf) = match schema_field(json_path, schema) {
+            Ok(found) => found,
+            Err(e) => {
+                errors.push(invalid(format!("is an invalid path: {e}")));
+                continue;
+            }
+        };
+        if segments.first().map(String::as_str) == Some("metadata") {
+            errors.push(invalid("must not point to fields in metadata".into()));
+        }
+        if !matches!(
+            leaf["type"].as_str(),
+            Some("string" | "integer" | "boolean")
+        ) {
+            errors.push(invalid(
+                "must point to a field of type string, boolean or integer. Enum string fields and strings with formats are allowed."
+                    .into(),
+            ));
+        }
+        let label = segments.join(".");
+        if out.contains(&label) {
+            errors.push(FieldError::duplicate(&at, json_path.into()));
+        } else {
+            out.push(label);
+        }
+    }
+    if fields.len() > MAX_SELECTABLE_FIELDS {
+        errors.push(FieldError::too_many(
+            path,
+            fields.len(),
+            MAX_SELECTABLE_FIELDS as u64,
+        ));
+    }
+    if errors.is_empty() {
+        Ok(out)
+    } else {
+        Err(errors)
+    }
+}
+
+/// The field names along `json_path` (`.spec.color`) and the schema of the
+/// field it reaches, or why it reaches none (kube's `ValidFieldPath`
+/// without array notation, worded as it words it).
+fn schema_field<'a>(
+    json_path: &str,
+    schema: &'a Value,
+) -> Result<(Vec<String>, &'a Value), String> {
+    let (mut names, mut at) = (Vec::new(), schema);
+    let mut rest = json_path;
+    while !rest.is_empty() {
+        let token_end = |s: &str| s.find(['.', '[', ']']).unwrap_or(s.len());
+        match rest.as_bytes()[0] {
+            b'[' => return Err("array notation is not allowed".into()),
+            b'.' => {
+                rest = &rest[1..];
+                let end = token_end(rest);
+                if end == 0 {
+                    return Err("unexpected end of JSON path".into());
+                }
+                let name = &rest[..end];
+                rest = &rest[end..];
+                at = match (at["properties"].as_object(), &at["additionalProperties"]) {
+                    (Some(properties), _) => properties.get(name),
+                    (None, additional) if additional.is_object() => Some(additional),
+                    _ => None,
+                }
+                .ok_or("does not refer to a valid field")?;
+                names.push(name.to_string());
+            }
+            _ => {
+                let end = token_end(rest).max(1);
+                return Err(format!("expected [ or . but got: {}", &rest[..end]));
+            }
+        }
+    }
+    Ok((names, at))
 }
 
 /// A version's `subresources.scale`, when it declares one with its two

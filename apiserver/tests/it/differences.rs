@@ -202,3 +202,140 @@ async fn empty_labels_and_annotations_read_back_absent() {
         .unwrap();
     assert_eq!(patched.metadata.labels, None);
 }
+
+/// A CRD's `selectableFields` are validated as kube-apiserver validates
+/// them and served: lists and watches (the streaming watch-list too)
+/// select custom resources on them.
+#[tokio::test]
+async fn crd_selectable_fields_are_validated_and_select_on_lists_and_watches() {
+    use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
+    use kube::api::{ApiResource, DynamicObject, GroupVersionKind, ListParams};
+
+    let server = ApiServer::start_seeded(50).await;
+    let client = server.client();
+    let crds: Api<CustomResourceDefinition> = Api::all(client.clone());
+    let crd = |fields: serde_json::Value| -> CustomResourceDefinition {
+        serde_json::from_value(json!({
+            "metadata": {"name": "widgets.example.com"},
+            "spec": {"group": "example.com", "scope": "Namespaced",
+                "names": {"plural": "widgets", "kind": "Widget"},
+                "versions": [{"name": "v1", "served": true, "storage": true,
+                    "selectableFields": fields,
+                    "schema": {"openAPIV3Schema": {"type": "object", "properties": {
+                        "spec": {"type": "object", "properties": {
+                            "color": {"type": "string"}, "size": {"type": "integer"},
+                            "parts": {"type": "array", "items": {"type": "string"}}}}}}}}]}}))
+        .unwrap()
+    };
+    let refused = |fields: serde_json::Value, want: &'static str| {
+        let crds = crds.clone();
+        async move {
+            let err = crds
+                .create(&PostParams::default(), &crd(fields))
+                .await
+                .unwrap_err();
+            let kube::Error::Api(s) = err else {
+                panic!("{err:?}")
+            };
+            assert_eq!(s.code, 422, "{}", s.message);
+            assert!(s.message.contains(want), "{}", s.message);
+        }
+    };
+    refused(
+        json!([{"jsonPath": "spec.color"}]),
+        "spec.versions[0].selectableFields[0].jsonPath: Invalid value: \"spec.color\": is an invalid path: expected [ or . but got: spec",
+    )
+    .await;
+    refused(
+        json!([{"jsonPath": ".spec.nope"}]),
+        "Invalid value: \".spec.nope\": is an invalid path: does not refer to a valid field",
+    )
+    .await;
+    refused(
+        json!([{"jsonPath": ".spec.parts"}]),
+        "must point to a field of type string, boolean or integer",
+    )
+    .await;
+    refused(
+        json!([{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.color"}]),
+        "spec.versions[0].selectableFields[1].jsonPath: Duplicate value: \".spec.color\"",
+    )
+    .await;
+    let fields = json!([{"jsonPath": ".spec.color"}, {"jsonPath": ".spec.size"}]);
+    crds.create(&PostParams::default(), &crd(fields))
+        .await
+        .unwrap();
+
+    let gvk = GroupVersionKind::gvk("example.com", "v1", "Widget");
+    let widgets: Api<DynamicObject> =
+        Api::default_namespaced_with(client, &ApiResource::from_gvk(&gvk));
+    let create = |name: &str, color: &str, size: i64| {
+        let (widgets, name, color) = (widgets.clone(), name.to_string(), color.to_string());
+        async move {
+            let w: DynamicObject = serde_json::from_value(json!({
+                "apiVersion": "example.com/v1", "kind": "Widget",
+                "metadata": {"name": name}, "spec": {"color": color, "size": size}}))
+            .unwrap();
+            widgets.create(&PostParams::default(), &w).await.unwrap();
+        }
+    };
+    create("a", "red", 1).await;
+    create("b", "blue", 3).await;
+    create("c", "red", 3).await;
+    let names = |selector: &'static str| {
+        let widgets = widgets.clone();
+        async move {
+            let list = widgets
+                .list(&ListParams::default().fields(selector))
+                .await
+                .unwrap();
+            list.items
+                .iter()
+                .map(ResourceExt::name_any)
+                .collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(names("spec.color=red").await, ["a", "c"]);
+    assert_eq!(names("spec.color!=red,spec.size=3").await, ["b"]);
+    assert_eq!(names("spec.size=3,metadata.name=c").await, ["c"]);
+    let err = widgets
+        .list(&ListParams::default().fields("spec.shape=round"))
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(&err, kube::Error::Api(s) if s.code == 400 && s.message == "field label not supported: spec.shape"),
+        "{err:?}"
+    );
+
+    // The streaming watch-list: the red ones, then only red changes.
+    let config = watcher::Config::default()
+        .fields("spec.color=red")
+        .streaming_lists();
+    let mut events = Box::pin(watcher(widgets.clone(), config));
+    let mut initial = Vec::new();
+    loop {
+        let event = tokio::time::timeout(PATIENCE, events.next())
+            .await
+            .expect("the watch-list answers")
+            .unwrap()
+            .unwrap();
+        match event {
+            watcher::Event::InitApply(w) => initial.push(w.name_any()),
+            watcher::Event::InitDone => break,
+            _ => {}
+        }
+    }
+    initial.sort();
+    assert_eq!(initial, ["a", "c"]);
+    create("d", "blue", 1).await;
+    create("e", "red", 2).await;
+    let next = tokio::time::timeout(PATIENCE, events.next())
+        .await
+        .expect("a change")
+        .unwrap()
+        .unwrap();
+    let watcher::Event::Apply(w) = next else {
+        panic!("{next:?}")
+    };
+    assert_eq!(w.name_any(), "e", "the blue one is not seen");
+}

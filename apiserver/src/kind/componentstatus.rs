@@ -1,7 +1,10 @@
 //! ComponentStatuses (`v1`): read-only (the real server computes them on
-//! read).
+//! read; here they are stored at start, each Healthy), with kubectl's
+//! Status, Message and Error columns.
 
-use super::strategy::KindStrategy;
+use serde_json::Value;
+
+use super::strategy::{Column, KindStrategy};
 
 /// The ComponentStatus kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -15,4 +18,34 @@ impl KindStrategy for ComponentStatus {
     fn verbs(&self) -> &'static [&'static str] {
         &["get", "list"]
     }
+
+    fn columns(&self) -> &'static [Column] {
+        &[
+            Column {
+                name: "Status",
+                format: "",
+                cell: |cs| match healthy(cs)["status"].as_str() {
+                    Some("True") => "Healthy".into(),
+                    _ => "Unhealthy".into(),
+                },
+            },
+            Column {
+                name: "Message",
+                format: "",
+                cell: |cs| healthy(cs)["message"].as_str().unwrap_or_default().into(),
+            },
+            Column {
+                name: "Error",
+                format: "",
+                cell: |cs| healthy(cs)["error"].as_str().unwrap_or_default().into(),
+            },
+        ]
+    }
+}
+
+/// The Healthy condition of a ComponentStatus (null without one).
+fn healthy(cs: &Value) -> &Value {
+    static NONE: Value = Value::Null;
+    let mut conditions = cs["conditions"].as_array().into_iter().flatten();
+    conditions.find(|c| c["type"] == "Healthy").unwrap_or(&NONE)
 }

@@ -228,6 +228,14 @@ pub trait Rules: fmt::Debug + Send + Sync {
     fn bootstrap(&self) -> Vec<(ResourceInfo, Value)> {
         Vec::new()
     }
+    /// The objects a new store holds that kube-apiserver computes on read
+    /// rather than stores (the ComponentStatuses), each with its resource:
+    /// created after [`bootstrap`](Self::bootstrap)'s, their uids counted
+    /// apart (variant nibble `a`), so no other object's uid moves. None by
+    /// default.
+    fn computed_objects(&self) -> Vec<(ResourceInfo, Value)> {
+        Vec::new()
+    }
     /// The objects namespace `namespace` holds from its creation on (what
     /// kube-controller-manager's publishers put in every namespace), each
     /// with its resource: the store creates them with it, each a write of
@@ -326,6 +334,11 @@ impl Store {
             store
                 .create(&info, obj)
                 .expect("bootstrap objects are valid");
+        }
+        for (n, (info, obj)) in (1..).zip(store.rules.computed_objects()) {
+            store
+                .insert(&info, obj, Commit::Store, store.uid(n, 10))
+                .expect("computed objects are valid");
         }
         store
     }

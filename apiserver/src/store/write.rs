@@ -249,8 +249,9 @@ impl Store {
 
     /// The uid of the `n`-th object, its variant nibble `variant` (8 for
     /// every object but those [`Rules::namespace_objects`] names, 9 for
-    /// those, which are counted apart).
-    fn uid(&self, n: u64, variant: u8) -> String {
+    /// those, and `a` for [`Rules::computed_objects`]', which are counted
+    /// apart).
+    pub(super) fn uid(&self, n: u64, variant: u8) -> String {
         // Rotated, not shifted: every bit of the seed counts.
         let seed = self.uid_seed.rotate_left(32) ^ n ^ (u64::from(variant != 8) << 63);
         let salt = ward_base::Rng::new(seed).next_u64();
@@ -292,7 +293,7 @@ impl Store {
     }
 
     /// Create `obj` with uid `uid` (see [`Store::create`]).
-    fn insert(
+    pub(super) fn insert(
         &self,
         info: &ResourceInfo,
         mut obj: Value,

@@ -339,3 +339,25 @@ async fn crd_selectable_fields_are_validated_and_select_on_lists_and_watches() {
     };
     assert_eq!(w.name_any(), "e", "the blue one is not seen");
 }
+
+/// `kubectl get componentstatuses` (and the events code that looks one
+/// up) finds the components a healthy cluster reports.
+#[tokio::test]
+async fn component_statuses_report_a_healthy_control_plane() {
+    use k8s_openapi::api::core::v1::ComponentStatus;
+
+    let server = ApiServer::start_seeded(51).await;
+    let statuses: Api<ComponentStatus> = Api::all(server.client());
+    let mut names: Vec<String> = (statuses.list(&Default::default()).await.unwrap().items)
+        .iter()
+        .map(ResourceExt::name_any)
+        .collect();
+    names.sort();
+    assert_eq!(names, ["controller-manager", "etcd-0", "scheduler"]);
+    let scheduler = statuses.get("scheduler").await.unwrap();
+    let healthy = &scheduler.conditions.unwrap()[0];
+    assert_eq!(
+        (healthy.type_.as_str(), healthy.status.as_str()),
+        ("Healthy", "True")
+    );
+}

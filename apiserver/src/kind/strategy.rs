@@ -143,9 +143,14 @@ pub trait KindStrategy: Send + Sync + 'static {
     }
 
     /// What a create sets once the object has its `uid`, as it is stored
-    /// (a Job's generated selector names its uid).
-    fn created(&self, obj: &mut Value, uid: &str) {
+    /// (a Job's generated selector names its uid), and what it then checks
+    /// (422 naming the field).
+    ///
+    /// # Errors
+    /// The object is not valid with its uid.
+    fn created(&self, obj: &mut Value, uid: &str) -> Result<(), ApiError> {
         let _ = (obj, uid);
+        Ok(())
     }
 
     /// Whether a create keeps the client's `status` though the kind has a

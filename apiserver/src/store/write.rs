@@ -331,7 +331,7 @@ impl Store {
         if !info.namespaced {
             meta.remove("namespace");
         }
-        info.strategy.created(&mut obj, &uid);
+        info.strategy.created(&mut obj, &uid)?;
         let mut obj = Some(obj);
         let written = self.write(&key, &ns, &name, mode, |current| match current {
             Some(_) => Err(ApiError::already_exists(&info.group, &info.plural, &name)),

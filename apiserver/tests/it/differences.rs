@@ -112,13 +112,14 @@ async fn a_node_registered_with_its_status_keeps_it() {
 
 /// A Job without a selector gets the one kube-apiserver generates: its
 /// uid, labelled on its pod template with its name (what the Job
-/// controller and `kubectl logs job/x` select pods by).
+/// controller and `kubectl logs job/x` select pods by); a template label
+/// or selector that contradicts them is refused, unless `manualSelector`.
 #[tokio::test]
 async fn a_job_without_a_selector_selects_its_own_uid() {
     let server = ApiServer::start_seeded(48).await;
     let jobs: Api<Job> = Api::default_namespaced(server.client());
     let job = |name: &str, extra: serde_json::Value| -> Job {
-        let mut spec = json!({"template": {"metadata": {"labels": {"job-name": "mine"}},
+        let mut spec = json!({"template": {"metadata": {"labels": {"app": "pi"}},
             "spec": {"restartPolicy": "Never", "containers": [{"name": "c", "image": "busybox"}]}}});
         json_patch::merge(&mut spec, &extra);
         serde_json::from_value(json!({"metadata": {"name": name}, "spec": spec})).unwrap()
@@ -138,11 +139,8 @@ async fn a_job_without_a_selector_selects_its_own_uid() {
     );
     let labels = spec.template.metadata.unwrap().labels.unwrap();
     let label = |k: &str| labels.get(k).map(String::as_str);
-    assert_eq!(
-        label("job-name"),
-        Some("mine"),
-        "the client's label is kept"
-    );
+    assert_eq!(label("app"), Some("pi"), "the client's label is kept");
+    assert_eq!(label("job-name"), Some("pi"));
     assert_eq!(label("batch.kubernetes.io/job-name"), Some("pi"));
     assert_eq!(label("controller-uid"), Some(uid.as_str()));
     assert_eq!(
@@ -150,9 +148,38 @@ async fn a_job_without_a_selector_selects_its_own_uid() {
         Some(uid.as_str())
     );
 
+    let refused = |name: &'static str, extra: serde_json::Value| {
+        let (jobs, job) = (jobs.clone(), job(name, extra));
+        async move {
+            match jobs.create(&PostParams::default(), &job).await.unwrap_err() {
+                kube::Error::Api(s) if s.code == 422 => s.message,
+                other => panic!("{other:?}"),
+            }
+        }
+    };
+    let message = refused(
+        "mislabelled",
+        json!({"template": {"metadata": {"labels": {"job-name": "other"}}}}),
+    )
+    .await;
+    assert!(
+        message.starts_with("Job.batch \"mislabelled\" is invalid: spec.template.metadata.labels[job-name]: Invalid value: map[string]string{")
+            && message.contains(": must be 'mislabelled'"),
+        "{message}"
+    );
+    let message = refused(
+        "chosen",
+        json!({"selector": {"matchLabels": {"app": "other"}}}),
+    )
+    .await;
+    assert!(
+        message.ends_with(": `selector` not auto-generated"),
+        "{message}"
+    );
+
     // manualSelector: the client's selector, nothing generated; and one
     // it must give.
-    let manual = json!({"manualSelector": true, "selector": {"matchLabels": {"job-name": "mine"}}});
+    let manual = json!({"manualSelector": true, "selector": {"matchLabels": {"app": "pi"}}});
     let created = jobs
         .create(&PostParams::default(), &job("manual", manual))
         .await
@@ -160,17 +187,10 @@ async fn a_job_without_a_selector_selects_its_own_uid() {
     let spec = created.spec.unwrap();
     let labels = spec.template.metadata.unwrap().labels.unwrap();
     assert_eq!(labels.len(), 1, "{labels:?}");
-    let err = jobs
-        .create(
-            &PostParams::default(),
-            &job("unselected", json!({"manualSelector": true})),
-        )
-        .await
-        .unwrap_err();
-    assert!(
-        matches!(&err, kube::Error::Api(s) if s.code == 422
-            && s.message == "Job.batch \"unselected\" is invalid: spec.selector: Required value"),
-        "{err:?}"
+    let message = refused("unselected", json!({"manualSelector": true})).await;
+    assert_eq!(
+        message,
+        "Job.batch \"unselected\" is invalid: spec.selector: Required value"
     );
 }
 

@@ -497,12 +497,12 @@ fn check_path_segment_name(name: &str) -> Result<(), ApiError> {
 
 /// The answer to a subresource only a kubelet serves (a pod's `log`,
 /// `exec`, `attach`, `portforward`, `proxy`; `nodes/proxy`), as
-/// kube-apiserver answers when it
-/// cannot reach the kubelet, at once (kube-client retries a 503, for
-/// minutes; not these): 404 for a missing pod, 400 for a pod not yet on a
-/// node, 404 for a node that does not exist, 500 for a node without an
-/// address, and 500 with the dial error kube-apiserver would meet for the
-/// node's address and kubelet port (ward-apiserver runs no kubelet).
+/// kube-apiserver answers when it cannot reach the kubelet, at once
+/// (kube-client retries a 503, for minutes; not these): 404 for a missing
+/// pod, 400 for a pod not yet on a node, 404 for a node that does not
+/// exist, 500 for a node without an address, and 500 with the dial error
+/// kube-apiserver would meet for the node's address and kubelet port
+/// (ward-apiserver runs no kubelet).
 fn needs_kubelet(req: &Req<'_>, info: &ResourceInfo, ns: &str, name: &str) -> ApiError {
     let Some(object) = req.state.store.get(&info.storage_key(), ns, name) else {
         return ApiError::not_found(&info.group, &info.plural, name);
@@ -551,8 +551,8 @@ fn needs_kubelet(req: &Req<'_>, info: &ResourceInfo, ns: &str, name: &str) -> Ap
 
 /// The address kube-apiserver dials a node's kubelet at: the first of its
 /// addresses of the first type in kube-apiserver's default preference
-/// (`--kubelet-preferred-address-types`), a missing Hostname address
-/// standing in for by the `kubernetes.io/hostname` label.
+/// (`--kubelet-preferred-address-types`), the `kubernetes.io/hostname`
+/// label standing in for a missing Hostname address.
 fn kubelet_address(node: &Value) -> Option<String> {
     let addresses = node["status"]["addresses"].as_array();
     let of_type = |t: &str| {

@@ -131,7 +131,7 @@ struct Inner {
     /// Counters of writes per API group or resource
     /// ([`Store::writes_to_group`], [`Store::writes_to`]): the group and,
     /// for one resource's, its plural.
-    group_writes: Vec<(String, Option<String>, Arc<AtomicU64>)>,
+    write_counters: Vec<(String, Option<String>, Arc<AtomicU64>)>,
 }
 
 impl Inner {
@@ -320,7 +320,7 @@ impl Store {
                 floor: 0,
                 collections: BTreeMap::new(),
                 history: VecDeque::new(),
-                group_writes: Vec::new(),
+                write_counters: Vec::new(),
             }),
             events,
             config,
@@ -361,7 +361,7 @@ impl Store {
 
     fn counter(&self, group: &str, plural: Option<&str>) -> Arc<AtomicU64> {
         let counter = Arc::new(AtomicU64::new(0));
-        self.lock().group_writes.push((
+        self.lock().write_counters.push((
             group.to_string(),
             plural.map(String::from),
             counter.clone(),

@@ -71,10 +71,7 @@ impl Store {
                         removed: false,
                     });
                 }
-                Change::Put(mut v) => {
-                    drop_empty_maps(&mut v);
-                    (v, false)
-                }
+                Change::Put(v) => (v, false),
                 Change::Remove(v) => (v, true),
             };
             if mode == Commit::DryRun {
@@ -223,7 +220,7 @@ impl Store {
             prev,
             renderings: Renderings::default(),
         });
-        for (group, plural, writes) in &inner.group_writes {
+        for (group, plural, writes) in &inner.write_counters {
             let (g, p) = (&event.key.group, &event.key.plural);
             if group == g && plural.as_ref().is_none_or(|plural| plural == p) {
                 writes.fetch_add(1, Ordering::Release);
@@ -317,6 +314,7 @@ impl Store {
             // No namespace named "" exists.
             return Err(ApiError::not_found("", "namespaces", ""));
         }
+        drop_empty_maps(meta);
         meta.insert("uid".into(), uid.clone().into());
         // Spliced in at commit.
         meta.insert("resourceVersion".into(), "".into());
@@ -455,6 +453,9 @@ impl Store {
                 };
             }
             m.insert("resourceVersion".into(), old.rv.to_string().into());
+            // Before the no-op check: `labels: {}` sent to an object
+            // without labels changes nothing (kube's semantic equality).
+            drop_empty_maps(m);
         }
         if same_but_volatile(&new, old_v) {
             return Ok(None);
@@ -550,18 +551,18 @@ pub(super) fn finalizers(v: &Value) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// What Go's `omitempty` drops as kube-apiserver stores an object: empty
-/// `labels` and `annotations` (`labels: {}` reads back without them).
-fn drop_empty_maps(obj: &mut Value) {
-    if let Some(meta) = obj.get_mut("metadata").and_then(Value::as_object_mut) {
-        for key in ["labels", "annotations"] {
-            if meta
-                .get(key)
-                .and_then(Value::as_object)
-                .is_some_and(Map::is_empty)
-            {
-                meta.remove(key);
-            }
+/// What Go's `omitempty` drops from an object's `metadata` as
+/// kube-apiserver stores it: empty `labels` and `annotations` (`labels: {}`
+/// reads back without them). Creates and updates call it; every other
+/// write starts from a stored object, already without them.
+fn drop_empty_maps(meta: &mut Map<String, Value>) {
+    for key in ["labels", "annotations"] {
+        if meta
+            .get(key)
+            .and_then(Value::as_object)
+            .is_some_and(Map::is_empty)
+        {
+            meta.remove(key);
         }
     }
 }

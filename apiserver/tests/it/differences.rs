@@ -221,6 +221,16 @@ async fn empty_labels_and_annotations_read_back_absent() {
         .await
         .unwrap();
     assert_eq!(patched.metadata.labels, None);
+    // Sending `{}` again changes nothing: no new resourceVersion.
+    let again = cms
+        .patch(
+            "bare",
+            &PatchParams::default(),
+            &Patch::Merge(&json!({"metadata": {"labels": {}}})),
+        )
+        .await
+        .unwrap();
+    assert_eq!(again.resource_version(), patched.resource_version());
 }
 
 /// A CRD's `selectableFields` are validated as kube-apiserver validates

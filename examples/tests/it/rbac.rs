@@ -11,7 +11,8 @@ use std::sync::mpsc;
 use std::time::{Duration, Instant};
 
 use k8s_openapi::api::apps::v1::StatefulSet;
-use kube::api::{Api, ListParams};
+use kube::api::Api;
+use kube::runtime::wait::await_condition;
 use serde_json::{Value, json};
 use ward_apiserver::auth::AuthorizationMode;
 use ward_apiserver::{ApiServer, ServerConfig};
@@ -235,16 +236,15 @@ fn runtime() -> tokio::runtime::Runtime {
         .unwrap()
 }
 
-/// Whether `holds` comes true within [`WAIT`], asked every 50 ms.
-async fn eventually<F: std::future::Future<Output = bool>>(holds: impl Fn() -> F) -> bool {
-    let deadline = tokio::time::Instant::now() + WAIT;
-    while tokio::time::Instant::now() < deadline {
-        if holds().await {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+/// Whether object `name` of `api` comes to satisfy `holds` within
+/// [`WAIT`] (watched, as kube-runtime's `await_condition` watches).
+async fn comes_to<K>(api: Api<K>, name: &str, holds: impl Fn(Option<&K>) -> bool) -> bool
+where
+    K: kube::Resource + Clone + serde::de::DeserializeOwned + std::fmt::Debug + Send + 'static,
+{
+    let condition = move |k: Option<&K>| holds(k);
+    let watched = await_condition(api, name, condition);
+    matches!(tokio::time::timeout(WAIT, watched).await, Ok(Ok(_)))
 }
 
 /// Whether `run` logs the 403 for `verb` on `resource` in `group` to
@@ -274,15 +274,7 @@ fn create_lws(rt: &tokio::runtime::Runtime, server: &ApiServer, name: &str) {
 /// Whether LeaderWorkerSet `name` gets its leader StatefulSet.
 fn gets_its_statefulset(rt: &tokio::runtime::Runtime, server: &ApiServer, name: &str) -> bool {
     let sts: Api<StatefulSet> = Api::namespaced(server.client(), "default");
-    rt.block_on(eventually(|| {
-        let sts = sts.clone();
-        async move {
-            let items = sts.list(&ListParams::default()).await.unwrap().items;
-            items
-                .iter()
-                .any(|s| s.metadata.name.as_deref() == Some(name))
-        }
-    }))
+    rt.block_on(comes_to(sts, name, |s| s.is_some()))
 }
 
 /// The LWS controller's deploy/rbac.yaml is all it needs, and needs all of
@@ -391,12 +383,8 @@ fn the_whereabouts_reconciler_runs_on_its_deployed_rbac_and_no_less() {
     pool(&server);
     let run = Run::start(bin, &args, &kc);
     let pools: Api<IPPool> = Api::namespaced(server.client(), "default");
-    let freed = rt.block_on(eventually(|| {
-        let pools = pools.clone();
-        async move {
-            let p = pools.get("10.128.40.0-24").await.unwrap();
-            p.spec.allocations.is_empty()
-        }
+    let freed = rt.block_on(comes_to(pools, "10.128.40.0-24", |p: Option<&IPPool>| {
+        p.is_some_and(|p| p.spec.allocations.is_empty())
     }));
     let refusals = run.refusals();
     drop(run);

@@ -10,6 +10,9 @@
 //! - **Write faults**: answer a fraction, or the next N, of the writes
 //!   matching a filter (verb, kind or resource, client) with 409, 429 or
 //!   500, after an optional latency.
+//! - **Webhook faults**: a call to an admission webhook delayed, refused
+//!   or timed out, so its `failurePolicy` (and a controller's handling of
+//!   the answer) can be tested under perturbation.
 //! - **Pod lifecycle** (kwok-like, off by default): pods are scheduled onto a
 //!   node and then set Running with a podIP, each after a configurable,
 //!   jittered delay.
@@ -328,6 +331,9 @@ pub struct FaultConfig {
     pub writes: Vec<WriteFault>,
     /// Pod stages.
     pub pods: PodLifecycle,
+    /// Faults on calls to admission webhooks, checked in order; the first
+    /// that fires wins.
+    pub webhooks: Vec<WebhookFault>,
 }
 
 /// The seeded generator of every random choice the server makes (Ward's
@@ -386,6 +392,9 @@ impl Faults {
     pub fn set_config(&self, config: FaultConfig) -> Result<&Self, FaultError> {
         for w in &config.writes {
             validate_write(w)?;
+        }
+        for w in &config.webhooks {
+            validate_trigger(w.trigger)?;
         }
         self.edit(|c| *c = config);
         Ok(self)
@@ -473,6 +482,32 @@ impl Faults {
         removed
     }
 
+    /// Add a webhook fault; refused (nothing added) when its trigger cannot
+    /// fire.
+    pub fn add_webhook_fault(&self, fault: WebhookFault) -> Result<&Self, FaultError> {
+        validate_trigger(fault.trigger)?;
+        self.edit(|c| c.webhooks.push(fault));
+        Ok(self)
+    }
+
+    /// The webhook fault that fires for a call to webhook `name`, if any
+    /// (consuming one shot of a `Next(n)` fault).
+    pub fn webhook_fault(&self, name: &str) -> Option<WebhookAction> {
+        let mut inner = self.lock();
+        let Inner { config, rng } = &mut *inner;
+        let i = config
+            .webhooks
+            .iter_mut()
+            .position(|w| w.webhook.as_deref().is_none_or(|n| n == name) && w.trigger.fires(rng))?;
+        let action = config.webhooks[i].action;
+        if config.webhooks[i].trigger == Trigger::Next(0) {
+            config.webhooks.remove(i);
+        }
+        drop(inner);
+        self.changed.send_modify(|n| *n += 1);
+        Some(action)
+    }
+
     /// Configure the pod stages.
     pub fn set_pod_lifecycle(&self, pods: PodLifecycle) -> &Self {
         self.edit(|c| c.pods = pods);
@@ -515,18 +550,7 @@ impl Faults {
             if !w.matches(verb, group, resource, client) {
                 continue;
             }
-            let fire = match &mut w.trigger {
-                Trigger::Fraction(p) => rng.unit() < *p,
-                Trigger::Next(n) => {
-                    if *n > 0 {
-                        *n -= 1;
-                        true
-                    } else {
-                        false
-                    }
-                }
-            };
-            if fire {
+            if w.trigger.fires(rng) {
                 let f = Fired {
                     latency: w.latency,
                     action: w.action,
@@ -545,8 +569,68 @@ impl Faults {
     }
 }
 
+impl Trigger {
+    /// Whether it fires now (consuming one shot of `Next`).
+    fn fires(&mut self, rng: &mut Rng) -> bool {
+        match self {
+            Trigger::Fraction(p) => rng.unit() < *p,
+            Trigger::Next(n) if *n > 0 => {
+                *n -= 1;
+                true
+            }
+            Trigger::Next(_) => false,
+        }
+    }
+}
+
+/// What a webhook fault does to a call from the server to an admission
+/// webhook: the webhook's `failurePolicy` then decides.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WebhookAction {
+    /// Make the call after this delay (past the webhook's
+    /// `timeoutSeconds`, it times out).
+    Delay(Delay),
+    /// The connection is refused: `dial tcp ...: connect: connection
+    /// refused`.
+    Refuse,
+    /// The call runs out its whole `timeoutSeconds`: `context deadline
+    /// exceeded`.
+    Timeout,
+}
+
+/// A fault on the server's calls to admission webhooks: a filter (a
+/// webhook's name, or any), an action and a trigger.
+///
+/// ```
+/// use ward_apiserver::Faults;
+/// use ward_apiserver::faults::{Trigger, WebhookAction, WebhookFault};
+///
+/// let faults = Faults::new(7);
+/// faults.add_webhook_fault(WebhookFault {
+///     webhook: Some("label.example.com".into()),
+///     action: WebhookAction::Refuse,
+///     trigger: Trigger::Next(1),
+/// })?;
+/// # Ok::<(), ward_apiserver::FaultError>(())
+/// ```
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct WebhookFault {
+    /// The webhook's name (None: every webhook).
+    #[serde(default)]
+    pub webhook: Option<String>,
+    /// What to do.
+    pub action: WebhookAction,
+    /// When.
+    pub trigger: Trigger,
+}
+
 fn validate_write(w: &WriteFault) -> Result<(), FaultError> {
-    match w.trigger {
+    validate_trigger(w.trigger)
+}
+
+fn validate_trigger(trigger: Trigger) -> Result<(), FaultError> {
+    match trigger {
         Trigger::Fraction(p) if !(0.0..=1.0).contains(&p) || p.is_nan() => {
             Err(FaultError::Fraction(p))
         }

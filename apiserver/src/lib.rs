@@ -36,6 +36,7 @@
 #[cfg(fuzzing)]
 use bolero as _;
 
+pub mod admission;
 pub mod alloc;
 pub mod auth;
 mod bootstrap;

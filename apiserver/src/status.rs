@@ -1,6 +1,8 @@
 //! API errors as the real server reports them: an HTTP status code and a
 //! `metav1.Status` body (kind Status, status Failure, reason, message, code).
 
+use std::borrow::Cow;
+
 use serde_json::{Value, json};
 
 /// An error answered to a client as a `metav1.Status`.
@@ -9,8 +11,9 @@ use serde_json::{Value, json};
 pub struct ApiError {
     /// HTTP status code.
     pub code: u16,
-    /// Machine-readable reason, e.g. `NotFound`, `Conflict`, `Invalid`.
-    pub reason: &'static str,
+    /// Machine-readable reason, e.g. `NotFound`, `Conflict`, `Invalid`
+    /// (an admission webhook's denial passes on its own).
+    pub reason: Cow<'static, str>,
     /// Human-readable message, worded like the real server's.
     pub message: String,
     /// Optional `details` (name, group, kind).
@@ -21,7 +24,7 @@ impl ApiError {
     fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             code,
-            reason,
+            reason: Cow::Borrowed(reason),
             message: message.into(),
             details: None,
         }
@@ -206,6 +209,22 @@ impl ApiError {
     /// 500 InternalError.
     pub fn internal(message: impl Into<String>) -> Self {
         Self::new(500, "InternalError", message)
+    }
+
+    /// The error a `metav1.Status` describes (an admission webhook's
+    /// denial): its code (500 when absent), reason, message and details
+    /// passed on as they are.
+    #[must_use]
+    pub fn from_status(status: &Value) -> Self {
+        ApiError {
+            code: status["code"]
+                .as_u64()
+                .and_then(|c| u16::try_from(c).ok())
+                .unwrap_or(500),
+            reason: Cow::Owned(status["reason"].as_str().unwrap_or_default().to_owned()),
+            message: status["message"].as_str().unwrap_or_default().to_owned(),
+            details: status.get("details").filter(|d| d.is_object()).cloned(),
+        }
     }
 
     /// The `metav1.Status` body.

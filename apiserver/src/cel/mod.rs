@@ -72,6 +72,7 @@
 
 pub mod compile;
 pub mod cost;
+mod expression;
 mod library;
 pub mod quantity;
 pub mod value;
@@ -86,6 +87,7 @@ pub use compile::CompileError;
 use cost::{
     Estimator, PER_CALL_LIMIT, RUNTIME_CEL_COST_BUDGET, STATIC_ESTIMATED_COST_LIMIT, Shape,
 };
+pub use expression::Expression;
 use value::Node;
 
 /// The longest message a `messageExpression` may produce (bytes), as

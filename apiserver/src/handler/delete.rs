@@ -7,13 +7,14 @@ use super::body::delete_spec;
 use super::params::{ListOptions, encode_continue};
 use super::request::{Req, Target, committed, filter_of, ns_of};
 use super::response::{Resp, json_response, render};
+use crate::admission::{At, MAX_ROUNDS, Operation};
 use crate::status::ApiError;
-use crate::store::{Commit, Deleted, StoredObject};
+use crate::store::{Commit, DeleteSpec, Deleted, StoredObject};
 
 pub(super) fn delete(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let name = t.name.as_deref().unwrap_or_default();
     let spec = delete_spec(req)?;
-    let (obj, removed) = match req.state.store.delete(&t.info, ns_of(t), name, &spec)? {
+    let (obj, removed) = match admitted_delete(req, t, ns_of(t), name, "", &spec)? {
         Deleted::Removed(o) => (o, true),
         Deleted::Terminating(o) => (o, false),
     };
@@ -24,6 +25,50 @@ pub(super) fn delete(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         return Ok(json_response(StatusCode::OK, &deleted_status(t, &obj)));
     }
     Ok(render(req, t, &obj, StatusCode::OK))
+}
+
+/// Delete one object once the admission webhooks have seen it: the delete
+/// then carries the resourceVersion they saw as a precondition (unless the
+/// client set one), and starts over if the object changed meanwhile.
+/// `request_name` is the name admission is told (`""` in a collection).
+fn admitted_delete(
+    req: &Req<'_>,
+    t: &Target,
+    ns: &str,
+    name: &str,
+    request_name: &str,
+    spec: &DeleteSpec,
+) -> Result<Deleted, ApiError> {
+    if !req.admission.active() {
+        return req.state.store.delete(&t.info, ns, name, spec);
+    }
+    let at = At {
+        operation: Operation::Delete,
+        info: &t.info,
+        sub: None,
+        namespace: ns,
+        name: request_name,
+    };
+    for _ in 0..MAX_ROUNDS {
+        let Some(current) = req.state.store.get(&t.info.storage_key(), ns, name) else {
+            return req.state.store.delete(&t.info, ns, name, spec);
+        };
+        req.admission.delete(&at, &current.value())?;
+        let mut seen = spec.clone();
+        let ours = seen.resource_version.is_none();
+        if ours {
+            seen.resource_version = Some(current.rv.to_string());
+        }
+        match req.state.store.delete(&t.info, ns, name, &seen) {
+            Err(e) if e.code == 409 && ours => {}
+            done => return done,
+        }
+    }
+    Err(ApiError::conflict_modified(
+        &t.info.group,
+        &t.info.plural,
+        name,
+    ))
 }
 
 /// kube-apiserver's answer to a removal: `Status{Success}` with the
@@ -72,7 +117,7 @@ pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiEr
     let mut items = Vec::new();
     for o in page.items {
         // Namespaces have no deletecollection (the router refuses it).
-        match st.store.delete(&t.info, o.namespace(), o.name(), &spec) {
+        match admitted_delete(req, t, o.namespace(), o.name(), "", &spec) {
             Ok(Deleted::Removed(o) | Deleted::Terminating(o)) => {
                 if spec.commit == Commit::Store {
                     committed(req, t, &o);

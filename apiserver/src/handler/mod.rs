@@ -141,6 +141,10 @@ where
     if let Some(e) = write_fault(&state, client, &parts.method, resource_path).await {
         return error_response(&e);
     }
+    let writes = !matches!(parts.method, Method::GET | Method::HEAD | Method::OPTIONS);
+    let hooks = writes
+        .then(|| state.webhooks.current(&state.store))
+        .flatten();
     let req = Req {
         state: &state,
         client,
@@ -149,19 +153,66 @@ where
         headers: &parts.headers,
         query,
         body,
+        admission: crate::admission::Admission::new(hooks),
     };
-    let resp = match route(&req, &path, resource_path) {
-        Ok(r) => r,
-        Err(e) => {
-            tracing::debug!(code = e.code, reason = e.reason, message = %e.message, "request failed");
-            error_response(&e)
+    let resp = loop {
+        let routed = route(&req, &path, resource_path);
+        // A pass that stopped for admission webhooks: call them, run it again.
+        if let Some(ask) = req.admission.take_pending() {
+            if let Err(e) = admit_by_webhooks(&req, ask).await {
+                tracing::debug!(code = e.code, reason = %e.reason, message = %e.message, "refused by admission");
+                break error_response(&e);
+            }
+            continue;
         }
+        break match routed {
+            Ok(r) => r,
+            Err(e) => {
+                tracing::debug!(code = e.code, reason = %e.reason, message = %e.message, "request failed");
+                error_response(&e)
+            }
+        };
     };
+    let resp = response::with_warnings(resp, &req.admission.warnings());
     drop(_enter);
     match wants {
         crate::proto::Wants::Protobuf { or_json } => answer_as_asked(or_json, resp).await,
         crate::proto::Wants::Json => resp,
     }
+}
+
+/// Calls the admission webhooks a pass stopped for, with the request's
+/// user, dry-run flag and options (the query's, or a delete's body).
+async fn admit_by_webhooks(req: &Req<'_>, ask: crate::admission::Ask) -> Result<(), ApiError> {
+    let dry_run = !req.query.dry_run().is_empty();
+    let options = if ask.operation == crate::admission::Operation::Delete {
+        serde_json::from_slice::<Value>(&req.body)
+            .ok()
+            .filter(Value::is_object)
+            .unwrap_or_else(|| serde_json::json!({}))
+    } else {
+        let mut o = serde_json::Map::new();
+        if dry_run {
+            o.insert("dryRun".into(), serde_json::json!(["All"]));
+        }
+        for k in ["fieldManager", "fieldValidation"] {
+            if let Some(v) = req.query.first(k) {
+                o.insert(k.into(), v.into());
+            }
+        }
+        if let Some(f) = req.query.first("force") {
+            o.insert("force".into(), (f == "true").into());
+        }
+        Value::Object(o)
+    };
+    let ctx = crate::admission::Context {
+        store: &req.state.store,
+        faults: &req.state.faults,
+        user: &req.user,
+        dry_run,
+        options,
+    };
+    req.admission.answer(ask, &ctx).await
 }
 
 /// For a client that prefers protobuf: a JSON answer re-encoded as

@@ -38,6 +38,9 @@ pub(super) struct Req<'a> {
     pub(super) headers: &'a HeaderMap,
     pub(super) query: params::Query,
     pub(super) body: Bytes,
+    /// What the admission webhooks answered in earlier passes of this
+    /// request ([`crate::admission`]).
+    pub(super) admission: crate::admission::Admission,
 }
 
 impl Req<'_> {
@@ -47,6 +50,11 @@ impl Req<'_> {
             .get(h)
             .and_then(|v| v.to_str().ok())
             .unwrap_or("")
+    }
+
+    /// The time this write records, the same in every pass.
+    pub(super) fn now(&self) -> String {
+        self.admission.now(|| self.state.store.clock().rfc3339())
     }
 
     /// 405 unless the method is GET.

@@ -63,6 +63,8 @@ pub struct State {
     pub openapi: crate::openapi::Cache,
     /// Who requests are and what they may do.
     pub auth: crate::auth::Auth,
+    /// The admission webhooks registered in the store.
+    pub webhooks: crate::admission::Registered,
     /// State of the generateName suffix generator (seeded, deterministic).
     names: Mutex<crate::faults::Rng>,
 }
@@ -80,8 +82,10 @@ impl State {
     ) -> Self {
         let services = ServiceAllocator::new(config.service_cidr, config.node_ports.clone());
         let auth = crate::auth::Auth::new(config.auth.clone(), &store);
+        let webhooks = crate::admission::Registered::new(&store);
         State {
             auth,
+            webhooks,
             services,
             store,
             registry,

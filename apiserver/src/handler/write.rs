@@ -12,6 +12,7 @@ use super::body::{parse_checked, patch_error};
 use super::params::{WriteOptions, WriteVerb};
 use super::request::{Req, Target, committed, ns_of};
 use super::response::{Resp, render, with_warnings};
+use crate::admission::{At, Operation};
 use crate::alloc::Held;
 use crate::fields::{self, FieldValidation};
 use crate::patch::{self, PatchKind};
@@ -166,11 +167,27 @@ pub(super) fn create_object(
     commit: Commit,
 ) -> Result<Arc<StoredObject>, ApiError> {
     check_identity(t, obj, url_name)?;
+    // The mutating webhooks see the name as sent (empty for generateName).
+    let sent_name = obj["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    let at = |name| At {
+        operation: Operation::Create,
+        info: &t.info,
+        sub: None,
+        namespace: ns_of(t),
+        name,
+    };
+    if req.admission.mutate(&at(&sent_name), None, obj)? {
+        check_identity(t, obj, url_name)?;
+    }
     let meta = &mut obj["metadata"];
     if meta["name"].as_str().is_none_or(str::is_empty) {
         match meta["generateName"].as_str() {
             Some(prefix) if !prefix.is_empty() => {
-                let name = format!("{prefix}{}", req.state.random_suffix());
+                let suffix = req.admission.generated_name(|| req.state.random_suffix());
+                let name = format!("{prefix}{suffix}");
                 meta["name"] = name.into();
             }
             _ => {
@@ -183,7 +200,7 @@ pub(super) fn create_object(
         }
     }
     strategy::validate(&t.info, obj)?;
-    let now = req.state.store.clock().rfc3339();
+    let now = req.now();
     strategy::prepare_create(&t.info, obj, &now);
     strategy::admit(&t.info, None, obj)?;
     if let Some(e) = Escalation::for_write(req.state, &req.user, &t.info.group, &t.info.plural) {
@@ -202,6 +219,7 @@ pub(super) fn create_object(
         .to_string();
     let held = allocator(req, t, &ns, &name);
     allocate(held.as_ref(), &name, None, obj)?;
+    req.admission.validate(&at(&name), None, Some(obj))?;
     let stored = req.state.store.create_with(&t.info, obj.take(), commit)?;
     drop(held);
     if commit == Commit::Store {
@@ -235,16 +253,24 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         strategy::validate(&t.info, &body)?;
     }
     let manager = req.field_manager(&opts);
-    let now = req.state.store.clock().rfc3339();
+    let now = req.now();
     let av = t.info.api_version();
     let held = allocator(req, t, ns_of(t), name);
     let escalation = Escalation::for_write(req.state, &req.user, &t.info.group, &t.info.plural);
+    let at = updating(t, name);
     let stored = req
         .state
         .store
         .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
+            let mut body = body.clone();
+            if req.admission.mutate(&at, Some(old), &mut body)? {
+                check_identity(t, &mut body, Some(name))?;
+                if t.sub == Subresource::Main {
+                    strategy::validate(&t.info, &body)?;
+                }
+            }
             strategy::check_subresource(&t.info, t.sub, name, old, &body)?;
-            let mut new = strategy::prepare_update(&t.info, t.sub, old, body.clone());
+            let mut new = strategy::prepare_update(&t.info, t.sub, old, body);
             strategy::admit(&t.info, Some(old), &mut new)?;
             if let Some(e) = &escalation {
                 e.check(&t.info.plural, &new)?;
@@ -257,12 +283,24 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             }
             let sub = t.sub.name();
             patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
+            req.admission.validate(&at, Some(old), Some(&new))?;
             Ok(new)
         })?;
     Ok(with_warnings(
         written(req, t, &stored, opts.commit),
         &warnings,
     ))
+}
+
+/// Where an update, patch or apply of an existing object meets admission.
+fn updating<'a>(t: &'a Target, name: &'a str) -> At<'a> {
+    At {
+        operation: Operation::Update,
+        info: &t.info,
+        sub: t.sub.name(),
+        namespace: ns_of(t),
+        name,
+    }
 }
 
 /// The duplicate fields of a merge or strategic merge patch body, when
@@ -356,7 +394,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         _ => WriteVerb::Patch,
     };
     let opts = WriteOptions::from_query(&req.query, verb)?;
-    let now = req.state.store.clock().rfc3339();
+    let now = req.now();
     let av = t.info.api_version();
     let sub = t.sub.name();
     if kind == PatchKind::Apply {
@@ -372,6 +410,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     // after the object is found, as before.
     let merge_patch = (kind == PatchKind::Merge)
         .then(|| patch::parse_merge_patch(&req.body).map_err(|e| patch_error(t, &name, e)));
+    let at = updating(t, &name);
     let stored = req
         .state
         .store
@@ -404,6 +443,9 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
                 },
             )?;
             check_identity(t, &mut new, Some(&name))?;
+            if req.admission.mutate(&at, Some(old), &mut new)? {
+                check_identity(t, &mut new, Some(&name))?;
+            }
             if t.sub == Subresource::Main {
                 strategy::validate(&t.info, &new)?;
             }
@@ -415,6 +457,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             }
             allocate(held.as_ref(), &name, Some(old), &mut new)?;
             patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
+            req.admission.validate(&at, Some(old), Some(&new))?;
             Ok(new)
         })?;
     Ok(with_warnings(
@@ -444,6 +487,7 @@ pub(super) fn apply(
         subresource: t.sub.name(),
     };
     let escalation = Escalation::for_write(req.state, &req.user, &t.info.group, &t.info.plural);
+    let at = updating(t, name);
     // Update if present, create if absent; a create that loses a race with
     // another create retries as an update.
     for _ in 0..3 {
@@ -456,6 +500,9 @@ pub(super) fn apply(
                 let mut merged = patch::server_side_apply(Some(old), &req.body, &apply_opts)
                     .map_err(|e| patch_error(t, name, e))?;
                 check_identity(t, &mut merged, Some(name))?;
+                if req.admission.mutate(&at, Some(old), &mut merged)? {
+                    check_identity(t, &mut merged, Some(name))?;
+                }
                 if t.sub == Subresource::Main {
                     strategy::validate(&t.info, &merged)?;
                 }
@@ -466,6 +513,7 @@ pub(super) fn apply(
                     e.check(&t.info.plural, &new)?;
                 }
                 allocate(held.as_ref(), name, Some(old), &mut new)?;
+                req.admission.validate(&at, Some(old), Some(&new))?;
                 Ok(new)
             });
         drop(held);

@@ -49,6 +49,7 @@ mod service;
 mod serviceaccount;
 mod statefulset;
 mod strategy;
+mod webhookconfiguration;
 
 pub use customresourcedefinition::{DefinedVersion, Definition, accept as accept_crd};
 pub use namespace::{FINALIZER as NAMESPACE_FINALIZER, emptied as namespace_emptied};
@@ -88,6 +89,12 @@ pub fn builtin(group: &str, plural: &str) -> Strategy {
         ("", "services") => &service::Service,
         ("apiextensions.k8s.io", "customresourcedefinitions") => {
             &customresourcedefinition::CustomResourceDefinition
+        }
+        ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
+            &webhookconfiguration::MutatingWebhookConfiguration
+        }
+        ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
+            &webhookconfiguration::ValidatingWebhookConfiguration
         }
         ("apps", "daemonsets") => &daemonset::DaemonSet,
         ("apps", "deployments") => &deployment::Deployment,

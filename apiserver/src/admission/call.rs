@@ -1,0 +1,298 @@
+//! The HTTPS client that calls a webhook: a POST of the review, the
+//! server's certificate verified against the webhook's `caBundle` for the
+//! URL's host (or `<service>.<namespace>.svc`), `?timeout=<n>s` on the
+//! path as client-go adds it, the whole call bounded by `timeoutSeconds`.
+//! Errors read as Go's HTTP client words them, after `Post "<url>": `.
+//!
+//! One connection per call (kube-apiserver pools them); HTTP/1.1 only.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full, Limited};
+use hyper_util::rt::TokioIo;
+use tokio_rustls::TlsConnector;
+use tokio_rustls::rustls::{self, pki_types};
+
+/// The largest answer read from a webhook.
+const MAX_RESPONSE_BYTES: usize = 16 * 1024 * 1024;
+
+/// Where one call goes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Target {
+    /// The address dialled (`host:port`, IPv6 in brackets).
+    pub dial: String,
+    /// The name the certificate must be valid for.
+    pub server_name: String,
+    /// The path, with `?timeout=`.
+    pub path: String,
+    /// The URL as errors show it.
+    pub url: String,
+}
+
+impl Target {
+    /// The target of a `clientConfig.url` called with this timeout.
+    ///
+    /// # Errors
+    ///
+    /// A URL that registration would have refused.
+    pub fn of_url(url: &str, timeout: Duration) -> Result<Target, String> {
+        let rest = url
+            .strip_prefix("https://")
+            .ok_or_else(|| format!("unsupported protocol scheme in {url:?}"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let (host, port) = split_host_port(authority)?;
+        Ok(Target::new(&host, port, &host, path, timeout))
+    }
+
+    /// The target of a Service's endpoint `address:port`, verified as
+    /// `<name>.<namespace>.svc`.
+    #[must_use]
+    pub fn of_service(
+        address: &str,
+        port: u16,
+        name: &str,
+        namespace: &str,
+        path: &str,
+        timeout: Duration,
+    ) -> Target {
+        let server_name = format!("{name}.{namespace}.svc");
+        let mut t = Target::new(address, port, &server_name, path, timeout);
+        t.url = format!("https://{server_name}:{port}{}", t.path);
+        t
+    }
+
+    fn new(host: &str, port: u16, server_name: &str, path: &str, timeout: Duration) -> Target {
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host.to_owned()
+        };
+        let path = format!("{path}?timeout={}s", timeout.as_secs());
+        Target {
+            dial: format!("{host}:{port}"),
+            server_name: server_name.to_owned(),
+            url: format!("https://{host}:{port}{path}"),
+            path,
+        }
+    }
+}
+
+fn split_host_port(authority: &str) -> Result<(String, u16), String> {
+    let (host, port) = if let Some(v6) = authority.strip_prefix('[') {
+        let (h, rest) = v6
+            .split_once(']')
+            .ok_or_else(|| format!("invalid host {authority:?}"))?;
+        (h, rest.strip_prefix(':'))
+    } else {
+        match authority.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (authority, None),
+        }
+    };
+    let port = match port {
+        Some(p) => p
+            .parse()
+            .map_err(|_| format!("invalid port {p:?} in {authority:?}"))?,
+        None => 443,
+    };
+    Ok((host.to_owned(), port))
+}
+
+/// POSTs `body` to `target`, trusting the PEM certificates in
+/// `ca_bundle`; the answer's body when it is 2xx.
+///
+/// # Errors
+///
+/// Go's words for what failed: `dial tcp ...: connect: connection
+/// refused`, `tls: failed to verify certificate: ...`, `context deadline
+/// exceeded`, or the server's answer when it is not 2xx; each prefixed
+/// with `Post "<url>": ` where Go's client does.
+pub async fn post(
+    target: &Target,
+    ca_bundle: &[u8],
+    body: Vec<u8>,
+    timeout: Duration,
+) -> Result<Bytes, String> {
+    match tokio::time::timeout(timeout, exchange(target, ca_bundle, body)).await {
+        Ok(r) => r,
+        Err(_) => Err(format!("Post {:?}: context deadline exceeded", target.url)),
+    }
+}
+
+async fn exchange(target: &Target, ca_bundle: &[u8], body: Vec<u8>) -> Result<Bytes, String> {
+    let post = |e: String| format!("Post {:?}: {e}", target.url);
+    let config = client_config(ca_bundle).map_err(post)?;
+    let tcp = tokio::net::TcpStream::connect(&target.dial)
+        .await
+        .map_err(|e| {
+            post(format!(
+                "dial tcp {}: connect: {}",
+                target.dial,
+                io_words(&e)
+            ))
+        })?;
+    let name = pki_types::ServerName::try_from(target.server_name.clone())
+        .map_err(|e| post(format!("invalid server name: {e}")))?;
+    let tls = TlsConnector::from(config)
+        .connect(name, tcp)
+        .await
+        .map_err(|e| post(tls_words(&e)))?;
+    let (mut sender, conn) = hyper::client::conn::http1::handshake(TokioIo::new(tls))
+        .await
+        .map_err(|e| post(e.to_string()))?;
+    tokio::spawn(async move {
+        if let Err(e) = conn.await {
+            tracing::debug!(error = %e, "webhook connection ended");
+        }
+    });
+    let host = target.dial.clone();
+    let req = http::Request::post(&target.path)
+        .header(http::header::HOST, host)
+        .header(http::header::CONTENT_TYPE, "application/json")
+        .header(http::header::ACCEPT, "application/json, */*")
+        .header(http::header::USER_AGENT, "ward-apiserver")
+        .body(Full::new(Bytes::from(body)))
+        .map_err(|e| post(e.to_string()))?;
+    let resp = sender
+        .send_request(req)
+        .await
+        .map_err(|e| post(e.to_string()))?;
+    let status = resp.status();
+    let content_type = resp
+        .headers()
+        .get(http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_owned();
+    let bytes = Limited::new(resp.into_body(), MAX_RESPONSE_BYTES)
+        .collect()
+        .await
+        .map_err(|e| post(e.to_string()))?
+        .to_bytes();
+    if !status.is_success() {
+        return Err(not_success(status.as_u16(), &bytes));
+    }
+    if bytes.is_empty() {
+        return Err(format!(
+            "0-length response with status code: {} and content type: {content_type}",
+            status.as_u16()
+        ));
+    }
+    Ok(bytes)
+}
+
+/// client-go's words for an answer that is not 2xx: a Failure Status's
+/// message, else one by the code.
+fn not_success(code: u16, body: &[u8]) -> String {
+    if let Ok(s) = serde_json::from_slice::<serde_json::Value>(body)
+        && s["kind"] == "Status"
+        && s["status"] == "Failure"
+        && let Some(m) = s["message"].as_str()
+    {
+        return m.to_owned();
+    }
+    match code {
+        400 => "the server rejected our request for an unknown reason".into(),
+        404 => "the server could not find the requested resource".into(),
+        500.. => {
+            let text = String::from_utf8_lossy(body);
+            let text: String = text.trim().chars().take(2048).collect();
+            format!("an error on the server ({text:?}) has prevented the request from succeeding")
+        }
+        _ => format!(
+            "the server responded with the status code {code} but did not return more information"
+        ),
+    }
+}
+
+fn client_config(ca_bundle: &[u8]) -> Result<Arc<rustls::ClientConfig>, String> {
+    use pki_types::pem::PemObject as _;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in pki_types::CertificateDer::pem_slice_iter(ca_bundle) {
+        let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
+        roots
+            .add(cert)
+            .map_err(|e| format!("invalid caBundle: {e}"))?;
+    }
+    let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let mut config = rustls::ClientConfig::builder_with_provider(provider)
+        .with_safe_default_protocol_versions()
+        .map_err(|e| e.to_string())?
+        .with_root_certificates(roots)
+        .with_no_client_auth();
+    config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    Ok(Arc::new(config))
+}
+
+/// An I/O error as Go's `syscall.Errno` prints it.
+fn io_words(e: &std::io::Error) -> String {
+    match e.kind() {
+        std::io::ErrorKind::ConnectionRefused => "connection refused".into(),
+        std::io::ErrorKind::ConnectionReset => "connection reset by peer".into(),
+        _ => e.to_string(),
+    }
+}
+
+/// A TLS error as Go's crypto/tls and x509 word the usual ones.
+fn tls_words(e: &std::io::Error) -> String {
+    let inner = e.to_string();
+    if inner.contains("UnknownIssuer") {
+        "tls: failed to verify certificate: x509: certificate signed by unknown authority".into()
+    } else if inner.contains("NotValidForName") {
+        format!(
+            "tls: failed to verify certificate: x509: certificate is not valid for the name asked ({inner})"
+        )
+    } else {
+        format!("remote error: tls: {inner}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_url_is_split_into_what_is_dialled_verified_and_shown() {
+        let t = Target::of_url("https://127.0.0.1:8443/mutate", Duration::from_secs(10)).unwrap();
+        assert_eq!(t.dial, "127.0.0.1:8443");
+        assert_eq!(t.server_name, "127.0.0.1");
+        assert_eq!(t.path, "/mutate?timeout=10s");
+        assert_eq!(t.url, "https://127.0.0.1:8443/mutate?timeout=10s");
+        let t = Target::of_url("https://[::1]/x", Duration::from_secs(3)).unwrap();
+        assert_eq!(
+            (t.dial.as_str(), t.server_name.as_str()),
+            ("[::1]:443", "::1")
+        );
+        let s = Target::of_service("127.0.0.1", 9443, "hook", "d", "/v", Duration::from_secs(5));
+        assert_eq!(s.server_name, "hook.d.svc");
+        assert_eq!(s.url, "https://hook.d.svc:9443/v?timeout=5s");
+        assert!(Target::of_url("http://x/", Duration::from_secs(1)).is_err());
+    }
+
+    #[tokio::test]
+    async fn a_refused_connection_reads_as_gos() {
+        let port = {
+            let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+            l.local_addr().unwrap().port()
+        };
+        let t = Target::of_url(
+            &format!("https://127.0.0.1:{port}/"),
+            Duration::from_secs(5),
+        )
+        .unwrap();
+        let e = post(&t, b"", Vec::new(), Duration::from_secs(5))
+            .await
+            .unwrap_err();
+        assert_eq!(
+            e,
+            format!(
+                "Post \"https://127.0.0.1:{port}/?timeout=5s\": dial tcp 127.0.0.1:{port}: connect: connection refused"
+            )
+        );
+    }
+}

@@ -1,0 +1,750 @@
+//! Admission webhooks, called as kube-apiserver calls them: every
+//! Mutating- and ValidatingWebhookConfiguration in the store is read
+//! ([`Registered`]), each write a webhook's rules, selectors and
+//! `matchConditions` take is sent to it as an AdmissionReview v1 over
+//! HTTPS ([`call`], [`review`]), mutating webhooks first (in configuration
+//! name order, JSONPatch answers applied, `reinvocationPolicy: IfNeeded`
+//! honoured), then the object is validated, then the validating webhooks
+//! are called together; a denial or a failed call under `failurePolicy:
+//! Fail` fails the write with kube's status, nothing stored.
+//!
+//! ## How a synchronous write waits for an HTTPS call
+//!
+//! A write is decided in one synchronous pass (the store's optimistic
+//! update, [`crate::store::Store::update_with`]); a webhook is a network
+//! call. So a write that a webhook applies to runs more than once, as
+//! kube-apiserver's `GuaranteedUpdate` runs its update function again
+//! after a conflict. Each pass that reaches an admission step
+//! ([`Admission::mutate`], [`Admission::validate`]) with objects no
+//! webhook has answered for yet stops there (nothing is written) and says
+//! what it needs ([`Admission::take_pending`]); the handler calls the
+//! webhooks and runs the write again, which finds the answer for the very
+//! same (old, new) pair and goes on. If the object changed meanwhile the
+//! pair differs and the webhooks are asked again: no write is stored that
+//! a webhook did not see. After [`MAX_ROUNDS`] passes for one object the
+//! write fails with 409. A write no webhook's rules name runs once, as
+//! before, and with no configuration stored nothing is read or cloned.
+//!
+//! ## Differences from kube-apiserver
+//!
+//! - A Service is called at its EndpointSlices' ready addresses (as
+//!   `--enable-aggregator-routing` does), not its cluster IP: nothing here
+//!   routes cluster IPs.
+//! - `matchPolicy: Equivalent` is `Exact`: each resource is served at one
+//!   version, so there is no equivalent to convert to.
+//! - An empty `caBundle` trusts nothing (kube-apiserver trusts the
+//!   system's roots); calls are HTTP/1.1 on a connection of their own.
+//! - On a create the validating webhooks see the object before the store
+//!   gives it a uid and creationTimestamp.
+//! - Writes the server makes itself (garbage collection, namespace
+//!   cleanup) are not sent to webhooks.
+//! - `matchConditions` cannot use `authorizer`.
+
+pub mod call;
+pub mod config;
+pub mod matching;
+pub mod review;
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Map, Value};
+
+use crate::faults::{Faults, WebhookAction};
+use crate::resources::{ResourceInfo, StorageKey};
+use crate::status::ApiError;
+use crate::store::Store;
+pub use config::Webhook;
+use matching::Conditions;
+pub use review::{Operation, Request};
+
+/// How many times one object's write may go back to the webhooks because
+/// it changed under them before it fails with 409.
+pub const MAX_ROUNDS: usize = 8;
+
+/// The webhooks registered now.
+#[derive(Debug, Default)]
+pub struct Hooks {
+    /// Mutating webhooks, in call order (configuration name, then position).
+    pub mutating: Vec<Arc<Webhook>>,
+    /// Validating webhooks.
+    pub validating: Vec<Arc<Webhook>>,
+}
+
+impl Hooks {
+    fn any_rule_takes(&self, mutating: bool, r: &Request<'_>) -> bool {
+        let hooks = if mutating {
+            &self.mutating
+        } else {
+            &self.validating
+        };
+        hooks.iter().any(|h| matching::rules_match(&h.rules, r))
+    }
+}
+
+fn key(plural: &str) -> StorageKey {
+    StorageKey {
+        group: "admissionregistration.k8s.io".into(),
+        plural: plural.into(),
+    }
+}
+
+/// The webhooks of the configurations in a store, compiled again only
+/// after a configuration is written.
+#[derive(Debug)]
+pub struct Registered {
+    mutating_writes: Arc<AtomicU64>,
+    validating_writes: Arc<AtomicU64>,
+    cached: Mutex<(u64, Option<Arc<Hooks>>)>,
+}
+
+impl Registered {
+    /// Follow the configurations in `store`.
+    #[must_use]
+    pub fn new(store: &Store) -> Registered {
+        Registered {
+            mutating_writes: store.writes_to(&key("mutatingwebhookconfigurations")),
+            validating_writes: store.writes_to(&key("validatingwebhookconfigurations")),
+            cached: Mutex::new((u64::MAX, None)),
+        }
+    }
+
+    /// The webhooks registered now (None when there are none).
+    pub fn current(&self, store: &Store) -> Option<Arc<Hooks>> {
+        let stamp = self
+            .mutating_writes
+            .load(Ordering::Acquire)
+            .wrapping_add(self.validating_writes.load(Ordering::Acquire) << 32);
+        let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
+        if cached.0 != stamp {
+            let read = |plural: &str, mutating: bool| -> Vec<Arc<Webhook>> {
+                let page = store.list(&key(plural), None, None, None, |_| true);
+                // Listed in name order: mutating webhooks run in that order.
+                (page.items.iter())
+                    .flat_map(|c| Webhook::all_of(&c.value(), mutating))
+                    .map(Arc::new)
+                    .collect()
+            };
+            let hooks = Hooks {
+                mutating: read("mutatingwebhookconfigurations", true),
+                validating: read("validatingwebhookconfigurations", false),
+            };
+            let any = !hooks.mutating.is_empty() || !hooks.validating.is_empty();
+            *cached = (stamp, any.then(|| Arc::new(hooks)));
+        }
+        cached.1.clone()
+    }
+}
+
+/// Where in a write an admission step is.
+#[derive(Debug, Clone)]
+pub struct At<'a> {
+    /// The operation.
+    pub operation: Operation,
+    /// The resource written.
+    pub info: &'a ResourceInfo,
+    /// Its subresource, if any.
+    pub sub: Option<&'static str>,
+    /// The namespace (`""` cluster-scoped).
+    pub namespace: &'a str,
+    /// The object's name (`""` at the mutating step of a generateName
+    /// create).
+    pub name: &'a str,
+}
+
+/// One admission step's question: the objects as the webhooks are (to be)
+/// shown them.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Ask {
+    /// The mutating (true) or validating step.
+    pub mutating: bool,
+    /// The operation.
+    pub operation: Operation,
+    /// group, version, plural, kind.
+    pub resource: [String; 4],
+    /// Whether the resource is namespaced.
+    pub namespaced: bool,
+    /// The subresource (`""` none).
+    pub sub: String,
+    /// The namespace.
+    pub namespace: String,
+    /// The name.
+    pub name: String,
+    /// The new object (None on DELETE).
+    pub object: Option<Value>,
+    /// The old object.
+    pub old: Option<Value>,
+}
+
+impl Ask {
+    fn new(at: &At<'_>, mutating: bool, old: Option<&Value>, object: Option<&Value>) -> Ask {
+        let i = at.info;
+        Ask {
+            mutating,
+            operation: at.operation,
+            resource: [
+                i.group.clone(),
+                i.version.clone(),
+                i.plural.clone(),
+                i.kind.clone(),
+            ],
+            namespaced: i.namespaced,
+            sub: at.sub.unwrap_or_default().to_owned(),
+            namespace: at.namespace.to_owned(),
+            name: at.name.to_owned(),
+            object: object.cloned(),
+            old: old.cloned(),
+        }
+    }
+
+    fn request<'a>(
+        &'a self,
+        user: &'a crate::auth::UserInfo,
+        dry_run: bool,
+        options: Value,
+    ) -> Request<'a> {
+        let [group, version, resource, kind] = self.resource.clone();
+        Request {
+            operation: self.operation,
+            group,
+            version,
+            resource,
+            subresource: self.sub.clone(),
+            kind,
+            namespace: self.namespace.clone(),
+            name: self.name.clone(),
+            namespaced: self.namespaced,
+            object: self.object.as_ref(),
+            old_object: self.old.as_ref(),
+            user,
+            dry_run,
+            options,
+        }
+    }
+
+    /// Same object and step, whatever its contents (the rounds counted
+    /// against [`MAX_ROUNDS`]).
+    fn same_target(&self, other: &Ask) -> bool {
+        self.mutating == other.mutating
+            && self.resource == other.resource
+            && self.sub == other.sub
+            && self.namespace == other.namespace
+            && self.name == other.name
+    }
+}
+
+#[derive(Debug, Default)]
+struct Rounds {
+    /// Mutating steps answered: the question, the object made of it.
+    mutated: Vec<(Ask, Value)>,
+    /// Validating steps allowed.
+    validated: Vec<Ask>,
+    pending: Option<Ask>,
+    asked: Vec<Ask>,
+    warnings: Vec<String>,
+    generated_name: Option<String>,
+    now: Option<String>,
+}
+
+/// One request's admission: the webhooks registered when it arrived and
+/// what they have answered in its earlier passes.
+#[derive(Debug, Default)]
+pub struct Admission {
+    hooks: Option<Arc<Hooks>>,
+    rounds: Mutex<Rounds>,
+}
+
+impl Admission {
+    /// A request's admission by `hooks` (None: no webhook registered).
+    #[must_use]
+    pub fn new(hooks: Option<Arc<Hooks>>) -> Admission {
+        Admission {
+            hooks,
+            rounds: Mutex::default(),
+        }
+    }
+
+    /// The mutating step: `new` becomes what the mutating webhooks made of
+    /// it (unchanged when none applies); whether it changed.
+    ///
+    /// # Errors
+    ///
+    /// The pass must stop for the webhooks to be called
+    /// ([`Admission::take_pending`] says what for).
+    pub fn mutate(
+        &self,
+        at: &At<'_>,
+        old: Option<&Value>,
+        new: &mut Value,
+    ) -> Result<bool, ApiError> {
+        self.step(at, true, old, Some(new))
+    }
+
+    /// A delete's mutating then validating steps, on the object deleted.
+    ///
+    /// # Errors
+    ///
+    /// As [`Admission::mutate`].
+    pub fn delete(&self, at: &At<'_>, old: &Value) -> Result<(), ApiError> {
+        self.step(at, true, Some(old), None)?;
+        self.step(at, false, Some(old), None)?;
+        Ok(())
+    }
+
+    /// Whether any webhook is registered (a delete then reads the object
+    /// first).
+    #[must_use]
+    pub fn active(&self) -> bool {
+        self.hooks.is_some()
+    }
+
+    /// The validating step on the object about to be stored (`new`; None
+    /// for a delete).
+    ///
+    /// # Errors
+    ///
+    /// As [`Admission::mutate`].
+    pub fn validate(
+        &self,
+        at: &At<'_>,
+        old: Option<&Value>,
+        new: Option<&Value>,
+    ) -> Result<(), ApiError> {
+        let mut copy = new.cloned();
+        self.step(at, false, old, copy.as_mut()).map(|_| ())
+    }
+
+    fn step(
+        &self,
+        at: &At<'_>,
+        mutating: bool,
+        old: Option<&Value>,
+        new: Option<&mut Value>,
+    ) -> Result<bool, ApiError> {
+        let Some(hooks) = &self.hooks else {
+            return Ok(false);
+        };
+        // Admission's own configuration is never sent to webhooks.
+        if at.info.group == "admissionregistration.k8s.io" {
+            return Ok(false);
+        }
+        let user = crate::auth::UserInfo::default();
+        let probe = Request {
+            operation: at.operation,
+            group: at.info.group.clone(),
+            version: at.info.version.clone(),
+            resource: at.info.plural.clone(),
+            subresource: at.sub.unwrap_or_default().to_owned(),
+            kind: at.info.kind.clone(),
+            namespace: String::new(),
+            name: String::new(),
+            namespaced: at.info.namespaced,
+            object: None,
+            old_object: None,
+            user: &user,
+            dry_run: false,
+            options: Value::Null,
+        };
+        if !hooks.any_rule_takes(mutating, &probe) {
+            return Ok(false);
+        }
+        let ask = Ask::new(at, mutating, old, new.as_deref());
+        let mut rounds = self.rounds();
+        if mutating {
+            if let Some((_, made)) = rounds.mutated.iter().find(|(a, _)| *a == ask) {
+                let Some(new) = new else {
+                    return Ok(false);
+                };
+                let changed = new != made;
+                if changed {
+                    new.clone_from(made);
+                }
+                return Ok(changed);
+            }
+        } else if rounds.validated.contains(&ask) {
+            return Ok(false);
+        }
+        let times = rounds.asked.iter().filter(|a| a.same_target(&ask)).count();
+        if times >= MAX_ROUNDS {
+            return Err(ApiError::conflict(format!(
+                "Operation cannot be fulfilled on {} {:?}: the object kept changing while admission webhooks were called",
+                crate::status::group_resource(&at.info.group, &at.info.plural),
+                at.name
+            )));
+        }
+        rounds.asked.push(ask.clone());
+        rounds.pending = Some(ask);
+        Err(ApiError::internal("admission webhooks are being called"))
+    }
+
+    fn rounds(&self) -> std::sync::MutexGuard<'_, Rounds> {
+        self.rounds.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// The step the last pass stopped at, if it stopped for webhooks.
+    pub fn take_pending(&self) -> Option<Ask> {
+        self.rounds().pending.take()
+    }
+
+    /// The name a generateName create gets, the same in every pass.
+    pub fn generated_name(&self, make: impl FnOnce() -> String) -> String {
+        self.rounds()
+            .generated_name
+            .get_or_insert_with(make)
+            .clone()
+    }
+
+    /// The time a write records, the same in every pass.
+    pub fn now(&self, make: impl FnOnce() -> String) -> String {
+        self.rounds().now.get_or_insert_with(make).clone()
+    }
+
+    /// The webhooks' warnings, for the client.
+    #[must_use]
+    pub fn warnings(&self) -> Vec<String> {
+        self.rounds().warnings.clone()
+    }
+
+    /// Asks the webhooks `ask` is for and records their answer, for the
+    /// next pass to find.
+    ///
+    /// # Errors
+    ///
+    /// A denial (kube's `ToStatusErr`), a failed call under `failurePolicy:
+    /// Fail` (500, `failed calling webhook ...`), a patch that does not
+    /// apply, a condition that fails to evaluate under Fail (403).
+    pub async fn answer(&self, ask: Ask, ctx: &Context<'_>) -> Result<(), ApiError> {
+        let Some(hooks) = self.hooks.clone() else {
+            return Ok(());
+        };
+        let namespace_labels = if ask.namespaced {
+            namespace_labels(ctx.store, &ask.namespace)
+        } else {
+            None
+        };
+        let request = ask.request(ctx.user, ctx.dry_run, ctx.options.clone());
+        let mut warnings = Vec::new();
+        let labels = namespace_labels.as_ref();
+        let outcome = if ask.mutating {
+            mutate(&hooks.mutating, request, labels, ctx, &mut warnings)
+                .await
+                .map(Some)
+        } else {
+            validate(&hooks.validating, &request, labels, ctx, &mut warnings)
+                .await
+                .map(|()| None)
+        };
+        // Warnings reach the client even when a webhook denies.
+        let mut rounds = self.rounds();
+        rounds.warnings.extend(warnings);
+        match outcome? {
+            Some(made) => rounds.mutated.push((ask, made)),
+            None => rounds.validated.push(ask),
+        }
+        Ok(())
+    }
+}
+
+/// What calling webhooks needs besides the question.
+#[derive(Debug)]
+pub struct Context<'a> {
+    /// The store (Services' EndpointSlices, namespaces' labels).
+    pub store: &'a Store,
+    /// The fault knobs (webhook faults).
+    pub faults: &'a Faults,
+    /// Who asks.
+    pub user: &'a crate::auth::UserInfo,
+    /// A dry run.
+    pub dry_run: bool,
+    /// The request's options.
+    pub options: Value,
+}
+
+fn namespace_labels(store: &Store, ns: &str) -> Option<Map<String, Value>> {
+    let found = store.get(&crate::store::namespaces_key(), "", ns)?;
+    found.value()["metadata"]["labels"].as_object().cloned()
+}
+
+/// Whether `hook` takes the request; Err when its conditions fail to
+/// evaluate under Fail.
+fn takes(
+    hook: &Webhook,
+    r: &Request<'_>,
+    ns_labels: Option<&Map<String, Value>>,
+    uid: &str,
+) -> Result<bool, ApiError> {
+    if !matching::rules_match(&hook.rules, r) || !matching::selectors_match(hook, r, ns_labels) {
+        return Ok(false);
+    }
+    match matching::conditions(hook, r, &r.json(uid)) {
+        Conditions::Match => Ok(true),
+        Conditions::Skip => Ok(false),
+        Conditions::Error(_) if hook.ignore_failures => Ok(false),
+        Conditions::Error(e) => {
+            let gr = crate::status::group_resource(&r.group, &r.resource);
+            Err(ApiError::forbidden(if r.name.is_empty() {
+                format!("{gr} is forbidden: {e}")
+            } else {
+                format!("{gr} {:?} is forbidden: {e}", r.name)
+            }))
+        }
+    }
+}
+
+fn review_uid(faults: &Faults) -> String {
+    let (a, b) = (faults.random(), faults.random());
+    format!(
+        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
+        a >> 32,
+        (a >> 16) & 0xffff,
+        a & 0xfff,
+        (b >> 48) & 0x3fff | 0x8000,
+        b & 0xffff_ffff_ffff
+    )
+}
+
+/// Calls one webhook and reads its answer: Ok(None) when the call failed
+/// and its policy is Ignore.
+async fn call_one(
+    hook: &Webhook,
+    r: &Request<'_>,
+    ctx: &Context<'_>,
+) -> Result<Option<review::Verdict>, ApiError> {
+    if r.dry_run && !hook.dry_run_safe() {
+        return Err(ApiError::bad_request(format!(
+            "admission webhook {:?} does not support dry run",
+            hook.name
+        )));
+    }
+    let uid = review_uid(ctx.faults);
+    let body =
+        serde_json::to_vec(&r.review(&uid)).map_err(|e| ApiError::internal(e.to_string()))?;
+    let outcome = match call(hook, body, ctx).await {
+        Ok(bytes) => review::Verdict::read(&bytes, &uid, hook.mutating)
+            .map_err(|e| format!("received invalid webhook response: {e}")),
+        Err(e) => Err(format!("failed to call webhook: {e}")),
+    };
+    match outcome {
+        Ok(v) => Ok(Some(v)),
+        Err(e) if hook.ignore_failures => {
+            tracing::warn!(webhook = %hook.name, error = %e, "failed calling webhook, failing open");
+            Ok(None)
+        }
+        Err(e) => Err(ApiError::internal(format!(
+            "Internal error occurred: failed calling webhook {:?}: {e}",
+            hook.name
+        ))),
+    }
+}
+
+/// The HTTPS call, with the webhook faults that fire for it.
+async fn call(hook: &Webhook, body: Vec<u8>, ctx: &Context<'_>) -> Result<bytes::Bytes, String> {
+    let target = resolve(hook, ctx.store)?;
+    match ctx.faults.webhook_fault(&hook.name) {
+        None => {}
+        Some(WebhookAction::Delay(d)) => {
+            let d = ctx.faults.draw(d);
+            if d >= hook.timeout {
+                tokio::time::sleep(hook.timeout).await;
+                return Err(format!("Post {:?}: context deadline exceeded", target.url));
+            }
+            tokio::time::sleep(d).await;
+            let left = hook.timeout - d;
+            return call::post(&target, &hook.ca_bundle, body, left).await;
+        }
+        Some(WebhookAction::Refuse) => {
+            return Err(format!(
+                "Post {:?}: dial tcp {}: connect: connection refused",
+                target.url, target.dial
+            ));
+        }
+        Some(WebhookAction::Timeout) => {
+            tokio::time::sleep(hook.timeout).await;
+            return Err(format!("Post {:?}: context deadline exceeded", target.url));
+        }
+    }
+    call::post(&target, &hook.ca_bundle, body, hook.timeout).await
+}
+
+/// Where a webhook is called now: its URL, or a ready endpoint of its
+/// Service (the EndpointSlice port named as the Service's port is).
+fn resolve(hook: &Webhook, store: &Store) -> Result<call::Target, String> {
+    let (namespace, name, path, port) = match &hook.endpoint {
+        config::Endpoint::Url(url) => return call::Target::of_url(url, hook.timeout),
+        config::Endpoint::Service {
+            namespace,
+            name,
+            path,
+            port,
+        } => (namespace, name, path, *port),
+    };
+    let services = StorageKey {
+        group: String::new(),
+        plural: "services".into(),
+    };
+    let service = store
+        .get(&services, namespace, name)
+        .ok_or_else(|| format!("service \"{name}\" not found"))?
+        .value();
+    let svc_port = (service["spec"]["ports"].as_array().into_iter().flatten())
+        .find(|p| p["port"].as_u64() == Some(u64::from(port)))
+        .ok_or_else(|| format!("no service port {port} found for service \"{name}\""))?;
+    let port_name = svc_port["name"].as_str().unwrap_or_default();
+    let slices = StorageKey {
+        group: "discovery.k8s.io".into(),
+        plural: "endpointslices".into(),
+    };
+    let page = store.list(&slices, Some(namespace), None, None, |o| {
+        o.label("kubernetes.io/service-name") == Some(name.as_str())
+    });
+    for slice in &page.items {
+        let slice = slice.value();
+        let Some(p) = (slice["ports"].as_array().into_iter().flatten())
+            .find(|p| p["name"].as_str().unwrap_or_default() == port_name)
+            .and_then(|p| p["port"].as_u64())
+            .and_then(|p| u16::try_from(p).ok())
+        else {
+            continue;
+        };
+        let ready = (slice["endpoints"].as_array().into_iter().flatten())
+            .filter(|e| e["conditions"]["ready"] != false)
+            .find_map(|e| e["addresses"][0].as_str());
+        if let Some(address) = ready {
+            return Ok(call::Target::of_service(
+                address,
+                p,
+                name,
+                namespace,
+                path,
+                hook.timeout,
+            ));
+        }
+    }
+    Err(format!(
+        "service \"{name}/{namespace}\" has no ready endpoints"
+    ))
+}
+
+/// The mutating step: each webhook that takes the request, in order, on
+/// the object the previous one made; then, once, those with
+/// `reinvocationPolicy: IfNeeded` whose output a later webhook changed.
+async fn mutate(
+    hooks: &[Arc<Webhook>],
+    request: Request<'_>,
+    ns_labels: Option<&Map<String, Value>>,
+    ctx: &Context<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<Value, ApiError> {
+    let mut object = request.object.cloned();
+    // Each called webhook's output, for reinvocation.
+    let mut outputs: Vec<(usize, Option<Value>)> = Vec::new();
+    for pass in 0..2 {
+        for (i, hook) in hooks.iter().enumerate() {
+            if pass == 1 {
+                let Some((_, out)) = outputs.iter().find(|(j, _)| *j == i) else {
+                    continue;
+                };
+                if !hook.reinvoke || *out == object {
+                    continue;
+                }
+            }
+            let current = object.clone();
+            let mut request = request.clone();
+            request.object = current.as_ref();
+            if !takes(hook, &request, ns_labels, "")? {
+                continue;
+            }
+            let Some(verdict) = call_one(hook, &request, ctx).await? else {
+                continue;
+            };
+            warnings.extend(verdict.warnings.iter().cloned());
+            if !verdict.allowed {
+                return Err(ApiError::from_status(&review::denial(
+                    &hook.name,
+                    verdict.status.as_ref(),
+                )));
+            }
+            if let Some(patch) = &verdict.patch {
+                if verdict.patch_type != "JSONPatch" {
+                    let e = format!("unsupported patch type {:?}", verdict.patch_type);
+                    if hook.ignore_failures {
+                        tracing::warn!(webhook = %hook.name, error = %e, "failed calling webhook, failing open");
+                        continue;
+                    }
+                    return Err(ApiError::internal(format!(
+                        "Internal error occurred: failed calling webhook {:?}: {e}",
+                        hook.name
+                    )));
+                }
+                let Some(obj) = object.as_mut() else {
+                    return Err(ApiError::internal(format!(
+                        "Internal error occurred: admission webhook {:?} attempted to modify the object, which is not supported for this operation",
+                        hook.name
+                    )));
+                };
+                apply_patch(obj, patch)
+                    .map_err(|e| ApiError::internal(format!("Internal error occurred: {e}")))?;
+            }
+            outputs.retain(|(j, _)| *j != i);
+            outputs.push((i, object.clone()));
+        }
+        // Reinvocation: only if something changed after a webhook that
+        // asks for it.
+        let again = outputs
+            .iter()
+            .any(|(i, out)| hooks[*i].reinvoke && *out != object);
+        if !again {
+            break;
+        }
+    }
+    Ok(object.unwrap_or(Value::Null))
+}
+
+fn apply_patch(obj: &mut Value, patch: &[u8]) -> Result<(), String> {
+    let p: json_patch::Patch = serde_json::from_slice(patch).map_err(|e| format!("json: {e}"))?;
+    let mut patched = obj.clone();
+    json_patch::patch(&mut patched, &p).map_err(|e| e.to_string())?;
+    if !patched.is_object() {
+        return Err("the patch did not produce an object".into());
+    }
+    *obj = patched;
+    Ok(())
+}
+
+/// The validating step: every webhook that takes the request, called
+/// together; the first denial or failure (in webhook order) is the
+/// answer.
+async fn validate(
+    hooks: &[Arc<Webhook>],
+    request: &Request<'_>,
+    ns_labels: Option<&Map<String, Value>>,
+    ctx: &Context<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let mut calls = Vec::new();
+    for hook in hooks {
+        if takes(hook, request, ns_labels, "")? {
+            calls.push(async move {
+                let verdict = call_one(hook, request, ctx).await?;
+                Ok::<_, ApiError>(verdict.map(|v| {
+                    let denied = (!v.allowed).then(|| {
+                        ApiError::from_status(&review::denial(&hook.name, v.status.as_ref()))
+                    });
+                    (v.warnings, denied)
+                }))
+            });
+        }
+    }
+    let mut first = None;
+    for r in futures::future::join_all(calls).await {
+        match r {
+            Ok(Some((w, denied))) => {
+                warnings.extend(w);
+                first = first.or(denied);
+            }
+            Ok(None) => {}
+            Err(e) => first = first.or(Some(e)),
+        }
+    }
+    first.map_or(Ok(()), Err)
+}

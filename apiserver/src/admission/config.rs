@@ -573,64 +573,65 @@ mod tests {
     fn registration_errors_are_worded_as_kube_words_them() {
         let cases: &[(&str, Value, &str)] = &[
             (
-                "/webhooks/0/name",
+                "name",
                 json!("short.name"),
                 "webhooks[0].name: Invalid value: \"short.name\": should be a domain with at least three segments separated by dots",
             ),
             (
-                "/webhooks/0/clientConfig",
+                "clientConfig",
                 json!({}),
                 "webhooks[0].clientConfig: Required value: exactly one of url or service is required",
             ),
             (
-                "/webhooks/0/clientConfig",
+                "clientConfig",
                 json!({"url": "http://127.0.0.1/x"}),
                 "webhooks[0].clientConfig.url: Invalid value: \"http\": 'https' is the only allowed URL scheme; desired format: https://host[/path]",
             ),
             (
-                "/webhooks/0/clientConfig",
+                "clientConfig",
                 json!({"service": {"namespace": "d"}}),
                 "webhooks[0].clientConfig.service.namespace: Required value: service namespace is required",
             ),
             (
-                "/webhooks/0/clientConfig",
+                "clientConfig",
                 json!({"url": "https://127.0.0.1/x?a=b"}),
                 "query parameters are not permitted in the URL",
             ),
             (
-                "/webhooks/0/clientConfig",
+                "clientConfig",
                 json!({"url": "https://u@127.0.0.1/x"}),
                 "user information is not permitted in the URL",
             ),
             (
-                "/webhooks/0/sideEffects",
+                "sideEffects",
                 json!("Some"),
                 "webhooks[0].sideEffects: Unsupported value: \"Some\": supported values: \"None\", \"NoneOnDryRun\"",
             ),
             (
-                "/webhooks/0/timeoutSeconds",
+                "timeoutSeconds",
                 json!(31),
                 "webhooks[0].timeoutSeconds: Invalid value: 31: the timeout value must be between 1 and 30 seconds",
             ),
             (
-                "/webhooks/0/admissionReviewVersions",
+                "admissionReviewVersions",
                 json!([]),
                 "webhooks[0].admissionReviewVersions: Required value: must specify one of v1, v1beta1",
             ),
             (
-                "/webhooks/0/matchConditions",
+                "matchConditions",
                 json!([{"name": "a", "expression": "object.x ==="}]),
                 "webhooks[0].matchConditions[0].expression: Invalid value: \"object.x ===\": compilation failed: ",
             ),
             (
-                "/webhooks/0/rules/0/scope",
-                json!("Everywhere"),
+                "rules",
+                json!([{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                    "resources": ["configmaps"], "scope": "Everywhere"}]),
                 "webhooks[0].rules[0].scope: Unsupported value: \"Everywhere\"",
             ),
         ];
         for (path, value, want) in cases {
             let mut c = valid();
-            *c.pointer_mut(path).unwrap() = value.clone();
+            c["webhooks"][0][*path] = value.clone();
             let errs = errors(&c, true);
             assert!(
                 errs.iter().any(|e| e.starts_with(want) || e.contains(want)),

@@ -136,7 +136,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(special, 23, "kinds with a file of their own");
+        assert_eq!(special, 25, "kinds with a file of their own");
     }
 
     fn defaulted(group: &str, plural: &str, mut obj: Value) -> Value {

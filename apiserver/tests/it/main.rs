@@ -2,6 +2,7 @@
 //! tokio and hyper linked once, not once per file): a module per area;
 //! `common` holds the request-level fixtures they share.
 
+mod admission;
 mod auth;
 mod bad_input;
 mod bad_requests;

@@ -46,7 +46,7 @@ async fn can_i(k: &Ctl, args: &[&str]) -> String {
 
 /// kubectl 1.33, or None (the test skipped) where it is not installed
 /// and need not be.
-fn kubectl_1_33() -> Option<std::path::PathBuf> {
+pub(super) fn kubectl_1_33() -> Option<std::path::PathBuf> {
     let name = "kubectl.1.33";
     let bin = find_kubectl(name);
     if bin.is_none() {

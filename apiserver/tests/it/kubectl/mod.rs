@@ -14,6 +14,7 @@
 //! validate through /openapi/v2 (fetched as gnostic protobuf), 1.29+
 //! through /openapi/v3.
 
+mod admission;
 mod auth;
 mod checks;
 

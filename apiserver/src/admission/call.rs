@@ -241,7 +241,9 @@ fn io_words(e: &std::io::Error) -> String {
 /// A TLS error as Go's crypto/tls and x509 word the usual ones.
 fn tls_words(e: &std::io::Error) -> String {
     let inner = e.to_string();
-    if inner.contains("UnknownIssuer") {
+    // rustls finds an issuer by name: another CA of the same name fails
+    // its signature check, where Go finds no issuer at all.
+    if inner.contains("UnknownIssuer") || inner.contains("BadSignature") {
         "tls: failed to verify certificate: x509: certificate signed by unknown authority".into()
     } else if inner.contains("NotValidForName") {
         format!(

@@ -519,8 +519,13 @@ async fn call_one(
     let uid = review_uid(ctx.faults);
     let body =
         serde_json::to_vec(&r.review(&uid)).map_err(|e| ApiError::internal(e.to_string()))?;
-    let outcome = match call(hook, body, ctx).await {
-        Ok(bytes) => review::Verdict::read(&bytes, &uid, hook.mutating)
+    // A body that does not decode fails in the client, as a call does.
+    let decoded = call(hook, body, ctx).await.and_then(|bytes| {
+        serde_json::from_slice::<Value>(&bytes)
+            .map_err(|e| format!("couldn't get version/kind; json parse error: {e}"))
+    });
+    let outcome = match decoded {
+        Ok(answer) => review::Verdict::read(&answer, &uid, hook.mutating)
             .map_err(|e| format!("received invalid webhook response: {e}")),
         Err(e) => Err(format!("failed to call webhook: {e}")),
     };

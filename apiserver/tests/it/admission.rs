@@ -518,7 +518,7 @@ async fn answers_a_webhook_must_not_give() {
             "garbage.example.com",
             false,
             Arc::new(|_: &Value| (200, b"not json".to_vec())),
-            "failed to call webhook".to_string(),
+            "failed to call webhook: couldn't get version/kind; json parse error".to_string(),
         ),
         (
             "uid.example.com",

@@ -53,19 +53,36 @@ pub fn selectors_match(
     r: &Request<'_>,
     namespace_labels: Option<&Map<String, Value>>,
 ) -> bool {
-    let ns_ok = hook.namespace_selector.is_empty()
+    selected(
+        &hook.namespace_selector,
+        &hook.object_selector,
+        r,
+        namespace_labels,
+    )
+}
+
+/// Whether a namespaceSelector and an objectSelector take the request
+/// (see [`selectors_match`]).
+#[must_use]
+pub fn selected(
+    namespace_selector: &LabelSelector,
+    object_selector: &LabelSelector,
+    r: &Request<'_>,
+    namespace_labels: Option<&Map<String, Value>>,
+) -> bool {
+    let ns_ok = namespace_selector.is_empty()
         || if r.group.is_empty() && r.resource == "namespaces" {
-            selects(&hook.namespace_selector, labels_of(r.object))
-                || selects(&hook.namespace_selector, labels_of(r.old_object))
+            selects(namespace_selector, labels_of(r.object))
+                || selects(namespace_selector, labels_of(r.old_object))
         } else if !r.namespaced {
             true
         } else {
-            selects(&hook.namespace_selector, namespace_labels)
+            selects(namespace_selector, namespace_labels)
         };
     ns_ok
-        && (hook.object_selector.is_empty()
-            || (r.object.is_some() && selects(&hook.object_selector, labels_of(r.object)))
-            || (r.old_object.is_some() && selects(&hook.object_selector, labels_of(r.old_object))))
+        && (object_selector.is_empty()
+            || (r.object.is_some() && selects(object_selector, labels_of(r.object)))
+            || (r.old_object.is_some() && selects(object_selector, labels_of(r.old_object))))
 }
 
 /// What a webhook's `matchConditions` decide.

@@ -43,6 +43,8 @@
 pub mod call;
 pub mod config;
 pub mod matching;
+pub mod policy;
+pub mod policy_config;
 pub mod review;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -69,6 +71,9 @@ pub struct Hooks {
     pub mutating: Vec<Arc<Webhook>>,
     /// Validating webhooks.
     pub validating: Vec<Arc<Webhook>>,
+    /// ValidatingAdmissionPolicies, each with a binding that names it
+    /// (bindings in name order).
+    pub policies: Vec<(Arc<policy::Policy>, Arc<policy::Binding>)>,
 }
 
 impl Hooks {
@@ -78,7 +83,28 @@ impl Hooks {
         } else {
             &self.validating
         };
-        hooks.iter().any(|h| matching::rules_match(&h.rules, r))
+        (!exempt(&r.group, &r.resource, false)
+            && hooks.iter().any(|h| matching::rules_match(&h.rules, r)))
+            || (!mutating
+                && !exempt(&r.group, &r.resource, true)
+                && self.policies.iter().any(|(p, b)| b.may_take(p, r)))
+    }
+}
+
+/// Whether a resource is never sent to webhooks (admission's own
+/// configuration: `policies` false) or checked by policies (the policies
+/// and bindings themselves, and the access and token reviews).
+fn exempt(group: &str, plural: &str, policies: bool) -> bool {
+    if policies {
+        matches!(
+            (group, plural),
+            (
+                "admissionregistration.k8s.io",
+                "validatingadmissionpolicies" | "validatingadmissionpolicybindings"
+            ) | ("authentication.k8s.io" | "authorization.k8s.io", _)
+        )
+    } else {
+        group == "admissionregistration.k8s.io"
     }
 }
 
@@ -95,6 +121,8 @@ fn key(plural: &str) -> StorageKey {
 pub struct Registered {
     mutating_writes: Arc<AtomicU64>,
     validating_writes: Arc<AtomicU64>,
+    policy_writes: Arc<AtomicU64>,
+    binding_writes: Arc<AtomicU64>,
     cached: Mutex<(u64, Option<Arc<Hooks>>)>,
 }
 
@@ -105,16 +133,23 @@ impl Registered {
         Registered {
             mutating_writes: store.writes_to(&key("mutatingwebhookconfigurations")),
             validating_writes: store.writes_to(&key("validatingwebhookconfigurations")),
+            policy_writes: store.writes_to(&key("validatingadmissionpolicies")),
+            binding_writes: store.writes_to(&key("validatingadmissionpolicybindings")),
             cached: Mutex::new((u64::MAX, None)),
         }
     }
 
     /// The webhooks registered now (None when there are none).
     pub fn current(&self, store: &Store) -> Option<Arc<Hooks>> {
-        let stamp = self
-            .mutating_writes
-            .load(Ordering::Acquire)
-            .wrapping_add(self.validating_writes.load(Ordering::Acquire) << 32);
+        // Writes only add up: a sum that moved means one of them did.
+        let stamp = [
+            &self.mutating_writes,
+            &self.validating_writes,
+            &self.policy_writes,
+            &self.binding_writes,
+        ]
+        .iter()
+        .fold(0u64, |s, c| s.wrapping_add(c.load(Ordering::Acquire)));
         let mut cached = self.cached.lock().unwrap_or_else(|e| e.into_inner());
         if cached.0 != stamp {
             let read = |plural: &str, mutating: bool| -> Vec<Arc<Webhook>> {
@@ -128,12 +163,45 @@ impl Registered {
             let hooks = Hooks {
                 mutating: read("mutatingwebhookconfigurations", true),
                 validating: read("validatingwebhookconfigurations", false),
+                policies: policies(store),
             };
-            let any = !hooks.mutating.is_empty() || !hooks.validating.is_empty();
+            let any = !hooks.mutating.is_empty()
+                || !hooks.validating.is_empty()
+                || !hooks.policies.is_empty();
             *cached = (stamp, any.then(|| Arc::new(hooks)));
         }
         cached.1.clone()
     }
+}
+
+/// The stored policies joined with the bindings that name them; one that
+/// does not compile is left out with a warning in the log.
+fn policies(store: &Store) -> Vec<(Arc<policy::Policy>, Arc<policy::Binding>)> {
+    let all = |plural: &str| store.list(&key(plural), None, None, None, |_| true).items;
+    let compiled: Vec<Arc<policy::Policy>> = all("validatingadmissionpolicies")
+        .iter()
+        .filter_map(|p| match policy::Policy::compile(&p.value()) {
+            Ok(p) => Some(Arc::new(p)),
+            Err(e) => {
+                tracing::warn!(policy = p.name(), error = %e, "a policy is not enforced");
+                None
+            }
+        })
+        .collect();
+    let mut out = Vec::new();
+    for b in all("validatingadmissionpolicybindings") {
+        let binding = match policy::Binding::compile(&b.value()) {
+            Ok(b) => Arc::new(b),
+            Err(e) => {
+                tracing::warn!(binding = b.name(), error = %e, "a binding is not enforced");
+                continue;
+            }
+        };
+        if let Some(p) = compiled.iter().find(|p| p.name == binding.policy) {
+            out.push((p.clone(), binding));
+        }
+    }
+    out
 }
 
 /// Where in a write an admission step is.
@@ -324,8 +392,9 @@ impl Admission {
         let Some(hooks) = &self.hooks else {
             return Ok(false);
         };
-        // Admission's own configuration is never sent to webhooks.
-        if at.info.group == "admissionregistration.k8s.io" {
+        if exempt(&at.info.group, &at.info.plural, false)
+            && exempt(&at.info.group, &at.info.plural, true)
+        {
             return Ok(false);
         }
         let user = crate::auth::UserInfo::default();
@@ -430,9 +499,22 @@ impl Admission {
                 .await
                 .map(Some)
         } else {
-            validate(&hooks.validating, &request, labels, ctx, &mut warnings)
-                .await
-                .map(|()| None)
+            // Policies first, then webhooks, as kube's admission chain.
+            let [group, _, plural, _] = &ask.resource;
+            let policies = if exempt(group, plural, true) {
+                Ok(())
+            } else {
+                run_policies(&hooks.policies, &request, labels, ctx, &mut warnings)
+            };
+            match policies {
+                Ok(()) if !exempt(group, plural, false) => {
+                    validate(&hooks.validating, &request, labels, ctx, &mut warnings)
+                        .await
+                        .map(|()| None)
+                }
+                Ok(()) => Ok(None),
+                Err(e) => Err(e),
+            }
         };
         // Warnings reach the client even when a webhook denies.
         let mut rounds = self.rounds();
@@ -448,8 +530,10 @@ impl Admission {
 /// What calling webhooks needs besides the question.
 #[derive(Debug)]
 pub struct Context<'a> {
-    /// The store (Services' EndpointSlices, namespaces' labels).
+    /// The store (Services' EndpointSlices, namespaces' labels, params).
     pub store: &'a Store,
+    /// The served kinds (a policy's `paramKind`).
+    pub registry: &'a crate::resources::Registry,
     /// The fault knobs (webhook faults).
     pub faults: &'a Faults,
     /// Who asks.
@@ -458,6 +542,130 @@ pub struct Context<'a> {
     pub dry_run: bool,
     /// The request's options.
     pub options: Value,
+}
+
+/// Evaluates every policy binding that takes the request: the first Deny
+/// fails it, Warn adds warnings.
+fn run_policies(
+    bound: &[(Arc<policy::Policy>, Arc<policy::Binding>)],
+    r: &Request<'_>,
+    ns_labels: Option<&Map<String, Value>>,
+    ctx: &Context<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let mut request = None;
+    let mut namespace_object = None;
+    for (p, b) in bound.iter().filter(|(p, b)| b.may_take(p, r)) {
+        let request = request.get_or_insert_with(|| r.json(""));
+        let namespace_object = namespace_object.get_or_insert_with(|| {
+            (r.namespaced && !r.namespace.is_empty())
+                .then(|| {
+                    ctx.store
+                        .get(&crate::store::namespaces_key(), "", &r.namespace)
+                        .map(|n| n.value())
+                })
+                .flatten()
+        });
+        let params = match params_of(p, b, r, ctx) {
+            Ok(params) => params,
+            Err(None) => continue,
+            Err(Some(e)) => return Err(e),
+        };
+        let inputs = policy::Inputs {
+            request,
+            ns_labels,
+            namespace_object: namespace_object.as_ref(),
+            params,
+        };
+        let out = policy::evaluate(p, b, r, &inputs);
+        warnings.extend(out.warnings);
+        if let Some(e) = out.denied {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// The params a binding gives its policy: None for a policy without
+/// `paramKind` or a binding without `paramRef` (`params` is null);
+/// Err(None) to skip the binding (no params under Allow, or a
+/// configuration error under Ignore), Err(Some) to fail the request (a
+/// configuration error under Fail, whatever the binding's actions).
+fn params_of(
+    p: &policy::Policy,
+    b: &policy::Binding,
+    r: &Request<'_>,
+    ctx: &Context<'_>,
+) -> Result<Option<Vec<Value>>, Option<ApiError>> {
+    let (Some((api_version, kind)), Some(pr)) = (&p.param_kind, &b.param_ref) else {
+        return Ok(None);
+    };
+    let config_error = |what: &str, e: String| {
+        (!p.ignore_failures).then(|| {
+            policy::denial(
+                p,
+                b,
+                r,
+                "Invalid",
+                &format!("failed to configure {what}: {e}"),
+            )
+        })
+    };
+    let Some(info) = ctx.registry.by_kind(api_version, kind) else {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let version = api_version
+            .rsplit_once('/')
+            .map_or(api_version.as_str(), |(_, v)| v);
+        return Err(config_error(
+            "policy",
+            format!(
+                "failed to find resource referenced by paramKind: '{group}/{version}, Kind={kind}'"
+            ),
+        ));
+    };
+    let ns = match (info.namespaced, pr.namespace.as_str(), r.namespace.as_str()) {
+        (false, "", _) => "",
+        (false, _, _) => {
+            return Err(config_error(
+                "binding",
+                "paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into(),
+            ));
+        }
+        (true, "", "") => {
+            return Err(config_error(
+                "binding",
+                "cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into(),
+            ));
+        }
+        (true, "", request_ns) => request_ns,
+        (true, ns, _) => ns,
+    };
+    let found: Vec<Value> = if let Some(name) = &pr.name {
+        (ctx.store
+            .get(&info.storage_key(), ns, name)
+            .map(|o| o.value()))
+        .into_iter()
+        .collect()
+    } else {
+        let sel = pr.selector.clone().unwrap_or_default();
+        let within = (info.namespaced).then_some(ns);
+        ctx.store
+            .list(&info.storage_key(), within, None, None, |o| {
+                sel.matches(|k| o.label(k))
+            })
+            .items
+            .iter()
+            .map(|o| o.value())
+            .collect()
+    };
+    match (found.is_empty(), pr.deny_when_missing) {
+        (false, _) => Ok(Some(found)),
+        (true, false) => Err(None),
+        (true, true) => Err(config_error(
+            "binding",
+            "no params found for policy binding with `Deny` parameterNotFoundAction".into(),
+        )),
+    }
 }
 
 fn namespace_labels(store: &Store, ns: &str) -> Option<Map<String, Value>> {

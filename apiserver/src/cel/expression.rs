@@ -89,6 +89,17 @@ impl Expression {
         }
     }
 
+    /// Evaluates to a JSON value (a policy's `variables`): CEL maps,
+    /// lists, strings, numbers, booleans and null as JSON; any other value
+    /// (a timestamp, a duration, a quantity) as its string form.
+    ///
+    /// # Errors
+    ///
+    /// As [`Expression::eval`].
+    pub fn eval_json(&self, values: &[(&str, &Json)], budget: &mut Budget) -> Result<Json, String> {
+        self.eval(values, budget).map(|v| to_json(&v))
+    }
+
     /// Evaluates to a CEL value (see [`Expression::eval_bool`]).
     ///
     /// # Errors
@@ -129,6 +140,35 @@ impl Expression {
             ExecutionError::NoSuchOverload(_) => format!("no such overload: {e}"),
             e => e.to_string(),
         })
+    }
+}
+
+/// A CEL value as JSON (see [`Expression::eval_json`]).
+fn to_json(v: &Value) -> Json {
+    match v {
+        Value::Null => Json::Null,
+        Value::Bool(b) => Json::Bool(*b),
+        Value::Int(i) => Json::from(*i),
+        Value::UInt(u) => Json::from(*u),
+        Value::Float(f) => serde_json::Number::from_f64(*f).map_or(Json::Null, Json::Number),
+        Value::String(s) => Json::String(s.to_string()),
+        Value::List(items) => Json::Array(items.iter().map(to_json).collect()),
+        Value::Map(m) => Json::Object(
+            m.map
+                .iter()
+                .map(|(k, v)| (key_string(k), to_json(v)))
+                .collect(),
+        ),
+        other => Json::String(format!("{other:?}")),
+    }
+}
+
+fn key_string(k: &::cel::objects::Key) -> String {
+    match k {
+        ::cel::objects::Key::String(s) => s.to_string(),
+        ::cel::objects::Key::Int(i) => i.to_string(),
+        ::cel::objects::Key::Uint(u) => u.to_string(),
+        ::cel::objects::Key::Bool(b) => b.to_string(),
     }
 }
 

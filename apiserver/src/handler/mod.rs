@@ -207,6 +207,7 @@ async fn admit_by_webhooks(req: &Req<'_>, ask: crate::admission::Ask) -> Result<
     };
     let ctx = crate::admission::Context {
         store: &req.state.store,
+        registry: &req.state.registry,
         faults: &req.state.faults,
         user: &req.user,
         dry_run,

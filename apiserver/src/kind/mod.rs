@@ -49,6 +49,7 @@ mod service;
 mod serviceaccount;
 mod statefulset;
 mod strategy;
+mod validatingadmissionpolicy;
 mod webhookconfiguration;
 
 pub use customresourcedefinition::{DefinedVersion, Definition, accept as accept_crd};
@@ -93,6 +94,12 @@ pub fn builtin(group: &str, plural: &str) -> Strategy {
         ("admissionregistration.k8s.io", "mutatingwebhookconfigurations") => {
             &webhookconfiguration::MutatingWebhookConfiguration
         }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies") => {
+            &validatingadmissionpolicy::ValidatingAdmissionPolicy
+        }
+        ("admissionregistration.k8s.io", "validatingadmissionpolicybindings") => {
+            &validatingadmissionpolicy::ValidatingAdmissionPolicyBinding
+        }
         ("admissionregistration.k8s.io", "validatingwebhookconfigurations") => {
             &webhookconfiguration::ValidatingWebhookConfiguration
         }
@@ -136,7 +143,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(special, 25, "kinds with a file of their own");
+        assert_eq!(special, 27, "kinds with a file of their own");
     }
 
     fn defaulted(group: &str, plural: &str, mut obj: Value) -> Value {

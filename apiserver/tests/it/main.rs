@@ -22,6 +22,7 @@ mod kubectl;
 mod lifecycle;
 mod malformed_requests;
 mod pod_actions;
+mod policies;
 mod protobuf;
 mod scale;
 mod services;

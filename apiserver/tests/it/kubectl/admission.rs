@@ -10,6 +10,7 @@ use super::Ctl;
 use super::auth::kubectl_1_33;
 use super::says;
 use crate::admission::{WebhookServer, configuration, labeller, refuser, register};
+use crate::policies::{binding, replicas_policy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn kubectl_writes_go_through_the_webhooks() {
@@ -65,4 +66,47 @@ async fn kubectl_writes_go_through_the_webhooks() {
     let err = k.fails(&["apply", "-f", path.to_str().unwrap()]).await;
     says(&err, "denied the request");
     k.gone("configmap/b").await;
+}
+
+/// The docs' replicas <= 5 policy: kubectl prints kube-apiserver's
+/// denial as it prints it from a cluster.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_meets_a_validating_admission_policy() {
+    let Some(bin) = kubectl_1_33() else {
+        return;
+    };
+    let config = ServerConfig::default().listen("127.0.0.1:0".parse().unwrap());
+    let server = ApiServer::start(config).await.unwrap();
+    let k = Ctl::of(bin, &server);
+    let policy = replicas_policy("demo-policy.example.com", serde_json::json!({}));
+    let bound = binding(
+        "demo-binding-test.example.com",
+        "demo-policy.example.com",
+        &["Deny"],
+        serde_json::json!({}),
+    );
+    for (file, obj) in [("policy.json", &policy), ("binding.json", &bound)] {
+        k.with_file(&["create"], file, &obj.to_string()).await;
+    }
+    let err = k
+        .fails(&[
+            "create",
+            "deployment",
+            "nginx",
+            "--image=nginx",
+            "--replicas=6",
+        ])
+        .await;
+    says(
+        &err,
+        "deployments.apps \"nginx\" is forbidden: ValidatingAdmissionPolicy 'demo-policy.example.com' with binding 'demo-binding-test.example.com' denied request: failed expression: object.spec.replicas <= 5",
+    );
+    k.ok(&[
+        "create",
+        "deployment",
+        "small",
+        "--image=nginx",
+        "--replicas=5",
+    ])
+    .await;
 }

@@ -490,6 +490,19 @@ impl Faults {
         Ok(self)
     }
 
+    /// Remove the first webhook fault equal to `fault` (a window ending);
+    /// whether there was one.
+    pub fn remove_webhook_fault(&self, fault: &WebhookFault) -> bool {
+        let mut removed = false;
+        self.edit(|c| {
+            if let Some(i) = c.webhooks.iter().position(|w| w == fault) {
+                c.webhooks.remove(i);
+                removed = true;
+            }
+        });
+        removed
+    }
+
     /// The webhook fault that fires for a call to webhook `name`, if any
     /// (consuming one shot of a `Next(n)` fault).
     pub fn webhook_fault(&self, name: &str) -> Option<WebhookAction> {

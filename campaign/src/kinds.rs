@@ -9,6 +9,13 @@
 //! | `unobserved` | watch events held back and coalesced: intermediate states of an object never seen |
 //! | `crash` | killed right after its k-th read or write (never sees the answer), restarted with its memory lost |
 //! | `write-faults` | a fraction of its writes answered 409, 429, or delayed |
+//! | `webhook-faults` | a fraction of the server's calls to admission webhooks refused, timed out or slowed: each webhook's failurePolicy decides what writers see |
+//!
+//! `webhook-faults` is not in [`builtin`]: it perturbs only writes an
+//! admission webhook takes, and none of the examples registers one (a
+//! campaign over a controller whose writes go through webhooks adds it:
+//! `kinds.push(Arc::new(WebhookFaults))`). Under a paused clock its
+//! timeouts elapse in simulated time.
 //!
 //! Quorum reads stay fresh under a stale view, as they do against a real
 //! API server whose watch cache lags.
@@ -19,6 +26,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
+use ward_apiserver::faults::{Trigger, WebhookAction, WebhookFault};
 use ward_apiserver::{Delay, WriteAction, WriteFault};
 use ward_base::Rng;
 
@@ -500,6 +508,89 @@ impl Action for WriteFaultsAction {
             w.until(at + len).await;
             w.faults().remove_write_fault(&fault);
             w.log(format!("perturb: {target}'s writes succeed again"));
+        }
+        .boxed()
+    }
+}
+
+/// `webhook-faults`: during a window, a fraction of the server's calls to
+/// admission webhooks are refused (`connection refused`), time out
+/// (`context deadline exceeded` after the webhook's timeoutSeconds) or are
+/// delayed; a webhook's failurePolicy then fails the write (Fail) or lets
+/// it through unchecked (Ignore). Not in [`builtin`] (see the module docs).
+#[derive(Debug, Clone, Copy)]
+pub struct WebhookFaults;
+
+struct WebhookFaultsAction {
+    at: Duration,
+    len: Duration,
+    fraction: f64,
+    action: WebhookAction,
+}
+
+impl Perturbation for WebhookFaults {
+    fn kind(&self) -> &'static str {
+        "webhook-faults"
+    }
+
+    fn targeted(&self) -> bool {
+        false
+    }
+
+    fn draw(&self, rng: &mut Rng, horizon: Duration, _: &[String]) -> Box<dyn Action> {
+        let (at, len) = window(rng, horizon, Duration::from_secs(2), horizon / 2);
+        // Hundredths, so the plan prints exactly what runs.
+        let fraction = (10 + rng.up_to(40)) as f64 / 100.0;
+        let action = match rng.up_to(2) {
+            0 => WebhookAction::Refuse,
+            1 => WebhookAction::Timeout,
+            _ => WebhookAction::Delay(Delay::fixed(
+                rng.between(Duration::from_millis(50), Duration::from_secs(2)),
+            )),
+        };
+        Box::new(WebhookFaultsAction {
+            at,
+            len,
+            fraction,
+            action,
+        })
+    }
+}
+
+impl fmt::Display for WebhookFaultsAction {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let what = match self.action {
+            WebhookAction::Refuse => "refused".to_string(),
+            WebhookAction::Timeout => "timed out".to_string(),
+            WebhookAction::Delay(d) => format!("delayed {}", secs(delay_of(d))),
+        };
+        write!(
+            f,
+            "{:.0}% of the calls to admission webhooks {what} from {} for {}",
+            self.fraction * 100.0,
+            secs(self.at),
+            secs(self.len)
+        )
+    }
+}
+
+impl Action for WebhookFaultsAction {
+    fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
+        let (at, len) = (self.at, self.len);
+        let fault = WebhookFault {
+            webhook: None,
+            action: self.action,
+            trigger: Trigger::Fraction(self.fraction),
+        };
+        async move {
+            w.until(at).await;
+            if w.faults().add_webhook_fault(fault.clone()).is_err() {
+                return;
+            }
+            w.log("perturb: admission webhook calls start failing".into());
+            w.until(at + len).await;
+            w.faults().remove_webhook_fault(&fault);
+            w.log("perturb: admission webhook calls succeed again".into());
         }
         .boxed()
     }

@@ -86,7 +86,8 @@ mod world;
 pub use history::{Violation, Write};
 pub use isolate::{FrozenView, Partition};
 pub use kinds::{
-    Crash, GcDelay, GcPause, KindsError, StaleView, Unobserved, WriteFaults, builtin, select,
+    Crash, GcDelay, GcPause, KindsError, StaleView, Unobserved, WebhookFaults, WriteFaults,
+    builtin, select,
 };
 pub use perturber::{Controller, Perturber};
 pub use plan::{Action, Perturbation, Plan, PlanError, pick, window};

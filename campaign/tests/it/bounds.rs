@@ -216,3 +216,84 @@ fn a_judge_sees_each_write_with_the_object_before_and_after() {
         ]
     );
 }
+
+/// `webhook-faults` (not in `builtin()`): during its window a fraction of
+/// the calls to a webhook time out — under a paused clock, after its
+/// `timeoutSeconds` of simulated time — and its failurePolicy decides;
+/// outside the window, the call is made (here to a closed port: refused at
+/// once). The plan prints what runs, the same for the same seed.
+#[test]
+fn webhook_faults_time_out_calls_within_their_window_only() {
+    use std::sync::Arc;
+    use ward_campaign::WebhookFaults;
+    let kinds: Vec<Arc<dyn Perturbation>> = vec![Arc::new(WebhookFaults)];
+    let plan_of = |seed| Plan::draw(seed, &kinds, HORIZON, &[]).unwrap().to_string();
+    let seed = (0..64)
+        .find(|s| plan_of(*s).contains("timed out"))
+        .expect("some seed draws time-outs");
+    assert_eq!(plan_of(seed), plan_of(seed));
+    let seen = simulate(move || async move {
+        let server = ApiServer::start(ServerConfig::default().seed(seed))
+            .await
+            .unwrap();
+        let closed = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let config = json!({"apiVersion": "admissionregistration.k8s.io/v1",
+            "kind": "ValidatingWebhookConfiguration", "metadata": {"name": "v"},
+            "webhooks": [{"name": "check.example.com", "timeoutSeconds": 1,
+                "clientConfig": {"url": format!("https://127.0.0.1:{closed}/")},
+                "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
+                    "resources": ["configmaps"]}],
+                "sideEffects": "None", "admissionReviewVersions": ["v1"]}]});
+        let ar = kube::api::ApiResource {
+            group: "admissionregistration.k8s.io".into(),
+            version: "v1".into(),
+            api_version: "admissionregistration.k8s.io/v1".into(),
+            kind: "ValidatingWebhookConfiguration".into(),
+            plural: "validatingwebhookconfigurations".into(),
+        };
+        let hooks: Api<kube::core::DynamicObject> = Api::all_with(server.client(), &ar);
+        hooks
+            .create(
+                &PostParams::default(),
+                &serde_json::from_value(config).unwrap(),
+            )
+            .await
+            .unwrap();
+        let plan = Plan::draw(seed, &kinds, HORIZON, &[]).unwrap();
+        let mut perturber = Perturber::new(&server, plan, |_| {});
+        perturber.start().unwrap();
+        let api: Api<ConfigMap> = Api::default_namespaced(server.client());
+        let start = tokio::time::Instant::now();
+        // (when, whether the fault was in force, what the write met)
+        let mut seen = Vec::new();
+        for i in 0..(HORIZON.as_secs() * 4) {
+            let in_force = !server.faults().config().webhooks.is_empty();
+            let at = start.elapsed();
+            let e = api
+                .create(&PostParams::default(), &cm(&format!("c{i}")))
+                .await;
+            let message = match e {
+                Err(kube::Error::Api(s)) => s.message,
+                other => panic!("the webhook must refuse every write: {other:?}"),
+            };
+            seen.push((at, in_force, message));
+            tokio::time::sleep(Duration::from_millis(250)).await;
+        }
+        seen
+    });
+    let timed_out = |m: &str| m.ends_with("context deadline exceeded");
+    assert!(
+        seen.iter().any(|(_, f, m)| *f && timed_out(m)),
+        "no call timed out in the window"
+    );
+    assert!(
+        seen.iter()
+            .all(|(_, f, m)| *f || m.ends_with("connection refused")),
+        "outside the window every call is made"
+    );
+    assert!(seen.iter().any(|(_, f, _)| !f), "the window closed");
+}

@@ -37,6 +37,8 @@ pub fn is_crd(info: &ResourceInfo) -> bool {
 /// The resources a CRD object defines (one per served version), or 422.
 pub fn resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
     let d = crate::kind::Definition::parse(crd)?;
+    let conversion = (d.versions.len() > 1)
+        .then(|| Arc::new(crate::conversion::Conversion::of_crd(crd)));
     Ok(d.versions
         .iter()
         .filter(|v| v.served)
@@ -65,6 +67,7 @@ pub fn resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
                 ),
             strategy: Strategy::generic(),
             schema: Some(v.schema.clone()),
+            conversion: conversion.clone(),
             selectable_fields: v.selectable_fields.clone(),
         })
         .collect())

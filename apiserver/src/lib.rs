@@ -43,6 +43,7 @@ mod bootstrap;
 pub mod builtins;
 pub mod cel;
 pub mod clock;
+pub mod conversion;
 pub mod crd;
 pub mod defaults;
 pub mod discovery;

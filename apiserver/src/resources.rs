@@ -45,6 +45,10 @@ pub struct ResourceInfo {
     /// `openAPIV3Schema`, compiled): every write is pruned, defaulted and
     /// validated by it. `None` for built-ins.
     pub schema: Option<Arc<crate::schema::VersionSchema>>,
+    /// How a custom resource defined in several versions converts between
+    /// them ([`crate::conversion`]); `None` for built-ins and CRDs of one
+    /// version.
+    pub conversion: Option<Arc<crate::conversion::Conversion>>,
     /// A custom resource's `selectableFields` as field selectors name them
     /// (`spec.color`): read from each object's JSON when a list or watch
     /// selects on one. Empty for built-ins (theirs are the strategy's
@@ -86,6 +90,10 @@ impl ResourceInfo {
     /// ([`crate::schema::VersionSchema::defaults_on_read`]).
     #[must_use]
     pub fn read_bytes(&self, o: &crate::store::StoredObject, api_version: &str) -> bytes::Bytes {
+        if self.conversion.as_ref().is_some_and(|c| c.by_webhook()) {
+            // Converted by the webhook once rendered: served as stored.
+            return o.raw.clone();
+        }
         match &self.schema {
             Some(s) if s.defaults_on_read(o.rv) => {
                 let mut v = o.value();
@@ -208,6 +216,7 @@ fn builtin(
         scale: None,
         strategy: crate::kind::builtin(group, plural),
         schema: None,
+        conversion: None,
         selectable_fields: Vec::new(),
     }
 }

@@ -307,8 +307,10 @@ struct Rounds {
     mutated: Vec<(Ask, Value)>,
     /// Validating steps allowed.
     validated: Vec<Ask>,
-    pending: Option<Ask>,
+    pending: Option<Pending>,
     asked: Vec<Ask>,
+    /// Conversions done: (object, desired apiVersion) and the result.
+    converted: Vec<((Value, String), Value)>,
     warnings: Vec<String>,
     generated_name: Option<String>,
     now: Option<String>,
@@ -442,8 +444,72 @@ impl Admission {
             )));
         }
         rounds.asked.push(ask.clone());
-        rounds.pending = Some(ask);
+        rounds.pending = Some(Pending::Admit(ask));
         Err(ApiError::internal("admission webhooks are being called"))
+    }
+
+    /// `obj` in `desired` (an apiVersion of `info`'s group), by `info`'s
+    /// conversion: the same object when it is there already or the
+    /// resource has none; its apiVersion rewritten under `strategy: None`;
+    /// the webhook's answer, once it has given one, under `Webhook`.
+    ///
+    /// # Errors
+    ///
+    /// The pass must stop for the webhook to be called
+    /// ([`Admission::take_pending`]).
+    pub fn convert(&self, info: &ResourceInfo, obj: &Value, desired: &str) -> Result<Value, ApiError> {
+        let Some(conversion) = &info.conversion else {
+            return Ok(obj.clone());
+        };
+        if obj["apiVersion"] == desired {
+            return Ok(obj.clone());
+        }
+        if !conversion.by_webhook() {
+            let mut out = obj.clone();
+            out["apiVersion"] = desired.into();
+            return Ok(out);
+        }
+        let mut rounds = self.rounds();
+        if let Some((_, made)) = rounds
+            .converted
+            .iter()
+            .find(|((o, d), _)| o == obj && d == desired)
+        {
+            return Ok(made.clone());
+        }
+        if rounds.converted.len() >= 4 * MAX_ROUNDS {
+            return Err(ApiError::conflict(
+                "the object kept changing while it was being converted",
+            ));
+        }
+        rounds.pending = Some(Pending::Convert(
+            conversion.clone(),
+            obj.clone(),
+            desired.to_owned(),
+        ));
+        Err(ApiError::internal("a conversion webhook is being called"))
+    }
+
+    /// Converts what the last pass stopped for and records the result.
+    ///
+    /// # Errors
+    ///
+    /// The conversion webhook failed (500, apiextensions-apiserver's
+    /// message).
+    pub async fn answer_conversion(
+        &self,
+        conversion: &crate::conversion::Conversion,
+        obj: Value,
+        desired: String,
+        ctx: &Context<'_>,
+    ) -> Result<(), ApiError> {
+        let made = conversion
+            .convert(vec![obj.clone()], &desired, ctx.store, ctx.faults)
+            .await?
+            .pop()
+            .unwrap_or_default();
+        self.rounds().converted.push(((obj, desired), made));
+        Ok(())
     }
 
     fn rounds(&self) -> std::sync::MutexGuard<'_, Rounds> {
@@ -451,7 +517,7 @@ impl Admission {
     }
 
     /// The step the last pass stopped at, if it stopped for webhooks.
-    pub fn take_pending(&self) -> Option<Ask> {
+    pub fn take_pending(&self) -> Option<Pending> {
         self.rounds().pending.take()
     }
 
@@ -525,6 +591,16 @@ impl Admission {
         }
         Ok(())
     }
+}
+
+/// What a pass stopped for.
+#[derive(Debug)]
+pub enum Pending {
+    /// An admission step ([`Admission::answer`]).
+    Admit(Ask),
+    /// A conversion ([`Admission::answer_conversion`]): by the resource's
+    /// conversion, the object, into the apiVersion.
+    Convert(Arc<crate::conversion::Conversion>, Value, String),
 }
 
 /// What calling webhooks needs besides the question.
@@ -699,7 +775,8 @@ fn takes(
     }
 }
 
-fn review_uid(faults: &Faults) -> String {
+/// A review's uid, drawn from the server's seeded generator.
+pub(crate) fn review_uid(faults: &Faults) -> String {
     let (a, b) = (faults.random(), faults.random());
     format!(
         "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
@@ -752,7 +829,7 @@ async fn call_one(
 
 /// The HTTPS call, with the webhook faults that fire for it.
 async fn call(hook: &Webhook, body: Vec<u8>, ctx: &Context<'_>) -> Result<bytes::Bytes, String> {
-    let target = resolve(hook, ctx.store)?;
+    let target = resolve(&hook.endpoint, hook.timeout, ctx.store)?;
     match ctx.faults.webhook_fault(&hook.name) {
         None => {}
         Some(WebhookAction::Delay(d)) => {
@@ -781,9 +858,18 @@ async fn call(hook: &Webhook, body: Vec<u8>, ctx: &Context<'_>) -> Result<bytes:
 
 /// Where a webhook is called now: its URL, or a ready endpoint of its
 /// Service (the EndpointSlice port named as the Service's port is).
-fn resolve(hook: &Webhook, store: &Store) -> Result<call::Target, String> {
-    let (namespace, name, path, port) = match &hook.endpoint {
-        config::Endpoint::Url(url) => return call::Target::of_url(url, hook.timeout),
+///
+/// # Errors
+///
+/// A Service or port that does not exist, or no ready endpoint, as
+/// kube-apiserver's service resolver words them.
+pub fn resolve(
+    endpoint: &config::Endpoint,
+    timeout: std::time::Duration,
+    store: &Store,
+) -> Result<call::Target, String> {
+    let (namespace, name, path, port) = match endpoint {
+        config::Endpoint::Url(url) => return call::Target::of_url(url, timeout),
         config::Endpoint::Service {
             namespace,
             name,
@@ -829,13 +915,11 @@ fn resolve(hook: &Webhook, store: &Store) -> Result<call::Target, String> {
                 name,
                 namespace,
                 path,
-                hook.timeout,
+                timeout,
             ));
         }
     }
-    Err(format!(
-        "service \"{name}/{namespace}\" has no ready endpoints"
-    ))
+    Err(format!("no endpoints available for service \"{name}\""))
 }
 
 /// The mutating step: each webhook that takes the request, in order, on

@@ -158,8 +158,8 @@ where
     let resp = loop {
         let routed = route(&req, &path, resource_path);
         // A pass that stopped for admission webhooks: call them, run it again.
-        if let Some(ask) = req.admission.take_pending() {
-            if let Err(e) = admit_by_webhooks(&req, ask).await {
+        if let Some(pending) = req.admission.take_pending() {
+            if let Err(e) = admit_by_webhooks(&req, pending).await {
                 tracing::debug!(code = e.code, reason = %e.reason, message = %e.message, "refused by admission");
                 break error_response(&e);
             }
@@ -174,6 +174,7 @@ where
         };
     };
     let resp = response::with_warnings(resp, &req.admission.warnings());
+    let resp = converted(&state, resource_path, resp).await;
     drop(_enter);
     match wants {
         crate::proto::Wants::Protobuf { or_json } => answer_as_asked(or_json, resp).await,
@@ -181,11 +182,59 @@ where
     }
 }
 
+/// An answer of a resource whose versions a webhook converts, with the
+/// objects it holds (one, or a list's items) in the version asked for:
+/// they are rendered as stored, and converted here in one review.
+async fn converted(state: &State, path: Option<ResourcePath<'_>>, resp: Resp) -> Resp {
+    let Some(info) = path.and_then(|p| state.registry.get(p.group, p.version, p.plural)) else {
+        return resp;
+    };
+    let Some(conversion) = info.conversion.clone().filter(|c| c.by_webhook()) else {
+        return resp;
+    };
+    let is_json = resp
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|ct| ct == "application/json");
+    if !resp.status().is_success() || !is_json || resp.extensions().get::<Streamed>().is_some() {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let Ok(bytes) = body.collect().await.map(|b| b.to_bytes()) else {
+        return error_response(&ApiError::internal("reading a response body"));
+    };
+    let Ok(mut v) = serde_json::from_slice::<Value>(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    let desired = info.api_version();
+    let list = v["kind"] == info.list_kind.as_str();
+    let objects: Vec<Value> = if list {
+        v["items"].as_array().cloned().unwrap_or_default()
+    } else if v["kind"] == info.kind.as_str() {
+        vec![v.clone()]
+    } else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
+    match conversion
+        .convert(objects, &desired, &state.store, &state.faults)
+        .await
+    {
+        Ok(done) if list => v["items"] = Value::Array(done),
+        Ok(mut done) => v = done.pop().unwrap_or_default(),
+        Err(e) => return error_response(&e),
+    }
+    Response::from_parts(parts, Body::from(v.to_string()))
+}
+
 /// Calls the admission webhooks a pass stopped for, with the request's
 /// user, dry-run flag and options (the query's, or a delete's body).
-async fn admit_by_webhooks(req: &Req<'_>, ask: crate::admission::Ask) -> Result<(), ApiError> {
+async fn admit_by_webhooks(
+    req: &Req<'_>,
+    pending: crate::admission::Pending,
+) -> Result<(), ApiError> {
     let dry_run = !req.query.dry_run().is_empty();
-    let options = if ask.operation == crate::admission::Operation::Delete {
+    let delete = matches!(&pending, crate::admission::Pending::Admit(a) if a.operation == crate::admission::Operation::Delete);
+    let options = if delete {
         serde_json::from_slice::<Value>(&req.body)
             .ok()
             .filter(Value::is_object)
@@ -213,7 +262,14 @@ async fn admit_by_webhooks(req: &Req<'_>, ask: crate::admission::Ask) -> Result<
         dry_run,
         options,
     };
-    req.admission.answer(ask, &ctx).await
+    match pending {
+        crate::admission::Pending::Admit(ask) => req.admission.answer(ask, &ctx).await,
+        crate::admission::Pending::Convert(conversion, obj, desired) => {
+            req.admission
+                .answer_conversion(&conversion, obj, desired, &ctx)
+                .await
+        }
+    }
 }
 
 /// For a client that prefers protobuf: a JSON answer re-encoded as

@@ -111,6 +111,33 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
     Ok(bytes_response(StatusCode::OK, list))
 }
 
+/// A watch event line with its object in `desired`; an ERROR event with
+/// the failure if the webhook fails.
+async fn converted_line(
+    line: bytes::Bytes,
+    conversion: &crate::conversion::Conversion,
+    desired: &str,
+    state: &super::state::State,
+) -> bytes::Bytes {
+    let Ok(event) = serde_json::from_slice::<Value>(&line) else {
+        return line;
+    };
+    let object = &event["object"];
+    if event["type"] == "ERROR" || event["type"] == "BOOKMARK" || object["apiVersion"] == desired {
+        return line;
+    }
+    match conversion
+        .convert(vec![object.clone()], desired, &state.store, &state.faults)
+        .await
+    {
+        Ok(mut done) => watch::encode_line(
+            event["type"].as_str().unwrap_or_default(),
+            done.pop().unwrap_or_default().to_string().as_bytes(),
+        ),
+        Err(e) => watch::encode_line("ERROR", e.to_status().to_string().as_bytes()),
+    }
+}
+
 pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp, ApiError> {
     let filter = filter_of(req, t, &opts)?;
     let accept = req.header(header::ACCEPT);
@@ -132,9 +159,28 @@ pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp
         render,
         view: Some((req.state.faults.clone(), req.client)),
     };
+    let plain = spec.render.is_none();
     let rx = watch::start(&req.state.store, spec, req.state.shutdown.clone());
-    let stream =
-        tokio_stream::wrappers::ReceiverStream::new(rx).map(Ok::<_, std::convert::Infallible>);
+    let events = tokio_stream::wrappers::ReceiverStream::new(rx);
+    let conversion = t.info.conversion.clone().filter(|c| plain && c.by_webhook());
+    let stream = match conversion {
+        None => events.map(Ok::<_, std::convert::Infallible>).boxed(),
+        Some(conversion) => {
+            let state = req.state.clone();
+            let desired = t.info.api_version();
+            events
+                .then(move |line| {
+                    let (state, conversion, desired) =
+                        (state.clone(), conversion.clone(), desired.clone());
+                    async move {
+                        Ok::<_, std::convert::Infallible>(
+                            converted_line(line, &conversion, &desired, &state).await,
+                        )
+                    }
+                })
+                .boxed()
+        }
+    };
     Ok(Response::builder()
         .status(StatusCode::OK)
         .header(header::CONTENT_TYPE, "application/json")

@@ -220,7 +220,8 @@ pub(super) fn create_object(
     let held = allocator(req, t, &ns, &name);
     allocate(held.as_ref(), &name, None, obj)?;
     req.admission.validate(&at(&name), None, Some(obj))?;
-    let stored = req.state.store.create_with(&t.info, obj.take(), commit)?;
+    let obj = storage_form(req, t, obj.take())?;
+    let stored = req.state.store.create_with(&t.info, obj, commit)?;
     drop(held);
     if commit == Commit::Store {
         committed(req, t, &stored);
@@ -262,6 +263,7 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         .state
         .store
         .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
+            let old = &*request_form(req, t, old)?;
             let mut body = body.clone();
             if req.admission.mutate(&at, Some(old), &mut body)? {
                 check_identity(t, &mut body, Some(name))?;
@@ -284,12 +286,36 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             let sub = t.sub.name();
             patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
             req.admission.validate(&at, Some(old), Some(&new))?;
-            Ok(new)
+            storage_form(req, t, new)
         })?;
     Ok(with_warnings(
         written(req, t, &stored, opts.commit),
         &warnings,
     ))
+}
+
+/// The object as stored: in the storage version of a resource served in
+/// several versions ([`crate::conversion`]), else as it is.
+fn storage_form(req: &Req<'_>, t: &Target, obj: Value) -> Result<Value, ApiError> {
+    match &t.info.conversion {
+        Some(c) => req.admission.convert(&t.info, &obj, &c.storage),
+        None => Ok(obj),
+    }
+}
+
+/// The stored object `old` in the request's version (a patch or an
+/// update applies to it, admission sees it there).
+fn request_form<'v>(
+    req: &Req<'_>,
+    t: &Target,
+    old: &'v Value,
+) -> Result<std::borrow::Cow<'v, Value>, ApiError> {
+    if t.info.conversion.is_none() || is_api_version(&t.info, old["apiVersion"].as_str().unwrap_or("")) {
+        return Ok(std::borrow::Cow::Borrowed(old));
+    }
+    req.admission
+        .convert(&t.info, old, &t.info.api_version())
+        .map(std::borrow::Cow::Owned)
 }
 
 /// Where an update, patch or apply of an existing object meets admission.
@@ -415,6 +441,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         .state
         .store
         .update_with(&t.info, ns_of(t), &name, opts.commit, |old| {
+            let old = &*request_form(req, t, old)?;
             let mut new = old.clone();
             let res = match (kind, &merge_patch) {
                 (_, Some(Err(e))) => return Err(e.clone()),
@@ -458,7 +485,7 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             allocate(held.as_ref(), &name, Some(old), &mut new)?;
             patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
             req.admission.validate(&at, Some(old), Some(&new))?;
-            Ok(new)
+            storage_form(req, t, new)
         })?;
     Ok(with_warnings(
         written(req, t, &stored, opts.commit),
@@ -497,6 +524,7 @@ pub(super) fn apply(
             .state
             .store
             .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
+                let old = &*request_form(req, t, old)?;
                 let mut merged = patch::server_side_apply(Some(old), &req.body, &apply_opts)
                     .map_err(|e| patch_error(t, name, e))?;
                 check_identity(t, &mut merged, Some(name))?;
@@ -514,7 +542,7 @@ pub(super) fn apply(
                 }
                 allocate(held.as_ref(), name, Some(old), &mut new)?;
                 req.admission.validate(&at, Some(old), Some(&new))?;
-                Ok(new)
+                storage_form(req, t, new)
             });
         drop(held);
         match res {

@@ -87,7 +87,10 @@ impl Conversion {
         Conversion {
             storage: format!("{group}/{storage}"),
             webhook,
-            kind: spec["names"]["kind"].as_str().unwrap_or_default().to_owned(),
+            kind: spec["names"]["kind"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
         }
     }
 
@@ -127,12 +130,11 @@ impl Conversion {
         if todo.is_empty() {
             return Ok(objects);
         }
-        let gvk = format!("{desired}, Kind={}", self.kind);
-        let failed = |e: String| {
-            ApiError::internal(format!(
-                "Internal error occurred: conversion webhook for {gvk} failed: {e}"
-            ))
-        };
+        // Errors name the version converted from (the first object's).
+        let from = objects[todo[0]]["apiVersion"].as_str().unwrap_or_default();
+        let gvk = format!("{from}, Kind={}", self.kind);
+        let failed =
+            |e: String| ApiError::unknown(format!("conversion webhook for {gvk} failed: {e}"));
         let uid = review_uid(faults);
         let review = json!({
             "apiVersion": "apiextensions.k8s.io/v1",
@@ -146,14 +148,50 @@ impl Conversion {
         let body = serde_json::to_vec(&review).map_err(|e| failed(e.to_string()))?;
         let target = crate::admission::resolve(&webhook.endpoint, WEBHOOK_TIMEOUT, store)
             .map_err(&failed)?;
-        let answer = crate::admission::call::post(&target, &webhook.ca_bundle, body, WEBHOOK_TIMEOUT)
-            .await
-            .map_err(&failed)?;
+        let answer =
+            crate::admission::call::post(&target, &webhook.ca_bundle, body, WEBHOOK_TIMEOUT)
+                .await
+                .map_err(&failed)?;
         let answer: Value = serde_json::from_slice(&answer)
             .map_err(|e| failed(format!("couldn't get version/kind; json parse error: {e}")))?;
-        let converted = read_answer(&answer, &uid, todo.len(), desired, &gvk)?;
+        let converted = read_answer(&answer, &uid, todo.len(), &gvk).map_err(ApiError::unknown)?;
         let mut out = objects;
-        for (i, mut c) in todo.into_iter().zip(converted) {
+        let single = todo.len() == 1;
+        for (n, (i, mut c)) in todo.into_iter().zip(converted).enumerate() {
+            let invalid = |e: String| {
+                ApiError::unknown(if single {
+                    format!("conversion webhook for {gvk} returned invalid object at index 0: {e}")
+                } else {
+                    format!(
+                        "conversion webhook for {gvk} returned invalid converted object at index {n}: {e}"
+                    )
+                })
+            };
+            if c["apiVersion"] != desired {
+                return Err(invalid(format!(
+                    "invalid groupVersion (expected {desired}, received {})",
+                    c["apiVersion"].as_str().unwrap_or_default()
+                )));
+            }
+            if c["kind"] != out[i]["kind"] {
+                return Err(invalid(format!(
+                    "invalid kind (expected {}, received {})",
+                    out[i]["kind"].as_str().unwrap_or_default(),
+                    c["kind"].as_str().unwrap_or_default()
+                )));
+            }
+            for f in ["name", "namespace", "uid"] {
+                let (a, b) = (&out[i]["metadata"][f], &c["metadata"][f]);
+                if a != b {
+                    let show = |v: &Value| v.as_str().unwrap_or_default().to_owned();
+                    let what = if f == "uid" { "UID" } else { f };
+                    return Err(ApiError::unknown(format!(
+                        "conversion webhook for {gvk} returned invalid object: must have the same {what}: {} != {}",
+                        show(a),
+                        show(b)
+                    )));
+                }
+            }
             restore_metadata(&out[i], &mut c);
             out[i] = c;
         }
@@ -162,50 +200,51 @@ impl Conversion {
 }
 
 /// A ConversionReview's answer: the converted objects, checked as
-/// apiextensions-apiserver checks them.
+/// apiextensions-apiserver checks the review (the objects themselves are
+/// checked by the caller).
 fn read_answer(
     answer: &Value,
     uid: &str,
     expected: usize,
-    desired: &str,
     gvk: &str,
-) -> Result<Vec<Value>, ApiError> {
-    let internal = |m: String| ApiError::internal(format!("Internal error occurred: {m}"));
+) -> Result<Vec<Value>, String> {
+    let failed = |e: String| format!("conversion webhook for {gvk} failed: {e}");
     let response = &answer["response"];
     if !response.is_object() {
-        return Err(internal(format!(
-            "conversion webhook for {gvk} failed: no response provided"
+        return Err(failed("no response provided".into()));
+    }
+    let kind = (answer["apiVersion"].as_str(), answer["kind"].as_str());
+    if kind != (Some("apiextensions.k8s.io/v1"), Some("ConversionReview")) {
+        return Err(failed(format!(
+            "expected webhook response of apiextensions.k8s.io/v1, Kind=ConversionReview, got {}, Kind={}",
+            kind.0.unwrap_or_default(),
+            kind.1.unwrap_or_default()
         )));
     }
     let got = response["uid"].as_str().unwrap_or_default();
     if got != uid {
-        return Err(internal(format!(
-            "conversion webhook for {gvk} failed: expected response uid {uid:?}, got {got:?}"
+        return Err(failed(format!(
+            "expected response.uid={uid:?}, got {got:?}"
         )));
     }
-    if response["result"]["status"] != "Success" {
-        return Err(internal(format!(
-            "conversion webhook for {gvk} returned failure: {}",
-            response["result"]["message"].as_str().unwrap_or_default()
-        )));
+    let status = response["result"]["status"].as_str().unwrap_or_default();
+    if status != "Success" {
+        let message = response["result"]["message"].as_str().unwrap_or_default();
+        return Err(failed(if message.is_empty() {
+            format!("response.result.status was '{status}', not 'Success'")
+        } else {
+            message.to_owned()
+        }));
     }
     let converted = response["convertedObjects"]
         .as_array()
         .cloned()
         .unwrap_or_default();
     if converted.len() != expected {
-        return Err(internal(format!(
+        return Err(format!(
             "conversion webhook for {gvk} returned {} objects, expected {expected}",
             converted.len()
-        )));
-    }
-    for (i, c) in converted.iter().enumerate() {
-        if c["apiVersion"] != desired {
-            return Err(internal(format!(
-                "conversion webhook for {gvk} returned invalid converted object at index {i}: expected apiVersion {desired:?}, got {}",
-                c["apiVersion"]
-            )));
-        }
+        ));
     }
     Ok(converted)
 }
@@ -238,4 +277,83 @@ fn review_uid(faults: &Faults) -> String {
         (b >> 48) & 0x3fff | 0x8000,
         b & 0xffff_ffff_ffff
     )
+}
+
+/// `spec.conversion`'s v1 defaults: strategy None when absent, a
+/// service's port 443.
+pub fn default(crd: &mut Value) {
+    let Some(spec) = crd.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    if spec.get("conversion").is_none_or(Value::is_null) {
+        spec["conversion"] = json!({"strategy": "None"});
+    }
+    if let Some(svc) = spec.pointer_mut("/conversion/webhook/clientConfig/service")
+        && svc.is_object()
+        && svc.get("port").is_none_or(Value::is_null)
+    {
+        svc["port"] = 443.into();
+    }
+}
+
+/// The field errors kube-apiserver reports for a CRD's `spec.conversion`
+/// (its internal field names in the paths, as it reports them).
+#[must_use]
+pub fn errors(crd: &Value) -> Vec<String> {
+    let c = &crd["spec"]["conversion"];
+    let mut errs = Vec::new();
+    if c.is_null() {
+        // Defaulted to strategy None.
+        return errs;
+    }
+    let quoted = |s: &str| Value::String(s.to_owned()).to_string();
+    let at = "spec.conversion";
+    let cc = &c["webhook"]["clientConfig"];
+    let versions = &c["webhook"]["conversionReviewVersions"];
+    match c["strategy"].as_str() {
+        None | Some("") => errs.push(format!("{at}.strategy: Required value")),
+        Some("Webhook") => {
+            if !cc.is_object() {
+                errs.push(format!(
+                    "{at}.webhookClientConfig: Required value: required when strategy is set to Webhook"
+                ));
+            } else {
+                for e in crate::admission::config::client_config_errors(
+                    cc,
+                    &format!("{at}.webhookClientConfig"),
+                ) {
+                    errs.push(e);
+                }
+            }
+            let list: Vec<&str> = (versions.as_array().into_iter().flatten())
+                .filter_map(Value::as_str)
+                .collect();
+            if list.is_empty() {
+                errs.push(format!("{at}.conversionReviewVersions: Required value"));
+            } else if !list.iter().any(|v| matches!(*v, "v1" | "v1beta1")) {
+                let shown: Vec<String> = list.iter().map(|v| quoted(v)).collect();
+                errs.push(format!(
+                    "{at}.conversionReviewVersions: Invalid value: []string{{{}}}: must include at least one of v1, v1beta1",
+                    shown.join(", ")
+                ));
+            }
+        }
+        Some("None") => {
+            if cc.is_object() {
+                errs.push(format!(
+                    "{at}.webhookClientConfig: Forbidden: should not be set when strategy is not set to Webhook"
+                ));
+            }
+            if !versions.is_null() {
+                errs.push(format!(
+                    "{at}.conversionReviewVersions: Forbidden: should not be set when strategy is not set to Webhook"
+                ));
+            }
+        }
+        Some(s) => errs.push(format!(
+            "{at}.strategy: Unsupported value: {}: supported values: \"None\", \"Webhook\"",
+            quoted(s)
+        )),
+    }
+    errs
 }

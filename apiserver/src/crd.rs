@@ -37,8 +37,8 @@ pub fn is_crd(info: &ResourceInfo) -> bool {
 /// The resources a CRD object defines (one per served version), or 422.
 pub fn resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
     let d = crate::kind::Definition::parse(crd)?;
-    let conversion = (d.versions.len() > 1)
-        .then(|| Arc::new(crate::conversion::Conversion::of_crd(crd)));
+    let conversion =
+        (d.versions.len() > 1).then(|| Arc::new(crate::conversion::Conversion::of_crd(crd)));
     Ok(d.versions
         .iter()
         .filter(|v| v.served)

@@ -80,7 +80,14 @@ pub fn expired_line(message: &str) -> Bytes {
 fn rendered(spec: &WatchSpec, o: &StoredObject) -> Bytes {
     match spec.render {
         // A webhook converts it as the event is sent (`handler::read`).
-        None if spec.info.conversion.as_ref().is_some_and(|c| c.by_webhook()) => o.raw.clone(),
+        None if spec
+            .info
+            .conversion
+            .as_ref()
+            .is_some_and(|c| c.by_webhook()) =>
+        {
+            o.raw.clone()
+        }
         None => o.bytes_at(&spec.info.api_version()),
         Some(Render::Metadata) => crate::partial::partial_of_one(o),
         Some(Render::Table) => crate::table::table_line_of_one(&spec.info, o),

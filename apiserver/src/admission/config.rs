@@ -188,7 +188,7 @@ fn str_of(v: &Value) -> &str {
 /// requires it), timeoutSeconds 10, a service's port 443, each rule's
 /// scope `*`, and (mutating) reinvocationPolicy Never.
 pub fn default(config: &mut Value, mutating: bool) {
-    let Some(hooks) = config["webhooks"].as_array_mut() else {
+    let Some(hooks) = config.get_mut("webhooks").and_then(Value::as_array_mut) else {
         return;
     };
     for hook in hooks.iter_mut().filter(|h| h.is_object()) {
@@ -205,12 +205,13 @@ pub fn default(config: &mut Value, mutating: bool) {
         if mutating {
             set(hook, "reinvocationPolicy", "Never".into());
         }
-        if let Some(svc) = hook["clientConfig"].get_mut("service")
+        if let Some(svc) = hook.pointer_mut("/clientConfig/service")
             && svc.is_object()
         {
             set(svc, "port", 443.into());
         }
-        for rule in (hook["rules"].as_array_mut().into_iter().flatten()).filter(|r| r.is_object()) {
+        let rules = hook.get_mut("rules").and_then(Value::as_array_mut);
+        for rule in (rules.into_iter().flatten()).filter(|r| r.is_object()) {
             set(rule, "scope", "*".into());
         }
     }
@@ -429,6 +430,16 @@ fn rules(rules: &Value, at: &str, errs: &mut Vec<String>) {
 fn go_strings(v: &[&str]) -> String {
     let items: Vec<String> = v.iter().map(|s| quoted(s)).collect();
     format!("[]string{{{}}}", items.join(", "))
+}
+
+/// What kube says of a webhook's `clientConfig` at `at` (an admission
+/// webhook's, or a CRD's conversion webhook's): url or service, as its
+/// `ValidateWebhookURL` and `ValidateWebhookService` do.
+#[must_use]
+pub fn client_config_errors(cc: &Value, at: &str) -> Vec<String> {
+    let mut errs = Vec::new();
+    client_config(cc, at, &mut errs);
+    errs
 }
 
 fn client_config(cc: &Value, at: &str, errs: &mut Vec<String>) {

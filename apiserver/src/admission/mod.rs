@@ -457,7 +457,12 @@ impl Admission {
     ///
     /// The pass must stop for the webhook to be called
     /// ([`Admission::take_pending`]).
-    pub fn convert(&self, info: &ResourceInfo, obj: &Value, desired: &str) -> Result<Value, ApiError> {
+    pub fn convert(
+        &self,
+        info: &ResourceInfo,
+        obj: &Value,
+        desired: &str,
+    ) -> Result<Value, ApiError> {
         let Some(conversion) = &info.conversion else {
             return Ok(obj.clone());
         };
@@ -910,12 +915,7 @@ pub fn resolve(
             .find_map(|e| e["addresses"][0].as_str());
         if let Some(address) = ready {
             return Ok(call::Target::of_service(
-                address,
-                p,
-                name,
-                namespace,
-                path,
-                timeout,
+                address, p, name, namespace, path, timeout,
             ));
         }
     }

@@ -32,7 +32,8 @@ fn default_match(m: &mut Value) {
     set_default(m, "namespaceSelector", serde_json::json!({}));
     set_default(m, "objectSelector", serde_json::json!({}));
     for key in ["resourceRules", "excludeResourceRules"] {
-        for r in (m[key].as_array_mut().into_iter().flatten()).filter(|r| r.is_object()) {
+        let rules = m.get_mut(key).and_then(Value::as_array_mut);
+        for r in (rules.into_iter().flatten()).filter(|r| r.is_object()) {
             set_default(r, "scope", "*".into());
         }
     }
@@ -41,17 +42,18 @@ fn default_match(m: &mut Value) {
 /// A policy's v1 defaults: failurePolicy Fail; in matchConstraints,
 /// matchPolicy Equivalent, empty selectors, each rule's scope `*`.
 pub fn default_policy(obj: &mut Value) {
-    let spec = &mut obj["spec"];
-    if !spec.is_object() {
+    let Some(spec) = obj.get_mut("spec").filter(|s| s.is_object()) else {
         return;
-    }
+    };
     set_default(spec, "failurePolicy", "Fail".into());
-    default_match(&mut spec["matchConstraints"]);
+    if let Some(m) = spec.get_mut("matchConstraints") {
+        default_match(m);
+    }
 }
 
 /// A binding's v1 defaults: its matchResources' as a policy's.
 pub fn default_binding(obj: &mut Value) {
-    if let Some(m) = obj["spec"].get_mut("matchResources") {
+    if let Some(m) = obj.pointer_mut("/spec/matchResources") {
         default_match(m);
     }
 }

@@ -111,30 +111,42 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
     Ok(bytes_response(StatusCode::OK, list))
 }
 
-/// A watch event line with its object in `desired`; an ERROR event with
-/// the failure if the webhook fails.
+/// A watch event line with its object in `desired`; if the webhook
+/// fails, the ERROR event kube-apiserver sends (500 InternalError) and
+/// true: the watch ends there.
 async fn converted_line(
     line: bytes::Bytes,
     conversion: &crate::conversion::Conversion,
     desired: &str,
     state: &super::state::State,
-) -> bytes::Bytes {
+) -> (bytes::Bytes, bool) {
     let Ok(event) = serde_json::from_slice::<Value>(&line) else {
-        return line;
+        return (line, false);
     };
     let object = &event["object"];
     if event["type"] == "ERROR" || event["type"] == "BOOKMARK" || object["apiVersion"] == desired {
-        return line;
+        return (line, false);
     }
     match conversion
         .convert(vec![object.clone()], desired, &state.store, &state.faults)
         .await
     {
-        Ok(mut done) => watch::encode_line(
-            event["type"].as_str().unwrap_or_default(),
-            done.pop().unwrap_or_default().to_string().as_bytes(),
+        Ok(mut done) => (
+            watch::encode_line(
+                event["type"].as_str().unwrap_or_default(),
+                done.pop().unwrap_or_default().to_string().as_bytes(),
+            ),
+            false,
         ),
-        Err(e) => watch::encode_line("ERROR", e.to_status().to_string().as_bytes()),
+        Err(e) => {
+            let mut status =
+                ApiError::internal(format!("Internal error occurred: {}", e.message)).to_status();
+            status["details"] = json!({"causes": [{"message": e.message}]});
+            (
+                watch::encode_line("ERROR", status.to_string().as_bytes()),
+                true,
+            )
+        }
     }
 }
 
@@ -162,7 +174,11 @@ pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp
     let plain = spec.render.is_none();
     let rx = watch::start(&req.state.store, spec, req.state.shutdown.clone());
     let events = tokio_stream::wrappers::ReceiverStream::new(rx);
-    let conversion = t.info.conversion.clone().filter(|c| plain && c.by_webhook());
+    let conversion = t
+        .info
+        .conversion
+        .clone()
+        .filter(|c| plain && c.by_webhook());
     let stream = match conversion {
         None => events.map(Ok::<_, std::convert::Infallible>).boxed(),
         Some(conversion) => {
@@ -172,11 +188,13 @@ pub(super) fn watch(req: &Req<'_>, t: &Target, opts: ListOptions) -> Result<Resp
                 .then(move |line| {
                     let (state, conversion, desired) =
                         (state.clone(), conversion.clone(), desired.clone());
-                    async move {
-                        Ok::<_, std::convert::Infallible>(
-                            converted_line(line, &conversion, &desired, &state).await,
-                        )
-                    }
+                    async move { converted_line(line, &conversion, &desired, &state).await }
+                })
+                // After the ERROR event of a failed conversion, the watch ends.
+                .scan(false, |ended, (line, failed)| {
+                    let next = (!*ended).then_some(Ok::<_, std::convert::Infallible>(line));
+                    *ended |= failed;
+                    futures::future::ready(next)
                 })
                 .boxed()
         }

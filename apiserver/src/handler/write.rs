@@ -310,7 +310,9 @@ fn request_form<'v>(
     t: &Target,
     old: &'v Value,
 ) -> Result<std::borrow::Cow<'v, Value>, ApiError> {
-    if t.info.conversion.is_none() || is_api_version(&t.info, old["apiVersion"].as_str().unwrap_or("")) {
+    if t.info.conversion.is_none()
+        || is_api_version(&t.info, old["apiVersion"].as_str().unwrap_or(""))
+    {
         return Ok(std::borrow::Cow::Borrowed(old));
     }
     req.admission

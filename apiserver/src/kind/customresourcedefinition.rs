@@ -22,7 +22,22 @@ impl KindStrategy for CustomResourceDefinition {
     }
 
     fn validate(&self, obj: &Value) -> Result<(), ApiError> {
-        Definition::parse(obj).map(|_| ())
+        Definition::parse(obj)?;
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let message = match crate::conversion::errors(obj).as_slice() {
+            [] => return Ok(()),
+            [one] => one.clone(),
+            many => format!("[{}]", many.join(", ")),
+        };
+        Err(ApiError::invalid(
+            "CustomResourceDefinition.apiextensions.k8s.io",
+            name,
+            message,
+        ))
+    }
+
+    fn default(&self, obj: &mut Value) {
+        crate::conversion::default(obj);
     }
 
     fn prepare_create(&self, obj: &mut Value, now: &str) {
@@ -35,6 +50,22 @@ impl KindStrategy for CustomResourceDefinition {
             .as_str()
             .unwrap_or_default();
         accept(new, now);
+        // A storage version stays stored until a client removes it from
+        // the status: the new one is added after the old ones.
+        let mut stored: Vec<Value> = old["status"]["storedVersions"]
+            .as_array()
+            .cloned()
+            .unwrap_or_default();
+        for v in new["status"]["storedVersions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+        {
+            if !stored.contains(v) {
+                stored.push(v.clone());
+            }
+        }
+        new["status"]["storedVersions"] = Value::Array(stored);
     }
 }
 

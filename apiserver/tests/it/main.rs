@@ -10,6 +10,7 @@ mod binary;
 mod builtins;
 mod common;
 mod consistent_lists;
+mod conversion;
 mod crd_schemas;
 mod differences;
 mod dry_run;

@@ -135,7 +135,7 @@ impl Conversion {
         let gvk = format!("{from}, Kind={}", self.kind);
         let failed =
             |e: String| ApiError::unknown(format!("conversion webhook for {gvk} failed: {e}"));
-        let uid = review_uid(faults);
+        let uid = crate::admission::review_uid(faults);
         let review = json!({
             "apiVersion": "apiextensions.k8s.io/v1",
             "kind": "ConversionReview",
@@ -265,18 +265,6 @@ fn restore_metadata(original: &Value, converted: &mut Value) {
         }
     }
     converted["metadata"] = meta;
-}
-
-fn review_uid(faults: &Faults) -> String {
-    let (a, b) = (faults.random(), faults.random());
-    format!(
-        "{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}",
-        a >> 32,
-        (a >> 16) & 0xffff,
-        a & 0xfff,
-        (b >> 48) & 0x3fff | 0x8000,
-        b & 0xffff_ffff_ffff
-    )
 }
 
 /// `spec.conversion`'s v1 defaults: strategy None when absent, a

@@ -8,8 +8,11 @@
 //! no audit log). One CEL engine: [`crate::cel::Expression`], its cost
 //! limits.
 
+use std::sync::Arc;
+
 use serde_json::{Map, Value};
 
+use super::Context;
 use super::config::Rule;
 use super::review::Request;
 use crate::cel::{Budget, Expression};
@@ -162,7 +165,7 @@ impl Matcher {
     fn takes(&self, r: &Request<'_>, ns_labels: Option<&Map<String, Value>>) -> bool {
         let named = |rr: &ResourceRule| {
             super::matching::rules_match(std::slice::from_ref(&rr.rule), r)
-                && (rr.names.is_empty() || rr.names.iter().any(|n| *n == r.name))
+                && (rr.names.is_empty() || rr.names.contains(&r.name))
         };
         (self.rules.is_empty() || self.rules.iter().any(named))
             && !self.exclude.iter().any(named)
@@ -479,4 +482,128 @@ pub fn evaluate(
         }
     }
     out
+}
+
+/// Evaluates every policy binding that takes the request: the first Deny
+/// fails it, Warn adds warnings.
+pub(super) fn run_policies(
+    bound: &[(Arc<Policy>, Arc<Binding>)],
+    r: &Request<'_>,
+    ns_labels: Option<&Map<String, Value>>,
+    ctx: &Context<'_>,
+    warnings: &mut Vec<String>,
+) -> Result<(), ApiError> {
+    let mut request = None;
+    let mut namespace_object = None;
+    for (p, b) in bound.iter().filter(|(p, b)| b.may_take(p, r)) {
+        let request = request.get_or_insert_with(|| r.json(""));
+        let namespace_object = namespace_object.get_or_insert_with(|| {
+            (r.namespaced && !r.namespace.is_empty())
+                .then(|| {
+                    ctx.store
+                        .get(&crate::store::namespaces_key(), "", &r.namespace)
+                        .map(|n| n.value())
+                })
+                .flatten()
+        });
+        let params = match params_of(p, b, r, ctx) {
+            Ok(params) => params,
+            Err(None) => continue,
+            Err(Some(e)) => return Err(e),
+        };
+        let inputs = Inputs {
+            request,
+            ns_labels,
+            namespace_object: namespace_object.as_ref(),
+            params,
+        };
+        let out = evaluate(p, b, r, &inputs);
+        warnings.extend(out.warnings);
+        if let Some(e) = out.denied {
+            return Err(e);
+        }
+    }
+    Ok(())
+}
+
+/// The params a binding gives its policy: None for a policy without
+/// `paramKind` or a binding without `paramRef` (`params` is null);
+/// Err(None) to skip the binding (no params under Allow, or a
+/// configuration error under Ignore), Err(Some) to fail the request (a
+/// configuration error under Fail, whatever the binding's actions).
+fn params_of(
+    p: &Policy,
+    b: &Binding,
+    r: &Request<'_>,
+    ctx: &Context<'_>,
+) -> Result<Option<Vec<Value>>, Option<ApiError>> {
+    let (Some((api_version, kind)), Some(pr)) = (&p.param_kind, &b.param_ref) else {
+        return Ok(None);
+    };
+    let config_error = |what: &str, e: String| {
+        (!p.ignore_failures).then(|| {
+            denial(
+                p,
+                b,
+                r,
+                "Invalid",
+                &format!("failed to configure {what}: {e}"),
+            )
+        })
+    };
+    let Some(info) = ctx.registry.by_kind(api_version, kind) else {
+        let group = api_version.rsplit_once('/').map_or("", |(g, _)| g);
+        let version = api_version
+            .rsplit_once('/')
+            .map_or(api_version.as_str(), |(_, v)| v);
+        return Err(config_error(
+            "policy",
+            format!(
+                "failed to find resource referenced by paramKind: '{group}/{version}, Kind={kind}'"
+            ),
+        ));
+    };
+    let ns = match (info.namespaced, pr.namespace.as_str(), r.namespace.as_str()) {
+        (false, "", _) => "",
+        (false, _, _) => {
+            return Err(config_error(
+                "binding",
+                "paramRef.namespace must not be provided for a cluster-scoped `paramKind`".into(),
+            ));
+        }
+        (true, "", "") => {
+            return Err(config_error(
+                "binding",
+                "cannot use namespaced paramRef in policy binding that matches cluster-scoped resources".into(),
+            ));
+        }
+        (true, "", request_ns) => request_ns,
+        (true, ns, _) => ns,
+    };
+    let found: Vec<Value> = if let Some(name) = &pr.name {
+        (ctx.store
+            .get(&info.storage_key(), ns, name)
+            .map(|o| o.value()))
+        .into_iter()
+        .collect()
+    } else {
+        let sel = pr.selector.clone().unwrap_or_default();
+        let within = (info.namespaced).then_some(ns);
+        ctx.store
+            .list(&info.storage_key(), within, None, None, |o| {
+                sel.matches(|k| o.label(k))
+            })
+            .items
+            .iter()
+            .map(|o| o.value())
+            .collect()
+    };
+    match (found.is_empty(), pr.deny_when_missing) {
+        (false, _) => Ok(Some(found)),
+        (true, false) => Err(None),
+        (true, true) => Err(config_error(
+            "binding",
+            "no params found for policy binding with `Deny` parameterNotFoundAction".into(),
+        )),
+    }
 }

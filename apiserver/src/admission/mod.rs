@@ -302,6 +302,9 @@ impl Ask {
             && self.sub == other.sub
             && self.namespace == other.namespace
             && self.name == other.name
+            // A collection's deletes name no object: each its own target.
+            && self.old.as_ref().map(|o| &o["metadata"]["name"])
+                == other.old.as_ref().map(|o| &o["metadata"]["name"])
     }
 }
 

@@ -719,3 +719,74 @@ async fn registration_refuses_bad_configurations() {
     let list = api.list(&Default::default()).await.unwrap();
     assert!(list.items.is_empty(), "nothing registered");
 }
+
+/// A deletecollection sends one DELETE review per object (no name, the
+/// object as `oldObject`), however many there are; a webhook that refuses
+/// one stops the collection there.
+#[tokio::test]
+async fn a_collection_delete_is_reviewed_object_by_object() {
+    let server = ApiServer::start_in_process().await;
+    let hook = WebhookServer::start(kube_typed(|req| {
+        let resp = AdmissionResponse::from(req);
+        let keep = req
+            .old_object
+            .as_ref()
+            .and_then(|o| o.metadata.labels.as_ref())
+            .is_some_and(|l| l.contains_key("keep"));
+        if keep { resp.deny("kept") } else { resp }
+    }))
+    .await;
+    let mut config = configuration(
+        "ValidatingWebhookConfiguration",
+        "deletes.example.com",
+        json!({"url": hook.url("/"), "caBundle": hook.ca_bundle()}),
+        json!({}),
+    );
+    config["webhooks"][0]["rules"][0]["operations"] = json!(["DELETE"]);
+    register(&server, &config).await;
+    let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
+    for i in 0..12 {
+        cms.create(
+            &PostParams::default(),
+            &cm(&format!("c{i:02}"), json!({"batch": "1"})),
+        )
+        .await
+        .unwrap();
+    }
+    let lp = kube::api::ListParams::default().labels("batch=1");
+    cms.delete_collection(&DeleteParams::default(), &lp)
+        .await
+        .unwrap();
+    assert!(cms.list(&lp).await.unwrap().items.is_empty());
+    let deletes: Vec<Value> = hook
+        .reviews()
+        .into_iter()
+        .map(|r| r["request"].clone())
+        .collect();
+    assert_eq!(deletes.len(), 12);
+    assert!(
+        deletes
+            .iter()
+            .all(|r| r["operation"] == "DELETE" && r["name"] == "" && r["object"].is_null())
+    );
+    assert_eq!(deletes[0]["oldObject"]["metadata"]["name"], "c00");
+    assert_eq!(deletes[0]["options"]["kind"], "DeleteOptions");
+
+    cms.create(
+        &PostParams::default(),
+        &cm("kept", json!({"batch": "2", "keep": "y"})),
+    )
+    .await
+    .unwrap();
+    let lp = kube::api::ListParams::default().labels("batch=2");
+    let e = api_error(
+        cms.delete_collection(&DeleteParams::default(), &lp)
+            .await
+            .unwrap_err(),
+    );
+    assert_eq!(
+        e.message,
+        "admission webhook \"deletes.example.com\" denied the request: kept"
+    );
+    assert!(cms.get_opt("kept").await.unwrap().is_some());
+}

@@ -174,7 +174,7 @@ where
         };
     };
     let resp = response::with_warnings(resp, &req.admission.warnings());
-    let resp = converted(&state, resource_path, resp).await;
+    let resp = converted(&state, resp).await;
     drop(_enter);
     match wants {
         crate::proto::Wants::Protobuf { or_json } => answer_as_asked(or_json, resp).await,
@@ -185,11 +185,8 @@ where
 /// An answer of a resource whose versions a webhook converts, with the
 /// objects it holds (one, or a list's items) in the version asked for:
 /// they are rendered as stored, and converted here in one review.
-async fn converted(state: &State, path: Option<ResourcePath<'_>>, resp: Resp) -> Resp {
-    let Some(info) = path.and_then(|p| state.registry.get(p.group, p.version, p.plural)) else {
-        return resp;
-    };
-    let Some(conversion) = info.conversion.clone().filter(|c| c.by_webhook()) else {
+async fn converted(state: &State, resp: Resp) -> Resp {
+    let Some(response::ConvertTo(conversion, desired)) = resp.extensions().get().cloned() else {
         return resp;
     };
     let is_json = resp
@@ -206,11 +203,10 @@ async fn converted(state: &State, path: Option<ResourcePath<'_>>, resp: Resp) ->
     let Ok(mut v) = serde_json::from_slice::<Value>(&bytes) else {
         return Response::from_parts(parts, Body::from(bytes));
     };
-    let desired = info.api_version();
-    let list = v["kind"] == info.list_kind.as_str();
+    let list = v.get("items").is_some_and(Value::is_array);
     let objects: Vec<Value> = if list {
         v["items"].as_array().cloned().unwrap_or_default()
-    } else if v["kind"] == info.kind.as_str() {
+    } else if v["kind"] != "Status" {
         vec![v.clone()]
     } else {
         return Response::from_parts(parts, Body::from(bytes));

@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 
 use super::params::{GetOptions, ListOptions, ReadAt, encode_continue};
 use super::request::{Req, Target, filter_of, ns_of, stale_read_rv};
-use super::response::{Resp, Streamed, bytes_response, json_response, render};
+use super::response::{Resp, Streamed, bytes_response, converting, json_response, render};
 use crate::status::ApiError;
 use crate::table;
 use crate::watch::{self, WatchSpec};
@@ -108,7 +108,7 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
         &page.items,
         |out, o| out.extend_from_slice(&t.info.read_bytes(o, &api_version)),
     );
-    Ok(bytes_response(StatusCode::OK, list))
+    Ok(converting(t, bytes_response(StatusCode::OK, list)))
 }
 
 /// A watch event line with its object in `desired`; if the webhook

@@ -1,6 +1,8 @@
 //! What the verbs answer with: JSON bodies, errors as `metav1.Status`, one
 //! object rendered as the client asked (whole, metadata only, a Table).
 
+use std::sync::Arc;
+
 use axum::body::Body;
 use bytes::Bytes;
 use http::{Response, StatusCode, header};
@@ -69,6 +71,24 @@ pub(super) fn with_warnings(mut resp: Resp, warnings: &[String]) -> Resp {
 #[derive(Debug, Clone, Copy)]
 pub(super) struct Streamed;
 
+/// Marks an answer whose objects are rendered as stored, for the
+/// handler to convert into the version asked for by the resource's
+/// conversion webhook ([`crate::conversion`]).
+#[derive(Debug, Clone)]
+pub(super) struct ConvertTo(
+    pub(super) Arc<crate::conversion::Conversion>,
+    pub(super) String,
+);
+
+/// `resp` marked [`ConvertTo`] when `t`'s resource converts by webhook.
+pub(super) fn converting(t: &Target, mut resp: Resp) -> Resp {
+    if let Some(c) = t.info.conversion.as_ref().filter(|c| c.by_webhook()) {
+        resp.extensions_mut()
+            .insert(ConvertTo(c.clone(), t.info.api_version()));
+    }
+    resp
+}
+
 /// One object as the client asked for it: metadata only, a Table row,
 /// or the object at the resource's version.
 pub(super) fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCode) -> Resp {
@@ -80,5 +100,8 @@ pub(super) fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCo
         v["apiVersion"] = t.info.api_version().into();
         return json_response(code, &table::table_of_one(&t.info, &v));
     }
-    bytes_response(code, t.info.read_bytes(o, &t.info.api_version()))
+    converting(
+        t,
+        bytes_response(code, t.info.read_bytes(o, &t.info.api_version())),
+    )
 }

@@ -8,10 +8,11 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
+use super::call;
 use super::config::{self, Webhook};
+use super::context::Context;
 use super::matching::{self, Conditions};
 use super::review::{self, Request};
-use super::{Context, call};
 use crate::faults::{Faults, WebhookAction};
 use crate::resources::StorageKey;
 use crate::status::ApiError;

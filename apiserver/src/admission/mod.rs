@@ -42,6 +42,7 @@
 
 pub mod call;
 pub mod config;
+mod context;
 mod dispatch;
 pub mod matching;
 pub mod policy;
@@ -53,11 +54,11 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-use crate::faults::Faults;
 use crate::resources::{ResourceInfo, StorageKey};
 use crate::status::ApiError;
 use crate::store::Store;
 pub use config::Webhook;
+pub use context::Context;
 pub use dispatch::resolve;
 pub(crate) use dispatch::review_uid;
 use dispatch::{mutate, validate};
@@ -616,23 +617,6 @@ pub enum Pending {
     /// A conversion ([`Admission::answer_conversion`]): by the resource's
     /// conversion, the object, into the apiVersion.
     Convert(Arc<crate::conversion::Conversion>, Value, String),
-}
-
-/// What calling webhooks needs besides the question.
-#[derive(Debug)]
-pub struct Context<'a> {
-    /// The store (Services' EndpointSlices, namespaces' labels, params).
-    pub store: &'a Store,
-    /// The served kinds (a policy's `paramKind`).
-    pub registry: &'a crate::resources::Registry,
-    /// The fault knobs (webhook faults).
-    pub faults: &'a Faults,
-    /// Who asks.
-    pub user: &'a crate::auth::UserInfo,
-    /// A dry run.
-    pub dry_run: bool,
-    /// The request's options.
-    pub options: Value,
 }
 
 fn namespace_labels(store: &Store, ns: &str) -> Option<Map<String, Value>> {

@@ -12,23 +12,13 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::Context;
 use super::config::Rule;
+use super::context::Context;
+pub use super::policy_config::POLICY_VARS;
 use super::review::Request;
 use crate::cel::{Budget, Expression};
 use crate::selector::{LabelSelector, selector_string};
 use crate::status::ApiError;
-
-/// The variables a policy's expressions may name.
-pub const POLICY_VARS: &[&str] = &[
-    "object",
-    "oldObject",
-    "request",
-    "params",
-    "namespaceObject",
-    "authorizer",
-    "variables",
-];
 
 /// A rule of `matchConstraints` or `matchResources`, with its
 /// `resourceNames`.

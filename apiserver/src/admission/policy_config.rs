@@ -10,9 +10,19 @@
 
 use serde_json::Value;
 
-use super::policy::POLICY_VARS;
 use crate::cel::Expression;
 use crate::selector::{LabelSelector, selector_string};
+
+/// The variables a policy's expressions may name.
+pub const POLICY_VARS: &[&str] = &[
+    "object",
+    "oldObject",
+    "request",
+    "params",
+    "namespaceObject",
+    "authorizer",
+    "variables",
+];
 
 fn quoted(s: &str) -> String {
     Value::String(s.to_owned()).to_string()

@@ -1,0 +1,168 @@
+//! A CRD's versions as far as conversion goes: its storage version and
+//! `spec.conversion` ([`Conversion`]), defaulted and checked as
+//! apiextensions-apiserver does.
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use crate::admission::config::Endpoint;
+
+/// How long a conversion webhook may take (apiextensions-apiserver's
+/// fixed timeout).
+pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// A CRD's `spec.conversion` and storage version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Conversion {
+    /// The storage version's apiVersion (`group/version`).
+    pub storage: String,
+    /// The conversion webhook (`strategy: Webhook`); None for `strategy: None`.
+    pub webhook: Option<Webhook>,
+    /// `group/version, Kind=<kind>` of the storage version... the kind, as
+    /// errors name a version of it.
+    pub kind: String,
+}
+
+/// A conversion webhook.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Webhook {
+    /// Where it is called.
+    pub endpoint: Endpoint,
+    /// The PEM certificates that verify it (`caBundle`, decoded).
+    pub ca_bundle: Vec<u8>,
+}
+
+impl Conversion {
+    /// The conversion a CRD object defines (its storage version and
+    /// `spec.conversion`).
+    #[must_use]
+    pub fn of_crd(crd: &Value) -> Conversion {
+        let spec = &crd["spec"];
+        let group = spec["group"].as_str().unwrap_or_default();
+        let storage = (spec["versions"].as_array().into_iter().flatten())
+            .find(|v| v["storage"] == true)
+            .and_then(|v| v["name"].as_str())
+            .unwrap_or_default();
+        let webhook = (spec["conversion"]["strategy"] == "Webhook").then(|| {
+            let cc = &spec["conversion"]["webhook"]["clientConfig"];
+            let endpoint = match cc["url"].as_str() {
+                Some(url) => Endpoint::Url(url.to_owned()),
+                None => {
+                    let svc = &cc["service"];
+                    Endpoint::Service {
+                        namespace: svc["namespace"].as_str().unwrap_or_default().to_owned(),
+                        name: svc["name"].as_str().unwrap_or_default().to_owned(),
+                        path: svc["path"].as_str().unwrap_or("/").to_owned(),
+                        port: svc["port"]
+                            .as_u64()
+                            .and_then(|p| u16::try_from(p).ok())
+                            .unwrap_or(443),
+                    }
+                }
+            };
+            use base64::Engine as _;
+            Webhook {
+                endpoint,
+                ca_bundle: cc["caBundle"]
+                    .as_str()
+                    .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
+                    .unwrap_or_default(),
+            }
+        });
+        Conversion {
+            storage: format!("{group}/{storage}"),
+            webhook,
+            kind: spec["names"]["kind"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned(),
+        }
+    }
+
+    /// Whether converting needs the webhook (else only `apiVersion`
+    /// changes).
+    #[must_use]
+    pub fn by_webhook(&self) -> bool {
+        self.webhook.is_some()
+    }
+}
+
+/// `spec.conversion`'s v1 defaults: strategy None when absent, a
+/// service's port 443.
+pub fn default(crd: &mut Value) {
+    let Some(spec) = crd.get_mut("spec").filter(|s| s.is_object()) else {
+        return;
+    };
+    if spec.get("conversion").is_none_or(Value::is_null) {
+        spec["conversion"] = json!({"strategy": "None"});
+    }
+    if let Some(svc) = spec.pointer_mut("/conversion/webhook/clientConfig/service")
+        && svc.is_object()
+        && svc.get("port").is_none_or(Value::is_null)
+    {
+        svc["port"] = 443.into();
+    }
+}
+
+/// The field errors kube-apiserver reports for a CRD's `spec.conversion`
+/// (its internal field names in the paths, as it reports them).
+#[must_use]
+pub fn errors(crd: &Value) -> Vec<String> {
+    let c = &crd["spec"]["conversion"];
+    let mut errs = Vec::new();
+    if c.is_null() {
+        // Defaulted to strategy None.
+        return errs;
+    }
+    let quoted = |s: &str| Value::String(s.to_owned()).to_string();
+    let at = "spec.conversion";
+    let cc = &c["webhook"]["clientConfig"];
+    let versions = &c["webhook"]["conversionReviewVersions"];
+    match c["strategy"].as_str() {
+        None | Some("") => errs.push(format!("{at}.strategy: Required value")),
+        Some("Webhook") => {
+            if !cc.is_object() {
+                errs.push(format!(
+                    "{at}.webhookClientConfig: Required value: required when strategy is set to Webhook"
+                ));
+            } else {
+                for e in crate::admission::config::client_config_errors(
+                    cc,
+                    &format!("{at}.webhookClientConfig"),
+                ) {
+                    errs.push(e);
+                }
+            }
+            let list: Vec<&str> = (versions.as_array().into_iter().flatten())
+                .filter_map(Value::as_str)
+                .collect();
+            if list.is_empty() {
+                errs.push(format!("{at}.conversionReviewVersions: Required value"));
+            } else if !list.iter().any(|v| matches!(*v, "v1" | "v1beta1")) {
+                let shown: Vec<String> = list.iter().map(|v| quoted(v)).collect();
+                errs.push(format!(
+                    "{at}.conversionReviewVersions: Invalid value: []string{{{}}}: must include at least one of v1, v1beta1",
+                    shown.join(", ")
+                ));
+            }
+        }
+        Some("None") => {
+            if cc.is_object() {
+                errs.push(format!(
+                    "{at}.webhookClientConfig: Forbidden: should not be set when strategy is not set to Webhook"
+                ));
+            }
+            if !versions.is_null() {
+                errs.push(format!(
+                    "{at}.conversionReviewVersions: Forbidden: should not be set when strategy is not set to Webhook"
+                ));
+            }
+        }
+        Some(s) => errs.push(format!(
+            "{at}.strategy: Unsupported value: {}: supported values: \"None\", \"Webhook\"",
+            quoted(s)
+        )),
+    }
+    errs
+}

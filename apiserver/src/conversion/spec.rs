@@ -19,8 +19,8 @@ pub struct Conversion {
     pub storage: String,
     /// The conversion webhook (`strategy: Webhook`); None for `strategy: None`.
     pub webhook: Option<Webhook>,
-    /// `group/version, Kind=<kind>` of the storage version... the kind, as
-    /// errors name a version of it.
+    /// The kind (`spec.names.kind`), as errors name it
+    /// (`<group>/<version>, Kind=<kind>`).
     pub kind: String,
 }
 

@@ -52,9 +52,6 @@ pub struct Rule {
 /// A registered webhook, ready to match and call.
 #[derive(Debug)]
 pub struct Webhook {
-    /// Its configuration's name (mutating webhooks run in configuration
-    /// name order).
-    pub configuration: String,
     /// Its name.
     pub name: String,
     /// Whether it is a mutating webhook.
@@ -67,8 +64,6 @@ pub struct Webhook {
     pub rules: Vec<Rule>,
     /// `failurePolicy: Ignore` (else Fail).
     pub ignore_failures: bool,
-    /// `matchPolicy: Exact` (else Equivalent).
-    pub exact: bool,
     /// The namespaces it applies to.
     pub namespace_selector: LabelSelector,
     /// The objects it applies to (by the old or the new object's labels).
@@ -97,13 +92,10 @@ impl Webhook {
     /// this server cannot read) is left out with a warning in the log.
     #[must_use]
     pub fn all_of(config: &Value, mutating: bool) -> Vec<Webhook> {
-        let configuration = config["metadata"]["name"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
+        let configuration = str_of(&config["metadata"]["name"]);
         let mut out = Vec::new();
         for hook in config["webhooks"].as_array().into_iter().flatten() {
-            match Webhook::compile(&configuration, hook, mutating) {
+            match Webhook::compile(hook, mutating) {
                 Ok(w) => out.push(w),
                 Err(e) => tracing::warn!(%configuration, error = %e, "a webhook is not called"),
             }
@@ -111,48 +103,10 @@ impl Webhook {
         out
     }
 
-    fn compile(configuration: &str, hook: &Value, mutating: bool) -> Result<Webhook, String> {
-        let cc = &hook["clientConfig"];
-        let endpoint = if let Some(url) = cc["url"].as_str() {
-            Endpoint::Url(url.to_owned())
-        } else {
-            let svc = &cc["service"];
-            Endpoint::Service {
-                namespace: str_of(&svc["namespace"]).to_owned(),
-                name: str_of(&svc["name"]).to_owned(),
-                path: svc["path"].as_str().unwrap_or("/").to_owned(),
-                port: svc["port"]
-                    .as_u64()
-                    .and_then(|p| u16::try_from(p).ok())
-                    .unwrap_or(443),
-            }
-        };
-        let ca_bundle = match cc["caBundle"].as_str() {
-            Some(b) => base64::engine::general_purpose::STANDARD
-                .decode(b)
-                .map_err(|e| format!("caBundle: {e}"))?,
-            None => Vec::new(),
-        };
-        let selector = |v: &Value| -> Result<LabelSelector, String> {
-            if v.is_null() {
-                return Ok(LabelSelector::default());
-            }
-            let s = selector_string(v).unwrap_or_default();
-            LabelSelector::parse(&s).map_err(|e| e.to_string())
-        };
-        let strings = |v: &Value| -> Vec<String> {
-            (v.as_array().into_iter().flatten())
-                .filter_map(|s| s.as_str().map(String::from))
-                .collect()
-        };
+    fn compile(hook: &Value, mutating: bool) -> Result<Webhook, String> {
+        let (endpoint, ca_bundle) = client(&hook["clientConfig"]);
         let rules = (hook["rules"].as_array().into_iter().flatten())
-            .map(|r| Rule {
-                operations: strings(&r["operations"]),
-                api_groups: strings(&r["apiGroups"]),
-                api_versions: strings(&r["apiVersions"]),
-                resources: strings(&r["resources"]),
-                scope: r["scope"].as_str().unwrap_or("*").to_owned(),
-            })
+            .map(Rule::parse)
             .collect();
         let mut conditions = Vec::new();
         for c in hook["matchConditions"].as_array().into_iter().flatten() {
@@ -160,14 +114,12 @@ impl Webhook {
             conditions.push((str_of(&c["name"]).to_owned(), e));
         }
         Ok(Webhook {
-            configuration: configuration.to_owned(),
             name: str_of(&hook["name"]).to_owned(),
             mutating,
             endpoint,
-            ca_bundle,
+            ca_bundle: ca_bundle?,
             rules,
             ignore_failures: hook["failurePolicy"] == "Ignore",
-            exact: hook["matchPolicy"] == "Exact",
             namespace_selector: selector(&hook["namespaceSelector"])?,
             object_selector: selector(&hook["objectSelector"])?,
             side_effects: str_of(&hook["sideEffects"]).to_owned(),
@@ -182,6 +134,64 @@ fn str_of(v: &Value) -> &str {
     v.as_str().unwrap_or_default()
 }
 
+/// A list of strings (non-strings left out).
+pub(super) fn strings(v: &Value) -> Vec<String> {
+    (v.as_array().into_iter().flatten())
+        .filter_map(|s| s.as_str().map(String::from))
+        .collect()
+}
+
+/// A `LabelSelector` object (null: the empty selector, which takes all).
+pub(super) fn selector(v: &Value) -> Result<LabelSelector, String> {
+    if v.is_null() {
+        return Ok(LabelSelector::default());
+    }
+    LabelSelector::parse(&selector_string(v).unwrap_or_default()).map_err(|e| e.to_string())
+}
+
+impl Rule {
+    /// One rule as registered (scope `*` when unset).
+    #[must_use]
+    pub fn parse(r: &Value) -> Rule {
+        Rule {
+            operations: strings(&r["operations"]),
+            api_groups: strings(&r["apiGroups"]),
+            api_versions: strings(&r["apiVersions"]),
+            resources: strings(&r["resources"]),
+            scope: r["scope"].as_str().unwrap_or("*").to_owned(),
+        }
+    }
+}
+
+/// Where a `clientConfig` (an admission webhook's, or a CRD's conversion
+/// webhook's) points, and its `caBundle` decoded (an error when it is not
+/// base64).
+#[must_use]
+pub fn client(cc: &Value) -> (Endpoint, Result<Vec<u8>, String>) {
+    let endpoint = match cc["url"].as_str() {
+        Some(url) => Endpoint::Url(url.to_owned()),
+        None => {
+            let svc = &cc["service"];
+            Endpoint::Service {
+                namespace: str_of(&svc["namespace"]).to_owned(),
+                name: str_of(&svc["name"]).to_owned(),
+                path: svc["path"].as_str().unwrap_or("/").to_owned(),
+                port: svc["port"]
+                    .as_u64()
+                    .and_then(|p| u16::try_from(p).ok())
+                    .unwrap_or(443),
+            }
+        }
+    };
+    let ca_bundle = match cc["caBundle"].as_str() {
+        Some(b) => base64::engine::general_purpose::STANDARD
+            .decode(b)
+            .map_err(|e| format!("caBundle: {e}")),
+        None => Ok(Vec::new()),
+    };
+    (endpoint, ca_bundle)
+}
+
 /// Fill in what admissionregistration/v1 defaults in each webhook of a
 /// configuration: failurePolicy Fail, matchPolicy Equivalent, empty
 /// namespace and object selectors, sideEffects none (left unset: v1
@@ -192,27 +202,22 @@ pub fn default(config: &mut Value, mutating: bool) {
         return;
     };
     for hook in hooks.iter_mut().filter(|h| h.is_object()) {
-        let set = |hook: &mut Value, k: &str, v: Value| {
-            if hook.get(k).is_none_or(Value::is_null) {
-                hook[k] = v;
-            }
-        };
-        set(hook, "failurePolicy", "Fail".into());
-        set(hook, "matchPolicy", "Equivalent".into());
-        set(hook, "namespaceSelector", serde_json::json!({}));
-        set(hook, "objectSelector", serde_json::json!({}));
-        set(hook, "timeoutSeconds", 10.into());
+        set_default(hook, "failurePolicy", "Fail".into());
+        set_default(hook, "matchPolicy", "Equivalent".into());
+        set_default(hook, "namespaceSelector", serde_json::json!({}));
+        set_default(hook, "objectSelector", serde_json::json!({}));
+        set_default(hook, "timeoutSeconds", 10.into());
         if mutating {
-            set(hook, "reinvocationPolicy", "Never".into());
+            set_default(hook, "reinvocationPolicy", "Never".into());
         }
         if let Some(svc) = hook.pointer_mut("/clientConfig/service")
             && svc.is_object()
         {
-            set(svc, "port", 443.into());
+            set_default(svc, "port", 443.into());
         }
         let rules = hook.get_mut("rules").and_then(Value::as_array_mut);
         for rule in (rules.into_iter().flatten()).filter(|r| r.is_object()) {
-            set(rule, "scope", "*".into());
+            set_default(rule, "scope", "*".into());
         }
     }
 }
@@ -238,33 +243,24 @@ pub fn errors(config: &Value, mutating: bool) -> Vec<String> {
         } else if !seen.insert(name) {
             errs.push(format!("{at}.name: Duplicate value: {}", quoted(name)));
         }
-        rules(&hook["rules"], &format!("{at}.rules"), &mut errs);
-        one_of(hook, "failurePolicy", &["Fail", "Ignore"], &at, &mut errs);
-        one_of(
-            hook,
-            "matchPolicy",
-            &["Equivalent", "Exact"],
-            &at,
-            &mut errs,
-        );
-        if mutating {
-            one_of(
-                hook,
-                "reinvocationPolicy",
-                &["IfNeeded", "Never"],
-                &at,
-                &mut errs,
-            );
+        for (i, r) in hook["rules"].as_array().into_iter().flatten().enumerate() {
+            rule_errors(r, &format!("{at}.rules[{i}]"), &mut errs);
         }
-        match hook["sideEffects"].as_str() {
-            None => errs.push(format!(
+        let mut enums = vec![
+            ("failurePolicy", &["Fail", "Ignore"][..]),
+            ("matchPolicy", &["Equivalent", "Exact"][..]),
+            ("sideEffects", &["None", "NoneOnDryRun"][..]),
+        ];
+        if mutating {
+            enums.push(("reinvocationPolicy", &["IfNeeded", "Never"][..]));
+        }
+        for (key, allowed) in enums {
+            one_of(&hook[key], &format!("{at}.{key}"), allowed, &mut errs);
+        }
+        if hook["sideEffects"].is_null() {
+            errs.push(format!(
                 "{at}.sideEffects: Required value: must specify one of None, NoneOnDryRun"
-            )),
-            Some("None" | "NoneOnDryRun") => {}
-            Some(s) => errs.push(format!(
-                "{at}.sideEffects: Unsupported value: {}: supported values: \"None\", \"NoneOnDryRun\"",
-                quoted(s)
-            )),
+            ));
         }
         if let Some(t) = hook.get("timeoutSeconds").filter(|t| !t.is_null())
             && !t.as_i64().is_some_and(|t| (1..=30).contains(&t))
@@ -292,57 +288,75 @@ pub fn errors(config: &Value, mutating: bool) -> Vec<String> {
             &format!("{at}.clientConfig"),
             &mut errs,
         );
-        for (key, label) in [
-            ("namespaceSelector", "namespaceSelector"),
-            ("objectSelector", "objectSelector"),
-        ] {
-            let v = &hook[key];
-            if !v.is_null()
-                && let Some(s) = selector_string(v)
-                && let Err(e) = LabelSelector::parse(&s)
-            {
-                errs.push(format!("{at}.{label}: Invalid value: {}: {e}", quoted(&s)));
-            }
-        }
-        let mut names = std::collections::HashSet::new();
-        for (j, c) in hook["matchConditions"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .enumerate()
-        {
-            let cat = format!("{at}.matchConditions[{j}]");
-            let cname = str_of(&c["name"]);
-            if cname.is_empty() {
-                errs.push(format!("{cat}.name: Required value"));
-            } else if !names.insert(cname) {
-                errs.push(format!("{cat}.name: Duplicate value: {}", quoted(cname)));
-            }
-            let expr = str_of(&c["expression"]);
-            if expr.is_empty() {
-                errs.push(format!("{cat}.expression: Required value"));
-            } else if let Err(e) = Expression::compile(expr, CONDITION_VARS) {
-                errs.push(format!(
-                    "{cat}.expression: Invalid value: {}: compilation failed: {e}",
-                    quoted(expr)
-                ));
-            }
-        }
+        selector_errors(hook, &at, &mut errs);
+        condition_errors(
+            &hook["matchConditions"],
+            &format!("{at}.matchConditions"),
+            CONDITION_VARS,
+            &mut errs,
+        );
     }
     errs
 }
 
-fn quoted(s: &str) -> String {
+/// `obj[key] = v` unless it holds a value already.
+pub(super) fn set_default(obj: &mut Value, key: &str, v: Value) {
+    if obj.get(key).is_none_or(Value::is_null) {
+        obj[key] = v;
+    }
+}
+
+/// kube's errors for the `namespaceSelector` and `objectSelector` of `obj`
+/// (a webhook, a policy's or binding's match resources) at `at`.
+pub(super) fn selector_errors(obj: &Value, at: &str, errs: &mut Vec<String>) {
+    for key in ["namespaceSelector", "objectSelector"] {
+        if let Some(s) = selector_string(&obj[key])
+            && let Err(e) = LabelSelector::parse(&s)
+        {
+            errs.push(format!("{at}.{key}: Invalid value: {}: {e}", quoted(&s)));
+        }
+    }
+}
+
+/// kube's errors for `matchConditions` at `at` (a webhook's or a
+/// policy's): names required and unique, expressions that compile against
+/// `vars`.
+pub(super) fn condition_errors(conds: &Value, at: &str, vars: &[&str], errs: &mut Vec<String>) {
+    let mut names = std::collections::HashSet::new();
+    for (j, c) in conds.as_array().into_iter().flatten().enumerate() {
+        let at = format!("{at}[{j}]");
+        let name = str_of(&c["name"]);
+        if name.is_empty() {
+            errs.push(format!("{at}.name: Required value"));
+        } else if !names.insert(name) {
+            errs.push(format!("{at}.name: Duplicate value: {}", quoted(name)));
+        }
+        let expr = str_of(&c["expression"]);
+        if expr.trim().is_empty() {
+            errs.push(format!("{at}.expression: Required value"));
+        } else if let Err(e) = Expression::compile(expr, vars) {
+            errs.push(format!(
+                "{at}.expression: Invalid value: {}: compilation failed: {e}",
+                quoted(expr)
+            ));
+        }
+    }
+}
+
+/// Go's `%q` of a string.
+pub(super) fn quoted(s: &str) -> String {
     Value::String(s.to_owned()).to_string()
 }
 
-fn one_of(hook: &Value, key: &str, allowed: &[&str], at: &str, errs: &mut Vec<String>) {
-    if let Some(v) = hook[key].as_str()
+/// kube's `Unsupported value` error at `at` when `v` is a string not in
+/// `allowed`.
+pub(super) fn one_of(v: &Value, at: &str, allowed: &[&str], errs: &mut Vec<String>) {
+    if let Some(v) = v.as_str()
         && !allowed.contains(&v)
     {
         let list: Vec<String> = allowed.iter().map(|a| quoted(a)).collect();
         errs.push(format!(
-            "{at}.{key}: Unsupported value: {}: supported values: {}",
+            "{at}: Unsupported value: {}: supported values: {}",
             quoted(v),
             list.join(", ")
         ));
@@ -359,71 +373,59 @@ fn fully_qualified(name: &str) -> Option<String> {
         .then(|| "should be a domain with at least three segments separated by dots".into())
 }
 
-fn rules(rules: &Value, at: &str, errs: &mut Vec<String>) {
+/// kube's errors for one rule at `at` (a webhook's `rules[i]`, a
+/// policy's `resourceRules[i]`): operations, groups, versions, resources
+/// and scope.
+pub(super) fn rule_errors(r: &Value, at: &str, errs: &mut Vec<String>) {
     const OPERATIONS: &[&str] = &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
-    for (i, r) in rules.as_array().into_iter().flatten().enumerate() {
-        let at = format!("{at}[{i}]");
-        let list = |k: &str| -> Vec<&str> {
-            (r[k].as_array().into_iter().flatten())
-                .filter_map(Value::as_str)
-                .collect()
-        };
-        let ops = list("operations");
-        if ops.is_empty() {
-            errs.push(format!("{at}.operations: Required value"));
-        }
-        for op in &ops {
-            if !OPERATIONS.contains(op) {
-                errs.push(format!(
-                    "{at}.operations: Unsupported value: {}: supported values: \"*\", \"CONNECT\", \"CREATE\", \"DELETE\", \"UPDATE\"",
-                    quoted(op)
-                ));
-            }
-        }
-        if ops.len() > 1 && ops.contains(&"*") {
+    let list = |k: &str| -> Vec<&str> {
+        (r[k].as_array().into_iter().flatten())
+            .filter_map(Value::as_str)
+            .collect()
+    };
+    let ops = list("operations");
+    if ops.is_empty() {
+        errs.push(format!("{at}.operations: Required value"));
+    }
+    for (j, op) in r["operations"].as_array().into_iter().flatten().enumerate() {
+        one_of(op, &format!("{at}.operations[{j}]"), OPERATIONS, errs);
+    }
+    if ops.len() > 1 && ops.contains(&"*") {
+        errs.push(format!(
+            "{at}.operations: Invalid value: {}: if '*' is present, must not specify other operations",
+            go_strings(&ops)
+        ));
+    }
+    for (k, what) in [("apiGroups", "API groups"), ("apiVersions", "API versions")] {
+        let v = list(k);
+        if v.is_empty() {
+            errs.push(format!("{at}.{k}: Required value"));
+        } else if v.len() > 1 && v.contains(&"*") {
             errs.push(format!(
-                "{at}.operations: Invalid value: {}: if '*' is present, must not specify other operations",
-                go_strings(&ops)
-            ));
-        }
-        for (k, wild) in [("apiGroups", "*"), ("apiVersions", "*")] {
-            let v = list(k);
-            if v.is_empty() {
-                errs.push(format!("{at}.{k}: Required value"));
-            } else if v.len() > 1 && v.contains(&wild) {
-                errs.push(format!(
-                    "{at}.{k}: Invalid value: {}: if '*' is present, must not specify other {}",
-                    go_strings(&v),
-                    if k == "apiGroups" {
-                        "API groups"
-                    } else {
-                        "API versions"
-                    }
-                ));
-            }
-        }
-        let resources = list("resources");
-        if resources.is_empty() {
-            errs.push(format!("{at}.resources: Required value"));
-        }
-        for res in &resources {
-            let (r, sub) = res.split_once('/').unwrap_or((res, ""));
-            if r.is_empty() || res.ends_with('/') || sub.contains('/') {
-                errs.push(format!(
-                    "{at}.resources: Invalid value: {}: must be of the form 'resource', 'resource/subresource', '*', '*/*', 'resource/*' or '*/subresource'",
-                    quoted(res)
-                ));
-            }
-        }
-        if let Some(s) = r["scope"].as_str()
-            && !matches!(s, "*" | "Cluster" | "Namespaced")
-        {
-            errs.push(format!(
-                "{at}.scope: Unsupported value: {}: supported values: \"*\", \"Cluster\", \"Namespaced\"",
-                quoted(s)
+                "{at}.{k}: Invalid value: {}: if '*' is present, must not specify other {what}",
+                go_strings(&v),
             ));
         }
     }
+    let resources = list("resources");
+    if resources.is_empty() {
+        errs.push(format!("{at}.resources: Required value"));
+    }
+    for res in &resources {
+        let (r, sub) = res.split_once('/').unwrap_or((res, ""));
+        if r.is_empty() || res.ends_with('/') || sub.contains('/') {
+            errs.push(format!(
+                "{at}.resources: Invalid value: {}: must be of the form 'resource', 'resource/subresource', '*', '*/*', 'resource/*' or '*/subresource'",
+                quoted(res)
+            ));
+        }
+    }
+    one_of(
+        &r["scope"],
+        &format!("{at}.scope"),
+        &["*", "Cluster", "Namespaced"],
+        errs,
+    );
 }
 
 /// Go's `%#v` of a `[]string`.

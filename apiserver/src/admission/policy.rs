@@ -12,12 +12,12 @@ use std::sync::Arc;
 
 use serde_json::{Map, Value};
 
-use super::config::Rule;
+use super::config::{Rule, selector, strings};
 use super::context::Context;
 pub use super::policy_config::POLICY_VARS;
 use super::review::Request;
 use crate::cel::{Budget, Expression};
-use crate::selector::{LabelSelector, selector_string};
+use crate::selector::LabelSelector;
 use crate::status::ApiError;
 
 /// A rule of `matchConstraints` or `matchResources`, with its
@@ -103,29 +103,10 @@ pub struct Binding {
     pub actions: Vec<String>,
 }
 
-fn strings(v: &Value) -> Vec<String> {
-    (v.as_array().into_iter().flatten())
-        .filter_map(|s| s.as_str().map(String::from))
-        .collect()
-}
-
-fn selector(v: &Value) -> Result<LabelSelector, String> {
-    if v.is_null() {
-        return Ok(LabelSelector::default());
-    }
-    LabelSelector::parse(&selector_string(v).unwrap_or_default()).map_err(|e| e.to_string())
-}
-
 fn rules(v: &Value) -> Vec<ResourceRule> {
     (v.as_array().into_iter().flatten())
         .map(|r| ResourceRule {
-            rule: Rule {
-                operations: strings(&r["operations"]),
-                api_groups: strings(&r["apiGroups"]),
-                api_versions: strings(&r["apiVersions"]),
-                resources: strings(&r["resources"]),
-                scope: r["scope"].as_str().unwrap_or("*").to_owned(),
-            },
+            rule: Rule::parse(r),
             names: strings(&r["resourceNames"]),
         })
         .collect()

@@ -10,8 +10,8 @@
 
 use serde_json::Value;
 
+use super::config::{condition_errors, one_of, quoted, rule_errors, selector_errors, set_default};
 use crate::cel::Expression;
-use crate::selector::{LabelSelector, selector_string};
 
 /// The variables a policy's expressions may name.
 pub const POLICY_VARS: &[&str] = &[
@@ -23,16 +23,6 @@ pub const POLICY_VARS: &[&str] = &[
     "authorizer",
     "variables",
 ];
-
-fn quoted(s: &str) -> String {
-    Value::String(s.to_owned()).to_string()
-}
-
-fn set_default(obj: &mut Value, key: &str, v: Value) {
-    if obj.get(key).is_none_or(Value::is_null) {
-        obj[key] = v;
-    }
-}
 
 fn default_match(m: &mut Value) {
     if !m.is_object() {
@@ -79,19 +69,6 @@ fn compiles(src: &str, at: &str, errs: &mut Vec<String>) {
     }
 }
 
-fn one_of(v: &Value, at: &str, allowed: &[&str], errs: &mut Vec<String>) {
-    if let Some(s) = v.as_str()
-        && !allowed.contains(&s)
-    {
-        let list: Vec<String> = allowed.iter().map(|a| quoted(a)).collect();
-        errs.push(format!(
-            "{at}: Unsupported value: {}: supported values: {}",
-            quoted(s),
-            list.join(", ")
-        ));
-    }
-}
-
 fn match_resources(m: &Value, at: &str, errs: &mut Vec<String>, policy: bool) {
     one_of(
         &m["matchPolicy"],
@@ -99,13 +76,7 @@ fn match_resources(m: &Value, at: &str, errs: &mut Vec<String>, policy: bool) {
         &["Equivalent", "Exact"],
         errs,
     );
-    for key in ["namespaceSelector", "objectSelector"] {
-        if let Some(s) = selector_string(&m[key])
-            && let Err(e) = LabelSelector::parse(&s)
-        {
-            errs.push(format!("{at}.{key}: Invalid value: {}: {e}", quoted(&s)));
-        }
-    }
+    selector_errors(m, at, errs);
     let rules = m["resourceRules"].as_array().map_or(&[][..], Vec::as_slice);
     if policy && rules.is_empty() {
         errs.push(format!(
@@ -114,26 +85,7 @@ fn match_resources(m: &Value, at: &str, errs: &mut Vec<String>, policy: bool) {
     }
     for key in ["resourceRules", "excludeResourceRules"] {
         for (i, r) in m[key].as_array().into_iter().flatten().enumerate() {
-            let at = format!("{at}.{key}[{i}]");
-            for list in ["apiGroups", "apiVersions", "resources", "operations"] {
-                if r[list].as_array().is_none_or(Vec::is_empty) {
-                    errs.push(format!("{at}.{list}: Required value"));
-                }
-            }
-            for (j, op) in r["operations"].as_array().into_iter().flatten().enumerate() {
-                one_of(
-                    op,
-                    &format!("{at}.operations[{j}]"),
-                    &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"],
-                    errs,
-                );
-            }
-            one_of(
-                &r["scope"],
-                &format!("{at}.scope"),
-                &["*", "Cluster", "Namespaced"],
-                errs,
-            );
+            rule_errors(r, &format!("{at}.{key}[{i}]"), errs);
         }
     }
 }
@@ -239,26 +191,12 @@ pub fn policy_errors(obj: &Value) -> Vec<String> {
             &mut errs,
         );
     }
-    let mut names = std::collections::HashSet::new();
-    for (i, c) in spec["matchConditions"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .enumerate()
-    {
-        let at = format!("spec.matchConditions[{i}]");
-        let name = c["name"].as_str().unwrap_or_default();
-        if name.is_empty() {
-            errs.push(format!("{at}.name: Required value"));
-        } else if !names.insert(name) {
-            errs.push(format!("{at}.name: Duplicate value: {}", quoted(name)));
-        }
-        compiles(
-            c["expression"].as_str().unwrap_or_default(),
-            &format!("{at}.expression"),
-            &mut errs,
-        );
-    }
+    condition_errors(
+        &spec["matchConditions"],
+        "spec.matchConditions",
+        POLICY_VARS,
+        &mut errs,
+    );
     errs
 }
 

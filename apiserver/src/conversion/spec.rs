@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::admission::config::Endpoint;
+use crate::admission::config::{Endpoint, client};
 
 /// How long a conversion webhook may take (apiextensions-apiserver's
 /// fixed timeout).
@@ -45,29 +45,11 @@ impl Conversion {
             .and_then(|v| v["name"].as_str())
             .unwrap_or_default();
         let webhook = (spec["conversion"]["strategy"] == "Webhook").then(|| {
-            let cc = &spec["conversion"]["webhook"]["clientConfig"];
-            let endpoint = match cc["url"].as_str() {
-                Some(url) => Endpoint::Url(url.to_owned()),
-                None => {
-                    let svc = &cc["service"];
-                    Endpoint::Service {
-                        namespace: svc["namespace"].as_str().unwrap_or_default().to_owned(),
-                        name: svc["name"].as_str().unwrap_or_default().to_owned(),
-                        path: svc["path"].as_str().unwrap_or("/").to_owned(),
-                        port: svc["port"]
-                            .as_u64()
-                            .and_then(|p| u16::try_from(p).ok())
-                            .unwrap_or(443),
-                    }
-                }
-            };
-            use base64::Engine as _;
+            let (endpoint, ca_bundle) = client(&spec["conversion"]["webhook"]["clientConfig"]);
+            // A bundle that is not base64 trusts nothing: the call fails.
             Webhook {
                 endpoint,
-                ca_bundle: cc["caBundle"]
-                    .as_str()
-                    .and_then(|b| base64::engine::general_purpose::STANDARD.decode(b).ok())
-                    .unwrap_or_default(),
+                ca_bundle: ca_bundle.unwrap_or_default(),
             }
         });
         Conversion {

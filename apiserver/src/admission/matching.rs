@@ -147,15 +147,15 @@ mod tests {
     #[test]
     fn rules_match_resources_subresources_operations_and_scope() {
         let user = crate::auth::UserInfo::default();
-        let req = |op, resource: &str, sub: &str, namespaced| Request {
+        let req = |op, resource: &'static str, sub: &'static str, namespaced| Request {
             operation: op,
-            group: String::new(),
-            version: "v1".into(),
-            resource: resource.into(),
-            subresource: sub.into(),
-            kind: "Pod".into(),
-            namespace: String::new(),
-            name: "p".into(),
+            group: "",
+            version: "v1",
+            resource,
+            subresource: sub,
+            kind: "Pod",
+            namespace: "",
+            name: "p",
             namespaced,
             object: None,
             old_object: None,

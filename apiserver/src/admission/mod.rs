@@ -276,16 +276,16 @@ impl Ask {
         dry_run: bool,
         options: Value,
     ) -> Request<'a> {
-        let [group, version, resource, kind] = self.resource.clone();
+        let [group, version, resource, kind] = &self.resource;
         Request {
             operation: self.operation,
             group,
             version,
             resource,
-            subresource: self.sub.clone(),
+            subresource: &self.sub,
             kind,
-            namespace: self.namespace.clone(),
-            name: self.name.clone(),
+            namespace: &self.namespace,
+            name: &self.name,
             namespaced: self.namespaced,
             object: self.object.as_ref(),
             old_object: self.old.as_ref(),
@@ -355,7 +355,13 @@ impl Admission {
         old: Option<&Value>,
         new: &mut Value,
     ) -> Result<bool, ApiError> {
-        self.step(at, true, old, Some(new))
+        match self.step(at, true, old, Some(new))? {
+            Some(made) if made != *new => {
+                *new = made;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
     }
 
     /// A delete's mutating then validating steps, on the object deleted.
@@ -388,38 +394,33 @@ impl Admission {
         old: Option<&Value>,
         new: Option<&Value>,
     ) -> Result<(), ApiError> {
-        if self.hooks.is_none() {
-            return Ok(());
-        }
-        let mut copy = new.cloned();
-        self.step(at, false, old, copy.as_mut()).map(|_| ())
+        self.step(at, false, old, new).map(|_| ())
     }
 
+    /// An admission step: the object the mutating webhooks made of `new`
+    /// when they have answered for it (None for a validating step, or when
+    /// no webhook's rules take the request); stops the pass when they have
+    /// not answered yet.
     fn step(
         &self,
         at: &At<'_>,
         mutating: bool,
         old: Option<&Value>,
-        new: Option<&mut Value>,
-    ) -> Result<bool, ApiError> {
+        new: Option<&Value>,
+    ) -> Result<Option<Value>, ApiError> {
         let Some(hooks) = &self.hooks else {
-            return Ok(false);
+            return Ok(None);
         };
-        if exempt(&at.info.group, &at.info.plural, false)
-            && exempt(&at.info.group, &at.info.plural, true)
-        {
-            return Ok(false);
-        }
         let user = crate::auth::UserInfo::default();
         let probe = Request {
             operation: at.operation,
-            group: at.info.group.clone(),
-            version: at.info.version.clone(),
-            resource: at.info.plural.clone(),
-            subresource: at.sub.unwrap_or_default().to_owned(),
-            kind: at.info.kind.clone(),
-            namespace: String::new(),
-            name: String::new(),
+            group: &at.info.group,
+            version: &at.info.version,
+            resource: &at.info.plural,
+            subresource: at.sub.unwrap_or_default(),
+            kind: &at.info.kind,
+            namespace: "",
+            name: "",
             namespaced: at.info.namespaced,
             object: None,
             old_object: None,
@@ -428,23 +429,16 @@ impl Admission {
             options: Value::Null,
         };
         if !hooks.any_rule_takes(mutating, &probe) {
-            return Ok(false);
+            return Ok(None);
         }
-        let ask = Ask::new(at, mutating, old, new.as_deref());
+        let ask = Ask::new(at, mutating, old, new);
         let mut rounds = self.rounds();
         if mutating {
             if let Some((_, made)) = rounds.mutated.iter().find(|(a, _)| *a == ask) {
-                let Some(new) = new else {
-                    return Ok(false);
-                };
-                let changed = new != made;
-                if changed {
-                    new.clone_from(made);
-                }
-                return Ok(changed);
+                return Ok(new.is_some().then(|| made.clone()));
             }
         } else if rounds.validated.contains(&ask) {
-            return Ok(false);
+            return Ok(None);
         }
         let times = rounds.asked.iter().filter(|a| a.same_target(&ask)).count();
         if times >= MAX_ROUNDS {

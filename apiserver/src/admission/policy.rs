@@ -136,7 +136,7 @@ impl Matcher {
     fn takes(&self, r: &Request<'_>, ns_labels: Option<&Map<String, Value>>) -> bool {
         let named = |rr: &ResourceRule| {
             super::matching::rules_match(std::slice::from_ref(&rr.rule), r)
-                && (rr.names.is_empty() || rr.names.contains(&r.name))
+                && (rr.names.is_empty() || rr.names.iter().any(|n| n == r.name))
         };
         (self.rules.is_empty() || self.rules.iter().any(named))
             && !self.exclude.iter().any(named)
@@ -303,7 +303,7 @@ pub fn denial(
         .object
         .and_then(|o| o["metadata"]["generateName"].as_str())
         .filter(|g| !g.is_empty());
-    let name = match (r.name.as_str(), generate_name) {
+    let name = match (r.name, generate_name) {
         ("", Some(g)) => g,
         ("", None) => "Unknown",
         (n, _) => n,
@@ -534,7 +534,7 @@ fn params_of(
             ),
         ));
     };
-    let ns = match (info.namespaced, pr.namespace.as_str(), r.namespace.as_str()) {
+    let ns = match (info.namespaced, pr.namespace.as_str(), r.namespace) {
         (false, "", _) => "",
         (false, _, _) => {
             return Err(config_error(

@@ -45,20 +45,20 @@ pub struct Request<'a> {
     /// The operation.
     pub operation: Operation,
     /// The resource's group (`""` core).
-    pub group: String,
+    pub group: &'a str,
     /// Its version.
-    pub version: String,
+    pub version: &'a str,
     /// Its plural.
-    pub resource: String,
+    pub resource: &'a str,
     /// The subresource (`""` for the object itself).
-    pub subresource: String,
+    pub subresource: &'a str,
     /// The kind.
-    pub kind: String,
+    pub kind: &'a str,
     /// The namespace (`""` cluster-scoped).
-    pub namespace: String,
+    pub namespace: &'a str,
     /// The object's name (`""` for a create by generateName at the
     /// mutating step).
-    pub name: String,
+    pub name: &'a str,
     /// Whether the resource is namespaced.
     pub namespaced: bool,
     /// The new object (None on DELETE).
@@ -112,11 +112,11 @@ impl Request<'_> {
             "options": options,
         });
         if !self.namespace.is_empty() {
-            r["namespace"] = self.namespace.clone().into();
+            r["namespace"] = self.namespace.into();
         }
         if !self.subresource.is_empty() {
-            r["subResource"] = self.subresource.clone().into();
-            r["requestSubResource"] = self.subresource.clone().into();
+            r["subResource"] = self.subresource.into();
+            r["requestSubResource"] = self.subresource.into();
         }
         r
     }

@@ -14,6 +14,9 @@ use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::rt::TokioIo;
+use k8s_openapi::api::admissionregistration::v1::{
+    MutatingWebhookConfiguration, ValidatingWebhookConfiguration,
+};
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, Patch, PatchParams, PostParams};
 use kube::core::DynamicObject;
@@ -110,6 +113,20 @@ impl WebhookServer {
         }
     }
 
+    /// Registers it by URL (`path` on it) as the one webhook of a
+    /// configuration `kind` named `name`, with `extra` fields.
+    pub async fn register(
+        &self,
+        server: &ApiServer,
+        kind: &str,
+        name: &str,
+        path: &str,
+        extra: Value,
+    ) {
+        let client = json!({"url": self.url(path), "caBundle": self.ca_bundle()});
+        register(server, &configuration(kind, name, client, extra)).await;
+    }
+
     /// `caBundle` for it.
     pub fn ca_bundle(&self) -> String {
         base64::engine::general_purpose::STANDARD.encode(&self.ca_pem)
@@ -195,21 +212,27 @@ pub fn configuration(kind: &str, name: &str, client_config: Value, extra: Value)
     })
 }
 
+/// Stores a webhook configuration (`configuration`'s JSON), through
+/// k8s-openapi's typed kinds.
 pub async fn register(server: &ApiServer, config: &Value) {
-    let plural = match config["kind"].as_str() {
-        Some("MutatingWebhookConfiguration") => "mutatingwebhookconfigurations",
-        _ => "validatingwebhookconfigurations",
-    };
-    let ar = kube::api::ApiResource {
-        group: "admissionregistration.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "admissionregistration.k8s.io/v1".into(),
-        kind: config["kind"].as_str().unwrap().into(),
-        plural: plural.into(),
-    };
-    let api: Api<DynamicObject> = Api::all_with(server.client(), &ar);
-    let obj: DynamicObject = serde_json::from_value(config.clone()).unwrap();
-    api.create(&PostParams::default(), &obj).await.unwrap();
+    async fn create<K>(server: &ApiServer, config: &Value)
+    where
+        K: kube::Resource<Scope = k8s_openapi::ClusterResourceScope, DynamicType = ()>
+            + Clone
+            + std::fmt::Debug
+            + serde::Serialize
+            + serde::de::DeserializeOwned,
+    {
+        let obj: K = serde_json::from_value(config.clone()).unwrap();
+        let api: Api<K> = Api::all(server.client());
+        api.create(&PostParams::default(), &obj).await.unwrap();
+    }
+    match config["kind"].as_str() {
+        Some("MutatingWebhookConfiguration") => {
+            create::<MutatingWebhookConfiguration>(server, config).await;
+        }
+        _ => create::<ValidatingWebhookConfiguration>(server, config).await,
+    }
 }
 
 fn cm(name: &str, labels: Value) -> ConfigMap {
@@ -236,16 +259,15 @@ async fn a_mutating_and_a_validating_webhook_act_on_writes() {
     let server = ApiServer::start_in_process().await;
     let mutating = WebhookServer::start(labeller()).await;
     let validating = WebhookServer::start(refuser()).await;
-    register(
-        &server,
-        &configuration(
+    mutating
+        .register(
+            &server,
             "MutatingWebhookConfiguration",
             "label.example.com",
-            json!({"url": mutating.url("/mutate"), "caBundle": mutating.ca_bundle()}),
+            "/mutate",
             json!({}),
-        ),
-    )
-    .await;
+        )
+        .await;
     // The validating webhook is a Service in namespace d.
     let client = server.client();
     let ns: Api<k8s_openapi::api::core::v1::Namespace> = Api::all(client.clone());
@@ -476,14 +498,12 @@ async fn each_failure_policy_on_a_webhook_that_is_down_or_slow() {
 async fn a_slow_webhook_under_fail_times_out() {
     let server = ApiServer::start_in_process().await;
     let slow = WebhookServer::start_slow(refuser(), Duration::from_secs(3)).await;
-    register(
+    slow.register(
         &server,
-        &configuration(
-            "ValidatingWebhookConfiguration",
-            "slow-fail.example.com",
-            json!({"url": slow.url("/v"), "caBundle": slow.ca_bundle()}),
-            json!({"timeoutSeconds": 1}),
-        ),
+        "ValidatingWebhookConfiguration",
+        "slow-fail.example.com",
+        "/v",
+        json!({"timeoutSeconds": 1}),
     )
     .await;
     let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
@@ -555,16 +575,7 @@ async fn answers_a_webhook_must_not_give() {
         } else {
             "ValidatingWebhookConfiguration"
         };
-        register(
-            &server,
-            &configuration(
-                kind,
-                name,
-                json!({"url": hook.url("/"), "caBundle": hook.ca_bundle()}),
-                json!({}),
-            ),
-        )
-        .await;
+        hook.register(&server, kind, name, "/", json!({})).await;
         let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
         let e = api_error(
             cms.create(&PostParams::default(), &cm("x", json!({})))
@@ -613,14 +624,12 @@ async fn an_untrusted_certificate_and_webhook_faults_follow_the_failure_policy()
     );
 
     let server = ApiServer::start_in_process().await;
-    register(
+    hook.register(
         &server,
-        &configuration(
-            "MutatingWebhookConfiguration",
-            "label.example.com",
-            json!({"url": hook.url("/"), "caBundle": hook.ca_bundle()}),
-            json!({"timeoutSeconds": 1}),
-        ),
+        "MutatingWebhookConfiguration",
+        "label.example.com",
+        "/",
+        json!({"timeoutSeconds": 1}),
     )
     .await;
     let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
@@ -673,13 +682,8 @@ async fn an_untrusted_certificate_and_webhook_faults_follow_the_failure_policy()
 #[tokio::test]
 async fn registration_refuses_bad_configurations() {
     let server = ApiServer::start_in_process().await;
-    let ar = kube::api::ApiResource {
-        group: "admissionregistration.k8s.io".into(),
-        version: "v1".into(),
-        api_version: "admissionregistration.k8s.io/v1".into(),
-        kind: "ValidatingWebhookConfiguration".into(),
-        plural: "validatingwebhookconfigurations".into(),
-    };
+    // Dynamic: a caBundle that is not base64 cannot be a typed ByteString.
+    let ar = kube::api::ApiResource::erase::<ValidatingWebhookConfiguration>(&());
     let api: Api<DynamicObject> = Api::all_with(server.client(), &ar);
     let create = |c: Value| {
         let api = api.clone();

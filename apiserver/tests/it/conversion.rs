@@ -41,6 +41,33 @@ fn crd(conversion: Value) -> Value {
     })
 }
 
+/// `spec.conversion` calling `hook`.
+fn by_webhook(hook: &WebhookServer) -> Value {
+    json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
+        "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca_bundle()}}})
+}
+
+/// The next object the watch applies (`initial`: while it lists).
+async fn next_applied(
+    events: &mut (
+             impl futures::Stream<Item = Result<watcher::Event<DynamicObject>, watcher::Error>> + Unpin
+         ),
+    initial: bool,
+) -> DynamicObject {
+    loop {
+        let e = tokio::time::timeout(Duration::from_secs(10), events.next())
+            .await
+            .expect("a watch event")
+            .unwrap()
+            .unwrap();
+        match e {
+            watcher::Event::InitApply(o) if initial => return o,
+            watcher::Event::Apply(o) if !initial => return o,
+            _ => {}
+        }
+    }
+}
+
 /// v1 `spec.size` <-> v2 `spec.replicas`, as a webhook author writes it
 /// from kube's docs.
 fn converter() -> Answer {
@@ -72,6 +99,19 @@ fn converter() -> Answer {
     })
 }
 
+/// Widget `default/name` as the store holds it.
+fn stored(server: &ApiServer, name: &str) -> Value {
+    let widgets = ward_apiserver::resources::StorageKey {
+        group: GROUP.into(),
+        plural: "widgets".into(),
+    };
+    server
+        .store()
+        .get(&widgets, "default", name)
+        .unwrap()
+        .value()
+}
+
 fn api(server: &ApiServer, version: &str) -> Api<DynamicObject> {
     let ar = ApiResource {
         group: GROUP.into(),
@@ -95,15 +135,7 @@ fn widget(version: &str, name: &str, spec: Value) -> DynamicObject {
 async fn a_conversion_webhook_serves_both_versions() {
     let server = ApiServer::start_in_process().await;
     let hook = WebhookServer::start(converter()).await;
-    created(
-        &server,
-        CRDS,
-        &crd(
-            json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
-            "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca_bundle()}}}),
-        ),
-    )
-    .await;
+    created(&server, CRDS, &crd(by_webhook(&hook))).await;
     let (v1, v2) = (api(&server, "v1"), api(&server, "v2"));
     let made = v2
         .create(
@@ -118,18 +150,7 @@ async fn a_conversion_webhook_serves_both_versions() {
     );
     assert_eq!(made.data["spec"], json!({"replicas": 3}), "answered in v2");
     // Stored in v1: read there with no conversion at all.
-    let stored = server
-        .store()
-        .get(
-            &ward_apiserver::resources::StorageKey {
-                group: GROUP.into(),
-                plural: "widgets".into(),
-            },
-            "default",
-            "a",
-        )
-        .unwrap()
-        .value();
+    let stored = stored(&server, "a");
     assert_eq!(
         (stored["apiVersion"].clone(), stored["spec"].clone()),
         (json!(format!("{GROUP}/v1")), json!({"size": 3}))
@@ -170,15 +191,8 @@ async fn a_conversion_webhook_serves_both_versions() {
     // A watch in v2 sees v2.
     let mut events = watcher(v2.clone(), watcher::Config::default()).boxed();
     let mut seen = Vec::new();
-    while seen.len() < 2 {
-        let e = tokio::time::timeout(Duration::from_secs(10), events.next())
-            .await
-            .expect("a watch event")
-            .unwrap()
-            .unwrap();
-        if let watcher::Event::InitApply(o) = e {
-            seen.push(o.data["spec"].clone());
-        }
+    for _ in 0..2 {
+        seen.push(next_applied(&mut events, true).await.data["spec"].clone());
     }
     assert_eq!(seen, [json!({"replicas": 3}), json!({"replicas": 5})]);
     v1.patch(
@@ -188,16 +202,7 @@ async fn a_conversion_webhook_serves_both_versions() {
     )
     .await
     .unwrap();
-    let next = loop {
-        let e = tokio::time::timeout(Duration::from_secs(10), events.next())
-            .await
-            .expect("a watch event")
-            .unwrap()
-            .unwrap();
-        if let watcher::Event::Apply(o) = e {
-            break o;
-        }
-    };
+    let next = next_applied(&mut events, false).await;
     assert_eq!(next.data["spec"], json!({"replicas": 7}));
 }
 
@@ -214,15 +219,7 @@ async fn a_failing_conversion_webhook_fails_the_read() {
         (200, serde_json::to_vec(&review).unwrap())
     }))
     .await;
-    created(
-        &server,
-        CRDS,
-        &crd(
-            json!({"strategy": "Webhook", "webhook": {"conversionReviewVersions": ["v1"],
-            "clientConfig": {"url": hook.url("/convert"), "caBundle": hook.ca_bundle()}}}),
-        ),
-    )
-    .await;
+    created(&server, CRDS, &crd(by_webhook(&hook))).await;
     let v1 = api(&server, "v1");
     v1.create(
         &PostParams::default(),
@@ -266,18 +263,7 @@ async fn strategy_none_rewrites_the_api_version_and_stores_the_storage_version()
     )
     .await
     .unwrap();
-    let stored = server
-        .store()
-        .get(
-            &ward_apiserver::resources::StorageKey {
-                group: GROUP.into(),
-                plural: "widgets".into(),
-            },
-            "default",
-            "a",
-        )
-        .unwrap();
-    assert_eq!(stored.api_version(), format!("{GROUP}/v1"));
+    assert_eq!(stored(&server, "a")["apiVersion"], format!("{GROUP}/v1"));
     let got = v2.get("a").await.unwrap();
     assert_eq!(got.types.unwrap().api_version, format!("{GROUP}/v2"));
     // A patch in the other version than the stored one applies.

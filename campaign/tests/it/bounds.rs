@@ -248,14 +248,9 @@ fn webhook_faults_time_out_calls_within_their_window_only() {
                 "rules": [{"operations": ["CREATE"], "apiGroups": [""], "apiVersions": ["v1"],
                     "resources": ["configmaps"]}],
                 "sideEffects": "None", "admissionReviewVersions": ["v1"]}]});
-        let ar = kube::api::ApiResource {
-            group: "admissionregistration.k8s.io".into(),
-            version: "v1".into(),
-            api_version: "admissionregistration.k8s.io/v1".into(),
-            kind: "ValidatingWebhookConfiguration".into(),
-            plural: "validatingwebhookconfigurations".into(),
-        };
-        let hooks: Api<kube::core::DynamicObject> = Api::all_with(server.client(), &ar);
+        let hooks: Api<
+            k8s_openapi::api::admissionregistration::v1::ValidatingWebhookConfiguration,
+        > = Api::all(server.client());
         hooks
             .create(
                 &PostParams::default(),

@@ -9,7 +9,7 @@ use ward_apiserver::{ApiServer, ServerConfig};
 use super::Ctl;
 use super::auth::kubectl_1_33;
 use super::says;
-use crate::admission::{WebhookServer, configuration, labeller, refuser, register};
+use crate::admission::{WebhookServer, labeller, refuser};
 use crate::policies::{binding, replicas_policy};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -33,12 +33,8 @@ async fn kubectl_writes_go_through_the_webhooks() {
             &validating,
         ),
     ] {
-        let client = serde_json::json!({"url": hook.url("/"), "caBundle": hook.ca_bundle()});
-        register(
-            &server,
-            &configuration(kind, name, client, serde_json::json!({})),
-        )
-        .await;
+        hook.register(&server, kind, name, "/", serde_json::json!({}))
+            .await;
     }
     let k = Ctl::of(bin, &server);
     let made: Value = serde_json::from_str(

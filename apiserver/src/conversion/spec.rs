@@ -2,6 +2,8 @@
 //! `spec.conversion` ([`Conversion`]), defaulted and checked as
 //! apiextensions-apiserver does.
 
+use std::collections::HashMap;
+use std::sync::Mutex;
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -31,6 +33,53 @@ pub struct Webhook {
     pub endpoint: Endpoint,
     /// The PEM certificates that verify it (`caBundle`, decoded).
     pub ca_bundle: Vec<u8>,
+    /// Stored objects it has converted, so that every watch of a version
+    /// (and every read) does not call it again for the same event.
+    pub(crate) converted: Converted,
+}
+
+/// Conversions of stored objects, by (uid, resourceVersion, desired
+/// apiVersion): a stored version never changes, so neither does its
+/// conversion while the CRD stays as it is (a CRD write builds a new
+/// [`Conversion`], cache and all). Bounded: emptied when full.
+#[derive(Debug, Default)]
+pub(crate) struct Converted(Mutex<HashMap<(String, String, String), Value>>);
+
+/// What is kept before the cache is emptied.
+const CONVERTED_MAX: usize = 4096;
+
+impl Converted {
+    pub(crate) fn get(&self, key: &(String, String, String)) -> Option<Value> {
+        self.lock().get(key).cloned()
+    }
+
+    pub(crate) fn put(&self, key: (String, String, String), value: Value) {
+        let mut map = self.lock();
+        if map.len() >= CONVERTED_MAX {
+            map.clear();
+        }
+        map.insert(key, value);
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<(String, String, String), Value>> {
+        self.0.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// A cache is no part of what a webhook is.
+impl PartialEq for Converted {
+    fn eq(&self, _: &Self) -> bool {
+        true
+    }
+}
+
+impl Eq for Converted {}
+
+/// A copy starts empty.
+impl Clone for Converted {
+    fn clone(&self) -> Self {
+        Converted::default()
+    }
 }
 
 impl Conversion {
@@ -50,6 +99,7 @@ impl Conversion {
             Webhook {
                 endpoint,
                 ca_bundle: ca_bundle.unwrap_or_default(),
+                converted: Converted::default(),
             }
         });
         Conversion {

@@ -33,9 +33,28 @@ impl Conversion {
                 })
                 .collect());
         };
-        let todo: Vec<usize> = (0..objects.len())
-            .filter(|i| objects[*i]["apiVersion"] != desired)
-            .collect();
+        // A stored object (uid and resourceVersion) converted before is
+        // not sent again.
+        let key = |o: &Value| {
+            let meta = &o["metadata"];
+            match (meta["uid"].as_str(), meta["resourceVersion"].as_str()) {
+                (Some(uid), Some(rv)) if !uid.is_empty() && !rv.is_empty() => {
+                    Some((uid.to_owned(), rv.to_owned(), desired.to_owned()))
+                }
+                _ => None,
+            }
+        };
+        let mut objects = objects;
+        let mut todo = Vec::new();
+        for i in 0..objects.len() {
+            if objects[i]["apiVersion"] == desired {
+                continue;
+            }
+            match key(&objects[i]).and_then(|k| webhook.converted.get(&k)) {
+                Some(hit) => objects[i] = hit,
+                None => todo.push(i),
+            }
+        }
         if todo.is_empty() {
             return Ok(objects);
         }
@@ -102,6 +121,9 @@ impl Conversion {
                 }
             }
             restore_metadata(&out[i], &mut c);
+            if let Some(k) = key(&out[i]) {
+                webhook.converted.put(k, c.clone());
+            }
             out[i] = c;
         }
         Ok(out)

@@ -160,6 +160,13 @@ async fn a_conversion_webhook_serves_both_versions() {
         v2.get("a").await.unwrap().data["spec"],
         json!({"replicas": 3})
     );
+    // A stored version converted once is not sent again (every read and
+    // every watch of v2 would call the webhook for it).
+    let sent = hook.reviews().len();
+    for _ in 0..3 {
+        v2.get("a").await.unwrap();
+    }
+    assert_eq!(hook.reviews().len(), sent);
 
     v1.create(
         &PostParams::default(),

@@ -166,7 +166,6 @@ impl Rule {
 /// Where a `clientConfig` (an admission webhook's, or a CRD's conversion
 /// webhook's) points, and its `caBundle` decoded (an error when it is not
 /// base64).
-#[must_use]
 pub fn client(cc: &Value) -> (Endpoint, Result<Vec<u8>, String>) {
     let endpoint = match cc["url"].as_str() {
         Some(url) => Endpoint::Url(url.to_owned()),

@@ -34,7 +34,7 @@ fn takes(
         Conditions::Skip => Ok(false),
         Conditions::Error(_) if hook.ignore_failures => Ok(false),
         Conditions::Error(e) => {
-            let gr = crate::status::group_resource(&r.group, &r.resource);
+            let gr = crate::status::group_resource(r.group, r.resource);
             Err(ApiError::forbidden(if r.name.is_empty() {
                 format!("{gr} is forbidden: {e}")
             } else {

@@ -16,8 +16,8 @@ pub fn rules_match(rules: &[Rule], r: &Request<'_>) -> bool {
     rules.iter().any(|rule| {
         let any = |list: &[String], v: &str| list.iter().any(|x| x == "*" || x == v);
         any(&rule.operations, r.operation.as_str())
-            && any(&rule.api_groups, &r.group)
-            && any(&rule.api_versions, &r.version)
+            && any(&rule.api_groups, r.group)
+            && any(&rule.api_versions, r.version)
             && rule.resources.iter().any(|res| {
                 let (res, sub) = res.split_once('/').unwrap_or((res, ""));
                 (res == "*" || res == r.resource) && (sub == "*" || sub == r.subresource)

@@ -88,10 +88,10 @@ impl Hooks {
         } else {
             &self.validating
         };
-        (!exempt(&r.group, &r.resource, false)
+        (!exempt(r.group, r.resource, false)
             && hooks.iter().any(|h| matching::rules_match(&h.rules, r)))
             || (!mutating
-                && !exempt(&r.group, &r.resource, true)
+                && !exempt(r.group, r.resource, true)
                 && self.policies.iter().any(|(p, b)| b.may_take(p, r)))
     }
 }

@@ -308,7 +308,7 @@ pub fn denial(
         ("", None) => "Unknown",
         (n, _) => n,
     };
-    let gr = crate::status::group_resource(&r.group, &r.resource);
+    let gr = crate::status::group_resource(r.group, r.resource);
     ApiError::from_status(&serde_json::json!({
         "code": code_of(reason),
         "reason": reason,
@@ -472,7 +472,7 @@ pub(super) fn run_policies(
             (r.namespaced && !r.namespace.is_empty())
                 .then(|| {
                     ctx.store
-                        .get(&crate::store::namespaces_key(), "", &r.namespace)
+                        .get(&crate::store::namespaces_key(), "", r.namespace)
                         .map(|n| n.value())
                 })
                 .flatten()

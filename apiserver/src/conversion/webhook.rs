@@ -46,12 +46,12 @@ impl Conversion {
         };
         let mut objects = objects;
         let mut todo = Vec::new();
-        for i in 0..objects.len() {
-            if objects[i]["apiVersion"] == desired {
+        for (i, o) in objects.iter_mut().enumerate() {
+            if o["apiVersion"] == desired {
                 continue;
             }
-            match key(&objects[i]).and_then(|k| webhook.converted.get(&k)) {
-                Some(hit) => objects[i] = hit,
+            match key(o).and_then(|k| webhook.converted.get(&k)) {
+                Some(hit) => *o = hit,
                 None => todo.push(i),
             }
         }

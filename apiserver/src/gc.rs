@@ -173,6 +173,8 @@ pub struct GarbageCollector {
     seen: u64,
     /// `seen`, published whenever nothing is due: see [`GarbageCollector::caught_up`].
     caught_up: tokio::sync::watch::Sender<u64>,
+    /// Collections queued, due or not: see [`GarbageCollector::pending`].
+    pending: tokio::sync::watch::Sender<usize>,
 }
 
 fn key_of(k: &StorageKey, o: &StoredObject) -> ObjKey {
@@ -198,7 +200,15 @@ impl GarbageCollector {
             seq: 0,
             seen: 0,
             caught_up: tokio::sync::watch::channel(0).0,
+            pending: tokio::sync::watch::channel(0).0,
         }
+    }
+
+    /// How many collections are queued, delayed ones included (0: the
+    /// collector has nothing left to do for what it has observed).
+    #[must_use]
+    pub fn pending(&self) -> tokio::sync::watch::Receiver<usize> {
+        self.pending.subscribe()
     }
 
     /// The resourceVersion up to which the collector has observed every
@@ -219,6 +229,9 @@ impl GarbageCollector {
         loop {
             let paused = self.faults.gc().paused;
             let due = self.queue.peek().map(|Reverse((t, _, _))| *t);
+            let queued = self.queue.len();
+            self.pending
+                .send_if_modified(|p| std::mem::replace(p, queued) != queued);
             if paused || due.is_none_or(|t| t > Instant::now()) {
                 let seen = self.seen;
                 self.caught_up
@@ -533,7 +546,7 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
-    async fn caught_up_waits_for_due_collections_but_not_delayed_ones() {
+    async fn caught_up_waits_for_due_collections_but_not_delayed_ones_and_pending_counts_them() {
         let store = Arc::new(Store::new(
             StoreConfig::default(),
             Clock::new(),
@@ -545,6 +558,7 @@ mod tests {
         let key = info.storage_key();
         let gc = GarbageCollector::new(store.clone(), registry.clone(), faults.clone());
         let mut seen = gc.caught_up();
+        let mut pending = gc.pending();
         let (stop, stopped) = tokio::sync::watch::channel(false);
         let task = tokio::spawn(gc.run(stopped));
         let none = DeleteSpec::default();
@@ -569,6 +583,12 @@ mod tests {
             "a delayed collection is not waited for"
         );
         assert!(store.get(&key, "default", "dep2").is_some());
+        // `pending` counts the delayed collection until it is done.
+        assert_eq!(*pending.borrow(), 1);
+        pending.wait_for(|n| *n == 0).await.unwrap();
+        // (The owner's work, then the dependent's: each waits the delay.)
+        assert_eq!(t0.elapsed(), Duration::from_secs(6));
+        assert!(store.get(&key, "default", "dep2").is_none());
         stop.send(true).unwrap();
         task.await.unwrap();
     }

@@ -211,6 +211,7 @@ pub struct ApiServer {
     next_client: Arc<AtomicU64>,
     tasks: Vec<JoinHandle<()>>,
     gc_caught_up: tokio::sync::watch::Receiver<u64>,
+    gc_pending: tokio::sync::watch::Receiver<usize>,
 }
 
 impl ApiServer {
@@ -257,6 +258,7 @@ impl ApiServer {
         ));
         let gc = GarbageCollector::new(store.clone(), registry.clone(), faults.clone());
         let gc_caught_up = gc.caught_up();
+        let gc_pending = gc.pending();
         let pods = PodLifecycleActor::new(store, &registry, faults);
         let mut tasks = vec![
             tokio::spawn(crate::crd::watch_deletions(
@@ -284,6 +286,7 @@ impl ApiServer {
             next_client: Arc::new(AtomicU64::new(1)),
             tasks,
             gc_caught_up,
+            gc_pending,
         })
     }
 
@@ -307,6 +310,17 @@ impl ApiServer {
         let target = self.store().current_rv();
         let mut seen = self.gc_caught_up.clone();
         let _ = seen.wait_for(|rv| *rv >= target).await;
+    }
+
+    /// Wait until the garbage collector has caught up (as
+    /// [`ApiServer::gc_caught_up`]) and has no collection queued at all —
+    /// delayed ones included, and while collection is paused with work
+    /// queued, until it resumes and does it; returns at once once the
+    /// server is shut down.
+    pub async fn gc_idle(&self) {
+        self.gc_caught_up().await;
+        let mut pending = self.gc_pending.clone();
+        let _ = pending.wait_for(|n| *n == 0).await;
     }
 
     /// A new in-process tower Service, identified as a client of its own.

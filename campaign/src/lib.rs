@@ -81,6 +81,7 @@ mod perturber;
 mod plan;
 #[cfg(tokio_unstable)]
 pub mod polls;
+pub mod process;
 mod world;
 
 pub use history::{Violation, Write};

@@ -9,7 +9,7 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use ward_apiserver::ApiServer;
+use ward_apiserver::{ApiServer, WardService};
 
 use crate::history::{self, Shared, Violation, Write};
 use crate::plan::Plan;
@@ -25,6 +25,7 @@ pub struct Perturber {
     plan: Plan,
     history: Arc<Shared>,
     tasks: Vec<JoinHandle<()>>,
+    actions: Vec<JoinHandle<()>>,
 }
 
 impl Perturber {
@@ -58,6 +59,7 @@ impl Perturber {
             plan,
             history,
             tasks: vec![recorder],
+            actions: Vec::new(),
         }
     }
 
@@ -132,20 +134,7 @@ impl Perturber {
         F: Fn(kube::Client) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let svc = server.service();
-        let target = Arc::new(Target {
-            name: name.to_string(),
-            client: svc.client_id(),
-            counts: Default::default(),
-            crash_at: Default::default(),
-            crashed: Notify::new(),
-            cut: watch::Sender::new(None),
-        });
-        self.world
-            .targets
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(name.to_string(), target.clone());
+        let (svc, target) = self.target(server, name);
         let (want, mut wanted) = watch::channel(true);
         // The supervisor holds the sender too: the scenario may drop its
         // handle without stopping the controller.
@@ -191,6 +180,44 @@ impl Perturber {
         Controller { want }
     }
 
+    /// Register a controller under test as `name`: its transport's inner
+    /// service (the identity the plan aims at) and its target.
+    pub(crate) fn target(&mut self, server: &ApiServer, name: &str) -> (WardService, Arc<Target>) {
+        let svc = server.service();
+        let target = Arc::new(Target {
+            name: name.to_string(),
+            client: svc.client_id(),
+            counts: Default::default(),
+            crash_at: Default::default(),
+            crashed: Notify::new(),
+            cut: watch::Sender::new(None),
+        });
+        self.world
+            .targets
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(name.to_string(), target.clone());
+        (svc, target)
+    }
+
+    /// The world the plan acts on.
+    pub(crate) fn world(&self) -> &Arc<World> {
+        &self.world
+    }
+
+    /// Keep `task` running until the perturber is dropped.
+    pub(crate) fn hold(&mut self, task: JoinHandle<()>) {
+        self.tasks.push(task);
+    }
+
+    /// Wait until every action of the plan has been carried out (each has
+    /// restored what it changed; an armed crash may still be pending).
+    pub(crate) async fn plan_done(&mut self) {
+        for t in &mut self.actions {
+            let _ = t.await;
+        }
+    }
+
     /// Start carrying out the plan: its times count from now.
     ///
     /// # Errors
@@ -220,7 +247,7 @@ impl Perturber {
         }
         *self.world.start.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         for (_, action) in &self.plan.actions {
-            self.tasks
+            self.actions
                 .push(tokio::spawn(action.run(self.world.clone())));
         }
         Ok(())
@@ -260,7 +287,7 @@ impl Perturber {
 
 impl Drop for Perturber {
     fn drop(&mut self) {
-        for t in &self.tasks {
+        for t in self.tasks.iter().chain(&self.actions) {
             t.abort();
         }
     }

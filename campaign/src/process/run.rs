@@ -1,0 +1,280 @@
+//! One seed of a black-box campaign: a fresh server, the setup applied,
+//! the controller started under its supervisor, the plan carried out
+//! while the workload runs, the run settled, the end state taken, the
+//! controller killed.
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use tokio::time::Instant;
+use ward_apiserver::store::Store;
+use ward_apiserver::{ApiServer, ServerConfig};
+
+use super::oracle::{Incarnations, Snapshot, key};
+use super::workload::Runner;
+use super::{Ending, Lane, Phases, Run, Scenario, Timeline, supervisor};
+use crate::perturber::Perturber;
+use crate::plan::{Perturbation, Plan};
+
+/// Run `seed` of `scenario` with `kinds` (none: an unperturbed run).
+pub(crate) async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64) -> Run {
+    let timeline = Timeline::new();
+    let mut phases = Phases::default();
+    let names = [scenario.name.clone()];
+    let plan = match Plan::draw(seed, kinds, scenario.horizon(), &names) {
+        Ok(p) => p,
+        Err(e) => {
+            return Run::failed(
+                seed,
+                Vec::new(),
+                Ending::CouldNotRun(e.to_string()),
+                timeline,
+            );
+        }
+    };
+    let plan_lines: Vec<String> = plan
+        .actions
+        .iter()
+        .map(|(k, a)| format!("{k}: {a}"))
+        .collect();
+    let failed = |ending: Ending, timeline: Timeline| {
+        Run::failed(seed, plan_lines.clone(), ending, timeline)
+    };
+    let dir = scenario.dir.join(format!("seed-{seed}"));
+    if let Err(e) = std::fs::create_dir_all(&dir) {
+        let why = format!("cannot make {}: {e}", dir.display());
+        return failed(Ending::CouldNotRun(why), timeline);
+    }
+    let t0 = Instant::now();
+    // The controller authenticates as a ServiceAccount of its name.
+    let token = format!("ward-campaign-{}-{seed}", scenario.name);
+    let user = ward_apiserver::auth::UserInfo {
+        name: format!("system:serviceaccount:default:{}", scenario.name),
+        uid: String::new(),
+        groups: vec![
+            "system:serviceaccounts".into(),
+            "system:serviceaccounts:default".into(),
+            "system:authenticated".into(),
+        ],
+        extra: Default::default(),
+    };
+    let config = ServerConfig::default()
+        .seed(seed)
+        .listen(([127, 0, 0, 1], 0).into())
+        .static_tokens([(token.clone(), user)].into());
+    let server = match ApiServer::start(config).await {
+        Ok(s) => s,
+        Err(e) => {
+            return failed(
+                Ending::CouldNotRun(format!("the server did not start: {e}")),
+                timeline,
+            );
+        }
+    };
+    let admin = dir.join("admin.kubeconfig");
+    if let Err(e) = std::fs::write(&admin, server.kubeconfig().unwrap_or_default()) {
+        return failed(
+            Ending::CouldNotRun(format!("cannot write {}: {e}", admin.display())),
+            timeline,
+        );
+    }
+    let seen = Arc::new(Mutex::new(Incarnations::default()));
+    let recorder = tokio::spawn(record(
+        server.store().clone(),
+        seen.clone(),
+        timeline.clone(),
+    ));
+    let _recorder = AbortOnDrop(recorder);
+    let tl = timeline.clone();
+    let log = move |line: String| tl.push(Lane::Workload, line);
+    let runner = Runner {
+        client: server.client(),
+        kubeconfig: &admin,
+        log: &log,
+    };
+    if let Err(e) = runner.setup(&scenario.manifests).await {
+        return failed(Ending::CouldNotRun(format!("setup: {e}")), timeline);
+    }
+    let tl = timeline.clone();
+    let mut perturber =
+        Perturber::new(&server, plan, move |line| tl.push(Lane::Perturbation, line))
+            .limits(scenario.limits);
+    let started = supervisor::start(
+        &mut perturber,
+        &server,
+        &scenario.name,
+        &scenario.controller,
+        &token,
+        &dir,
+        timeline.clone(),
+    )
+    .await;
+    let mut ctrl = match started {
+        Ok(s) => s,
+        Err(e) => return failed(Ending::CouldNotRun(e.to_string()), timeline),
+    };
+    // Started once it has asked the server something.
+    let first = tokio::time::timeout(scenario.start_timeout, async {
+        tokio::select! {
+            _ = ctrl.requests.wait_for(|n| *n > 0) => None,
+            e = ctrl.exited.wait_for(Option::is_some) => e.ok().and_then(|e| e.clone()),
+        }
+    })
+    .await;
+    let ending = match first {
+        Err(_) => Some(Ending::CouldNotRun(format!(
+            "{} made no API call within {:?}; its output ends:\n{}",
+            scenario.name,
+            scenario.start_timeout,
+            supervisor::tail(&ctrl.log)
+        ))),
+        Ok(Some(exit)) => Some(Ending::CouldNotRun(format!(
+            "{} exited before its first API call: {exit}",
+            scenario.name
+        ))),
+        Ok(None) => None,
+    };
+    if let Some(ending) = ending {
+        ctrl.stop().await;
+        server.shutdown().await;
+        return failed(ending, timeline);
+    }
+    phases.start = t0.elapsed();
+    if let Err(e) = perturber.start() {
+        ctrl.stop().await;
+        return failed(Ending::CouldNotRun(e.to_string()), timeline);
+    }
+    let t1 = Instant::now();
+    let mut exited = ctrl.exited.clone();
+    let exit = async move {
+        let e = exited.wait_for(Option::is_some).await;
+        e.ok().and_then(|e| e.clone()).unwrap_or_default()
+    };
+    tokio::pin!(exit);
+    let workload = perturber.run(runner.run(&scenario.workload.steps));
+    let ending = tokio::select! {
+        done = workload => match done {
+            Err(livelock) => Some(Ending::Livelock(livelock.to_string())),
+            Ok(Err(step)) => Some(Ending::Step(step.to_string())),
+            Ok(Ok(())) => None,
+        },
+        why = &mut exit => Some(Ending::Exited(why)),
+    };
+    phases.workload = t1.elapsed();
+    let t2 = Instant::now();
+    let ending = match ending {
+        Some(e) => e,
+        None => tokio::select! {
+            e = settle(&mut perturber, &server, scenario) => e,
+            why = &mut exit => Ending::Exited(why),
+        },
+    };
+    phases.settle = t2.elapsed();
+    let end = Snapshot::take(
+        server.store(),
+        &mut seen.lock().unwrap_or_else(|e| e.into_inner()),
+    );
+    let ending = match (&ending, &scenario.invariant) {
+        (Ending::Settled, Some(argv)) => {
+            match supervisor::command(argv, &admin, Duration::from_secs(60)).await {
+                Ok(_) => Ending::Settled,
+                Err(why) => Ending::Invariant(why),
+            }
+        }
+        _ => ending,
+    };
+    let t3 = Instant::now();
+    ctrl.stop().await;
+    drop(perturber);
+    server.shutdown().await;
+    phases.teardown = t3.elapsed();
+    Run {
+        seed,
+        plan: plan_lines,
+        ending,
+        end: Some(end),
+        requests: *ctrl.requests.borrow(),
+        phases,
+        timeline: timeline.entries(),
+    }
+}
+
+/// Wait until the plan is carried out, then until nothing has been
+/// written for `quiet` and the garbage collector is idle — for at most
+/// `settle`.
+async fn settle(perturber: &mut Perturber, server: &ApiServer, scenario: &Scenario) -> Ending {
+    let quiet = async {
+        perturber.plan_done().await;
+        let store = server.store();
+        let mut last = store.current_rv();
+        let mut since = Instant::now();
+        loop {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            if let Some(v) = perturber.verdict() {
+                return Ending::Livelock(v.to_string());
+            }
+            let rv = store.current_rv();
+            if rv != last {
+                (last, since) = (rv, Instant::now());
+            } else if since.elapsed() >= scenario.quiet {
+                // Delayed collections too: the run is judged after them.
+                server.gc_idle().await;
+                if store.current_rv() == last {
+                    return Ending::Settled;
+                }
+            }
+        }
+    };
+    let writes_before = server.store().current_rv();
+    match tokio::time::timeout(scenario.settle, quiet).await {
+        Ok(e) => e,
+        Err(_) => Ending::NotQuiet(format!(
+            "not quiet {:?} after the workload: {} writes in the {:?} allowed to settle",
+            scenario.quiet,
+            server.store().current_rv().saturating_sub(writes_before),
+            scenario.settle
+        )),
+    }
+}
+
+/// Note every object the run creates (for the oracle's names of uids) and
+/// every write on the timeline.
+async fn record(store: Arc<Store>, seen: Arc<Mutex<Incarnations>>, timeline: Timeline) {
+    use tokio::sync::broadcast::error::RecvError;
+    let (items, _, mut rx) = store.snapshot_all_and_subscribe();
+    {
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        for (k, o) in &items {
+            seen.saw(&key(&k.group, &k.plural, &o.value()), &o.uid.to_string());
+        }
+    }
+    loop {
+        match rx.recv().await {
+            Ok(e) => {
+                let o = &e.object;
+                let k = key(&e.key.group, &e.key.plural, &o.value());
+                seen.lock()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .saw(&k, &o.uid.to_string());
+                if e.key.plural != "events" {
+                    timeline.push(Lane::Store, format!("rv {} {} {k}", o.rv, e.kind.as_str()));
+                }
+            }
+            Err(RecvError::Lagged(n)) => {
+                timeline.push(
+                    Lane::Store,
+                    format!("({n} writes not recorded: the recorder lagged)"),
+                );
+            }
+            Err(RecvError::Closed) => return,
+        }
+    }
+}
+
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}

@@ -354,6 +354,10 @@ impl Action for UnobservedAction {
                 v.watch_delay = Delay::default();
             });
             w.log(format!("perturb: {target} sees every state again"));
+            // Done once what the window held has gone out too (an event
+            // held just before the end is released up to `hold` later):
+            // a run that settles after the plan is done settles after it.
+            w.until(at + len + hold).await;
         }
         .boxed()
     }
@@ -508,6 +512,10 @@ impl Action for WriteFaultsAction {
             w.until(at + len).await;
             w.faults().remove_write_fault(&fault);
             w.log(format!("perturb: {target}'s writes succeed again"));
+            // Done once a write delayed at the window's end has landed.
+            if let WriteAction::Latency(d) = action {
+                w.until(at + len + delay_of(d)).await;
+            }
         }
         .boxed()
     }

@@ -1,4 +1,5 @@
-//! Secrets (`v1`): `type: Opaque` by default, and a Data column.
+//! Secrets (`v1`): `stringData` written into `data` (and never stored),
+//! `type: Opaque` by default, and a Data column.
 
 use serde_json::{Value, json};
 
@@ -14,11 +15,52 @@ impl KindStrategy for Secret {
         "Secret"
     }
 
+    /// Besides the type, kube's conversion of a v1 Secret: each
+    /// `stringData` entry overwrites `data`'s, base64-encoded, and
+    /// `stringData` itself is dropped (it is write-only).
     fn default(&self, obj: &mut Value) {
+        use base64::Engine as _;
+        if let Some(Value::Object(strings)) =
+            obj.as_object_mut().and_then(|o| o.remove("stringData"))
+        {
+            let data = &mut obj["data"];
+            if !data.is_object() {
+                *data = json!({});
+            }
+            for (k, v) in strings {
+                let text = match v {
+                    Value::String(s) => s,
+                    other => other.to_string(),
+                };
+                data[k] = Value::String(base64::engine::general_purpose::STANDARD.encode(text));
+            }
+        }
         or(obj, "type", json!("Opaque"));
     }
 
     fn columns(&self) -> &'static [Column] {
         &[super::configmap::DATA]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_data_overwrites_data_and_is_not_stored() {
+        let mut o =
+            json!({"data": {"a": "eA==", "b": "eQ=="}, "stringData": {"b": "bar", "c": "eggs"}});
+        Secret.default(&mut o);
+        assert_eq!(
+            o,
+            json!({"data": {"a": "eA==", "b": "YmFy", "c": "ZWdncw=="}, "type": "Opaque"})
+        );
+        let mut o = json!({"stringData": {"k": "v"}, "type": "kubernetes.io/tls"});
+        Secret.default(&mut o);
+        assert_eq!(
+            o,
+            json!({"data": {"k": "dg=="}, "type": "kubernetes.io/tls"})
+        );
     }
 }

@@ -178,7 +178,7 @@ async fn run(cli: Cli) -> ExitCode {
         let json = serde_json::json!({
             "controller": cli.controller,
             "perturb": kinds.iter().map(|k| k.kind()).collect::<Vec<_>>(),
-            "unperturbed": baseline,
+            "unperturbed": baseline.iter().map(|(r, v)| serde_json::json!({"run": r, "verdict": v})).collect::<Vec<_>>(),
             "noise": oracle.noise(),
             "runs": runs.iter().map(|(r, v)| serde_json::json!({"run": r, "verdict": v})).collect::<Vec<_>>(),
             "seconds": elapsed.as_secs_f64(),
@@ -192,7 +192,7 @@ async fn run(cli: Cli) -> ExitCode {
         .iter()
         .filter(|(_, v)| matches!(v, Verdict::CouldNotRun(_)))
         .count();
-    if runs.iter().any(|(_, v)| v.is_finding()) {
+    if runs.iter().chain(&baseline).any(|(_, v)| v.is_finding()) {
         ExitCode::from(1)
     } else if could_not == runs.len() && !runs.is_empty() {
         ExitCode::from(2)
@@ -219,12 +219,13 @@ fn seeds(spec: &str) -> Result<Vec<u64>, String> {
 fn print_table(
     cli: &Cli,
     oracle: &ward_campaign::process::oracle::Oracle,
-    baseline: &[Run],
+    baseline: &[(Run, Verdict)],
     runs: &[(Run, Verdict)],
     elapsed: Duration,
 ) {
+    let broken = baseline.iter().filter(|(_, v)| v.is_finding()).count();
     println!(
-        "ward-campaign: {} ({} unperturbed runs taught {} noisy fields)",
+        "ward-campaign: {} ({} unperturbed runs, {broken} broken, taught {} noisy fields)",
         cli.controller.join(" "),
         baseline.len(),
         oracle.noise().len()
@@ -261,6 +262,14 @@ fn print_table(
         runs.len() as f64 * 60.0 / elapsed.as_secs_f64().max(0.001),
         elapsed.as_secs_f64()
     );
+    for (i, (_, v)) in baseline.iter().enumerate() {
+        if let Verdict::Broken(why) = v {
+            println!(
+                "\nunperturbed run {i} broken (no perturbation needed):\n  {}",
+                why.replace('\n', "\n  ")
+            );
+        }
+    }
     for (run, v) in runs.iter().filter(|(_, v)| v.is_finding()) {
         println!("\nseed {} {}:", run.seed, v.word());
         for line in &run.plan {

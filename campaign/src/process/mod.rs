@@ -20,6 +20,7 @@
 
 pub mod oracle;
 mod run;
+pub mod states;
 mod supervisor;
 pub mod workload;
 
@@ -325,7 +326,9 @@ pub enum CampaignError {
 pub const UNPERTURBED_SEEDS: u64 = 1 << 40;
 
 /// Learn the oracle from `n` unperturbed runs (at most `jobs` at a time;
-/// `each` sees every run as it ends).
+/// `each` sees every run as it ends). Each comes with its verdict: an
+/// unperturbed run that fails the user's invariant is a finding of its
+/// own (the bug needs no perturbation), and still teaches the oracle.
 ///
 /// # Errors
 /// [`CampaignError::Unperturbed`] if one of them did not settle.
@@ -334,7 +337,7 @@ pub async fn learn(
     n: usize,
     jobs: usize,
     mut each: impl FnMut(&Run),
-) -> Result<(Oracle, Vec<Run>), CampaignError> {
+) -> Result<(Oracle, Vec<(Run, Verdict)>), CampaignError> {
     let seeds: Vec<u64> = (0..n as u64).map(|i| UNPERTURBED_SEEDS + i).collect();
     let mut runs = Vec::with_capacity(n);
     let mut s = futures::stream::iter(seeds.iter().map(|&seed| scenario.run(&[], seed)))
@@ -344,9 +347,17 @@ pub async fn learn(
         runs.push(run);
     }
     let mut ends = Vec::with_capacity(n);
-    for (index, r) in runs.iter().enumerate() {
-        match (&r.ending, &r.end) {
-            (Ending::Settled, Some(end)) => ends.push(end.clone()),
+    let mut judged = Vec::with_capacity(n);
+    for (index, r) in runs.into_iter().enumerate() {
+        let verdict = match (&r.ending, &r.end) {
+            (Ending::Settled, Some(end)) => {
+                ends.push(end.clone());
+                Verdict::Holds
+            }
+            (Ending::Invariant(why), Some(end)) => {
+                ends.push(end.clone());
+                Verdict::Broken(format!("the invariant failed unperturbed: {why}"))
+            }
             (ending, _) => {
                 return Err(CampaignError::Unperturbed {
                     index,
@@ -354,9 +365,10 @@ pub async fn learn(
                     ending: ending.clone(),
                 });
             }
-        }
+        };
+        judged.push((r, verdict));
     }
-    Ok((Oracle::learn(&ends), runs))
+    Ok((Oracle::learn(&ends), judged))
 }
 
 /// Run `seeds` with `kinds`, at most `jobs` at a time, judging each as it

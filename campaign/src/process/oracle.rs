@@ -8,7 +8,8 @@
 //! End states are compared normalized: resourceVersions, uids,
 //! creationTimestamps, managedFields and generations are dropped (they
 //! differ between any two runs, or count writes rather than state), and
-//! so is every RFC 3339 time (the wall clock of a real-time run); every
+//! so is every RFC 3339 time (the wall clock of a real-time run) and every
+//! PEM block (keys and certificates made at run time); every
 //! uid that appears as a value (an ownerReference's, a label's) becomes
 //! the object it names and which incarnation of that name it was
 //! (`leaderworkersets/default/test#2`: the second object called so), so a
@@ -21,11 +22,15 @@ use std::fmt;
 use serde_json::Value;
 use ward_apiserver::store::{Keyed, Store};
 
+use super::states::{Passing, States};
+
 /// A run's end state, normalized (see the module docs): each object by
 /// its key (`apps/statefulsets/default/test`) as leaves (`spec.replicas`).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct Snapshot {
     objects: BTreeMap<String, Object>,
+    /// The states every object passed through on the way.
+    states: States,
 }
 
 #[derive(Debug, Clone, PartialEq)]
@@ -76,9 +81,11 @@ pub(crate) fn key(group: &str, plural: &str, o: &Value) -> String {
 
 impl Snapshot {
     /// The end state of `store` now; `seen` names the uids.
-    pub(crate) fn take(store: &Store, seen: &mut Incarnations) -> Snapshot {
+    pub(crate) fn take(store: &Store, seen: &mut Incarnations, states: States) -> Snapshot {
         let (items, _, _) = store.snapshot_all_and_subscribe();
-        Snapshot::of(&items, seen)
+        let mut s = Snapshot::of(&items, seen);
+        s.states = states;
+        s
     }
 
     fn of(items: &[Keyed], seen: &mut Incarnations) -> Snapshot {
@@ -101,7 +108,10 @@ impl Snapshot {
             let k = unique(&objects, k);
             objects.insert(k, Object { leaves, whole: v });
         }
-        Snapshot { objects }
+        Snapshot {
+            objects,
+            states: States::default(),
+        }
     }
 
     /// How many objects it holds.
@@ -128,7 +138,7 @@ fn unique(objects: &BTreeMap<String, Object>, k: String) -> String {
         .expect("a free suffix")
 }
 
-fn normalize(v: &mut Value, seen: &Incarnations) {
+pub(crate) fn normalize(v: &mut Value, seen: &Incarnations) {
     if let Some(meta) = v.get_mut("metadata").and_then(Value::as_object_mut) {
         for noise in [
             "resourceVersion",
@@ -163,6 +173,10 @@ fn rename_uids(v: &mut Value, seen: &Incarnations) {
                 *s = format!("uid of {named}");
             } else if is_timestamp(s) {
                 *s = "<timestamp>".into();
+            } else if s.starts_with("-----BEGIN ") {
+                // A certificate or key made at run time (the server's CA
+                // in every namespace's kube-root-ca.crt).
+                *s = "<PEM>".into();
             }
         }
         Value::Array(a) => a.iter_mut().for_each(|v| rename_uids(v, seen)),
@@ -210,7 +224,7 @@ fn is_timestamp(s: &str) -> bool {
                 .all(|d| d.is_ascii_digit()))
 }
 
-fn flatten(v: &Value, path: String, out: &mut BTreeMap<String, Value>) {
+pub(crate) fn flatten(v: &Value, path: String, out: &mut BTreeMap<String, Value>) {
     match v {
         Value::Object(o) if !o.is_empty() => {
             for (k, v) in o {
@@ -234,7 +248,7 @@ fn flatten(v: &Value, path: String, out: &mut BTreeMap<String, Value>) {
 }
 
 /// `a[3].b` → `a[*].b`: noise learned at one index is noise at every one.
-fn general(path: &str) -> String {
+pub(crate) fn general(path: &str) -> String {
     let mut out = String::with_capacity(path.len());
     let mut in_index = false;
     for c in path.chars() {
@@ -266,6 +280,10 @@ pub struct Difference {
     pub reference: Option<Value>,
     /// Its value in this run (None: absent).
     pub got: Option<Value>,
+    /// Found in a state the object passed through, not in its end state
+    /// (see [`super::states`]); `reference` is then the nearest state an
+    /// unperturbed run passed through.
+    pub passing: bool,
 }
 
 impl fmt::Display for Difference {
@@ -283,8 +301,8 @@ impl fmt::Display for Difference {
         };
         if self.path.is_empty() {
             match &self.got {
-                None => write!(f, "{}: present unperturbed, absent here", self.object),
-                got => write!(f, "{}: absent unperturbed, here {}", self.object, show(got)),
+                None => write!(f, "{}: present unperturbed, absent here", self.object)?,
+                got => write!(f, "{}: absent unperturbed, here {}", self.object, show(got))?,
             }
         } else {
             write!(
@@ -294,8 +312,12 @@ impl fmt::Display for Difference {
                 self.path,
                 show(&self.reference),
                 show(&self.got)
-            )
+            )?;
         }
+        if self.passing {
+            f.write_str(" (in passing)")?;
+        }
+        Ok(())
     }
 }
 
@@ -314,6 +336,7 @@ fn diff(a: &Snapshot, b: &Snapshot) -> Vec<Difference> {
                             path: p.clone(),
                             reference: l.cloned(),
                             got: r.cloned(),
+                            passing: false,
                         });
                     }
                 }
@@ -323,6 +346,7 @@ fn diff(a: &Snapshot, b: &Snapshot) -> Vec<Difference> {
                 path: String::new(),
                 reference: x.map(|o| o.whole.clone()),
                 got: y.map(|o| o.whole.clone()),
+                passing: false,
             }),
         }
     }
@@ -338,11 +362,14 @@ pub struct Oracle {
     noise: BTreeSet<(String, String)>,
     /// Objects present in some unperturbed runs only.
     varying: BTreeSet<String>,
+    /// The states unperturbed runs passed through.
+    passing: Passing,
     runs: usize,
 }
 
 impl Oracle {
-    /// Learn from unperturbed runs' end states; the first is the reference.
+    /// Learn from unperturbed runs' end states (and the states their
+    /// objects passed through); the first is the reference.
     ///
     /// # Panics
     /// If `runs` is empty.
@@ -350,10 +377,11 @@ impl Oracle {
     pub fn learn(runs: &[Snapshot]) -> Oracle {
         let reference = runs.first().expect("at least one unperturbed run").clone();
         let mut oracle = Oracle {
+            passing: Passing::learn(&reference.states),
             reference,
             noise: BTreeSet::new(),
             varying: BTreeSet::new(),
-            runs: runs.len(),
+            runs: 1,
         };
         for r in &runs[1..] {
             oracle.absorb(r);
@@ -370,19 +398,23 @@ impl Oracle {
                 self.noise.insert((d.object, general(&d.path)));
             }
         }
+        self.passing.absorb(&run.states);
         self.runs += 1;
     }
 
     /// How `run` differs from the reference beyond the noise.
     #[must_use]
     pub fn judge(&self, run: &Snapshot) -> Vec<Difference> {
-        diff(&self.reference, run)
+        let mut out: Vec<Difference> = diff(&self.reference, run)
             .into_iter()
             .filter(|d| {
                 !self.varying.contains(&d.object)
                     && !self.noise.contains(&(d.object.clone(), general(&d.path)))
             })
-            .collect()
+            .collect();
+        let reported: BTreeSet<String> = out.iter().map(|d| d.object.clone()).collect();
+        out.extend(self.passing.judge(&run.states, &self.noise, &reported));
+        out
     }
 
     /// The fields learned as noise (`object path`), for the report.
@@ -427,7 +459,10 @@ mod tests {
             let k = unique(&out, key("", "configmaps", o));
             out.insert(k, Object { leaves, whole: v });
         }
-        Snapshot { objects: out }
+        Snapshot {
+            objects: out,
+            states: States::default(),
+        }
     }
 
     fn cm(name: &str, uid: &str, owner: Option<&str>, data: Value) -> Value {

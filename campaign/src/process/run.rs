@@ -10,7 +10,8 @@ use tokio::time::Instant;
 use ward_apiserver::store::Store;
 use ward_apiserver::{ApiServer, ServerConfig};
 
-use super::oracle::{Incarnations, Snapshot, key};
+use super::oracle::{Incarnations, Snapshot, key, normalize};
+use super::states::States;
 use super::workload::Runner;
 use super::{Ending, Lane, Phases, Run, Scenario, Timeline, supervisor};
 use crate::perturber::Perturber;
@@ -78,7 +79,7 @@ pub(crate) async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], se
             timeline,
         );
     }
-    let seen = Arc::new(Mutex::new(Incarnations::default()));
+    let seen = Arc::new(Mutex::new((Incarnations::default(), States::default())));
     let recorder = tokio::spawn(record(
         server.store().clone(),
         seen.clone(),
@@ -170,10 +171,11 @@ pub(crate) async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], se
         },
     };
     phases.settle = t2.elapsed();
-    let end = Snapshot::take(
-        server.store(),
-        &mut seen.lock().unwrap_or_else(|e| e.into_inner()),
-    );
+    let end = {
+        let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+        let states = std::mem::take(&mut seen.1);
+        Snapshot::take(server.store(), &mut seen.0, states)
+    };
     let ending = match (&ending, &scenario.invariant) {
         (Ending::Settled, Some(argv)) => {
             match supervisor::command(argv, &admin, Duration::from_secs(60)).await {
@@ -239,26 +241,33 @@ async fn settle(perturber: &mut Perturber, server: &ApiServer, scenario: &Scenar
 
 /// Note every object the run creates (for the oracle's names of uids) and
 /// every write on the timeline.
-async fn record(store: Arc<Store>, seen: Arc<Mutex<Incarnations>>, timeline: Timeline) {
+async fn record(store: Arc<Store>, seen: Arc<Mutex<(Incarnations, States)>>, timeline: Timeline) {
     use tokio::sync::broadcast::error::RecvError;
     let (items, _, mut rx) = store.snapshot_all_and_subscribe();
     {
         let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
         for (k, o) in &items {
-            seen.saw(&key(&k.group, &k.plural, &o.value()), &o.uid.to_string());
+            seen.0
+                .saw(&key(&k.group, &k.plural, &o.value()), &o.uid.to_string());
         }
     }
     loop {
         match rx.recv().await {
             Ok(e) => {
-                let o = &e.object;
-                let k = key(&e.key.group, &e.key.plural, &o.value());
-                seen.lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .saw(&k, &o.uid.to_string());
-                if e.key.plural != "events" {
-                    timeline.push(Lane::Store, format!("rv {} {} {k}", o.rv, e.kind.as_str()));
+                if e.key.plural == "events" {
+                    continue;
                 }
+                let o = &e.object;
+                let mut v = o.value();
+                let k = key(&e.key.group, &e.key.plural, &v);
+                let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
+                seen.0.saw(&k, &o.uid.to_string());
+                if e.kind != ward_apiserver::store::EventType::Deleted {
+                    normalize(&mut v, &seen.0);
+                    seen.1.saw(&k, &v);
+                }
+                drop(seen);
+                timeline.push(Lane::Store, format!("rv {} {} {k}", o.rv, e.kind.as_str()));
             }
             Err(RecvError::Lagged(n)) => {
                 timeline.push(

@@ -4,6 +4,7 @@
 //! replay of controllers whose reconciles end at one instant; it needs
 //! `--cfg tokio_unstable`, which .cargo/config.toml sets).
 
+mod blackbox;
 mod campaigns;
 mod cns;
 mod common;

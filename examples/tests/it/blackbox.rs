@@ -1,0 +1,84 @@
+//! The whereabouts example binary as a black box (`whereabouts --cluster`,
+//! a process reaching ward-apiserver through KUBECONFIG) under
+//! ward-campaign's process campaigns, with the workload of
+//! `examples/whereabouts/campaign/` and the invariant docs/campaigns.md
+//! runs with the `ward-campaign` binary: the naive reconciler frees the
+//! address of a Pending pod in an unperturbed run already; the guarded
+//! one keeps it, perturbed by every built-in kind.
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use ward_campaign::process::workload::{Workload, load_manifests};
+use ward_campaign::process::{self, Scenario, Verdict};
+use ward_campaign::{Perturbation, builtin};
+
+/// The invariant: the pod's allocation survives.
+const INVARIANT: &str = r#"test "$(kubectl get ippools 10.10.0.0-24 -o jsonpath={.spec.allocations.47.podref})" = default/web-2"#;
+
+fn scenario(mode: &str) -> Scenario {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("whereabouts");
+    let workload = Workload::load(&root.join("campaign/workload.yaml")).unwrap();
+    let crd = load_manifests(&root.join("deploy/crd.yaml")).unwrap();
+    let controller = vec![
+        env!("CARGO_BIN_EXE_whereabouts").to_string(),
+        "--cluster".into(),
+        "--interval-secs".into(),
+        "1".into(),
+        "--mode".into(),
+        mode.into(),
+    ];
+    let dir = std::env::temp_dir().join(format!("ward-blackbox-{mode}-{}", std::process::id()));
+    let mut s = Scenario::new(controller, workload)
+        .manifests(crd)
+        .invariant(vec!["sh".into(), "-c".into(), INVARIANT.into()])
+        .dir(dir);
+    s.quiet = Duration::from_millis(500);
+    s
+}
+
+/// Whether kubectl (the invariant's client) is here; CI requires it.
+fn kubectl() -> bool {
+    let found = std::process::Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found || std::env::var_os("WARD_REQUIRE_KUBECTL").is_none(),
+        "kubectl is required (WARD_REQUIRE_KUBECTL) and not found"
+    );
+    found
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_naive_whereabouts_binary_frees_a_pending_pods_address_and_the_guarded_one_does_not() {
+    if !kubectl() {
+        return;
+    }
+    let (naive, guarded) = (scenario("naive"), scenario("guarded"));
+    let kinds: Vec<Arc<dyn Perturbation>> = builtin();
+    let (naive, guarded) = tokio::join!(process::learn(&naive, 1, 1, |_| {}), async {
+        let (oracle, base) = process::learn(&guarded, 1, 1, |_| {}).await.unwrap();
+        let runs = process::campaign(&guarded, &oracle, &kinds, &[1], 1, |_, _| {}).await;
+        (base, runs)
+    });
+    let (_, naive) = naive.unwrap();
+    let (run, verdict) = &naive[0];
+    assert!(run.requests > 0, "{run:?}");
+    let Verdict::Broken(why) = verdict else {
+        panic!("the naive reconciler's unperturbed run was judged {verdict:?}");
+    };
+    assert!(why.contains("the invariant failed unperturbed"), "{why}");
+    let (base, runs) = guarded;
+    assert_eq!(base[0].1, Verdict::Holds, "{:?}", base[0].0.ending);
+    let (run, verdict) = &runs[0];
+    assert_eq!(run.plan.len(), 6, "every built-in kind: {:?}", run.plan);
+    assert_eq!(
+        *verdict,
+        Verdict::Holds,
+        "plan {:#?}: {:?}",
+        run.plan,
+        run.ending
+    );
+}

@@ -194,6 +194,18 @@ pub enum Ending {
     CouldNotRun(String),
 }
 
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ending::Settled => f.write_str("settled"),
+            Ending::Step(w) => write!(f, "workload {w}"),
+            Ending::Exited(w) => write!(f, "the controller exited: {w}"),
+            Ending::Livelock(w) | Ending::NotQuiet(w) | Ending::CouldNotRun(w) => f.write_str(w),
+            Ending::Invariant(w) => write!(f, "the invariant failed: {w}"),
+        }
+    }
+}
+
 /// Where a run's time went.
 #[derive(Debug, Clone, Copy, Default, Serialize)]
 pub struct Phases {
@@ -311,7 +323,7 @@ pub fn judge(oracle: &Oracle, run: &Run) -> Verdict {
 pub enum CampaignError {
     /// An unperturbed run did not settle cleanly: the scenario itself
     /// fails, or the controller cannot run; nothing can be judged.
-    #[error("unperturbed run {index} (seed {seed}) did not settle: {ending:?}")]
+    #[error("unperturbed run {index} (seed {seed}) did not settle: {ending}")]
     Unperturbed {
         /// Which of the unperturbed runs.
         index: usize,

@@ -1,0 +1,288 @@
+//! `ward-campaign` end to end: a controller written as a shell loop over
+//! kubectl (a process in no language Ward knows) holds under every
+//! perturbation kind, and bad input of every sort is a clear message and
+//! exit status 2, never a hang and never a process left behind.
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output};
+
+fn scratch(name: &str) -> PathBuf {
+    let dir = std::env::temp_dir().join(format!("ward-campaign-cli-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    dir
+}
+
+fn write(dir: &Path, file: &str, text: &str) -> PathBuf {
+    let p = dir.join(file);
+    std::fs::write(&p, text).unwrap();
+    p
+}
+
+fn campaign(dir: &Path, args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_ward-campaign"))
+        .arg("--dir")
+        .arg(dir.join("runs"))
+        .args(args)
+        .output()
+        .unwrap()
+}
+
+fn text(o: &Output) -> String {
+    format!(
+        "status {:?}\nstdout:\n{}\nstderr:\n{}",
+        o.status.code(),
+        String::from_utf8_lossy(&o.stdout),
+        String::from_utf8_lossy(&o.stderr)
+    )
+}
+
+const SLEEP: &str = "steps:\n  - sleep: 100ms\n";
+
+#[test]
+fn a_missing_binary_is_a_clear_could_not_run() {
+    let dir = scratch("missing");
+    let w = write(&dir, "w.yaml", SLEEP);
+    let o = campaign(
+        &dir,
+        &[
+            "--workload",
+            w.to_str().unwrap(),
+            "--seeds",
+            "1",
+            "--",
+            "/nonexistent/controller",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("could not run") && err.contains("cannot start \"/nonexistent/controller\""),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn a_controller_that_exits_at_once_is_a_could_not_run_with_its_output() {
+    let dir = scratch("exits");
+    let w = write(&dir, "w.yaml", SLEEP);
+    let o = campaign(
+        &dir,
+        &[
+            "--workload",
+            w.to_str().unwrap(),
+            "--seeds",
+            "1",
+            "--",
+            "sh",
+            "-c",
+            "echo boom-at-start >&2; exit 3",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(
+        err.contains("exited before its first API call"),
+        "{}",
+        text(&o)
+    );
+    assert!(
+        err.contains("exit status: 3") && err.contains("boom-at-start"),
+        "{}",
+        text(&o)
+    );
+}
+
+#[test]
+fn a_controller_that_never_calls_is_killed_with_its_children() {
+    let dir = scratch("silent");
+    let w = write(&dir, "w.yaml", SLEEP);
+    // A child of the controller's own: the whole process group goes.
+    let marker = format!("sleep {}", 900_000 + std::process::id() % 1000);
+    let script = format!("{marker} & {marker}");
+    let o = campaign(
+        &dir,
+        &[
+            "--workload",
+            w.to_str().unwrap(),
+            "--seeds",
+            "1",
+            "--start-timeout",
+            "1s",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("made no API call within 1s"),
+        "{}",
+        text(&o)
+    );
+    let left = Command::new("pgrep")
+        .args(["-f", &marker])
+        .output()
+        .unwrap();
+    assert!(
+        left.stdout.is_empty(),
+        "left behind: {}",
+        String::from_utf8_lossy(&left.stdout)
+    );
+}
+
+#[test]
+fn malformed_input_says_what_and_where() {
+    let dir = scratch("malformed");
+    let w = write(
+        &dir,
+        "w.yaml",
+        "steps:\n  - sleep: 1s\n  - wait: {apiVersion: v1, kind: Pod, name: a, for: ready}\n",
+    );
+    let o = campaign(&dir, &["--workload", w.to_str().unwrap(), "--", "true"]);
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("step 2: for: \"ready\": exists or deleted"),
+        "{}",
+        text(&o)
+    );
+    let w = write(&dir, "ok.yaml", SLEEP);
+    let o = campaign(
+        &dir,
+        &[
+            "--workload",
+            w.to_str().unwrap(),
+            "--manifests",
+            "/nonexistent.yaml",
+            "--",
+            "true",
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("cannot read /nonexistent.yaml"),
+        "{}",
+        text(&o)
+    );
+    let o = campaign(
+        &dir,
+        &[
+            "--workload",
+            w.to_str().unwrap(),
+            "--perturb",
+            "chaos",
+            "--",
+            "true",
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("unknown perturbation \"chaos\""),
+        "{}",
+        text(&o)
+    );
+    let o = campaign(
+        &dir,
+        &[
+            "--workload",
+            w.to_str().unwrap(),
+            "--seeds",
+            "5..2",
+            "--",
+            "true",
+        ],
+    );
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("--seeds \"5..2\""),
+        "{}",
+        text(&o)
+    );
+}
+
+/// Whether kubectl (the shell controller's client) is here; CI requires it.
+fn kubectl() -> bool {
+    let found = Command::new("kubectl")
+        .args(["version", "--client"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found || std::env::var_os("WARD_REQUIRE_KUBECTL").is_none(),
+        "kubectl is required (WARD_REQUIRE_KUBECTL) and not found"
+    );
+    found
+}
+
+/// Copies ConfigMap `src`'s `v` into ConfigMap `dst`, forever.
+const SHELL_CONTROLLER: &str = r#"
+while :; do
+  v=$(kubectl get configmap src -o jsonpath='{.data.v}' 2>/dev/null)
+  if [ -n "$v" ]; then
+    kubectl create configmap dst --from-literal=v="$v" --dry-run=client -o yaml |
+      kubectl apply --server-side --force-conflicts --field-manager=copier -f - >/dev/null 2>&1
+  fi
+  sleep 0.2
+done
+"#;
+
+#[test]
+fn a_shell_controller_holds_under_every_kind_and_the_json_says_so() {
+    if !kubectl() {
+        return;
+    }
+    let dir = scratch("shell");
+    let w = write(
+        &dir,
+        "w.yaml",
+        "steps:
+  - apply: {apiVersion: v1, kind: ConfigMap, metadata: {name: src}, data: {v: one}}
+  - wait: {apiVersion: v1, kind: ConfigMap, name: dst, field: data.v, equals: one, timeout: 30s}
+  - patch: {apiVersion: v1, kind: ConfigMap, name: src, patch: {data: {v: two}}}
+  - wait: {apiVersion: v1, kind: ConfigMap, name: dst, field: data.v, equals: two, timeout: 30s}
+",
+    );
+    let json = dir.join("out.json");
+    let o = campaign(
+        &dir,
+        &[
+            "--workload",
+            w.to_str().unwrap(),
+            "--seeds",
+            "2",
+            "--unperturbed",
+            "1",
+            "--quiet",
+            "600ms",
+            "--horizon",
+            "3s",
+            "--json",
+            json.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            SHELL_CONTROLLER,
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(
+        out.contains("2 seeds: 2 hold, 0 differ, 0 broken, 0 could not run"),
+        "{}",
+        text(&o)
+    );
+    let report: serde_json::Value = serde_json::from_slice(&std::fs::read(&json).unwrap()).unwrap();
+    let runs = report["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 2);
+    for r in runs {
+        assert_eq!(r["verdict"]["verdict"], "holds", "{r:#}");
+        assert_eq!(r["run"]["plan"].as_array().unwrap().len(), 6, "{r:#}");
+        assert!(r["run"]["requests"].as_u64().unwrap() > 0, "{r:#}");
+        let lanes: Vec<&str> = r["run"]["timeline"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|e| e["lane"].as_str())
+            .collect();
+        for lane in ["workload", "controller", "store", "perturbation"] {
+            assert!(lanes.contains(&lane), "no {lane} entry: {r:#}");
+        }
+    }
+}

@@ -17,6 +17,8 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod report;
+
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
 use ward_campaign::process::workload::{Workload, duration, load_manifests};
@@ -58,8 +60,9 @@ struct Cli {
     /// Perturbation windows are drawn over this (default: the workload's sleeps, at least 5s).
     #[arg(long, value_parser = duration)]
     horizon: Option<Duration>,
-    /// A run has settled once nothing was written for this long.
-    #[arg(long, value_parser = duration, default_value = "1s")]
+    /// A run has settled once nothing was written for this long after the
+    /// plan is done; it must outlast the controller's longest retry wait.
+    #[arg(long, value_parser = duration, default_value = "3s")]
     quiet: Duration,
     /// At most this long to settle; past it the run could not be judged.
     #[arg(long, value_parser = duration, default_value = "30s")]
@@ -70,6 +73,10 @@ struct Cli {
     /// Write every run, verdict and timeline as JSON here.
     #[arg(long)]
     json: Option<PathBuf>,
+    /// Write a self-contained HTML report here: the table, and a timeline
+    /// per seed that found something.
+    #[arg(long)]
+    report: Option<PathBuf>,
     /// Run only this seed (after the unperturbed runs) and print its
     /// whole history.
     #[arg(long)]
@@ -185,6 +192,20 @@ async fn run(cli: Cli) -> ExitCode {
         });
         let text = serde_json::to_string_pretty(&json).expect("JSON of plain data");
         if let Err(e) = std::fs::write(path, text) {
+            return usage(format!("cannot write {}: {e}", path.display()));
+        }
+    }
+    if let Some(path) = &cli.report {
+        let kinds: Vec<&str> = kinds.iter().map(|k| k.kind()).collect();
+        let page = report::Page {
+            controller: &cli.controller.join(" "),
+            kinds: &kinds,
+            unperturbed: &baseline,
+            runs: &runs,
+            noise: oracle.noise().len(),
+            seconds: elapsed.as_secs_f64(),
+        };
+        if let Err(e) = std::fs::write(path, page.render()) {
             return usage(format!("cannot write {}: {e}", path.display()));
         }
     }

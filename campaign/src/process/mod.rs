@@ -57,7 +57,10 @@ pub struct Scenario {
     /// How long the plan's windows are drawn over (the workload's sleeps
     /// by default, at least 5s).
     pub horizon: Option<Duration>,
-    /// Settled once nothing has been written for this long (1s).
+    /// Settled once nothing has been written for this long after the
+    /// plan is done (3s). It must outlast the controller's longest wait
+    /// before a retry: a controller that requeues a failed write after 2s
+    /// has not finished when nothing was written for 1s.
     pub quiet: Duration,
     /// At most this long to settle (30s).
     pub settle: Duration,
@@ -82,7 +85,7 @@ impl Scenario {
             workload,
             invariant: None,
             horizon: None,
-            quiet: Duration::from_secs(1),
+            quiet: Duration::from_secs(3),
             settle: Duration::from_secs(30),
             start_timeout: Duration::from_secs(20),
             limits: Limits {

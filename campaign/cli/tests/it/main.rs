@@ -286,3 +286,102 @@ fn a_shell_controller_holds_under_every_kind_and_the_json_says_so() {
         }
     }
 }
+
+/// The report of a campaign whose invariant never holds: a page with a
+/// section and a timeline per finding; where Debian's chromium is
+/// installed, it renders headless with no console message and a
+/// screenshot is taken (CI does not install it: the page has no script
+/// and loads nothing, so the structural checks carry the test there).
+#[test]
+fn the_report_is_one_page_with_a_timeline_per_finding() {
+    if !kubectl() {
+        return;
+    }
+    let dir = scratch("report");
+    let w = write(
+        &dir,
+        "w.yaml",
+        "steps:\n  - apply: {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n  - sleep: 200ms\n",
+    );
+    let html = dir.join("report.html");
+    let o = campaign(
+        &dir,
+        &[
+            "--workload",
+            w.to_str().unwrap(),
+            "--seeds",
+            "1",
+            "--unperturbed",
+            "1",
+            "--quiet",
+            "200ms",
+            "--invariant",
+            "echo '<no & good>'; false",
+            "--report",
+            html.to_str().unwrap(),
+            "--",
+            "sh",
+            "-c",
+            "kubectl get configmaps >/dev/null; sleep 600",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(1), "{}", text(&o));
+    let page = std::fs::read_to_string(&html).unwrap();
+    assert!(page.starts_with("<!DOCTYPE html>") && page.ends_with("</html>\n"));
+    assert_eq!(
+        page.matches("<section").count(),
+        2,
+        "the unperturbed run and seed 0"
+    );
+    assert_eq!(page.matches("<svg").count(), 2);
+    assert!(
+        page.contains("&lt;no &amp; good&gt;"),
+        "the invariant's output, escaped"
+    );
+    assert!(
+        !page.contains("<script") && !page.contains("src="),
+        "self-contained"
+    );
+    let Ok(chromium) = which("chromium") else {
+        return;
+    };
+    let png = dir.join("report.png");
+    let out = Command::new(chromium)
+        .args([
+            "--headless",
+            "--no-sandbox",
+            "--disable-gpu",
+            "--disable-quic",
+            "--no-first-run",
+            "--disable-background-networking",
+            "--disable-component-update",
+            "--disable-sync",
+            "--enable-logging=stderr",
+            "--v=0",
+            "--window-size=1100,1400",
+        ])
+        .arg(format!(
+            "--user-data-dir={}",
+            dir.join("chromium").display()
+        ))
+        .arg(format!("--screenshot={}", png.display()))
+        .arg(format!("file://{}", html.display()))
+        .output()
+        .unwrap();
+    let log = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{log}");
+    assert!(!log.contains("CONSOLE"), "console messages: {log}");
+    assert!(
+        std::fs::metadata(&png).unwrap().len() > 10_000,
+        "a screenshot of the page"
+    );
+}
+
+fn which(name: &str) -> Result<PathBuf, ()> {
+    std::env::var_os("PATH")
+        .into_iter()
+        .flat_map(|p| std::env::split_paths(&p).collect::<Vec<_>>())
+        .map(|d| d.join(name))
+        .find(|p| p.is_file())
+        .ok_or(())
+}

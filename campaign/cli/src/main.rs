@@ -11,28 +11,66 @@
 //! differential oracle) and by `--invariant` if given. Exit status: 0 when
 //! no seed found anything, 1 when one did, 2 on bad input or when the
 //! scenario cannot run unperturbed. The method is in docs/campaigns.md.
+//!
+//! Beyond one machine: `--shards N` runs every N-th seed, from the index
+//! `--shard-index` or `JOB_COMPLETION_INDEX` (a Kubernetes Indexed Job's
+//! pod; campaign/deploy/indexed-job.yaml), each part writing its
+//! `--json`; `ward-campaign merge part-*.json` folds them into one table
+//! (and `--json`, `--report`).
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+mod outcome;
 mod report;
 
 use clap::Parser;
 use indicatif::{ProgressBar, ProgressStyle};
+use outcome::{Judged, Outcome, Shard};
 use ward_campaign::process::workload::{Workload, duration, load_manifests};
-use ward_campaign::process::{self, Run, Scenario, Verdict};
+use ward_campaign::process::{self, Scenario};
 use ward_campaign::{Perturbation, builtin, select};
 
 /// Perturbation campaigns against any controller process, judged by a
 /// differential oracle (see docs/campaigns.md).
 #[derive(Debug, Parser)]
-#[command(version, name = "ward-campaign")]
+#[command(
+    version,
+    name = "ward-campaign",
+    args_conflicts_with_subcommands = true,
+    subcommand_negates_reqs = true
+)]
 struct Cli {
+    #[command(subcommand)]
+    command: Option<Command>,
+    #[command(flatten)]
+    run: RunArgs,
+}
+
+#[derive(Debug, clap::Subcommand)]
+enum Command {
+    /// Fold the `--json` parts of a split campaign into one table.
+    Merge {
+        /// The parts.
+        #[arg(required = true)]
+        parts: Vec<PathBuf>,
+        /// Write the merged outcome as JSON here.
+        #[arg(long)]
+        json: Option<PathBuf>,
+        /// Write the merged HTML report here.
+        #[arg(long)]
+        report: Option<PathBuf>,
+    },
+}
+
+/// A campaign.
+#[derive(Debug, clap::Args)]
+struct RunArgs {
     /// The workload: a YAML list of steps (apply, patch, delete, wait, sleep, run).
-    #[arg(long)]
-    workload: PathBuf,
+    #[arg(long, required = true)]
+    workload: Option<PathBuf>,
     /// Setup objects applied before the controller starts: a YAML file or
     /// a folder of them (repeatable).
     #[arg(long)]
@@ -81,6 +119,12 @@ struct Cli {
     /// whole history.
     #[arg(long)]
     replay: Option<u64>,
+    /// Split the seeds into this many parts and run one (every N-th seed).
+    #[arg(long)]
+    shards: Option<u64>,
+    /// The part to run [default: $JOB_COMPLETION_INDEX].
+    #[arg(long, requires = "shards")]
+    shard_index: Option<u64>,
     /// Where runs keep kubeconfigs and the controller's output (default: a temporary folder).
     #[arg(long)]
     dir: Option<PathBuf>,
@@ -91,11 +135,22 @@ struct Cli {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
+    if let Some(Command::Merge {
+        parts,
+        json,
+        report,
+    }) = cli.command
+    {
+        return match Outcome::merge(&parts) {
+            Ok(merged) => finish(&merged, false, json.as_deref(), report.as_deref()),
+            Err(e) => usage(e),
+        };
+    }
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    runtime.block_on(run(cli))
+    runtime.block_on(run(cli.run))
 }
 
 fn usage(what: impl std::fmt::Display) -> ExitCode {
@@ -103,8 +158,40 @@ fn usage(what: impl std::fmt::Display) -> ExitCode {
     ExitCode::from(2)
 }
 
-async fn run(cli: Cli) -> ExitCode {
-    let workload = match Workload::load(&cli.workload) {
+/// Print `o` (its table, or its histories), write what was asked for,
+/// and the exit status: 1 when something was found, 2 when nothing
+/// could run.
+fn finish(o: &Outcome, history: bool, json: Option<&Path>, report: Option<&Path>) -> ExitCode {
+    if history {
+        o.print_history();
+    } else {
+        o.print_table();
+    }
+    if let Some(path) = json {
+        let text = serde_json::to_string_pretty(o).expect("JSON of plain data");
+        if let Err(e) = std::fs::write(path, text) {
+            return usage(format!("cannot write {}: {e}", path.display()));
+        }
+    }
+    if let Some(path) = report
+        && let Err(e) = std::fs::write(path, report::render(o))
+    {
+        return usage(format!("cannot write {}: {e}", path.display()));
+    }
+    if o.found() {
+        ExitCode::from(1)
+    } else if o.nothing_ran() {
+        ExitCode::from(2)
+    } else {
+        ExitCode::SUCCESS
+    }
+}
+
+async fn run(cli: RunArgs) -> ExitCode {
+    let Some(workload) = &cli.workload else {
+        return usage("--workload is required");
+    };
+    let workload = match Workload::load(workload) {
         Ok(w) => w,
         Err(e) => return usage(e),
     };
@@ -119,13 +206,25 @@ async fn run(cli: Cli) -> ExitCode {
         Ok(k) => k,
         Err(e) => return usage(e),
     };
-    let seeds = match cli.replay {
+    let mut seeds = match cli.replay {
         Some(s) => vec![s],
         None => match seeds(&cli.seeds) {
             Ok(s) => s,
             Err(e) => return usage(e),
         },
     };
+    let shard = match shard(&cli) {
+        Ok(s) => s,
+        Err(e) => return usage(e),
+    };
+    if let Some(Shard { index, count }) = shard {
+        seeds = seeds
+            .into_iter()
+            .enumerate()
+            .filter(|(i, _)| *i as u64 % count == index)
+            .map(|(_, s)| s)
+            .collect();
+    }
     let dir = cli.dir.clone().unwrap_or_else(|| {
         std::env::temp_dir().join(format!("ward-campaign-{}", std::process::id()))
     });
@@ -151,7 +250,7 @@ async fn run(cli: Cli) -> ExitCode {
     );
     bar.set_message("unperturbed");
     let learned = process::learn(&scenario, cli.unperturbed.max(1), jobs, |_| bar.inc(1)).await;
-    let (oracle, baseline) = match learned {
+    let (oracle, unperturbed) = match learned {
         Ok(l) => l,
         Err(e) => {
             bar.finish_and_clear();
@@ -173,53 +272,46 @@ async fn run(cli: Cli) -> ExitCode {
     })
     .await;
     bar.finish_and_clear();
-    let elapsed = started.elapsed();
-    if cli.replay.is_some() {
-        for (run, verdict) in &runs {
-            print_history(run, verdict);
-        }
-    } else {
-        print_table(&cli, &oracle, &baseline, &runs, elapsed);
+    let judged = |v: Vec<_>| {
+        v.into_iter()
+            .map(|(run, verdict)| Judged { run, verdict })
+            .collect()
+    };
+    let outcome = Outcome {
+        controller: cli.controller.clone(),
+        perturb: kinds.iter().map(|k| k.kind().to_string()).collect(),
+        unperturbed: judged(unperturbed),
+        noise: oracle.noise(),
+        runs: judged(runs),
+        seconds: started.elapsed().as_secs_f64(),
+        shard,
+    };
+    finish(
+        &outcome,
+        cli.replay.is_some(),
+        cli.json.as_deref(),
+        cli.report.as_deref(),
+    )
+}
+
+/// The part of a split campaign this process runs.
+fn shard(cli: &RunArgs) -> Result<Option<Shard>, String> {
+    let Some(count) = cli.shards else {
+        return Ok(None);
+    };
+    let index = match cli.shard_index {
+        Some(i) => i,
+        None => std::env::var("JOB_COMPLETION_INDEX")
+            .map_err(|_| "--shards needs --shard-index or JOB_COMPLETION_INDEX".to_string())?
+            .parse()
+            .map_err(|_| "JOB_COMPLETION_INDEX is not a number".to_string())?,
+    };
+    if count == 0 || index >= count {
+        return Err(format!(
+            "shard {index} of {count}: the index must be below the count"
+        ));
     }
-    if let Some(path) = &cli.json {
-        let json = serde_json::json!({
-            "controller": cli.controller,
-            "perturb": kinds.iter().map(|k| k.kind()).collect::<Vec<_>>(),
-            "unperturbed": baseline.iter().map(|(r, v)| serde_json::json!({"run": r, "verdict": v})).collect::<Vec<_>>(),
-            "noise": oracle.noise(),
-            "runs": runs.iter().map(|(r, v)| serde_json::json!({"run": r, "verdict": v})).collect::<Vec<_>>(),
-            "seconds": elapsed.as_secs_f64(),
-        });
-        let text = serde_json::to_string_pretty(&json).expect("JSON of plain data");
-        if let Err(e) = std::fs::write(path, text) {
-            return usage(format!("cannot write {}: {e}", path.display()));
-        }
-    }
-    if let Some(path) = &cli.report {
-        let kinds: Vec<&str> = kinds.iter().map(|k| k.kind()).collect();
-        let page = report::Page {
-            controller: &cli.controller.join(" "),
-            kinds: &kinds,
-            unperturbed: &baseline,
-            runs: &runs,
-            noise: oracle.noise().len(),
-            seconds: elapsed.as_secs_f64(),
-        };
-        if let Err(e) = std::fs::write(path, page.render()) {
-            return usage(format!("cannot write {}: {e}", path.display()));
-        }
-    }
-    let could_not = runs
-        .iter()
-        .filter(|(_, v)| matches!(v, Verdict::CouldNotRun(_)))
-        .count();
-    if runs.iter().chain(&baseline).any(|(_, v)| v.is_finding()) {
-        ExitCode::from(1)
-    } else if could_not == runs.len() && !runs.is_empty() {
-        ExitCode::from(2)
-    } else {
-        ExitCode::SUCCESS
-    }
+    Ok(Some(Shard { index, count }))
 }
 
 /// `20` → 0..20; `100..200`.
@@ -234,107 +326,5 @@ fn seeds(spec: &str) -> Result<Vec<u64>, String> {
             Ok((a..b).collect())
         }
         None => Ok((0..spec.parse::<u64>().map_err(|_| bad())?).collect()),
-    }
-}
-
-fn print_table(
-    cli: &Cli,
-    oracle: &ward_campaign::process::oracle::Oracle,
-    baseline: &[(Run, Verdict)],
-    runs: &[(Run, Verdict)],
-    elapsed: Duration,
-) {
-    let broken = baseline.iter().filter(|(_, v)| v.is_finding()).count();
-    println!(
-        "ward-campaign: {} ({} unperturbed runs, {broken} broken, taught {} noisy fields)",
-        cli.controller.join(" "),
-        baseline.len(),
-        oracle.noise().len()
-    );
-    println!(
-        "{:>6}  {:<14} {:>7} {:>8}  first finding",
-        "seed", "verdict", "calls", "seconds"
-    );
-    for (run, v) in runs {
-        let secs = run.phases.start + run.phases.workload + run.phases.settle + run.phases.teardown;
-        let first = match v {
-            Verdict::Holds => String::new(),
-            Verdict::Differs(d) => format!("{} ({} differences)", d[0], d.len()),
-            Verdict::Broken(w) | Verdict::CouldNotRun(w) => {
-                w.lines().next().unwrap_or("").to_string()
-            }
-        };
-        println!(
-            "{:>6}  {:<14} {:>7} {:>8.1}  {first}",
-            run.seed,
-            v.word(),
-            run.requests,
-            secs.as_secs_f64()
-        );
-    }
-    let count = |w: &str| runs.iter().filter(|(_, v)| v.word() == w).count();
-    println!(
-        "{} seeds: {} hold, {} differ, {} broken, {} could not run; {:.1} seeds/min ({:.0}s)",
-        runs.len(),
-        count("holds"),
-        count("differs"),
-        count("broken"),
-        count("could-not-run"),
-        runs.len() as f64 * 60.0 / elapsed.as_secs_f64().max(0.001),
-        elapsed.as_secs_f64()
-    );
-    for (i, (_, v)) in baseline.iter().enumerate() {
-        if let Verdict::Broken(why) = v {
-            println!(
-                "\nunperturbed run {i} broken (no perturbation needed):\n  {}",
-                why.replace('\n', "\n  ")
-            );
-        }
-    }
-    for (run, v) in runs.iter().filter(|(_, v)| v.is_finding()) {
-        println!("\nseed {} {}:", run.seed, v.word());
-        for line in &run.plan {
-            println!("  plan  {line}");
-        }
-        match v {
-            Verdict::Differs(d) => {
-                for d in d.iter().take(10) {
-                    println!("  diff  {d}");
-                }
-                if d.len() > 10 {
-                    println!("  diff  … {} more (--json has them all)", d.len() - 10);
-                }
-            }
-            Verdict::Broken(w) => println!("  {}", w.replace('\n', "\n  ")),
-            _ => {}
-        }
-        println!("  (--replay {} prints its history)", run.seed);
-    }
-}
-
-fn print_history(run: &Run, verdict: &Verdict) {
-    println!("seed {}", run.seed);
-    for line in &run.plan {
-        println!("  plan  {line}");
-    }
-    for e in &run.timeline {
-        println!(
-            "{:>9.3}s {:<12} {}",
-            e.ms as f64 / 1000.0,
-            format!("{:?}", e.lane).to_lowercase(),
-            e.what
-        );
-    }
-    match verdict {
-        Verdict::Differs(d) => {
-            println!("verdict: differs");
-            for d in d {
-                println!("  diff  {d}");
-            }
-        }
-        Verdict::Broken(w) | Verdict::CouldNotRun(w) => {
-            println!("verdict: {}: {w}", verdict.word())
-        }
-        Verdict::Holds => println!("verdict: holds"),
     }
 }

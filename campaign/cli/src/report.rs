@@ -10,6 +10,8 @@ use std::fmt::Write as _;
 
 use ward_campaign::process::{Lane, Run, Verdict};
 
+use crate::outcome::{Judged, Outcome, first_finding};
+
 /// Escape text for HTML (element content and attribute values).
 fn esc(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
@@ -26,95 +28,62 @@ fn esc(s: &str) -> String {
     out
 }
 
-/// What a campaign's page shows.
-pub struct Page<'a> {
-    /// The controller's command line.
-    pub controller: &'a str,
-    /// The perturbation kinds, by name.
-    pub kinds: &'a [&'a str],
-    /// The unperturbed runs.
-    pub unperturbed: &'a [(Run, Verdict)],
-    /// The perturbed runs.
-    pub runs: &'a [(Run, Verdict)],
-    /// How many fields the oracle learned as noise.
-    pub noise: usize,
-    /// How long the campaign took, seconds.
-    pub seconds: f64,
-}
-
 const STYLE: &str = "body{font:14px system-ui,sans-serif;margin:2em;color:#222}table{border-collapse:collapse}td,th{padding:2px 10px;border-bottom:1px solid #ddd;text-align:left}td.n{text-align:right}.holds{color:#176}.differs,.broken{color:#b00;font-weight:bold}.could-not-run{color:#a60}code,pre{font:12px ui-monospace,monospace}pre{background:#f6f6f6;padding:.5em;overflow-x:auto}svg{border:1px solid #ccc;background:#fff}section{margin-top:2em}";
 
-impl Page<'_> {
-    /// The page.
-    #[must_use]
-    pub fn render(&self) -> String {
-        let mut h = String::new();
-        let count = |w: &str| self.runs.iter().filter(|(_, v)| v.word() == w).count();
+/// The page of `o`.
+#[must_use]
+pub fn render(o: &Outcome) -> String {
+    let mut h = String::new();
+    let count = |w: &str| o.runs.iter().filter(|j| j.verdict.word() == w).count();
+    let controller = o.controller.join(" ");
+    let _ = write!(
+        h,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>ward-campaign: {c}</title><style>{STYLE}</style></head><body><h1>ward-campaign</h1><p><code>{c}</code></p><p>Perturbations: {k}. {u} unperturbed runs taught {n} noisy fields. {s} seeds: {h1} hold, {d} differ, {b} broken, {x} could not run ({secs:.0}s).</p>",
+        c = esc(&controller),
+        k = esc(&o.perturb.join(", ")),
+        u = o.unperturbed.len(),
+        n = o.noise.len(),
+        s = o.runs.len(),
+        h1 = count("holds"),
+        d = count("differs"),
+        b = count("broken"),
+        x = count("could-not-run"),
+        secs = o.seconds,
+    );
+    h.push_str("<table><tr><th>seed</th><th>verdict</th><th>calls</th><th>seconds</th><th>first finding</th></tr>");
+    let all = || {
+        o.unperturbed
+            .iter()
+            .enumerate()
+            .map(|(i, j)| (format!("unperturbed {i}"), j))
+            .chain(o.runs.iter().map(|j| (j.run.seed.to_string(), j)))
+    };
+    for (label, Judged { run, verdict: v }) in all() {
+        let p = run.phases;
+        let secs = (p.start + p.workload + p.settle + p.teardown).as_secs_f64();
+        let cell = if v.is_finding() {
+            format!("<a href=\"#run-{}\">{}</a>", anchor(&label), esc(&label))
+        } else {
+            esc(&label)
+        };
         let _ = write!(
             h,
-            "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>ward-campaign: {c}</title><style>{STYLE}</style></head><body><h1>ward-campaign</h1><p><code>{c}</code></p><p>Perturbations: {k}. {u} unperturbed runs taught {n} noisy fields. {s} seeds: {h1} hold, {d} differ, {b} broken, {x} could not run ({secs:.0}s).</p>",
-            c = esc(self.controller),
-            k = esc(&self.kinds.join(", ")),
-            u = self.unperturbed.len(),
-            n = self.noise,
-            s = self.runs.len(),
-            h1 = count("holds"),
-            d = count("differs"),
-            b = count("broken"),
-            x = count("could-not-run"),
-            secs = self.seconds,
+            "<tr><td>{cell}</td><td class=\"{w}\">{w}</td><td class=\"n\">{}</td><td class=\"n\">{secs:.1}</td><td>{}</td></tr>",
+            run.requests,
+            esc(&first_finding(v)),
+            w = v.word(),
         );
-        h.push_str("<table><tr><th>seed</th><th>verdict</th><th>calls</th><th>seconds</th><th>first finding</th></tr>");
-        let rows = self
-            .unperturbed
-            .iter()
-            .enumerate()
-            .map(|(i, rv)| (format!("unperturbed {i}"), rv))
-            .chain(self.runs.iter().map(|rv| (rv.0.seed.to_string(), rv)));
-        for (label, (run, v)) in rows {
-            let secs =
-                (run.phases.start + run.phases.workload + run.phases.settle + run.phases.teardown)
-                    .as_secs_f64();
-            let first = first_finding(v);
-            let cell = if v.is_finding() {
-                format!("<a href=\"#run-{}\">{}</a>", anchor(&label), esc(&label))
-            } else {
-                esc(&label)
-            };
-            let _ = write!(
-                h,
-                "<tr><td>{cell}</td><td class=\"{w}\">{w}</td><td class=\"n\">{}</td><td class=\"n\">{secs:.1}</td><td>{}</td></tr>",
-                run.requests,
-                esc(&first),
-                w = v.word(),
-            );
-        }
-        h.push_str("</table>");
-        let findings = self
-            .unperturbed
-            .iter()
-            .enumerate()
-            .map(|(i, rv)| (format!("unperturbed {i}"), rv))
-            .chain(self.runs.iter().map(|rv| (rv.0.seed.to_string(), rv)))
-            .filter(|(_, (_, v))| v.is_finding());
-        for (label, (run, v)) in findings {
-            section(&mut h, &label, run, v);
-        }
-        h.push_str("</body></html>\n");
-        h
     }
+    h.push_str("</table>");
+    for (label, j) in all().filter(|(_, j)| j.verdict.is_finding()) {
+        section(&mut h, &label, &j.run, &j.verdict);
+    }
+    h.push_str("</body></html>\n");
+    h
 }
 
 fn anchor(label: &str) -> String {
     label.replace(' ', "-")
-}
-
-fn first_finding(v: &Verdict) -> String {
-    match v {
-        Verdict::Holds => String::new(),
-        Verdict::Differs(d) => format!("{} ({} differences)", d[0], d.len()),
-        Verdict::Broken(w) | Verdict::CouldNotRun(w) => w.lines().next().unwrap_or("").to_string(),
-    }
 }
 
 fn section(h: &mut String, label: &str, run: &Run, v: &Verdict) {

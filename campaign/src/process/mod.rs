@@ -29,7 +29,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt as _;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::time::Instant;
 
@@ -132,7 +132,7 @@ impl Scenario {
 }
 
 /// A swimlane of a run's timeline.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Lane {
     /// The workload's steps.
@@ -146,7 +146,7 @@ pub enum Lane {
 }
 
 /// One entry of a run's timeline.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Entry {
     /// Milliseconds from the run's start.
     pub ms: u64,
@@ -177,7 +177,7 @@ impl Timeline {
 }
 
 /// How a run ended.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "ending", content = "detail", rename_all = "kebab-case")]
 pub enum Ending {
     /// The workload ran and the run settled.
@@ -210,28 +210,40 @@ impl std::fmt::Display for Ending {
 }
 
 /// Where a run's time went.
-#[derive(Debug, Clone, Copy, Default, Serialize)]
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
 pub struct Phases {
     /// Server, setup, and the controller up to its first call.
-    #[serde(serialize_with = "ms")]
+    #[serde(with = "ms")]
     pub start: Duration,
     /// The workload.
-    #[serde(serialize_with = "ms")]
+    #[serde(with = "ms")]
     pub workload: Duration,
     /// Settling.
-    #[serde(serialize_with = "ms")]
+    #[serde(with = "ms")]
     pub settle: Duration,
     /// Killing the controller, stopping the server.
-    #[serde(serialize_with = "ms")]
+    #[serde(with = "ms")]
     pub teardown: Duration,
 }
 
-fn ms<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(d.as_millis() as u64)
+/// Durations as whole milliseconds in JSON.
+mod ms {
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Duration, D::Error> {
+        let ms: u64 = serde::Deserialize::deserialize(d)?;
+        Ok(Duration::from_millis(ms))
+    }
 }
 
 /// One run of one seed.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, Deserialize)]
 pub struct Run {
     /// The seed (of the server and the plan).
     pub seed: u64,
@@ -266,7 +278,7 @@ impl Run {
 }
 
 /// A seed's verdict.
-#[derive(Debug, Clone, PartialEq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "verdict", content = "detail", rename_all = "kebab-case")]
 pub enum Verdict {
     /// Its end state is the unperturbed one (beyond noise), and every

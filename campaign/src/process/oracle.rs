@@ -269,7 +269,7 @@ pub(crate) fn general(path: &str) -> String {
 }
 
 /// One way a run's end state differs from the reference run's.
-#[derive(Debug, Clone, PartialEq, serde::Serialize)]
+#[derive(Debug, Clone, PartialEq, serde::Serialize, serde::Deserialize)]
 pub struct Difference {
     /// The object (`apps/statefulsets/default/test`).
     pub object: String,

@@ -421,12 +421,15 @@ impl Runner<'_> {
             }
             Step::Delete(d) => {
                 let (api, name) = self.api(&d.target).await?;
-                let mut params = DeleteParams::default();
-                params.propagation_policy = Some(match d.propagation_policy.as_deref() {
+                let policy = match d.propagation_policy.as_deref() {
                     Some("Foreground") => PropagationPolicy::Foreground,
                     Some("Orphan") => PropagationPolicy::Orphan,
                     _ => PropagationPolicy::Background,
-                });
+                };
+                let params = DeleteParams {
+                    propagation_policy: Some(policy),
+                    ..DeleteParams::default()
+                };
                 api.delete(&name, &params)
                     .await
                     .map(drop)

@@ -385,3 +385,94 @@ fn which(name: &str) -> Result<PathBuf, ()> {
         .find(|p| p.is_file())
         .ok_or(())
 }
+
+/// Two parts of a campaign split as the Indexed Job of
+/// campaign/deploy/indexed-job.yaml splits it (one by
+/// `JOB_COMPLETION_INDEX`, one by `--shard-index`), run as local
+/// processes and merged; the Job's manifest itself is the setup of both,
+/// so the server validates it too.
+#[test]
+fn a_split_campaign_merges_into_one_table() {
+    if !kubectl() {
+        return;
+    }
+    let dir = scratch("shards");
+    let w = write(&dir, "w.yaml", "steps:\n  - sleep: 100ms\n");
+    let job = concat!(env!("CARGO_MANIFEST_DIR"), "/../deploy/indexed-job.yaml");
+    let part = |i: u64| {
+        let json = dir.join(format!("part-{i}.json"));
+        let mut cmd = Command::new(env!("CARGO_BIN_EXE_ward-campaign"));
+        cmd.arg("--dir").arg(dir.join(format!("runs-{i}")));
+        if i == 0 {
+            cmd.env("JOB_COMPLETION_INDEX", "0");
+        } else {
+            cmd.args(["--shard-index", &i.to_string()]);
+        }
+        let o = cmd
+            .args([
+                "--shards",
+                "2",
+                "--seeds",
+                "4",
+                "--unperturbed",
+                "1",
+                "--perturb",
+                "none",
+                "--quiet",
+                "200ms",
+            ])
+            .args([
+                "--manifests",
+                job,
+                "--workload",
+                w.to_str().unwrap(),
+                "--json",
+                json.to_str().unwrap(),
+            ])
+            .args(["--", "sh", "-c", "kubectl get jobs >/dev/null; sleep 600"])
+            .output()
+            .unwrap();
+        assert_eq!(o.status.code(), Some(0), "part {i}: {}", text(&o));
+        json
+    };
+    let (p0, p1) = (part(0), part(1));
+    let seeds = |p: &Path| -> Vec<u64> {
+        let v: serde_json::Value = serde_json::from_slice(&std::fs::read(p).unwrap()).unwrap();
+        v["runs"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["run"]["seed"].as_u64().unwrap())
+            .collect()
+    };
+    assert_eq!((seeds(&p0), seeds(&p1)), (vec![0, 2], vec![1, 3]));
+    let all = dir.join("all.json");
+    let o = Command::new(env!("CARGO_BIN_EXE_ward-campaign"))
+        .args([
+            "merge",
+            p0.to_str().unwrap(),
+            p1.to_str().unwrap(),
+            "--json",
+            all.to_str().unwrap(),
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stdout)
+            .contains("4 seeds: 4 hold, 0 differ, 0 broken, 0 could not run"),
+        "{}",
+        text(&o)
+    );
+    assert_eq!(seeds(&all), vec![0, 1, 2, 3]);
+    let o = Command::new(env!("CARGO_BIN_EXE_ward-campaign"))
+        .args(["merge", p0.to_str().unwrap(), p0.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+    assert!(
+        String::from_utf8_lossy(&o.stderr).contains("seed 0 is in two parts"),
+        "{}",
+        text(&o)
+    );
+}

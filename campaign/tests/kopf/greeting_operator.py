@@ -5,7 +5,7 @@ data.message mirrors spec.message. Exercises kopf's finalizer, its status
 writes (handler return values land in status.<handler-id>), its diff-base
 annotation, and ownerReferences via kopf.adopt (deletion is left to the GC).
 
-    kopf run --standalone -n default operator.py   (with KUBECONFIG set)
+    kopf run --standalone -n default greeting_operator.py   (with KUBECONFIG set)
 """
 import logging
 import os

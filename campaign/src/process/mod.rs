@@ -54,8 +54,8 @@ pub struct Scenario {
     /// A command run against the server once the run has settled
     /// (KUBECONFIG set): exit 0 or the run is a violation.
     pub invariant: Option<Vec<String>>,
-    /// How long the plan's windows are drawn over (the workload's sleeps
-    /// by default, at least 5s).
+    /// How long the plan's windows are drawn over (by default the
+    /// workload's sleeps, at least 5s).
     pub horizon: Option<Duration>,
     /// Settled once nothing has been written for this long after the
     /// plan is done (3s). It must outlast the controller's longest wait
@@ -117,12 +117,12 @@ impl Scenario {
         self
     }
 
-    /// The plan's horizon.
+    /// The plan's horizon: the `horizon` field, else the workload's
+    /// sleeps, at least 5s.
     #[must_use]
     pub fn horizon(&self) -> Duration {
         self.horizon
-            .unwrap_or(self.workload.sleeps)
-            .max(Duration::from_secs(5))
+            .unwrap_or_else(|| self.workload.sleeps.max(Duration::from_secs(5)))
     }
 
     /// Run one seed with `kinds` (none: unperturbed).

@@ -315,6 +315,8 @@ fn the_report_is_one_page_with_a_timeline_per_finding() {
             "1",
             "--quiet",
             "200ms",
+            "--perturb",
+            "none",
             "--invariant",
             "echo '<no & good>'; false",
             "--report",

@@ -26,7 +26,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use futures::future::BoxFuture;
-use ward_apiserver::faults::{Trigger, WebhookAction, WebhookFault};
+use ward_apiserver::faults::{Trigger, Verb, WebhookAction, WebhookFault};
 use ward_apiserver::{Delay, WriteAction, WriteFault};
 use ward_base::Rng;
 
@@ -430,7 +430,8 @@ impl Action for CrashAction {
 }
 
 /// `write-faults`: during a window, a fraction of the target's writes are
-/// answered 409 Conflict or 429 TooManyRequests, or delayed.
+/// answered 409 Conflict (updates and patches only: a create never
+/// conflicts) or 429 TooManyRequests, or delayed.
 #[derive(Debug, Clone, Copy)]
 pub struct WriteFaults;
 
@@ -504,7 +505,14 @@ impl Action for WriteFaultsAction {
                 return;
             };
             w.until(at).await;
-            let fault = WriteFault::fraction(fraction, action).client(client);
+            let mut fault = WriteFault::fraction(fraction, action).client(client);
+            if action == WriteAction::Conflict {
+                // Only a write with a precondition can conflict: kube
+                // answers a create AlreadyExists (or creates it), never
+                // Conflict, and a controller that reads a 409 on a create
+                // as "it exists" would be chasing a fault no server makes.
+                fault = fault.verbs(&[Verb::Update, Verb::Patch]);
+            }
             if w.faults().add_write_fault(fault.clone()).is_err() {
                 return;
             }

@@ -150,7 +150,34 @@ fn main() -> ExitCode {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    runtime.block_on(run(cli.run))
+    let code = runtime.block_on(async {
+        tokio::select! {
+            code = run(cli.run) => code,
+            signal = interrupted() => {
+                eprintln!("ward-campaign: {signal}: stopped; every controller process is killed");
+                ExitCode::from(130)
+            }
+        }
+    });
+    // Dropping the runtime drops every run's supervisor, which kills its
+    // controller's process group.
+    drop(runtime);
+    code
+}
+
+/// SIGINT or SIGTERM, whichever comes first.
+async fn interrupted() -> &'static str {
+    use tokio::signal::unix::{SignalKind, signal};
+    let (Ok(mut int), Ok(mut term)) = (
+        signal(SignalKind::interrupt()),
+        signal(SignalKind::terminate()),
+    ) else {
+        return std::future::pending().await;
+    };
+    tokio::select! {
+        _ = int.recv() => "interrupted",
+        _ = term.recv() => "terminated",
+    }
 }
 
 fn usage(what: impl std::fmt::Display) -> ExitCode {

@@ -58,6 +58,13 @@ impl Incarnations {
     }
 }
 
+impl Incarnations {
+    /// The incarnation `uid` is (`configmaps/default/a#2`), once seen.
+    pub(crate) fn label(&self, uid: &str) -> Option<&str> {
+        self.by_uid.get(uid).map(String::as_str)
+    }
+}
+
 /// The key an object is compared under.
 pub(crate) fn key(group: &str, plural: &str, o: &Value) -> String {
     let meta = &o["metadata"];
@@ -506,17 +513,18 @@ mod tests {
 
     #[test]
     fn an_owner_of_the_wrong_incarnation_is_a_difference() {
-        // Reference: the child is owned by the first (only) `owner`.
+        // Reference: `owner` was deleted and made again, and the child
+        // belongs to the second one.
         let mut s = Incarnations::default();
+        s.saw("configmaps/default/owner", "o1");
         let reference = snap(
             &[
-                cm("owner", "o1", None, json!({})),
-                cm("child", "c1", Some("o1"), json!({})),
+                cm("owner", "o2", None, json!({})),
+                cm("child", "c1", Some("o2"), json!({})),
             ],
             &mut s,
         );
-        // Here `owner` was deleted and made again; the child still names
-        // the first one.
+        // Here the child still names the first one.
         let mut s = Incarnations::default();
         s.saw("configmaps/default/owner", "o1");
         let here = snap(

@@ -260,11 +260,13 @@ async fn record(store: Arc<Store>, seen: Arc<Mutex<(Incarnations, States)>>, tim
                 let o = &e.object;
                 let mut v = o.value();
                 let k = key(&e.key.group, &e.key.plural, &v);
+                let uid = o.uid.to_string();
                 let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
-                seen.0.saw(&k, &o.uid.to_string());
+                seen.0.saw(&k, &uid);
                 if e.kind != ward_apiserver::store::EventType::Deleted {
                     normalize(&mut v, &seen.0);
-                    seen.1.saw(&k, &v);
+                    let (incarnations, states) = &mut *seen;
+                    states.saw(incarnations.label(&uid).unwrap_or(&k), &v);
                 }
                 drop(seen);
                 timeline.push(Lane::Store, format!("rv {} {} {k}", o.rv, e.kind.as_str()));

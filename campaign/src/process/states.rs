@@ -1,14 +1,19 @@
-//! The oracle's second look: every state each object passed through, not
-//! only where it ended. A race can heal before the run settles — the
-//! naive LWS controller adopts the old StatefulSet, the garbage collector
-//! deletes it, the controller makes a new one — and leave the end state
-//! exactly the unperturbed one; the states in between show it.
+//! The oracle's second look: every value each object held on the way,
+//! not only where it ended. A race can heal before the run settles — the
+//! naive LWS controller writes the new template into the old StatefulSet,
+//! the garbage collector deletes it, the controller makes a new one — and
+//! leave the end state exactly the unperturbed one; what the old object
+//! held in between shows it.
 //!
-//! States are compared without `status` (what a controller decided, not
-//! what it observed, which changes with timing alone), normalized as end
-//! states are. Unperturbed runs teach which states occur and which fields
-//! vary anyway; a perturbed run's state that matches none of them beyond
-//! that noise is a difference "in passing".
+//! Values are kept per incarnation of an object (`…/test#1`, the first
+//! object of that name; see [`super::oracle`]) and per field, without
+//! `status` (what a controller observed, which changes with timing alone):
+//! which *combination* of fields an object passed through depends on how
+//! the workload's writes interleaved with the controller's, unperturbed or
+//! not; which values a field of one incarnation took does not. A perturbed
+//! run's field that took a value no unperturbed run's same incarnation
+//! ever held (beyond the fields that vary anyway) is a difference "in
+//! passing".
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -16,105 +21,100 @@ use serde_json::Value;
 
 use super::oracle::{Difference, flatten, general};
 
-type Leaves = BTreeMap<String, Value>;
+/// Per object incarnation, per field: the values it took.
+type Fields = BTreeMap<String, BTreeSet<String>>;
 
-/// Every distinct state each object passed through during a run, by key.
+/// Every value each object incarnation's fields took during a run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct States {
-    by_key: BTreeMap<String, Vec<Leaves>>,
+    by_object: BTreeMap<String, Fields>,
 }
 
 impl States {
-    /// Note `normalized`, a state of the object `key`.
-    pub(crate) fn saw(&mut self, key: &str, normalized: &Value) {
+    /// Note `normalized`, a state of object incarnation `object` (`key#n`).
+    pub(crate) fn saw(&mut self, object: &str, normalized: &Value) {
         let mut v = normalized.clone();
         if let Some(o) = v.as_object_mut() {
             o.remove("status");
         }
-        let mut leaves = Leaves::new();
+        let mut leaves = BTreeMap::new();
         flatten(&v, String::new(), &mut leaves);
-        let states = self.by_key.entry(key.to_string()).or_default();
-        if !states.contains(&leaves) {
-            states.push(leaves);
+        let fields = self.by_object.entry(object.to_string()).or_default();
+        for (path, value) in leaves {
+            fields.entry(path).or_default().insert(value.to_string());
         }
     }
 
-    /// How many distinct states were seen, over all objects.
+    /// How many (object, field, value) were seen.
     #[must_use]
     pub fn len(&self) -> usize {
-        self.by_key.values().map(Vec::len).sum()
+        self.by_object
+            .values()
+            .flat_map(BTreeMap::values)
+            .map(BTreeSet::len)
+            .sum()
     }
 
     /// Whether none was.
     #[must_use]
     pub fn is_empty(&self) -> bool {
-        self.by_key.is_empty()
+        self.by_object.is_empty()
     }
 }
 
-/// The paths two states differ at.
-fn differing(a: &Leaves, b: &Leaves) -> Vec<String> {
-    let paths: BTreeSet<&String> = a.keys().chain(b.keys()).collect();
-    paths
-        .into_iter()
-        .filter(|p| a.get(*p) != b.get(*p))
-        .cloned()
-        .collect()
+/// The key of an incarnation (`configmaps/default/a#2` → `configmaps/default/a`).
+fn key_of(object: &str) -> &str {
+    object.rsplit_once('#').map_or(object, |(k, _)| k)
 }
 
-/// The allowed state nearest `s` (fewest differing paths) and those paths.
-fn nearest<'a>(s: &Leaves, allowed: &'a [Leaves]) -> Option<(&'a Leaves, Vec<String>)> {
-    allowed
-        .iter()
-        .map(|a| (a, differing(a, s)))
-        .min_by_key(|(_, d)| d.len())
-}
-
-/// What unperturbed runs' states teach.
+/// What unperturbed runs' values teach.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Passing {
-    allowed: BTreeMap<String, Vec<Leaves>>,
+    allowed: BTreeMap<String, Fields>,
+    /// (incarnation, generalized path) whose values differ between
+    /// unperturbed runs.
     noise: BTreeSet<(String, String)>,
+    /// Incarnations some unperturbed runs have and others not.
     varying: BTreeSet<String>,
 }
 
 impl Passing {
     pub(crate) fn learn(first: &States) -> Passing {
         Passing {
-            allowed: first.by_key.clone(),
+            allowed: first.by_object.clone(),
             ..Passing::default()
         }
     }
 
-    /// Count an unperturbed run's states as allowed, and how they differ
-    /// from the nearest already allowed as noise.
+    /// Count an unperturbed run's values as allowed, and a field whose
+    /// values differ from those already allowed as noise.
     pub(crate) fn absorb(&mut self, run: &States) {
-        for key in self.allowed.keys() {
-            if !run.by_key.contains_key(key) {
-                self.varying.insert(key.clone());
+        for object in self.allowed.keys() {
+            if !run.by_object.contains_key(object) {
+                self.varying.insert(object.clone());
             }
         }
-        for (key, states) in &run.by_key {
-            let Some(allowed) = self.allowed.get_mut(key) else {
-                self.varying.insert(key.clone());
+        for (object, fields) in &run.by_object {
+            let Some(allowed) = self.allowed.get_mut(object) else {
+                self.varying.insert(object.clone());
                 continue;
             };
-            for s in states {
-                if let Some((_, paths)) = nearest(s, allowed) {
-                    for p in paths {
-                        self.noise.insert((key.clone(), general(&p)));
-                    }
+            let paths: BTreeSet<String> = allowed.keys().chain(fields.keys()).cloned().collect();
+            for p in paths {
+                let (a, b) = (allowed.get(&p), fields.get(&p));
+                if a != b {
+                    self.noise.insert((object.clone(), general(&p)));
                 }
-                if !allowed.contains(s) {
-                    allowed.push(s.clone());
+                if let Some(b) = b {
+                    allowed.entry(p).or_default().extend(b.iter().cloned());
                 }
             }
         }
     }
 
-    /// `run`'s states that no unperturbed run passed through, beyond the
-    /// noise (this one's and `end_noise`, the end states'); objects in
-    /// `skip` (reported already) are left out.
+    /// `run`'s values no unperturbed run's same incarnation held, beyond
+    /// the noise (this one's, and `end_noise` — the end states', by key);
+    /// objects whose key is in `skip` (reported already) are left out.
     pub(crate) fn judge(
         &self,
         run: &States,
@@ -122,42 +122,44 @@ impl Passing {
         skip: &BTreeSet<String>,
     ) -> Vec<Difference> {
         let mut out = Vec::new();
-        for (key, states) in &run.by_key {
-            if self.varying.contains(key) || skip.contains(key) {
+        for (object, fields) in &run.by_object {
+            let key = key_of(object);
+            if self.varying.contains(object) || skip.contains(key) {
                 continue;
             }
-            let Some(allowed) = self.allowed.get(key) else {
+            let Some(allowed) = self.allowed.get(object) else {
                 out.push(Difference {
-                    object: key.clone(),
+                    object: object.clone(),
                     path: String::new(),
                     reference: None,
-                    got: serde_json::to_value(&states[0]).ok(),
+                    got: Some(Value::String("an object no unperturbed run made".into())),
                     passing: true,
                 });
                 continue;
             };
-            for s in states {
-                let Some((near, paths)) = nearest(s, allowed) else {
+            for (path, values) in fields {
+                let g = general(path);
+                if self.noise.contains(&(object.clone(), g.clone()))
+                    || end_noise.contains(&(key.to_string(), g))
+                {
                     continue;
-                };
-                let noisy = |p: &String| {
-                    let g = (key.clone(), general(p));
-                    self.noise.contains(&g) || end_noise.contains(&g)
-                };
-                for p in paths.iter().filter(|p| !noisy(p)) {
+                }
+                let known = allowed.get(path);
+                for v in values {
+                    if known.is_some_and(|k| k.contains(v)) {
+                        continue;
+                    }
+                    let parse = |s: &String| serde_json::from_str(s).ok();
                     out.push(Difference {
-                        object: key.clone(),
-                        path: p.clone(),
-                        reference: near.get(p).cloned(),
-                        got: s.get(p).cloned(),
+                        object: object.clone(),
+                        path: path.clone(),
+                        reference: known.and_then(|k| k.iter().next()).and_then(parse),
+                        got: parse(v),
                         passing: true,
                     });
                 }
             }
         }
-        // One line per (object, field): a field can be off in several states.
-        let mut seen = BTreeSet::new();
-        out.retain(|d| seen.insert((d.object.clone(), d.path.clone())));
         out
     }
 }
@@ -175,49 +177,51 @@ mod tests {
         s
     }
 
+    fn judge(p: &Passing, s: &States) -> Vec<Difference> {
+        p.judge(s, &BTreeSet::new(), &BTreeSet::new())
+    }
+
     #[test]
-    fn a_state_never_seen_unperturbed_is_found_even_when_the_end_is_the_same() {
-        let owner = |n: u32| json!({"metadata": {"ownerReferences": [{"uid": format!("uid of lws#{n}")}]}, "spec": {"image": "b"}});
-        let reference = states(&[("sts", owner(2))]);
-        // The naive run: the old set (owner #1) got the new template, then
-        // went, and a new one ended as the reference did.
-        let here = states(&[("sts", owner(1)), ("sts", owner(2))]);
-        let passing = Passing::learn(&reference);
-        let d = passing.judge(&here, &BTreeSet::new(), &BTreeSet::new());
+    fn a_value_the_incarnation_never_held_is_found_even_when_the_end_is_the_same() {
+        let sts = |image: &str| json!({"spec": {"image": image}});
+        // Unperturbed: the first set had the old template, the second the new.
+        let reference = states(&[("sts#1", sts("a")), ("sts#2", sts("b"))]);
+        // Naive: the old set was given the new template before it went.
+        let here = states(&[
+            ("sts#1", sts("a")),
+            ("sts#1", sts("b")),
+            ("sts#2", sts("b")),
+        ]);
+        let d = judge(&Passing::learn(&reference), &here);
         assert_eq!(d.len(), 1, "{d:?}");
-        assert_eq!(d[0].path, "metadata.ownerReferences[0].uid");
-        assert_eq!(d[0].got, Some(json!("uid of lws#1")));
+        assert_eq!(
+            (d[0].object.as_str(), d[0].path.as_str()),
+            ("sts#1", "spec.image")
+        );
+        assert_eq!(d[0].got, Some(json!("b")));
         assert!(d[0].to_string().ends_with("(in passing)"), "{}", d[0]);
     }
 
     #[test]
-    fn status_and_learned_noise_are_not_differences() {
-        let a = states(&[(
-            "cm",
-            json!({"data": {"n": "1", "at": "x"}, "status": {"r": 1}}),
-        )]);
-        let b = states(&[(
-            "cm",
-            json!({"data": {"n": "1", "at": "y"}, "status": {"r": 2}}),
-        )]);
+    fn combinations_status_and_learned_noise_are_not_differences() {
+        let cm = |n: &str, note: &str, at: &str, r: u32| json!({"data": {"n": n, "note": note, "at": at}, "status": {"r": r}});
+        let a = states(&[
+            ("cm#1", cm("1", "x", "t1", 1)),
+            ("cm#1", cm("2", "y", "t1", 2)),
+        ]);
+        let b = states(&[
+            ("cm#1", cm("1", "x", "t2", 3)),
+            ("cm#1", cm("2", "y", "t3", 4)),
+        ]);
         let mut passing = Passing::learn(&a);
         passing.absorb(&b);
-        let c = states(&[(
-            "cm",
-            json!({"data": {"n": "1", "at": "z"}, "status": {"r": 9}}),
-        )]);
-        assert!(
-            passing
-                .judge(&c, &BTreeSet::new(), &BTreeSet::new())
-                .is_empty()
-        );
-        let d = states(&[("cm", json!({"data": {"n": "2", "at": "z"}}))]);
-        assert_eq!(
-            passing.judge(&d, &BTreeSet::new(), &BTreeSet::new()).len(),
-            1
-        );
-        let only_here = states(&[("other", json!({"data": {}}))]);
-        let d = passing.judge(&only_here, &BTreeSet::new(), &BTreeSet::new());
+        // n=2 with note x: a combination never seen, each value seen.
+        let c = states(&[("cm#1", cm("2", "x", "t9", 9))]);
+        assert!(judge(&passing, &c).is_empty());
+        let d = states(&[("cm#1", cm("3", "x", "t9", 9))]);
+        assert_eq!(judge(&passing, &d).len(), 1);
+        let only_here = states(&[("other#1", json!({"data": {}}))]);
+        let d = judge(&passing, &only_here);
         assert_eq!((d.len(), d[0].path.as_str()), (1, ""));
     }
 }

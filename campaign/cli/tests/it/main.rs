@@ -478,3 +478,50 @@ fn a_split_campaign_merges_into_one_table() {
         text(&o)
     );
 }
+
+/// SIGTERM (a Job's pod deleted, ^C) stops a campaign and its controller
+/// processes with it.
+#[test]
+fn a_terminated_campaign_leaves_no_process_behind() {
+    let dir = scratch("term");
+    let w = write(&dir, "w.yaml", SLEEP);
+    let marker = format!("sleep {}", 800_000 + std::process::id() % 1000);
+    let script = format!("{marker} & {marker}");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ward-campaign"))
+        .arg("--dir")
+        .arg(dir.join("runs"))
+        .args(["--workload", w.to_str().unwrap(), "--start-timeout", "60s"])
+        .args(["--", "sh", "-c", &script])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let running = |m: &str| {
+        !Command::new("pgrep")
+            .args(["-f", m])
+            .output()
+            .unwrap()
+            .stdout
+            .is_empty()
+    };
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    while !running(&marker) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the controller never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    // SAFETY: kill(2) on the child we started.
+    unsafe {
+        libc::kill(child.id() as i32, libc::SIGTERM);
+    }
+    let out = child.wait_with_output().unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(130),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(String::from_utf8_lossy(&out.stderr).contains("terminated: stopped"));
+    assert!(!running(&marker), "left behind: {marker}");
+}

@@ -487,7 +487,7 @@ fn a_terminated_campaign_leaves_no_process_behind() {
     let w = write(&dir, "w.yaml", SLEEP);
     let marker = format!("sleep {}", 800_000 + std::process::id() % 1000);
     let script = format!("{marker} & {marker}");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ward-campaign"))
+    let child = Command::new(env!("CARGO_BIN_EXE_ward-campaign"))
         .arg("--dir")
         .arg(dir.join("runs"))
         .args(["--workload", w.to_str().unwrap(), "--start-timeout", "60s"])

@@ -10,15 +10,120 @@ use tokio::time::Instant;
 use ward_apiserver::store::Store;
 use ward_apiserver::{ApiServer, ServerConfig};
 
+use serde::{Deserialize, Serialize};
+
 use super::oracle::{Incarnations, Snapshot, key, normalize};
+use super::scenario::Scenario;
 use super::states::States;
+use super::supervisor;
+use super::timeline::{Entry, Lane, Timeline};
 use super::workload::Runner;
-use super::{Ending, Lane, Phases, Run, Scenario, Timeline, supervisor};
 use crate::perturber::Perturber;
 use crate::plan::{Perturbation, Plan};
 
-/// Run `seed` of `scenario` with `kinds` (none: an unperturbed run).
-pub(crate) async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64) -> Run {
+/// How a run ended.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "ending", content = "detail", rename_all = "kebab-case")]
+pub enum Ending {
+    /// The workload ran and the run settled.
+    Settled,
+    /// A workload step failed (a wait not met in time, a refused write).
+    Step(String),
+    /// The controller exited on its own.
+    Exited(String),
+    /// The controller passed the run's call limits.
+    Livelock(String),
+    /// Still writing when the settle time ran out.
+    NotQuiet(String),
+    /// The user's invariant command failed.
+    Invariant(String),
+    /// The run could not be carried out (bad setup, a controller that
+    /// never starts): no verdict on the controller.
+    CouldNotRun(String),
+}
+
+impl std::fmt::Display for Ending {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Ending::Settled => f.write_str("settled"),
+            Ending::Step(w) => write!(f, "workload {w}"),
+            Ending::Exited(w) => write!(f, "the controller exited: {w}"),
+            Ending::Livelock(w) | Ending::NotQuiet(w) | Ending::CouldNotRun(w) => f.write_str(w),
+            Ending::Invariant(w) => write!(f, "the invariant failed: {w}"),
+        }
+    }
+}
+
+/// Where a run's time went.
+#[derive(Debug, Clone, Copy, Default, Serialize, Deserialize)]
+pub struct Phases {
+    /// Server, setup, and the controller up to its first call.
+    #[serde(with = "ms")]
+    pub start: Duration,
+    /// The workload.
+    #[serde(with = "ms")]
+    pub workload: Duration,
+    /// Settling.
+    #[serde(with = "ms")]
+    pub settle: Duration,
+    /// Killing the controller, stopping the server.
+    #[serde(with = "ms")]
+    pub teardown: Duration,
+}
+
+/// Durations as whole milliseconds in JSON.
+mod ms {
+    use std::time::Duration;
+
+    pub(super) fn serialize<S: serde::Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+        s.serialize_u64(d.as_millis() as u64)
+    }
+
+    pub(super) fn deserialize<'de, D: serde::Deserializer<'de>>(
+        d: D,
+    ) -> Result<Duration, D::Error> {
+        let ms: u64 = serde::Deserialize::deserialize(d)?;
+        Ok(Duration::from_millis(ms))
+    }
+}
+
+/// One run of one seed.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Run {
+    /// The seed (of the server and the plan).
+    pub seed: u64,
+    /// The plan, one line per action.
+    pub plan: Vec<String>,
+    /// How it ended.
+    #[serde(flatten)]
+    pub ending: Ending,
+    /// The end state, when the run got that far.
+    #[serde(skip)]
+    pub end: Option<Snapshot>,
+    /// The controller's API calls.
+    pub requests: u64,
+    /// Where its time went.
+    pub phases: Phases,
+    /// What happened, in order.
+    pub timeline: Vec<Entry>,
+}
+
+impl Run {
+    pub(crate) fn failed(seed: u64, plan: Vec<String>, ending: Ending, timeline: Timeline) -> Run {
+        Run {
+            seed,
+            plan,
+            ending,
+            end: None,
+            requests: 0,
+            phases: Phases::default(),
+            timeline: timeline.entries(),
+        }
+    }
+}
+
+/// Run one seed of `scenario` with `kinds` (none: unperturbed).
+pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64) -> Run {
     let timeline = Timeline::new();
     let mut phases = Phases::default();
     let names = [scenario.name.clone()];

@@ -19,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::Value;
 
-use super::oracle::{Difference, flatten, general};
+use super::leaves::{Difference, flatten, general};
 
 /// Per object incarnation, per field: the values it took.
 type Fields = BTreeMap<String, BTreeSet<String>>;

@@ -16,7 +16,7 @@ use tokio::sync::watch;
 use crate::perturber::Perturber;
 use crate::world::Counted;
 
-use super::{Lane, Timeline};
+use super::timeline::{Lane, Timeline};
 
 /// A started controller: how the run learns it exited on its own.
 pub(crate) struct Supervised {

@@ -430,8 +430,8 @@ impl Action for CrashAction {
 }
 
 /// `write-faults`: during a window, a fraction of the target's writes are
-/// answered 409 Conflict (updates and patches only: a create never
-/// conflicts) or 429 TooManyRequests, or delayed.
+/// answered 409 Conflict (PUTs only: kube never answers a create so, and
+/// retries a patch's own conflicts) or 429 TooManyRequests, or delayed.
 #[derive(Debug, Clone, Copy)]
 pub struct WriteFaults;
 
@@ -507,11 +507,14 @@ impl Action for WriteFaultsAction {
             w.until(at).await;
             let mut fault = WriteFault::fraction(fraction, action).client(client);
             if action == WriteAction::Conflict {
-                // Only a write with a precondition can conflict: kube
-                // answers a create AlreadyExists (or creates it), never
-                // Conflict, and a controller that reads a 409 on a create
-                // as "it exists" would be chasing a fault no server makes.
-                fault = fault.verbs(&[Verb::Update, Verb::Patch]);
+                // Only a write that names the version it read can
+                // conflict: a PUT. kube answers a create AlreadyExists
+                // or creates it, and retries a patch's conflicts itself
+                // (a patch that tests the version it read conflicts
+                // when another write really came first); a controller
+                // that reads an injected 409 there chases a fault no
+                // server makes.
+                fault = fault.verbs(&[Verb::Update]);
             }
             if w.faults().add_write_fault(fault.clone()).is_err() {
                 return;

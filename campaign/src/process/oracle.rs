@@ -181,6 +181,13 @@ fn rename_uids(v: &mut Value, seen: &Incarnations) {
                 *s = format!("uid of {named}");
             } else if is_timestamp(s) {
                 *s = "<timestamp>".into();
+            } else if (s.starts_with('{') || s.starts_with('['))
+                && let Ok(mut inner) = serde_json::from_str::<Value>(s)
+            {
+                // JSON kept in a string (an annotation kopf or kubectl
+                // writes): its times and uids are as noisy as anyone's.
+                rename_uids(&mut inner, seen);
+                *s = inner.to_string();
             } else if s.starts_with("-----BEGIN ") {
                 // A certificate or key made at run time (the server's CA
                 // in every namespace's kube-root-ca.crt).
@@ -458,6 +465,13 @@ mod tests {
         assert_eq!(d[0].object, "configmaps/default/job-*#2");
         assert!(d[0].reference.is_none());
         assert_eq!(general("a[3].b[10]"), "a[*].b[*]");
+    }
+
+    #[test]
+    fn json_in_a_string_is_normalized_too() {
+        let mut v = json!({"a": "{\"started\":\"2026-12-01T18:44:41.752176+00:00\",\"n\":1}"});
+        normalize(&mut v, &Incarnations::default());
+        assert_eq!(v["a"], json!("{\"n\":1,\"started\":\"<timestamp>\"}"));
     }
 
     #[test]

@@ -19,7 +19,8 @@ fn main() {
     // this target always runs everything (about 13 minutes on 2 cores).
     let started = Instant::now();
     let mut config = BenchConfig::full();
-    // WARD_BENCH_PARTS=api,churn runs only those parts (memory, api, churn, campaign, shard).
+    // WARD_BENCH_PARTS=api,churn runs only those parts (memory, api, churn,
+    // campaign, blackbox, shard).
     if let Ok(list) = std::env::var("WARD_BENCH_PARTS") {
         config.parts = bench::Parts::parse(&list);
         if config.parts != bench::Parts::default() {

@@ -62,6 +62,18 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
     // Part 3 and 4.
     assert_eq!(r.scaling.rows.len(), 2);
     // Every example's three scenarios in three variants.
+    // Part 6: a controller process (the kubectl copier), unperturbed in
+    // the smoke run; skipped, and said so, without kubectl.
+    match &r.blackbox.skipped {
+        None => {
+            assert_eq!(r.blackbox.verdicts, [1, 0, 0, 0], "{:?}", r.blackbox);
+            assert!(r.blackbox.seeds_per_min > 0.0 && r.blackbox.phase_ms[1] > 0.0);
+        }
+        Some(why) => assert!(
+            why.contains("kubectl") && std::env::var_os("WARD_REQUIRE_KUBECTL").is_none(),
+            "{why}"
+        ),
+    }
     assert_eq!(r.campaign.rows.len(), 27);
     assert!(r.campaign.rows.iter().all(|c| c.runs == 1 && c.errors == 0));
     assert!(r.campaign.rows.iter().all(|c| c.runs_per_sec > 0.0));
@@ -104,6 +116,7 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
         "apiserver.json",
         "scaling.json",
         "campaign.json",
+        "blackbox.json",
         "shard.json",
         "results.md",
         "churn.svg",

@@ -1,7 +1,7 @@
 //! Benchmarks under watch churn: the guarded controller against a bare
 //! `kube_runtime::Controller`, ward-apiserver's write throughput, watch
 //! fan-out and memory, scaling with the object count, and the speed of the
-//! example campaigns.
+//! example campaigns and of campaigns against a controller process.
 //!
 //! Benchmarks measure and report; they never fail on speed. `cargo bench`
 //! (`benches/watch_churn.rs`) runs [`BenchConfig::full`]; the smoke test
@@ -11,6 +11,7 @@
 //! `results.md`, the tables docs/benchmarks.md quotes.
 
 pub mod apiserver;
+pub mod blackbox;
 pub mod campaign;
 pub mod churn;
 pub mod objects;
@@ -36,6 +37,8 @@ pub struct BenchConfig {
     pub api: apiserver::ApiConfig,
     /// Campaign speed (part 4).
     pub campaign: campaign::CampaignConfig,
+    /// Black-box campaign speed (part 6).
+    pub blackbox: blackbox::BlackboxConfig,
     /// Sharded controllers (part 5).
     pub shard: shard::ShardConfig,
     /// Where results are written.
@@ -55,6 +58,8 @@ pub struct Parts {
     pub churn: bool,
     /// Campaign speed.
     pub campaign: bool,
+    /// Black-box campaign speed.
+    pub blackbox: bool,
     /// Sharded controllers.
     pub shard: bool,
 }
@@ -66,6 +71,7 @@ impl Default for Parts {
             api: true,
             churn: true,
             campaign: true,
+            blackbox: true,
             shard: true,
         }
     }
@@ -89,6 +95,7 @@ impl Parts {
             api: names.contains(&"api"),
             churn: names.contains(&"churn"),
             campaign: names.contains(&"campaign"),
+            blackbox: names.contains(&"blackbox"),
             shard: names.contains(&"shard"),
         }
     }
@@ -125,6 +132,13 @@ impl BenchConfig {
             campaign: campaign::CampaignConfig {
                 seeds: 20,
                 threads: 2,
+            },
+            blackbox: blackbox::BlackboxConfig {
+                seeds: 100,
+                jobs: 8,
+                unperturbed: 3,
+                perturb: true,
+                dir: default_out_dir("ward-bench-blackbox"),
             },
             shard: shard::ShardConfig {
                 objects: 100_000,
@@ -168,6 +182,13 @@ impl BenchConfig {
             campaign: campaign::CampaignConfig {
                 seeds: 1,
                 threads: 2,
+            },
+            blackbox: blackbox::BlackboxConfig {
+                seeds: 1,
+                jobs: 2,
+                unperturbed: 1,
+                perturb: false,
+                dir: default_out_dir("ward-bench-smoke-blackbox"),
             },
             shard: shard::ShardConfig {
                 objects: 200,
@@ -221,6 +242,12 @@ pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -
     }
     log("campaign speed");
     let campaign = campaign::run(&campaign_config, log);
+    let mut blackbox_config = config.blackbox.clone();
+    if !parts.blackbox {
+        blackbox_config.seeds = 0;
+    }
+    log("black-box campaign speed: a controller process, every kind");
+    let blackbox = blackbox::run(&blackbox_config, log);
     let mut shard_config = config.shard.clone();
     if !parts.shard {
         shard_config.objects = 0;
@@ -237,6 +264,7 @@ pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -
         api,
         scaling,
         campaign,
+        blackbox,
         shard,
         targets: Vec::new(),
     };

@@ -23,6 +23,7 @@ pub fn write(r: &Results, dir: &Path) -> std::io::Result<()> {
     std::fs::write(dir.join("apiserver.json"), json(&r.api))?;
     std::fs::write(dir.join("scaling.json"), json(&r.scaling))?;
     std::fs::write(dir.join("campaign.json"), json(&r.campaign))?;
+    std::fs::write(dir.join("blackbox.json"), json(&r.blackbox))?;
     std::fs::write(dir.join("shard.json"), json(&r.shard))?;
     std::fs::write(dir.join("results.md"), markdown(r))?;
     let plots: [(&str, PlotFn); 4] = [
@@ -193,6 +194,35 @@ pub fn markdown(r: &Results) -> String {
             "| {} {} | {} | {:.1} |",
             row.example, row.scenario, row.variant, row.runs_per_sec
         );
+    }
+    let b = &r.blackbox;
+    match &b.skipped {
+        Some(why) => {
+            let _ = writeln!(s, "\n**Black-box campaign speed**: not run ({why}).");
+        }
+        None => {
+            let _ = writeln!(
+                s,
+                "\n**Black-box campaign speed** (`{}` as a process; kinds: {}; {} seeds, {} at a time): {:.1} seeds/min; verdicts {} hold, {} differ, {} broken, {} could not run; a seed's mean ms: start {:.0}, workload {:.0}, settle {:.0}, teardown {:.0}.",
+                b.controller.lines().next().unwrap_or(""),
+                if b.kinds.is_empty() {
+                    "none".to_string()
+                } else {
+                    b.kinds.join(", ")
+                },
+                b.seeds,
+                b.jobs,
+                b.seeds_per_min,
+                b.verdicts[0],
+                b.verdicts[1],
+                b.verdicts[2],
+                b.verdicts[3],
+                b.phase_ms[0],
+                b.phase_ms[1],
+                b.phase_ms[2],
+                b.phase_ms[3]
+            );
+        }
     }
     let sharding = super::shard::markdown(&r.shard);
     if !sharding.is_empty() {

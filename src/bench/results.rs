@@ -5,7 +5,7 @@ use serde::Serialize;
 
 use super::apiserver::{ApiResults, WritePath, WriteRun};
 use super::churn::ChurnResults;
-use super::{apiserver, campaign, churn, shard};
+use super::{apiserver, blackbox, campaign, churn, shard};
 
 /// Everything one run measured.
 #[derive(Debug, Clone, Serialize)]
@@ -26,6 +26,8 @@ pub struct Results {
     pub scaling: Scaling,
     /// Part 4.
     pub campaign: campaign::CampaignResults,
+    /// Part 6.
+    pub blackbox: blackbox::BlackboxResults,
     /// Part 5.
     pub shard: shard::ShardResults,
     /// Every target with its measured value.

@@ -84,6 +84,8 @@ pub(crate) async fn start(
     perturber.hold(tokio::spawn(async move {
         loop {
             let Ok((tcp, _)) = listener.accept().await else {
+                // Out of descriptors, say: try again shortly, not at once.
+                tokio::time::sleep(Duration::from_millis(10)).await;
                 continue;
             };
             let _ = tcp.set_nodelay(true);

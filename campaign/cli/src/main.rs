@@ -31,7 +31,7 @@ use indicatif::{ProgressBar, ProgressStyle};
 use outcome::{Judged, Outcome, Shard};
 use ward_campaign::process::workload::{Workload, duration, load_manifests};
 use ward_campaign::process::{self, Scenario};
-use ward_campaign::{Perturbation, builtin, select};
+use ward_campaign::{FrozenView, Partition, Perturbation, WebhookFaults, builtin, select};
 
 /// Perturbation campaigns against any controller process, judged by a
 /// differential oracle (see docs/campaigns.md).
@@ -75,8 +75,9 @@ struct RunArgs {
     /// a folder of them (repeatable).
     #[arg(long)]
     manifests: Vec<PathBuf>,
-    /// Perturbation kinds: all, none, or a comma-separated list of
-    /// gc-delay, gc-pause, stale-view, unobserved, crash, write-faults.
+    /// Perturbation kinds: all (the first six), none, or a comma-separated
+    /// list of gc-delay, gc-pause, stale-view, unobserved, crash,
+    /// write-faults, partition, frozen-view, webhook-faults.
     #[arg(long, default_value = "all")]
     perturb: String,
     /// The seeds: a count (`20`: 0..20) or a range (`100..200`).
@@ -119,6 +120,10 @@ struct RunArgs {
     /// whole history.
     #[arg(long)]
     replay: Option<u64>,
+    /// With --replay: the `--json` of the campaign the seed came from;
+    /// says whether the replay's verdict is the one recorded there.
+    #[arg(long, requires = "replay")]
+    against: Option<PathBuf>,
     /// Split the seeds into this many parts and run one (every N-th seed).
     #[arg(long)]
     shards: Option<u64>,
@@ -229,9 +234,19 @@ async fn run(cli: RunArgs) -> ExitCode {
             Err(e) => return usage(e),
         }
     }
-    let kinds: Vec<Arc<dyn Perturbation>> = match select(&cli.perturb, &builtin()) {
-        Ok(k) => k,
-        Err(e) => return usage(e),
+    let kinds: Vec<Arc<dyn Perturbation>> = match cli.perturb.trim() {
+        "all" => builtin(),
+        spec => {
+            // By name, the opt-in kinds too.
+            let mut available = builtin();
+            available.push(Arc::new(Partition));
+            available.push(Arc::new(FrozenView));
+            available.push(Arc::new(WebhookFaults));
+            match select(spec, &available) {
+                Ok(k) => k,
+                Err(e) => return usage(e),
+            }
+        }
     };
     let mut seeds = match cli.replay {
         Some(s) => vec![s],
@@ -313,12 +328,37 @@ async fn run(cli: RunArgs) -> ExitCode {
         seconds: started.elapsed().as_secs_f64(),
         shard,
     };
-    finish(
+    let code = finish(
         &outcome,
         cli.replay.is_some(),
         cli.json.as_deref(),
         cli.report.as_deref(),
-    )
+    );
+    if let (Some(seed), Some(path)) = (cli.replay, &cli.against) {
+        match Outcome::merge(&[path]) {
+            Ok(then) => match (
+                then.runs.iter().find(|j| j.run.seed == seed),
+                outcome.runs.first(),
+            ) {
+                (Some(then), Some(now)) => {
+                    let same = then.verdict.word() == now.verdict.word();
+                    println!(
+                        "replay of seed {seed}: {} then, {} now: {}",
+                        then.verdict.word(),
+                        now.verdict.word(),
+                        if same {
+                            "the same verdict"
+                        } else {
+                            "a different verdict (a real process's interleaving does not replay; the plan did)"
+                        }
+                    );
+                }
+                _ => return usage(format!("{} has no seed {seed}", path.display())),
+            },
+            Err(e) => return usage(e),
+        }
+    }
+    code
 }
 
 /// The part of a split campaign this process runs.

@@ -467,6 +467,38 @@ fn a_split_campaign_merges_into_one_table() {
         text(&o)
     );
     assert_eq!(seeds(&all), vec![0, 1, 2, 3]);
+    // A replay of one seed says whether its verdict came back.
+    let o = Command::new(env!("CARGO_BIN_EXE_ward-campaign"))
+        .arg("--dir")
+        .arg(dir.join("replay"))
+        .args([
+            "--replay",
+            "1",
+            "--against",
+            all.to_str().unwrap(),
+            "--unperturbed",
+            "1",
+        ])
+        .args([
+            "--perturb",
+            "none",
+            "--quiet",
+            "200ms",
+            "--manifests",
+            job,
+            "--workload",
+            w.to_str().unwrap(),
+        ])
+        .args(["--", "sh", "-c", "kubectl get jobs >/dev/null; sleep 600"])
+        .output()
+        .unwrap();
+    let out = String::from_utf8_lossy(&o.stdout);
+    assert!(out.contains("verdict: holds"), "{}", text(&o));
+    assert!(
+        out.contains("replay of seed 1: holds then, holds now: the same verdict"),
+        "{}",
+        text(&o)
+    );
     let o = Command::new(env!("CARGO_BIN_EXE_ward-campaign"))
         .args(["merge", p0.to_str().unwrap(), p0.to_str().unwrap()])
         .output()

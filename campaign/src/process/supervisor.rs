@@ -125,6 +125,8 @@ pub(crate) async fn start(
     let (exited_tx, exited) = watch::channel(None);
     let argv = argv.to_vec();
     let (name, log_path) = (name.to_string(), log.clone());
+    // This run's output only (a restart appends to it).
+    std::fs::write(&log_path, b"")?;
     // The process is spawned here, so a missing binary is an error now.
     let mut child = Some(spawn(&argv, &kubeconfig, &log_path)?);
     let (stop, mut stopping) = watch::channel(false);

@@ -93,6 +93,11 @@ struct RunArgs {
     /// non-zero exit is a violation (run by `sh -c`).
     #[arg(long)]
     invariant: Option<String>,
+    /// A command that judges the run's whole history once it has settled
+    /// (every committed write, a JSON object a line, on its standard
+    /// input; run by `sh -c`); a non-zero exit is a violation.
+    #[arg(long)]
+    judge: Option<String>,
     /// The controller's name: its identity in plans.
     #[arg(long, default_value = "controller")]
     name: String,
@@ -275,6 +280,9 @@ async fn run(cli: RunArgs) -> ExitCode {
         .dir(dir.clone());
     if let Some(inv) = &cli.invariant {
         scenario = scenario.invariant(vec!["sh".into(), "-c".into(), inv.clone()]);
+    }
+    if let Some(judge) = &cli.judge {
+        scenario = scenario.judge(vec!["sh".into(), "-c".into(), judge.clone()]);
     }
     scenario.name = cli.name.clone();
     scenario.horizon = cli.horizon;

@@ -11,6 +11,7 @@ use ward_apiserver::store::Store;
 use ward_apiserver::{ApiServer, ServerConfig};
 
 use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::oracle::{Incarnations, Snapshot, key, normalize};
 use super::scenario::Scenario;
@@ -185,10 +186,15 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
         );
     }
     let seen = Arc::new(Mutex::new((Incarnations::default(), States::default())));
+    let history = scenario
+        .judge
+        .as_ref()
+        .map(|_| Arc::new(Mutex::new(Vec::new())));
     let recorder = tokio::spawn(record(
         server.store().clone(),
         seen.clone(),
         timeline.clone(),
+        history.clone(),
     ));
     let _recorder = AbortOnDrop(recorder);
     let tl = timeline.clone();
@@ -283,9 +289,26 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
     };
     let ending = match (&ending, &scenario.invariant) {
         (Ending::Settled, Some(argv)) => {
-            match supervisor::command(argv, &admin, Duration::from_secs(60)).await {
+            match supervisor::command(argv, &admin, Duration::from_secs(60), None).await {
                 Ok(_) => Ending::Settled,
                 Err(why) => Ending::Invariant(why),
+            }
+        }
+        _ => ending,
+    };
+    let ending = match (&ending, &scenario.judge, &history) {
+        (Ending::Settled, Some(argv), Some(lines)) => {
+            let path = dir.join("history.jsonl");
+            let text = lines.lock().unwrap_or_else(|e| e.into_inner()).join("\n");
+            match std::fs::write(&path, text + "\n") {
+                Err(e) => Ending::CouldNotRun(format!("cannot write {}: {e}", path.display())),
+                Ok(()) => {
+                    let limit = Duration::from_secs(60);
+                    match supervisor::command(argv, &admin, limit, Some(&path)).await {
+                        Ok(_) => Ending::Settled,
+                        Err(why) => Ending::Invariant(why),
+                    }
+                }
             }
         }
         _ => ending,
@@ -346,7 +369,12 @@ async fn settle(perturber: &mut Perturber, server: &ApiServer, scenario: &Scenar
 
 /// Note every object the run creates (for the oracle's names of uids) and
 /// every write on the timeline.
-async fn record(store: Arc<Store>, seen: Arc<Mutex<(Incarnations, States)>>, timeline: Timeline) {
+async fn record(
+    store: Arc<Store>,
+    seen: Arc<Mutex<(Incarnations, States)>>,
+    timeline: Timeline,
+    history: Option<Arc<Mutex<Vec<String>>>>,
+) {
     use tokio::sync::broadcast::error::RecvError;
     let (items, _, mut rx) = store.snapshot_all_and_subscribe();
     {
@@ -374,6 +402,16 @@ async fn record(store: Arc<Store>, seen: Arc<Mutex<(Incarnations, States)>>, tim
                     states.saw(incarnations.label(&uid).unwrap_or(&k), &v);
                 }
                 drop(seen);
+                if let Some(h) = &history {
+                    let line = format!(
+                        "{{\"rv\":{},\"type\":\"{}\",\"key\":{},\"object\":{}}}",
+                        o.rv,
+                        e.kind.as_str(),
+                        Value::String(k.clone()),
+                        String::from_utf8_lossy(&o.raw)
+                    );
+                    h.lock().unwrap_or_else(|e| e.into_inner()).push(line);
+                }
                 timeline.push(Lane::Store, format!("rv {} {} {k}", o.rv, e.kind.as_str()));
             }
             Err(RecvError::Lagged(n)) => {

@@ -24,6 +24,11 @@ pub struct Scenario {
     /// A command run against the server once the run has settled
     /// (KUBECONFIG set): exit 0 or the run is a violation.
     pub invariant: Option<Vec<String>>,
+    /// A command that judges the run's history once it has settled: every
+    /// committed write, one JSON object a line (`rv`, `type`, `key`,
+    /// `object`), on its standard input, KUBECONFIG set; exit 0 or the run
+    /// is a violation (for what happens and heals before the end).
+    pub judge: Option<Vec<String>>,
     /// How long the plan's windows are drawn over (by default the
     /// workload's sleeps, at least 5s).
     pub horizon: Option<Duration>,
@@ -54,6 +59,7 @@ impl Scenario {
             manifests: Vec::new(),
             workload,
             invariant: None,
+            judge: None,
             horizon: None,
             quiet: Duration::from_secs(3),
             settle: Duration::from_secs(30),
@@ -77,6 +83,13 @@ impl Scenario {
     #[must_use]
     pub fn invariant(mut self, argv: Vec<String>) -> Self {
         self.invariant = Some(argv);
+        self
+    }
+
+    /// The user's judge of the history.
+    #[must_use]
+    pub fn judge(mut self, argv: Vec<String>) -> Self {
+        self.judge = Some(argv);
         self
     }
 

@@ -230,17 +230,25 @@ pub(crate) fn tail(log: &Path) -> String {
     lines[lines.len().saturating_sub(12)..].join("\n")
 }
 
-/// Run `argv` to its end with KUBECONFIG set, for at most `limit`: its
-/// output, or why it failed (a non-zero exit, a hang, a missing binary).
+/// Run `argv` to its end with KUBECONFIG set (and `stdin` on its
+/// standard input), for at most `limit`: its output, or why it failed (a
+/// non-zero exit, a hang, a missing binary).
 pub(crate) async fn command(
     argv: &[String],
     kubeconfig: &Path,
     limit: Duration,
+    stdin: Option<&Path>,
 ) -> Result<String, String> {
+    let input = match stdin {
+        Some(p) => Stdio::from(
+            std::fs::File::open(p).map_err(|e| format!("cannot read {}: {e}", p.display()))?,
+        ),
+        None => Stdio::null(),
+    };
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .env("KUBECONFIG", kubeconfig)
-        .stdin(Stdio::null())
+        .stdin(input)
         .kill_on_drop(true);
     cmd.as_std_mut().process_group(0);
     let child = cmd

@@ -441,9 +441,13 @@ impl Runner<'_> {
                 Ok(())
             }
             Step::Run(argv) => {
-                let out =
-                    super::supervisor::command(argv, self.kubeconfig, Duration::from_secs(60))
-                        .await?;
+                let out = super::supervisor::command(
+                    argv,
+                    self.kubeconfig,
+                    Duration::from_secs(60),
+                    None,
+                )
+                .await?;
                 (self.log)(format!("  {}", out.trim_end().replace('\n', "\n  ")));
                 Ok(())
             }

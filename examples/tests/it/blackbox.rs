@@ -1,10 +1,12 @@
-//! The whereabouts example binary as a black box (`whereabouts --cluster`,
-//! a process reaching ward-apiserver through KUBECONFIG) under
-//! ward-campaign's process campaigns, with the workload of
-//! `examples/whereabouts/campaign/` and the invariant docs/campaigns.md
-//! runs with the `ward-campaign` binary: the naive reconciler frees the
-//! address of a Pending pod in an unperturbed run already; the guarded
-//! one keeps it, perturbed by every built-in kind.
+//! The whereabouts and LWS example binaries as black boxes (`--cluster`:
+//! processes reaching ward-apiserver through KUBECONFIG) under
+//! ward-campaign's process campaigns, with the workloads of
+//! `examples/{whereabouts,lws}/campaign/` and the checks docs/campaigns.md
+//! runs with the `ward-campaign` binary: the naive whereabouts reconciler
+//! frees the address of a Pending pod (its end state shows it), the naive
+//! LWS controller records a template under the old StatefulSet's hash (its
+//! history shows it), in an unperturbed run already; the guarded ones
+//! hold, perturbed by every built-in kind.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -16,6 +18,26 @@ use ward_campaign::{Perturbation, builtin};
 
 /// The invariant: the pod's allocation survives.
 const INVARIANT: &str = r#"test "$(kubectl get ippools 10.10.0.0-24 -o jsonpath={.spec.allocations.47.podref})" = default/web-2"#;
+
+fn lws(mode: &str) -> Scenario {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("lws");
+    let workload = Workload::load(&root.join("campaign/workload.yaml")).unwrap();
+    let crd = load_manifests(&root.join("deploy/crd.yaml")).unwrap();
+    let controller = vec![
+        env!("CARGO_BIN_EXE_lws").to_string(),
+        "--cluster".into(),
+        "--mode".into(),
+        mode.into(),
+    ];
+    let judge = root.join("campaign/judge.py").display().to_string();
+    let dir = std::env::temp_dir().join(format!("ward-blackbox-lws-{mode}-{}", std::process::id()));
+    let mut s = Scenario::new(controller, workload)
+        .manifests(crd)
+        .judge(vec!["python3".into(), judge])
+        .dir(dir);
+    s.quiet = Duration::from_millis(500);
+    s
+}
 
 fn scenario(mode: &str) -> Scenario {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("whereabouts");
@@ -51,12 +73,9 @@ fn kubectl() -> bool {
     found
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_naive_whereabouts_binary_frees_a_pending_pods_address_and_the_guarded_one_does_not() {
-    if !kubectl() {
-        return;
-    }
-    let (naive, guarded) = (scenario("naive"), scenario("guarded"));
+/// The naive unperturbed run is broken with `why`; the guarded one holds
+/// unperturbed and perturbed by every built-in kind.
+async fn naive_broken_guarded_holds(naive: Scenario, guarded: Scenario, why: &str) {
     let kinds: Vec<Arc<dyn Perturbation>> = builtin();
     let (naive, guarded) = tokio::join!(process::learn(&naive, 1, 1, |_| {}), async {
         let (oracle, base) = process::learn(&guarded, 1, 1, |_| {}).await.unwrap();
@@ -66,10 +85,13 @@ async fn the_naive_whereabouts_binary_frees_a_pending_pods_address_and_the_guard
     let (_, naive) = naive.unwrap();
     let (run, verdict) = &naive[0];
     assert!(run.requests > 0, "{run:?}");
-    let Verdict::Broken(why) = verdict else {
-        panic!("the naive reconciler's unperturbed run was judged {verdict:?}");
+    let Verdict::Broken(found) = verdict else {
+        panic!("the naive controller's unperturbed run was judged {verdict:?}");
     };
-    assert!(why.contains("the invariant failed unperturbed"), "{why}");
+    assert!(
+        found.contains("the invariant failed unperturbed") && found.contains(why),
+        "{found}"
+    );
     let (base, runs) = guarded;
     assert_eq!(base[0].1, Verdict::Holds, "{:?}", base[0].0.ending);
     let (run, verdict) = &runs[0];
@@ -81,4 +103,17 @@ async fn the_naive_whereabouts_binary_frees_a_pending_pods_address_and_the_guard
         run.plan,
         run.ending
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_naive_lws_binary_records_a_template_under_the_old_hash_and_the_guarded_one_does_not() {
+    naive_broken_guarded_holds(lws("naive"), lws("guarded"), "record the same template").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_naive_whereabouts_binary_frees_a_pending_pods_address_and_the_guarded_one_does_not() {
+    if !kubectl() {
+        return;
+    }
+    naive_broken_guarded_holds(scenario("naive"), scenario("guarded"), "default/web-2").await;
 }

@@ -10,9 +10,31 @@
 //! starts it again with its memory and watches gone). The seed's
 //! [`Plan`](crate::Plan) is carried out while the [workload] runs; then
 //! the run settles (the plan done, nothing written for
-//! [`Scenario::quiet`], the garbage collector idle) and its end state is
-//! judged by the [differential oracle](oracle), and by the user's own
-//! invariant command if there is one.
+//! [`Scenario::quiet`], the garbage collector idle) and it is judged: its
+//! end state, and the values its objects took on the way, by the
+//! [differential oracle](oracle) against unperturbed runs; its end state
+//! by the user's invariant command and its history by the user's judge,
+//! if there are.
+//!
+//! ```no_run
+//! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
+//! use std::path::Path;
+//! use ward_campaign::builtin;
+//! use ward_campaign::process::{self, Scenario, Verdict};
+//! use ward_campaign::process::workload::{Workload, load_manifests};
+//!
+//! let workload = Workload::load(Path::new("workload.yaml"))?;
+//! let scenario = Scenario::new(vec!["./my-controller".into()], workload)
+//!     .manifests(load_manifests(Path::new("crds/"))?);
+//! let (oracle, unperturbed) = process::learn(&scenario, 3, 2, |_| {}).await?;
+//! let seeds: Vec<u64> = (0..20).collect();
+//! for (run, verdict) in process::campaign(&scenario, &oracle, &builtin(), &seeds, 2, |_, _| {}).await {
+//!     if verdict != Verdict::Holds {
+//!         println!("seed {}: {verdict:?}\n{}", run.seed, run.plan.join("\n"));
+//!     }
+//! }
+//! # let _ = unperturbed; Ok(()) }
+//! ```
 //!
 //! A run of a real process cannot replay its interleaving exactly: the
 //! *plan* replays exactly (same seed, same actions, same windows), and
@@ -45,10 +67,11 @@ pub enum Verdict {
     /// Its end state is the unperturbed one (beyond noise), and every
     /// check held.
     Holds,
-    /// Its end state differs from the unperturbed runs'.
+    /// Its end state, or a value its objects took on the way, differs
+    /// from the unperturbed runs'.
     Differs(Vec<Difference>),
-    /// A step failed, the controller exited, livelocked, or the user's
-    /// invariant failed.
+    /// A step failed, the controller exited or livelocked, or the user's
+    /// invariant or judge failed.
     Broken(String),
     /// No verdict: the run could not be carried out.
     CouldNotRun(String),

@@ -59,13 +59,6 @@ impl Incarnations {
     }
 }
 
-impl Incarnations {
-    /// The incarnation `uid` is (`configmaps/default/a#2`), once seen.
-    pub(crate) fn label(&self, uid: &str) -> Option<&str> {
-        self.by_uid.get(uid).map(String::as_str)
-    }
-}
-
 /// The key an object is compared under.
 pub(crate) fn key(group: &str, plural: &str, o: &Value) -> String {
     let meta = &o["metadata"];

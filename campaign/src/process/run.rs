@@ -398,8 +398,7 @@ async fn record(
                 seen.0.saw(&k, &uid);
                 if e.kind != ward_apiserver::store::EventType::Deleted {
                     normalize(&mut v, &seen.0);
-                    let (incarnations, states) = &mut *seen;
-                    states.saw(incarnations.label(&uid).unwrap_or(&k), &v);
+                    seen.1.saw(&super::states::group(&k, &v), &v);
                 }
                 drop(seen);
                 if let Some(h) = &history {

@@ -5,14 +5,15 @@
 //! leave the end state exactly the unperturbed one; what the old object
 //! held in between shows it.
 //!
-//! Values are kept per incarnation of an object (`…/test#1`, the first
-//! object of that name; see [`super::oracle`]) and per field, without
+//! Values are kept per object and owner (`…/statefulsets/default/test
+//! owned by …/leaderworkersets/default/test#1`: the StatefulSet of the
+//! first LeaderWorkerSet of that name; see [`group`]) and per field, without
 //! `status` (what a controller observed, which changes with timing alone):
 //! which *combination* of fields an object passed through depends on how
 //! the workload's writes interleaved with the controller's, unperturbed or
-//! not; which values a field of one incarnation took does not. A perturbed
-//! run's field that took a value no unperturbed run's same incarnation
-//! ever held in that field (beyond the fields that vary anyway) is a
+//! not; which values a field of one group took does not. A perturbed
+//! run's field that took a value no unperturbed run's same group ever
+//! held in that field (beyond the fields that vary anyway) is a
 //! difference "in passing"; a field unperturbed runs never wrote is not
 //! (recovery writes bookkeeping of its own).
 
@@ -22,17 +23,17 @@ use serde_json::Value;
 
 use super::leaves::{Difference, flatten, general};
 
-/// Per object incarnation, per field: the values it took.
+/// Per object group, per field: the values it took.
 type Fields = BTreeMap<String, BTreeSet<String>>;
 
-/// Every value each object incarnation's fields took during a run.
+/// Every value each object group's fields took during a run.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct States {
     by_object: BTreeMap<String, Fields>,
 }
 
 impl States {
-    /// Note `normalized`, a state of object incarnation `object` (`key#n`).
+    /// Note `normalized`, a state of the objects grouped as `object`.
     pub(crate) fn saw(&mut self, object: &str, normalized: &Value) {
         let mut v = normalized.clone();
         if let Some(o) = v.as_object_mut() {
@@ -63,19 +64,38 @@ impl States {
     }
 }
 
-/// The key of an incarnation (`configmaps/default/a#2` → `configmaps/default/a`).
+/// What an object's values are grouped under: its key, and the owner its
+/// first ownerReference names (`apps/statefulsets/default/test owned by
+/// uid of …/leaderworkersets/default/test#1`). Owners are mostly the
+/// workload's objects, made the same number of times in every run; a
+/// controller's own objects are not (a stale cache makes and loses a few
+/// more), so their incarnation numbers cannot be compared across runs,
+/// and whose they are can.
+pub(crate) fn group(key: &str, normalized: &Value) -> String {
+    match normalized
+        .pointer("/metadata/ownerReferences/0/uid")
+        .and_then(Value::as_str)
+    {
+        Some(owner) => format!("{key}{OWNED}{owner}"),
+        None => key.to_string(),
+    }
+}
+
+const OWNED: &str = " owned by ";
+
+/// The key of a group.
 fn key_of(object: &str) -> &str {
-    object.rsplit_once('#').map_or(object, |(k, _)| k)
+    object.split_once(OWNED).map_or(object, |(k, _)| k)
 }
 
 /// What unperturbed runs' values teach.
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Passing {
     allowed: BTreeMap<String, Fields>,
-    /// (incarnation, generalized path) whose values differ between
+    /// (group, generalized path) whose values differ between
     /// unperturbed runs.
     noise: BTreeSet<(String, String)>,
-    /// Incarnations some unperturbed runs have and others not.
+    /// Groups some unperturbed runs have and others not.
     varying: BTreeSet<String>,
 }
 
@@ -113,7 +133,7 @@ impl Passing {
         }
     }
 
-    /// `run`'s values no unperturbed run's same incarnation held, beyond
+    /// `run`'s values no unperturbed run's same group held, beyond
     /// the noise (this one's, and `end_noise` — the end states', by key);
     /// objects whose key is in `skip` (reported already) are left out.
     pub(crate) fn judge(
@@ -145,7 +165,7 @@ impl Passing {
                 {
                     continue;
                 }
-                // A field no unperturbed run's incarnation had is left
+                // A field no unperturbed run's group had is left
                 // out: recovery writes bookkeeping of its own (kopf's
                 // retry progress, a requeue count) where nothing was
                 // wrong; a field that had other values is the signal.
@@ -189,24 +209,34 @@ mod tests {
     }
 
     #[test]
-    fn a_value_the_incarnation_never_held_is_found_even_when_the_end_is_the_same() {
-        let sts = |image: &str| json!({"spec": {"image": image}});
-        // Unperturbed: the first set had the old template, the second the new.
-        let reference = states(&[("sts#1", sts("a")), ("sts#2", sts("b"))]);
-        // Naive: the old set was given the new template before it went.
-        let here = states(&[
-            ("sts#1", sts("a")),
-            ("sts#1", sts("b")),
-            ("sts#2", sts("b")),
-        ]);
+    fn a_value_the_group_never_held_is_found_even_when_the_end_is_the_same() {
+        let sts = |owner: u32, image: &str| {
+            json!({"metadata": {"ownerReferences": [{"uid": format!("uid of lws#{owner}")}]},
+                   "spec": {"image": image}})
+        };
+        let run = |states_: &[Value]| {
+            let mut s = States::default();
+            for v in states_ {
+                s.saw(&group("sts", v), v);
+            }
+            s
+        };
+        // Unperturbed: the first owner's set had the old template, the
+        // second owner's the new.
+        let reference = run(&[sts(1, "a"), sts(2, "b")]);
+        // Naive: the old owner's set was given the new template.
+        let here = run(&[sts(1, "a"), sts(1, "b"), sts(2, "b")]);
         let d = judge(&Passing::learn(&reference), &here);
         assert_eq!(d.len(), 1, "{d:?}");
         assert_eq!(
             (d[0].object.as_str(), d[0].path.as_str()),
-            ("sts#1", "spec.image")
+            ("sts owned by uid of lws#1", "spec.image")
         );
         assert_eq!(d[0].got, Some(json!("b")));
         assert!(d[0].to_string().ends_with("(in passing)"), "{}", d[0]);
+        // A stale cache's extra, short-lived incarnations change nothing.
+        let again = run(&[sts(1, "a"), sts(1, "a"), sts(2, "b"), sts(2, "b")]);
+        assert!(judge(&Passing::learn(&reference), &again).is_empty());
     }
 
     #[test]

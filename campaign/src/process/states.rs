@@ -7,7 +7,7 @@
 //!
 //! Values are kept per object and owner (`…/statefulsets/default/test
 //! owned by …/leaderworkersets/default/test#1`: the StatefulSet of the
-//! first LeaderWorkerSet of that name; see [`group`]) and per field, without
+//! first LeaderWorkerSet of that name) and per field, without
 //! `status` (what a controller observed, which changes with timing alone):
 //! which *combination* of fields an object passed through depends on how
 //! the workload's writes interleaved with the controller's, unperturbed or

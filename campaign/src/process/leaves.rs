@@ -18,9 +18,9 @@ pub struct Difference {
     pub reference: Option<Value>,
     /// Its value in this run (None: absent).
     pub got: Option<Value>,
-    /// Found in a state the object passed through, not in its end state
-    /// (see [`super::states`]); `reference` is then the nearest state an
-    /// unperturbed run passed through.
+    /// Found in a value the object took on the way, not in its end state
+    /// (see [the oracle](super::oracle)); `reference` is then one of the
+    /// values unperturbed runs' objects of that name and owner took there.
     pub passing: bool,
 }
 

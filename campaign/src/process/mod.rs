@@ -44,7 +44,7 @@ mod leaves;
 pub mod oracle;
 mod run;
 mod scenario;
-pub mod states;
+mod states;
 mod supervisor;
 mod timeline;
 pub mod workload;

@@ -15,6 +15,17 @@
 //! (`leaderworkersets/default/test#2`: the second object called so), so a
 //! child adopted by the wrong incarnation of its owner shows; a name
 //! generated from `generateName` becomes `prefix*`; Events are left out.
+//!
+//! A race can also heal before the run settles (the naive LWS controller
+//! giving the old StatefulSet the new template before the garbage
+//! collector takes it), so the oracle also keeps every value each field of
+//! each object took on the way — without `status`, grouped by the object's
+//! name and its owner (incarnation numbers of a controller's own objects
+//! differ between runs; whose they are does not) — and reports a value no
+//! unperturbed run's object of that name and owner took in that field
+//! ("in passing"). Fields are judged one by one (which combination an
+//! object passes through depends on interleaving alone), and a field no
+//! unperturbed run wrote (a retry's bookkeeping) is not judged.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 

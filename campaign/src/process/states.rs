@@ -46,22 +46,6 @@ impl States {
             fields.entry(path).or_default().insert(value.to_string());
         }
     }
-
-    /// How many (object, field, value) were seen.
-    #[must_use]
-    pub fn len(&self) -> usize {
-        self.by_object
-            .values()
-            .flat_map(BTreeMap::values)
-            .map(BTreeSet::len)
-            .sum()
-    }
-
-    /// Whether none was.
-    #[must_use]
-    pub fn is_empty(&self) -> bool {
-        self.by_object.is_empty()
-    }
 }
 
 /// What an object's values are grouped under: its key, and the owner its

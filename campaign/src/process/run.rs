@@ -6,6 +6,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use tokio::sync::watch;
 use tokio::time::Instant;
 use ward_apiserver::store::Store;
 use ward_apiserver::{ApiServer, ServerConfig};
@@ -190,11 +191,13 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
         .judge
         .as_ref()
         .map(|_| Arc::new(Mutex::new(Vec::new())));
+    let (wrote, written) = watch::channel(0);
     let recorder = tokio::spawn(record(
         server.store().clone(),
         seen.clone(),
         timeline.clone(),
         history.clone(),
+        wrote,
     ));
     let _recorder = AbortOnDrop(recorder);
     let tl = timeline.clone();
@@ -277,7 +280,7 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
     let ending = match ending {
         Some(e) => e,
         None => tokio::select! {
-            e = settle(&mut perturber, &server, scenario) => e,
+            e = settle(&mut perturber, &server, scenario, written) => e,
             why = &mut exit => Ending::Exited(why),
         },
     };
@@ -332,26 +335,27 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
 /// Wait until the plan is carried out, then until nothing has been
 /// written for `quiet` and the garbage collector is idle — for at most
 /// `settle`.
-async fn settle(perturber: &mut Perturber, server: &ApiServer, scenario: &Scenario) -> Ending {
+async fn settle(
+    perturber: &mut Perturber,
+    server: &ApiServer,
+    scenario: &Scenario,
+    mut written: watch::Receiver<u64>,
+) -> Ending {
     let quiet = async {
         perturber.plan_done().await;
-        let store = server.store();
-        let mut last = store.current_rv();
-        let mut since = Instant::now();
         loop {
-            tokio::time::sleep(Duration::from_millis(50)).await;
+            written.mark_unchanged();
+            // A write starts the quiet period over.
+            if let Ok(Ok(())) = tokio::time::timeout(scenario.quiet, written.changed()).await {
+                continue;
+            }
+            // Delayed collections too: the run is judged after them.
+            server.gc_idle().await;
             if let Some(v) = perturber.verdict() {
                 return Ending::Livelock(v.to_string());
             }
-            let rv = store.current_rv();
-            if rv != last {
-                (last, since) = (rv, Instant::now());
-            } else if since.elapsed() >= scenario.quiet {
-                // Delayed collections too: the run is judged after them.
-                server.gc_idle().await;
-                if store.current_rv() == last {
-                    return Ending::Settled;
-                }
+            if !written.has_changed().unwrap_or(false) {
+                return Ending::Settled;
             }
         }
     };
@@ -367,13 +371,15 @@ async fn settle(perturber: &mut Perturber, server: &ApiServer, scenario: &Scenar
     }
 }
 
-/// Note every object the run creates (for the oracle's names of uids) and
-/// every write on the timeline.
+/// Note every object the run creates (for the oracle's names of uids),
+/// every write on the timeline, and the resourceVersion of the latest
+/// write in `wrote` (what settling waits on).
 async fn record(
     store: Arc<Store>,
     seen: Arc<Mutex<(Incarnations, States)>>,
     timeline: Timeline,
     history: Option<Arc<Mutex<Vec<String>>>>,
+    wrote: watch::Sender<u64>,
 ) {
     use tokio::sync::broadcast::error::RecvError;
     let (items, _, mut rx) = store.snapshot_all_and_subscribe();
@@ -387,6 +393,7 @@ async fn record(
     loop {
         match rx.recv().await {
             Ok(e) => {
+                wrote.send_replace(e.object.rv);
                 if e.key.plural == "events" {
                     continue;
                 }
@@ -414,6 +421,7 @@ async fn record(
                 timeline.push(Lane::Store, format!("rv {} {} {k}", o.rv, e.kind.as_str()));
             }
             Err(RecvError::Lagged(n)) => {
+                wrote.send_replace(store.current_rv());
                 timeline.push(
                     Lane::Store,
                     format!("({n} writes not recorded: the recorder lagged)"),

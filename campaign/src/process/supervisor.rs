@@ -178,28 +178,13 @@ pub(crate) async fn start(
 /// dropped (a campaign never leaves a process behind).
 struct Group {
     child: tokio::process::Child,
-    pgid: Option<i32>,
+    group: KillGroup,
 }
 
 impl Group {
     async fn kill(&mut self) {
-        self.signal();
+        self.group.kill();
         let _ = self.child.wait().await;
-    }
-
-    fn signal(&mut self) {
-        if let Some(pgid) = self.pgid.take() {
-            // SAFETY: kill(2) on a process group we created; no memory is involved.
-            unsafe {
-                libc::kill(-pgid, libc::SIGKILL);
-            }
-        }
-    }
-}
-
-impl Drop for Group {
-    fn drop(&mut self) {
-        self.signal();
     }
 }
 
@@ -219,8 +204,8 @@ fn spawn(argv: &[String], kubeconfig: &Path, log: &Path) -> std::io::Result<Grou
     let child = cmd
         .spawn()
         .map_err(|e| std::io::Error::new(e.kind(), format!("cannot start {:?}: {e}", argv[0])))?;
-    let pgid = child.id().map(|p| p as i32);
-    Ok(Group { child, pgid })
+    let group = KillGroup(child.id().map(|p| p as i32));
+    Ok(Group { child, group })
 }
 
 /// The last lines of a controller's output.
@@ -256,8 +241,7 @@ pub(crate) async fn command(
         .stderr(Stdio::piped())
         .spawn()
         .map_err(|e| format!("cannot start {:?}: {e}", argv[0]))?;
-    let pgid = child.id().map(|p| p as i32);
-    let _group = KillGroup(pgid);
+    let _group = KillGroup(child.id().map(|p| p as i32));
     let out = tokio::time::timeout(limit, child.wait_with_output())
         .await
         .map_err(|_| format!("{:?} did not end within {limit:?}", argv[0]))?
@@ -279,16 +263,23 @@ pub(crate) async fn command(
     }
 }
 
-/// Kills the group `pgid` when dropped.
+/// A process group this module created: SIGKILLed once, at the latest
+/// when dropped.
 struct KillGroup(Option<i32>);
 
-impl Drop for KillGroup {
-    fn drop(&mut self) {
-        if let Some(pgid) = self.0 {
-            // SAFETY: kill(2) on a process group we created.
+impl KillGroup {
+    fn kill(&mut self) {
+        if let Some(pgid) = self.0.take() {
+            // SAFETY: kill(2) on a process group we created; no memory is involved.
             unsafe {
                 libc::kill(-pgid, libc::SIGKILL);
             }
         }
+    }
+}
+
+impl Drop for KillGroup {
+    fn drop(&mut self) {
+        self.kill();
     }
 }

@@ -19,45 +19,38 @@ use ward_campaign::{Perturbation, builtin};
 /// The invariant: the pod's allocation survives.
 const INVARIANT: &str = r#"test "$(kubectl get ippools 10.10.0.0-24 -o jsonpath={.spec.allocations.47.podref})" = default/web-2"#;
 
-fn lws(mode: &str) -> Scenario {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("lws");
+/// Example `name`'s binary (`bin`, run with `--cluster`, `args` and
+/// `--mode mode`) on its `campaign/workload.yaml` and CRD.
+fn example(name: &str, bin: &str, args: &[&str], mode: &str) -> Scenario {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
     let workload = Workload::load(&root.join("campaign/workload.yaml")).unwrap();
     let crd = load_manifests(&root.join("deploy/crd.yaml")).unwrap();
-    let controller = vec![
-        env!("CARGO_BIN_EXE_lws").to_string(),
-        "--cluster".into(),
-        "--mode".into(),
-        mode.into(),
-    ];
-    let judge = root.join("campaign/judge.py").display().to_string();
-    let dir = std::env::temp_dir().join(format!("ward-blackbox-lws-{mode}-{}", std::process::id()));
-    let mut s = Scenario::new(controller, workload)
-        .manifests(crd)
-        .judge(vec!["python3".into(), judge])
-        .dir(dir);
+    let mut controller = vec![bin.to_string(), "--cluster".into()];
+    controller.extend(args.iter().map(|a| a.to_string()));
+    controller.extend(["--mode".into(), mode.into()]);
+    let dir = std::env::temp_dir().join(format!(
+        "ward-blackbox-{name}-{mode}-{}",
+        std::process::id()
+    ));
+    let mut s = Scenario::new(controller, workload).manifests(crd).dir(dir);
     s.quiet = Duration::from_millis(500);
     s
 }
 
-fn scenario(mode: &str) -> Scenario {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("whereabouts");
-    let workload = Workload::load(&root.join("campaign/workload.yaml")).unwrap();
-    let crd = load_manifests(&root.join("deploy/crd.yaml")).unwrap();
-    let controller = vec![
-        env!("CARGO_BIN_EXE_whereabouts").to_string(),
-        "--cluster".into(),
-        "--interval-secs".into(),
-        "1".into(),
-        "--mode".into(),
-        mode.into(),
-    ];
-    let dir = std::env::temp_dir().join(format!("ward-blackbox-{mode}-{}", std::process::id()));
-    let mut s = Scenario::new(controller, workload)
-        .manifests(crd)
-        .invariant(vec!["sh".into(), "-c".into(), INVARIANT.into()])
-        .dir(dir);
-    s.quiet = Duration::from_millis(500);
-    s
+/// The LWS binary, its history judged by `campaign/judge.py`.
+fn lws(mode: &str) -> Scenario {
+    let judge = concat!(env!("CARGO_MANIFEST_DIR"), "/lws/campaign/judge.py");
+    example("lws", env!("CARGO_BIN_EXE_lws"), &[], mode).judge(vec!["python3".into(), judge.into()])
+}
+
+/// The whereabouts reconciler, its end state checked by [`INVARIANT`].
+fn whereabouts(mode: &str) -> Scenario {
+    let bin = env!("CARGO_BIN_EXE_whereabouts");
+    example("whereabouts", bin, &["--interval-secs", "1"], mode).invariant(vec![
+        "sh".into(),
+        "-c".into(),
+        INVARIANT.into(),
+    ])
 }
 
 /// Whether kubectl (the invariant's client) is here; CI requires it.
@@ -115,5 +108,10 @@ async fn the_naive_whereabouts_binary_frees_a_pending_pods_address_and_the_guard
     if !kubectl() {
         return;
     }
-    naive_broken_guarded_holds(scenario("naive"), scenario("guarded"), "default/web-2").await;
+    naive_broken_guarded_holds(
+        whereabouts("naive"),
+        whereabouts("guarded"),
+        "default/web-2",
+    )
+    .await;
 }

@@ -122,7 +122,7 @@ fn a_controller_that_never_calls_is_killed_with_its_children() {
         text(&o)
     );
     let left = Command::new("pgrep")
-        .args(["-f", &marker])
+        .args(["-f", &format!("^{marker}")])
         .output()
         .unwrap();
     assert!(
@@ -135,67 +135,39 @@ fn a_controller_that_never_calls_is_killed_with_its_children() {
 #[test]
 fn malformed_input_says_what_and_where() {
     let dir = scratch("malformed");
-    let w = write(
+    let bad = write(
         &dir,
         "w.yaml",
         "steps:\n  - sleep: 1s\n  - wait: {apiVersion: v1, kind: Pod, name: a, for: ready}\n",
     );
-    let o = campaign(&dir, &["--workload", w.to_str().unwrap(), "--", "true"]);
-    assert_eq!(o.status.code(), Some(2), "{}", text(&o));
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("step 2: for: \"ready\": exists or deleted"),
-        "{}",
-        text(&o)
-    );
-    let w = write(&dir, "ok.yaml", SLEEP);
-    let o = campaign(
-        &dir,
-        &[
-            "--workload",
-            w.to_str().unwrap(),
-            "--manifests",
-            "/nonexistent.yaml",
-            "--",
-            "true",
-        ],
-    );
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("cannot read /nonexistent.yaml"),
-        "{}",
-        text(&o)
-    );
-    let o = campaign(
-        &dir,
-        &[
-            "--workload",
-            w.to_str().unwrap(),
-            "--perturb",
-            "chaos",
-            "--",
-            "true",
-        ],
-    );
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("unknown perturbation \"chaos\""),
-        "{}",
-        text(&o)
-    );
-    let o = campaign(
-        &dir,
-        &[
-            "--workload",
-            w.to_str().unwrap(),
-            "--seeds",
-            "5..2",
-            "--",
-            "true",
-        ],
-    );
-    assert!(
-        String::from_utf8_lossy(&o.stderr).contains("--seeds \"5..2\""),
-        "{}",
-        text(&o)
-    );
+    let ok = write(&dir, "ok.yaml", SLEEP);
+    let (bad, ok) = (bad.to_str().unwrap(), ok.to_str().unwrap());
+    for (args, says) in [
+        (
+            vec!["--workload", bad],
+            "step 2: for: \"ready\": exists or deleted",
+        ),
+        (
+            vec!["--workload", ok, "--manifests", "/nonexistent.yaml"],
+            "cannot read /nonexistent.yaml",
+        ),
+        (
+            vec!["--workload", ok, "--perturb", "chaos"],
+            "unknown perturbation \"chaos\"",
+        ),
+        (
+            vec!["--workload", ok, "--seeds", "5..2"],
+            "--seeds \"5..2\"",
+        ),
+    ] {
+        let o = campaign(&dir, &[args.as_slice(), &["--", "true"]].concat());
+        assert_eq!(o.status.code(), Some(2), "{}", text(&o));
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains(says),
+            "{}",
+            text(&o)
+        );
+    }
 }
 
 /// Whether kubectl (the shell controller's client) is here; CI requires it.
@@ -527,9 +499,11 @@ fn a_terminated_campaign_leaves_no_process_behind() {
         .stderr(std::process::Stdio::piped())
         .spawn()
         .unwrap();
+    // Anchored: the campaign's own command line names the marker too, and
+    // the test must wait for the controller's children, not for it.
     let running = |m: &str| {
         !Command::new("pgrep")
-            .args(["-f", m])
+            .args(["-f", &format!("^{m}")])
             .output()
             .unwrap()
             .stdout

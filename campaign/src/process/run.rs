@@ -6,9 +6,9 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use tokio::sync::watch;
+use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
-use ward_apiserver::store::Store;
+use ward_apiserver::store::{Event, Keyed, Store};
 use ward_apiserver::{ApiServer, ServerConfig};
 
 use serde::{Deserialize, Serialize};
@@ -192,7 +192,11 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
         .as_ref()
         .map(|_| Arc::new(Mutex::new(Vec::new())));
     let (wrote, written) = watch::channel(0);
+    // Subscribed here, not in the task: every write from the setup on is
+    // recorded, whenever the task first runs.
+    let (items, _, rx) = server.store().snapshot_all_and_subscribe();
     let recorder = tokio::spawn(record(
+        (items, rx),
         server.store().clone(),
         seen.clone(),
         timeline.clone(),
@@ -375,6 +379,7 @@ async fn settle(
 /// every write on the timeline, and the resourceVersion of the latest
 /// write in `wrote` (what settling waits on).
 async fn record(
+    (items, mut rx): (Vec<Keyed>, broadcast::Receiver<Arc<Event>>),
     store: Arc<Store>,
     seen: Arc<Mutex<(Incarnations, States)>>,
     timeline: Timeline,
@@ -382,7 +387,6 @@ async fn record(
     wrote: watch::Sender<u64>,
 ) {
     use tokio::sync::broadcast::error::RecvError;
-    let (items, _, mut rx) = store.snapshot_all_and_subscribe();
     {
         let mut seen = seen.lock().unwrap_or_else(|e| e.into_inner());
         for (k, o) in &items {

@@ -89,7 +89,8 @@ struct RunArgs {
     /// Runs at a time (default: the machine's cores).
     #[arg(long)]
     jobs: Option<usize>,
-    /// A command run once a run has settled, with KUBECONFIG set; a
+    /// A command run once a run has settled, with KUBECONFIG set (and
+    /// WARD_RUN_DIR, the seed's folder, which the controller gets too); a
     /// non-zero exit is a violation (run by `sh -c`).
     #[arg(long)]
     invariant: Option<String>,

@@ -7,7 +7,10 @@
 //! (see the supervisor: its requests are counted, answered as its own
 //! identity, cut off by partitions, and a `crash` SIGKILLs its process
 //! group right after the server has answered its k-th read or write, then
-//! starts it again with its memory and watches gone). The seed's
+//! starts it again with its memory and watches gone). The controller, the
+//! workload's commands, the invariant and the judge also get [`RUN_DIR`]
+//! (`WARD_RUN_DIR`), the seed's own folder: where a controller that keeps
+//! its state outside the API writes it for the invariant to read. The seed's
 //! [`Plan`](crate::Plan) is carried out while the [workload] runs; then
 //! the run settles (the plan done, nothing written for
 //! [`Scenario::quiet`], the garbage collector idle) and it is judged: its
@@ -58,6 +61,7 @@ use crate::plan::Perturbation;
 use oracle::{Difference, Oracle};
 pub use run::{Ending, Phases, Run, run};
 pub use scenario::Scenario;
+pub use supervisor::RUN_DIR;
 pub use timeline::{Entry, Lane};
 
 /// A seed's verdict.

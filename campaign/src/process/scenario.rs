@@ -22,7 +22,8 @@ pub struct Scenario {
     /// The workload.
     pub workload: Workload,
     /// A command run against the server once the run has settled
-    /// (KUBECONFIG set): exit 0 or the run is a violation.
+    /// (KUBECONFIG and [`RUN_DIR`](super::RUN_DIR) set): exit 0 or the
+    /// run is a violation.
     pub invariant: Option<Vec<String>>,
     /// A command that judges the run's history once it has settled: every
     /// committed write, one JSON object a line (`rv`, `type`, `key`,

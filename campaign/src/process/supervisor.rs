@@ -196,6 +196,7 @@ fn spawn(argv: &[String], kubeconfig: &Path, log: &Path) -> std::io::Result<Grou
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .env("KUBECONFIG", kubeconfig)
+        .env(RUN_DIR, kubeconfig.parent().unwrap_or(Path::new(".")))
         .stdin(Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out)
@@ -215,6 +216,12 @@ pub(crate) fn tail(log: &Path) -> String {
     lines[lines.len().saturating_sub(12)..].join("\n")
 }
 
+/// The variable that names the seed's own folder (where the kubeconfigs
+/// are) for the controller, the workload's commands, the invariant and
+/// the judge: a file one of them writes there is the others' to read, and
+/// no other seed's.
+pub const RUN_DIR: &str = "WARD_RUN_DIR";
+
 /// Run `argv` to its end with KUBECONFIG set (and `stdin` on its
 /// standard input), for at most `limit`: its output, or why it failed (a
 /// non-zero exit, a hang, a missing binary).
@@ -233,6 +240,7 @@ pub(crate) async fn command(
     let mut cmd = tokio::process::Command::new(&argv[0]);
     cmd.args(&argv[1..])
         .env("KUBECONFIG", kubeconfig)
+        .env(RUN_DIR, kubeconfig.parent().unwrap_or(Path::new(".")))
         .stdin(input)
         .kill_on_drop(true);
     cmd.as_std_mut().process_group(0);

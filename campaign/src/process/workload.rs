@@ -15,9 +15,10 @@
 //!   - wait: {apiVersion: apps/v1, kind: StatefulSet, name: test, for: exists, timeout: 10s}
 //!   - wait: {apiVersion: v1, kind: ConfigMap, name: out, field: data.level, equals: "1"}
 //!   - patch: {apiVersion: v1, kind: ConfigMap, name: settings, type: merge, patch: {data: {level: "2"}}}
+//!   - patch: {apiVersion: apps/v1, kind: Deployment, name: web, subresource: status, patch: {status: {replicas: 1}}}
 //!   - delete: {apiVersion: v1, kind: ConfigMap, name: settings, propagationPolicy: Foreground}
 //!   - sleep: 500ms
-//!   - run: [kubectl, get, configmaps]  # a command, KUBECONFIG set; exit 0 or the step fails
+//!   - run: [kubectl, get, configmaps]  # a command, KUBECONFIG and WARD_RUN_DIR set; exit 0 or the step fails
 //! ```
 //!
 //! Objects without a namespace go to `default` when their kind is
@@ -118,6 +119,8 @@ pub struct PatchStep {
     /// `merge` (the default), `json` or `strategic`.
     #[serde(rename = "type", default)]
     kind: Option<String>,
+    /// A subresource to patch instead of the object (`status`, `scale`).
+    subresource: Option<String>,
     patch: Value,
 }
 
@@ -217,6 +220,12 @@ impl Workload {
                         None | Some("merge" | "json" | "strategic")
                     ) {
                         return Err(bad(i, "type: merge, json or strategic".into()));
+                    }
+                    if p.subresource
+                        .as_deref()
+                        .is_some_and(|r| r.is_empty() || r.contains('/'))
+                    {
+                        return Err(bad(i, "subresource: a name such as status".into()));
                     }
                 }
                 Step::Delete(d) => {
@@ -406,16 +415,17 @@ impl Runner<'_> {
             Step::Patch(p) => {
                 let (api, name) = self.api(&p.target).await?;
                 let params = PatchParams::default();
-                let r = match p.kind.as_deref() {
-                    Some("json") => {
-                        let ops: json_patch::Patch = serde_json::from_value(p.patch.clone())
-                            .map_err(|e| format!("not a JSON patch: {e}"))?;
-                        api.patch(&name, &params, &Patch::<Value>::Json(ops)).await
-                    }
-                    Some("strategic") => {
-                        api.patch(&name, &params, &Patch::Strategic(&p.patch)).await
-                    }
-                    _ => api.patch(&name, &params, &Patch::Merge(&p.patch)).await,
+                let patch = match p.kind.as_deref() {
+                    Some("json") => Patch::Json(
+                        serde_json::from_value(p.patch.clone())
+                            .map_err(|e| format!("not a JSON patch: {e}"))?,
+                    ),
+                    Some("strategic") => Patch::Strategic(p.patch.clone()),
+                    _ => Patch::Merge(p.patch.clone()),
+                };
+                let r = match &p.subresource {
+                    Some(sub) => api.patch_subresource(sub, &name, &params, &patch).await,
+                    None => api.patch(&name, &params, &patch).await,
                 };
                 r.map(drop).map_err(|e| e.to_string())
             }
@@ -566,7 +576,10 @@ pub(crate) fn summary(step: &Step) -> String {
         }
         Step::Apply(Objects::File(f)) => format!("apply {f}"),
         Step::Apply(Objects::Inline(o)) => format!("apply {}", describe(o)),
-        Step::Patch(p) => format!("patch {} {}", t(&p.target), p.patch),
+        Step::Patch(p) => match &p.subresource {
+            Some(sub) => format!("patch {} {sub} {}", t(&p.target), p.patch),
+            None => format!("patch {} {}", t(&p.target), p.patch),
+        },
         Step::Delete(d) => format!(
             "delete {} ({})",
             t(&d.target),
@@ -635,6 +648,10 @@ mod tests {
         assert!(
             e("steps:\n- delete: {apiVersion: v1, kind: Pod, name: a, propagationPolicy: Now}\n")
                 .contains("propagationPolicy")
+        );
+        assert!(
+            e("steps:\n- patch: {apiVersion: v1, kind: Pod, name: a, subresource: a/b, patch: {}}\n")
+                .contains("step 1: subresource: a name such as status")
         );
         assert!(e("steps: [").contains("w"));
     }

@@ -43,6 +43,11 @@ struct RunArgs {
     /// --cluster, unused: the cluster's comes from KUBECONFIG).
     #[arg(long, default_value = "cns.kubeconfig")]
     kubeconfig: std::path::PathBuf,
+    /// Write the agent's IPAM state to this file (JSON, replaced whole)
+    /// whenever it changes, as real CNS persists its state: what an
+    /// operator or a campaign's invariant reads.
+    #[arg(long)]
+    state_file: Option<std::path::PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -61,7 +66,10 @@ async fn run_live(args: RunArgs) -> ExitCode {
     let journal = Journal::echo();
     let host = Host::default();
     // No CNI calls this agent: its endpoint state stays empty.
-    let cns = Cns::new(&args.node, mode, Default::default(), journal.clone());
+    let mut cns = Cns::new(&args.node, mode, Default::default(), journal.clone());
+    if let Some(path) = args.state_file {
+        cns = cns.state_file(path);
+    }
     if args.live.cluster {
         let client = match cli::cluster(name).await {
             Ok(c) => c,

@@ -93,6 +93,8 @@ pub struct Cns {
     /// The node's CNI endpoint state (what `guarded` restores from).
     cni: Sandboxes,
     journal: Journal,
+    /// Where the state is written after each change, if anywhere.
+    state_file: Option<Arc<std::path::Path>>,
 }
 
 impl Cns {
@@ -110,6 +112,47 @@ impl Cns {
             })),
             cni,
             journal,
+            state_file: None,
+        }
+    }
+
+    /// Write the state to `path` (JSON, replaced whole) whenever it
+    /// changes, as real CNS persists its own: how a process outside the
+    /// agent (an operator, a campaign's invariant) sees what it holds.
+    #[must_use]
+    pub fn state_file(mut self, path: impl Into<std::path::PathBuf>) -> Self {
+        self.state_file = Some(Arc::from(path.into()));
+        self
+    }
+
+    /// The state as JSON: `{"node", "mode", "ready", "ncs": {id:
+    /// {version, hostVersion, ips}}, "ips": [{ip, nc, state, pod}]}`.
+    #[must_use]
+    pub fn state_json(&self) -> serde_json::Value {
+        let s = self.state();
+        serde_json::json!({
+            "node": self.node,
+            "mode": self.mode.to_string(),
+            "ready": s.ready,
+            "ncs": s.ipam.ncs(),
+            "ips": s.ipam.configs(),
+        })
+    }
+
+    /// Write the state file, if there is one (a failure is journaled: the
+    /// agent serves on).
+    fn persist(&self) {
+        let Some(path) = &self.state_file else {
+            return;
+        };
+        let tmp = path.with_extension("tmp");
+        let body = self.state_json().to_string();
+        if let Err(e) = std::fs::write(&tmp, body).and_then(|()| std::fs::rename(&tmp, path)) {
+            self.journal.log(format!(
+                "cns ({}): cannot write {}: {e}",
+                self.mode,
+                path.display()
+            ));
         }
     }
 
@@ -134,7 +177,10 @@ impl Cns {
             return (Err(AgentError::NotReady), 0);
         }
         let available = s.ipam.available();
-        (s.ipam.request(pod).map_err(Into::into), available)
+        let r = s.ipam.request(pod).map_err(Into::into);
+        drop(s);
+        self.persist();
+        (r, available)
     }
 
     /// CNI DEL for `pod`.
@@ -143,7 +189,10 @@ impl Cns {
         if !s.ready {
             return None;
         }
-        s.ipam.release(pod)
+        let r = s.ipam.release(pod);
+        drop(s);
+        self.persist();
+        r
     }
 
     /// Run the agent until aborted: it starts from empty state (a restart
@@ -151,6 +200,7 @@ impl Cns {
     /// and keeps syncing with the host. Errors only on setup.
     pub async fn run(self, client: Client, host: Host) -> Result<(), AgentError> {
         self.reset();
+        self.persist();
         let me = Arc::new(self);
         let nncs: Api<NodeNetworkConfig> = Api::namespaced(client.clone(), NAMESPACE);
         let node_uid = match me.mode {
@@ -226,6 +276,8 @@ impl Cns {
             }
             s.ready = true;
         }
+        drop(s);
+        self.persist();
         Ok(())
     }
 
@@ -264,9 +316,11 @@ impl Cns {
             tick.tick().await;
             let mut s = self.state();
             let ids: Vec<String> = s.ipam.ncs().keys().cloned().collect();
+            let mut changed = false;
             for id in ids {
                 if let Some(v) = host.programmed(&self.node, &id) {
                     let n = s.ipam.mark_programmed(&id, v);
+                    changed |= n > 0;
                     if n > 0 {
                         self.journal.log(format!(
                             "cns ({}): host programmed NC {id} v{v}: {n} IPs Available",
@@ -274,6 +328,10 @@ impl Cns {
                         ));
                     }
                 }
+            }
+            drop(s);
+            if changed {
+                self.persist();
             }
         }
     }

@@ -78,7 +78,7 @@ pub enum IpamError {
 }
 
 /// The state of one IP config.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
 pub enum IpState {
     /// Loaded from an NC the host has not programmed yet.
     PendingProgramming,
@@ -89,7 +89,7 @@ pub enum IpState {
 }
 
 /// One IP config.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
 pub struct IpConfig {
     /// The address.
     pub ip: String,
@@ -102,7 +102,8 @@ pub struct IpConfig {
 }
 
 /// One NC in state.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct NcState {
     /// Its version in the NNC.
     pub version: i64,

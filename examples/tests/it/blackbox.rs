@@ -1,10 +1,12 @@
-//! The whereabouts and LWS example binaries as black boxes (`--cluster`:
-//! processes reaching ward-apiserver through KUBECONFIG) under
-//! ward-campaign's process campaigns, with the workloads of
-//! `examples/{whereabouts,lws}/campaign/` and the checks docs/campaigns.md
-//! runs with the `ward-campaign` binary: the naive whereabouts reconciler
-//! frees the address of a Pending pod (its end state shows it), the naive
-//! LWS controller records a template under the old StatefulSet's hash (its
+//! The whereabouts, CNS and LWS example binaries as black boxes
+//! (`--cluster`: processes reaching ward-apiserver through KUBECONFIG)
+//! under ward-campaign's process campaigns, with the workloads of
+//! `examples/{whereabouts,cns,lws}/campaign/` and the checks
+//! docs/campaigns.md runs with the `ward-campaign` binary: the naive
+//! whereabouts reconciler frees the address of a Pending pod (its end
+//! state shows it), the naive CNS agent keeps addresses of a network
+//! container it dropped (the state file it writes shows it), the naive LWS
+//! controller records a template under the old StatefulSet's hash (its
 //! history shows it), in an unperturbed run already; the guarded ones
 //! hold, perturbed by every built-in kind.
 
@@ -22,12 +24,17 @@ const INVARIANT: &str = r#"test "$(kubectl get ippools 10.10.0.0-24 -o jsonpath=
 /// Example `name`'s binary (`bin`, run with `--cluster`, `args` and
 /// `--mode mode`) on its `campaign/workload.yaml` and CRD.
 fn example(name: &str, bin: &str, args: &[&str], mode: &str) -> Scenario {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
-    let workload = Workload::load(&root.join("campaign/workload.yaml")).unwrap();
-    let crd = load_manifests(&root.join("deploy/crd.yaml")).unwrap();
     let mut controller = vec![bin.to_string(), "--cluster".into()];
     controller.extend(args.iter().map(|a| a.to_string()));
     controller.extend(["--mode".into(), mode.into()]);
+    scenario(name, controller, mode)
+}
+
+/// `controller` on example `name`'s `campaign/workload.yaml` and CRD.
+fn scenario(name: &str, controller: Vec<String>, mode: &str) -> Scenario {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join(name);
+    let workload = Workload::load(&root.join("campaign/workload.yaml")).unwrap();
+    let crd = load_manifests(&root.join("deploy/crd.yaml")).unwrap();
     let dir = std::env::temp_dir().join(format!(
         "ward-blackbox-{name}-{mode}-{}",
         std::process::id()
@@ -41,6 +48,21 @@ fn example(name: &str, bin: &str, args: &[&str], mode: &str) -> Scenario {
 fn lws(mode: &str) -> Scenario {
     let judge = concat!(env!("CARGO_MANIFEST_DIR"), "/lws/campaign/judge.py");
     example("lws", env!("CARGO_BIN_EXE_lws"), &[], mode).judge(vec!["python3".into(), judge.into()])
+}
+
+/// The CNS agent, its state file and the live objects checked by
+/// `campaign/invariant.py` after the cluster of `campaign/setup.yaml`.
+fn cns(mode: &str) -> Scenario {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/cns/campaign");
+    let agent = format!(
+        "exec {} --cluster --mode {mode} --state-file \"$WARD_RUN_DIR/cns-state.json\"",
+        env!("CARGO_BIN_EXE_cns")
+    );
+    let mut s = scenario("cns", vec!["sh".into(), "-c".into(), agent], mode)
+        .invariant(vec!["python3".into(), format!("{root}/invariant.py")]);
+    s.manifests
+        .extend(load_manifests(Path::new(&format!("{root}/setup.yaml"))).unwrap());
+    s
 }
 
 /// The whereabouts reconciler, its end state checked by [`INVARIANT`].
@@ -114,4 +136,12 @@ async fn the_naive_whereabouts_binary_frees_a_pending_pods_address_and_the_guard
         "default/web-2",
     )
     .await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_naive_cns_agent_keeps_addresses_of_a_dropped_container_and_the_guarded_one_does_not() {
+    if !kubectl() {
+        return;
+    }
+    naive_broken_guarded_holds(cns("naive"), cns("guarded"), "I1: 16 IP configs").await;
 }

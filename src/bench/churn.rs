@@ -261,6 +261,8 @@ pub struct Probe {
     churn_start: AtomicU64,
     owner_reads: Arc<AtomicU64>,
     latencies: Mutex<Vec<u64>>,
+    /// Notified at every reconcile (a permit kept when nobody waits).
+    done: tokio::sync::Notify,
 }
 
 impl Probe {
@@ -270,6 +272,30 @@ impl Probe {
             churn_start: AtomicU64::new(u64::MAX),
             ..Probe::default()
         })
+    }
+
+    /// A probe that only counts (no latencies, no sync target).
+    #[must_use]
+    pub fn counting() -> Arc<Self> {
+        Probe::new(false)
+    }
+
+    /// Reconciles so far.
+    #[must_use]
+    pub fn reconciles(&self) -> u64 {
+        self.reconciles.load(Ordering::Relaxed)
+    }
+
+    /// Requests for Nodes so far.
+    #[must_use]
+    pub fn owner_reads(&self) -> u64 {
+        self.owner_reads.load(Ordering::Relaxed)
+    }
+
+    /// Until the next reconcile (or at once, if one came since the last
+    /// call).
+    pub async fn reconciled(&self) {
+        self.done.notified().await;
     }
 }
 
@@ -292,6 +318,7 @@ pub async fn reconcile(cm: Arc<ConfigMap>, probe: Arc<Probe>) -> Result<Action, 
     }
     std::hint::black_box(h);
     let done = probe.reconciles.fetch_add(1, Ordering::Relaxed) + 1;
+    probe.done.notify_one();
     if done == 1 {
         probe.first_at.store(now, Ordering::Relaxed);
     }
@@ -419,7 +446,9 @@ fn counting_client(server: &ApiServer, owner_reads: Arc<AtomicU64>) -> kube::Cli
     kube::Client::new(svc, NAMESPACE)
 }
 
-fn spawn_controller(
+/// Start `variant` over the ConfigMaps of `server`, reporting to `probe`,
+/// until `stop`.
+pub(crate) fn spawn_controller(
     server: &ApiServer,
     variant: Variant,
     probe: Arc<Probe>,

@@ -14,6 +14,7 @@ pub mod apiserver;
 pub mod blackbox;
 pub mod campaign;
 pub mod churn;
+pub mod cost;
 pub mod objects;
 pub mod report;
 pub mod results;

@@ -7,7 +7,8 @@
 //! For a profiler, one run: `WARD_COST_VARIANT=guarded WARD_COST_WRITES=2000
 //! valgrind --tool=callgrind target/release/deps/reconcile_cost-*` (and
 //! `WARD_COST_WRITES=0` for the baseline; `none` runs the writes with no
-//! controller). docs/benchmarks.md has the method and the figures.
+//! controller; `WARD_COST_NODE_WATCH=1` adds an idle metadata watch of
+//! the Nodes). docs/benchmarks.md has the method and the figures.
 
 use std::time::Duration;
 
@@ -32,9 +33,14 @@ fn main() {
         ],
         Some("bare") => vec![("bare", Some(Variant::Bare))],
         Some("guarded") => vec![("guarded", Some(Variant::Guarded))],
+        Some("guarded-get") => vec![("guarded-get", Some(Variant::GuardedGet))],
+        Some("guarded-shared") => vec![("guarded-shared", Some(Variant::GuardedShared))],
+        Some("unguarded") => vec![("unguarded", Some(Variant::Unguarded))],
         Some("none") => vec![("none", None)],
         Some(other) => {
-            eprintln!("WARD_COST_VARIANT: bare, guarded or none, not {other:?}");
+            eprintln!(
+                "WARD_COST_VARIANT: bare, guarded, guarded-get, guarded-shared, unguarded or none, not {other:?}"
+            );
             std::process::exit(2);
         }
     };
@@ -46,6 +52,7 @@ fn main() {
             nodes: 64,
             writes,
             timeout: Duration::from_secs(600),
+            node_watch: env("WARD_COST_NODE_WATCH").is_some_and(|v| v == "1"),
         };
         match rt.block_on(cost::run(&config)) {
             Ok(r) => ward_base::outln!(

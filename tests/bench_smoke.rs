@@ -134,3 +134,33 @@ fn every_benchmark_runs_at_tiny_sizes_and_writes_its_results() {
     assert_eq!(json["smoke"], true);
     assert!(json["churn"]["sizes"][0]["guarded"]["reconciles_per_sec"].as_f64() > Some(0.0));
 }
+
+/// The reconcile-cost loop (#49): every write reconciled once, by each
+/// variant; the guarded one reads the owner for each.
+#[test]
+fn the_reconcile_cost_loop_reconciles_each_write_once() {
+    use std::time::Duration;
+    use ward_workspace::bench::churn::Variant;
+    use ward_workspace::bench::cost::{CostConfig, run};
+    let rt = bench::runtime();
+    for (variant, node_watch) in [
+        (Some(Variant::Bare), true),
+        (Some(Variant::Unguarded), false),
+        (Some(Variant::Guarded), false),
+        (None, false),
+    ] {
+        let config = CostConfig {
+            variant,
+            objects: 10,
+            nodes: 4,
+            writes: 20,
+            timeout: Duration::from_secs(30),
+            node_watch,
+        };
+        let r = rt.block_on(run(&config)).unwrap();
+        let want = if variant.is_some() { 20 } else { 0 };
+        assert_eq!(r.reconciles, want, "{variant:?}: {r:?}");
+        let reads = matches!(variant, Some(Variant::Guarded));
+        assert_eq!(r.owner_reads > 0, reads, "{variant:?}: {r:?}");
+    }
+}

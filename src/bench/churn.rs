@@ -89,6 +89,9 @@ pub enum Variant {
     /// reconcile never suspends; a guard that waits for a read does).
     #[serde(rename = "bare-await")]
     BareAwait,
+    /// `ward::GuardedController` with no guard: what the wrapper costs by
+    /// itself (the reconcile-cost harness only, [`super::cost`]).
+    Unguarded,
 }
 
 /// One phase: one controller, sync then churn.
@@ -462,6 +465,12 @@ pub(crate) fn spawn_controller(
     match variant {
         Variant::Bare | Variant::BareAwait => tokio::spawn(
             Controller::new(api, watcher::Config::default())
+                .graceful_shutdown_on(stop)
+                .run(reconcile, error_policy, probe)
+                .for_each(|_| async {}),
+        ),
+        Variant::Unguarded => tokio::spawn(
+            GuardedController::new(api, watcher::Config::default())
                 .graceful_shutdown_on(stop)
                 .run(reconcile, error_policy, probe)
                 .for_each(|_| async {}),

@@ -15,6 +15,11 @@
 
 use std::time::{Duration, Instant};
 
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Node;
+use kube::core::PartialObjectMeta;
+use kube::runtime::watcher::{self, watcher};
+
 use super::churn::{self, Probe, Variant};
 use super::objects::{self, NAMESPACE, now_micros};
 use super::sys;
@@ -34,6 +39,10 @@ pub struct CostConfig {
     pub writes: usize,
     /// Longest the sync or one reconcile may take.
     pub timeout: Duration,
+    /// Also keep an idle metadata watch of the Nodes (nothing in it
+    /// changes): what a consistent-read cache's watch costs by itself
+    /// while other kinds are written.
+    pub node_watch: bool,
 }
 
 /// What a run measured.
@@ -62,6 +71,10 @@ pub async fn run(config: &CostConfig) -> Result<CostResult, String> {
     let task = config
         .variant
         .map(|v| churn::spawn_controller(&server, v, probe.clone(), stopped));
+    let watch = config.node_watch.then(|| {
+        let nodes: kube::Api<PartialObjectMeta<Node>> = kube::Api::all(server.client());
+        tokio::spawn(watcher(nodes, watcher::Config::default()).for_each(|_| async {}))
+    });
     if task.is_some() {
         wait(&probe, config.objects as u64, config.timeout, "the sync").await?;
     }
@@ -86,6 +99,9 @@ pub async fn run(config: &CostConfig) -> Result<CostResult, String> {
         owner_reads: probe.owner_reads() - reads,
     };
     let _ = stop.send(());
+    if let Some(watch) = watch {
+        watch.abort();
+    }
     if let Some(task) = task {
         let _ = task.await;
     }
@@ -94,12 +110,7 @@ pub async fn run(config: &CostConfig) -> Result<CostResult, String> {
 }
 
 /// Wait until `probe` has counted `n` reconciles.
-async fn wait(
-    probe: &Probe,
-    n: u64,
-    timeout: Duration,
-    what: &str,
-) -> Result<(), String> {
+async fn wait(probe: &Probe, n: u64, timeout: Duration, what: &str) -> Result<(), String> {
     tokio::time::timeout(timeout, async {
         while probe.reconciles() < n {
             probe.reconciled().await;

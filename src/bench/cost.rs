@@ -85,9 +85,11 @@ pub async fn run(config: &CostConfig) -> Result<CostResult, String> {
     for i in 0..config.writes {
         let name = &live[i % live.len()];
         let stamp = now_micros();
-        let _ = store.update(&cms, NAMESPACE, name, |old| {
-            Ok(objects::touched(old, stamp))
-        });
+        store
+            .update(&cms, NAMESPACE, name, |old| {
+                Ok(objects::touched(old, stamp))
+            })
+            .map_err(|e| format!("updating {name}: {e}"))?;
         if task.is_some() {
             wait(&probe, before + i as u64 + 1, config.timeout, "a reconcile").await?;
         }

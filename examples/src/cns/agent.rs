@@ -129,7 +129,10 @@ impl Cns {
     /// {version, hostVersion, ips}}, "ips": [{ip, nc, state, pod}]}`.
     #[must_use]
     pub fn state_json(&self) -> serde_json::Value {
-        let s = self.state();
+        self.json_of(&self.state())
+    }
+
+    fn json_of(&self, s: &State) -> serde_json::Value {
         serde_json::json!({
             "node": self.node,
             "mode": self.mode.to_string(),
@@ -140,14 +143,18 @@ impl Cns {
     }
 
     /// Write the state file, if there is one (a failure is journaled: the
-    /// agent serves on).
+    /// agent serves on). The state stays locked until the file is in
+    /// place, so writers take turns and the last one wrote the latest.
     fn persist(&self) {
         let Some(path) = &self.state_file else {
             return;
         };
+        let s = self.state();
         let tmp = path.with_extension("tmp");
-        let body = self.state_json().to_string();
-        if let Err(e) = std::fs::write(&tmp, body).and_then(|()| std::fs::rename(&tmp, path)) {
+        let body = self.json_of(&s).to_string();
+        let written = std::fs::write(&tmp, body).and_then(|()| std::fs::rename(&tmp, path));
+        drop(s);
+        if let Err(e) = written {
             self.journal.log(format!(
                 "cns ({}): cannot write {}: {e}",
                 self.mode,

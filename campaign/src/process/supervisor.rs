@@ -193,11 +193,8 @@ fn spawn(argv: &[String], kubeconfig: &Path, log: &Path) -> std::io::Result<Grou
         .create(true)
         .append(true)
         .open(log)?;
-    let mut cmd = tokio::process::Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .env("KUBECONFIG", kubeconfig)
-        .env(RUN_DIR, kubeconfig.parent().unwrap_or(Path::new(".")))
-        .stdin(Stdio::null())
+    let mut cmd = seed_command(argv, kubeconfig);
+    cmd.stdin(Stdio::null())
         .stdout(out.try_clone()?)
         .stderr(out)
         .kill_on_drop(true);
@@ -222,6 +219,16 @@ pub(crate) fn tail(log: &Path) -> String {
 /// no other seed's.
 pub const RUN_DIR: &str = "WARD_RUN_DIR";
 
+/// `argv` as a command of the seed whose `kubeconfig` it is given:
+/// KUBECONFIG, and [`RUN_DIR`] the folder that kubeconfig is in.
+fn seed_command(argv: &[String], kubeconfig: &Path) -> tokio::process::Command {
+    let mut cmd = tokio::process::Command::new(&argv[0]);
+    cmd.args(&argv[1..])
+        .env("KUBECONFIG", kubeconfig)
+        .env(RUN_DIR, kubeconfig.parent().unwrap_or(Path::new(".")));
+    cmd
+}
+
 /// Run `argv` to its end with KUBECONFIG set (and `stdin` on its
 /// standard input), for at most `limit`: its output, or why it failed (a
 /// non-zero exit, a hang, a missing binary).
@@ -237,12 +244,8 @@ pub(crate) async fn command(
         ),
         None => Stdio::null(),
     };
-    let mut cmd = tokio::process::Command::new(&argv[0]);
-    cmd.args(&argv[1..])
-        .env("KUBECONFIG", kubeconfig)
-        .env(RUN_DIR, kubeconfig.parent().unwrap_or(Path::new(".")))
-        .stdin(input)
-        .kill_on_drop(true);
+    let mut cmd = seed_command(argv, kubeconfig);
+    cmd.stdin(input).kill_on_drop(true);
     cmd.as_std_mut().process_group(0);
     let child = cmd
         .stdout(Stdio::piped())

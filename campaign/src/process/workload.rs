@@ -420,8 +420,8 @@ impl Runner<'_> {
                         serde_json::from_value(p.patch.clone())
                             .map_err(|e| format!("not a JSON patch: {e}"))?,
                     ),
-                    Some("strategic") => Patch::Strategic(p.patch.clone()),
-                    _ => Patch::Merge(p.patch.clone()),
+                    Some("strategic") => Patch::Strategic(&p.patch),
+                    _ => Patch::Merge(&p.patch),
                 };
                 let r = match &p.subresource {
                     Some(sub) => api.patch_subresource(sub, &name, &params, &patch).await,

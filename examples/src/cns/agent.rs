@@ -125,13 +125,8 @@ impl Cns {
         self
     }
 
-    /// The state as JSON: `{"node", "mode", "ready", "ncs": {id:
-    /// {version, hostVersion, ips}}, "ips": [{ip, nc, state, pod}]}`.
-    #[must_use]
-    pub fn state_json(&self) -> serde_json::Value {
-        self.json_of(&self.state())
-    }
-
+    /// The state as the file holds it: `{"node", "mode", "ready", "ncs":
+    /// {id: {version, hostVersion, ips}}, "ips": [{ip, nc, state, pod}]}`.
     fn json_of(&self, s: &State) -> serde_json::Value {
         serde_json::json!({
             "node": self.node,
@@ -186,7 +181,9 @@ impl Cns {
         let available = s.ipam.available();
         let r = s.ipam.request(pod).map_err(Into::into);
         drop(s);
-        self.persist();
+        if r.is_ok() {
+            self.persist();
+        }
         (r, available)
     }
 
@@ -198,7 +195,9 @@ impl Cns {
         }
         let r = s.ipam.release(pod);
         drop(s);
-        self.persist();
+        if r.is_some() {
+            self.persist();
+        }
         r
     }
 

@@ -43,7 +43,7 @@ use kube::{Client, CustomResource, CustomResourceExt, Resource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use ward::GuardedController;
+use ward_runtime::GuardedController;
 use ward_apiserver::ApiServer;
 use ward_guards::await_deletion::AwaitDeletion;
 

@@ -225,11 +225,11 @@ pub async fn follow_store(
     }
 }
 
-/// Complete on SIGTERM or SIGINT ([`ward::shutdown::signal`]). Should the
+/// Complete on SIGTERM or SIGINT ([`ward_runtime::shutdown::signal`]). Should the
 /// handlers fail to install, never complete: the signals then keep their
 /// default action and end the process.
 pub async fn until_signal() {
-    match ward::shutdown::signal() {
+    match ward_runtime::shutdown::signal() {
         Ok(signal) => signal.await,
         Err(e) => {
             tracing::warn!(error = %e, "no signal handlers: SIGTERM ends the process at once");

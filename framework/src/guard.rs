@@ -317,7 +317,7 @@ impl GuardContext {
 /// A check run before every reconcile of a `K`.
 ///
 /// ```
-/// use ward::{Guard, GuardContext, GuardError, Verdict};
+/// use ward_runtime::{Guard, GuardContext, GuardError, Verdict};
 /// use k8s_openapi::api::core::v1::ConfigMap;
 ///
 /// /// Never reconcile a ConfigMap that is being deleted.

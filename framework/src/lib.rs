@@ -27,7 +27,7 @@
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::api::{Api, PostParams};
 //! use kube::runtime::{controller::Action, watcher};
-//! use ward::{Guard, GuardContext, GuardError, GuardedController, Verdict};
+//! use ward_runtime::{Guard, GuardContext, GuardError, GuardedController, Verdict};
 //!
 //! /// Never act on a ConfigMap that is being deleted.
 //! struct NotTerminating;

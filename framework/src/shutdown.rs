@@ -7,9 +7,9 @@
 //!
 //! ```no_run
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
-//! use ward::LeaderElection;
+//! use ward_runtime::LeaderElection;
 //!
-//! let stop = ward::shutdown::signal()?; // handlers installed now
+//! let stop = ward_runtime::shutdown::signal()?; // handlers installed now
 //! LeaderElection::new(client, "default", "my-controller", "pod-a")
 //!     .run(|lost| async move { lost.await }, stop)
 //!     .await?;

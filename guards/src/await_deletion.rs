@@ -41,7 +41,7 @@ use kube::core::NamespaceResourceScope;
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use ward::{Guard, GuardContext, GuardError, Reads, Verdict};
+use ward_runtime::{Guard, GuardContext, GuardError, Reads, Verdict};
 
 /// Why the child blocks its owner's reconcile.
 #[derive(Debug, Clone, PartialEq, Eq)]

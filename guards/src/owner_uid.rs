@@ -40,7 +40,7 @@ use kube::api::{Api, ApiResource, DynamicObject};
 use kube::core::NamespaceResourceScope;
 use kube::{Client, Resource, ResourceExt};
 use serde::de::DeserializeOwned;
-use ward::{Guard, GuardContext, GuardError, Reads, Verdict};
+use ward_runtime::{Guard, GuardContext, GuardError, Reads, Verdict};
 
 /// Errors reading the owner.
 #[derive(Debug, thiserror::Error)]

@@ -33,7 +33,7 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde::Serialize;
-use ward::{GuardedController, Reads};
+use ward_runtime::{GuardedController, Reads};
 use ward_apiserver::resources::ResourceInfo;
 use ward_apiserver::store::{DeleteSpec, Store};
 use ward_apiserver::{ApiServer, ServerConfig};
@@ -73,7 +73,7 @@ pub struct ChurnConfig {
 pub enum Variant {
     /// `kube_runtime::Controller`.
     Bare,
-    /// `ward::GuardedController` with `OwnerUid<Node>` (consistent reads
+    /// `ward_runtime::GuardedController` with `OwnerUid<Node>` (consistent reads
     /// from a watch cache, the default).
     Guarded,
     /// The same with `Reads::Shared`: quorum GETs shared by overlapping checks.
@@ -89,7 +89,7 @@ pub enum Variant {
     /// reconcile never suspends; a guard that waits for a read does).
     #[serde(rename = "bare-await")]
     BareAwait,
-    /// `ward::GuardedController` with no guard: what the wrapper costs by
+    /// `ward_runtime::GuardedController` with no guard: what the wrapper costs by
     /// itself (the reconcile-cost harness only, [`super::cost`]).
     Unguarded,
 }

@@ -23,8 +23,8 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 use tokio::sync::oneshot;
-use ward::GuardedController;
-use ward::shard::{Member, Ring, Shard};
+use ward_runtime::GuardedController;
+use ward_runtime::shard::{Member, Ring, Shard};
 use ward_apiserver::{ApiServer, ServerConfig};
 
 /// Sizes of the sharding benchmark.
@@ -248,8 +248,8 @@ async fn measure(
             replicas
                 .iter()
                 .filter_map(|r| r.shard.lock().unwrap().as_ref().map(Shard::slots))
-                .fold(ward::shard::Slots::NONE, |a, s| a.union(s))
-                == ward::shard::Slots::ALL
+                .fold(ward_runtime::shard::Slots::NONE, |a, s| a.union(s))
+                == ward_runtime::shard::Slots::ALL
         };
         if wait(config.timeout, || covered(&replicas)).await {
             slots_moved_secs = Some(left.elapsed().as_secs_f64());

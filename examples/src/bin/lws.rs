@@ -15,7 +15,7 @@
 //!   is a healthy candidate); `--leader-elect` runs the controller only
 //!   while this replica holds the Lease `ward-lws`; `--shard RING` instead
 //!   runs it on every replica, each reconciling the LeaderWorkerSets of the
-//!   slots it holds in the ring (see `ward::shard`). SIGTERM or SIGINT
+//!   slots it holds in the ring (see `ward_runtime::shard`). SIGTERM or SIGINT
 //!   stops it gracefully and releases the Lease (or leaves the ring).
 //!
 //! The commands and the options every example binary has are
@@ -26,8 +26,8 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::process::ExitCode;
 
-use ward::leader::{LeaderElection, Outcome};
-use ward::{Observability, Readiness};
+use ward_runtime::leader::{LeaderElection, Outcome};
+use ward_runtime::{Observability, Readiness};
 use ward_examples::cli::{self, Help, Live};
 use ward_examples::journal::Journal;
 use ward_examples::lws::controller;
@@ -124,7 +124,7 @@ async fn run_live(args: RunArgs) -> ExitCode {
 /// endpoint if asked.
 async fn serve(client: kube::Client, args: &RunArgs, journal: Journal) -> ExitCode {
     let fail = |what: String| cli::fail("lws", what);
-    let stop = match ward::shutdown::signal() {
+    let stop = match ward_runtime::shutdown::signal() {
         Ok(s) => s,
         Err(e) => return fail(format!("cannot install signal handlers: {e}")),
     };
@@ -164,7 +164,7 @@ async fn serve(client: kube::Client, args: &RunArgs, journal: Journal) -> ExitCo
         ward_base::outln!("member {identity} of ring {lease_ns}/{ring}");
         let work = {
             let (client, readiness) = (client.clone(), readiness.clone());
-            move |shard: ward::shard::Shard| async move {
+            move |shard: ward_runtime::shard::Shard| async move {
                 let stopping = shard.stopping();
                 controller::run_sharded(
                     client,
@@ -178,7 +178,7 @@ async fn serve(client: kube::Client, args: &RunArgs, journal: Journal) -> ExitCo
                 .await
             }
         };
-        match ward::shard::Member::new(client, &lease_ns, ring.as_str(), identity)
+        match ward_runtime::shard::Member::new(client, &lease_ns, ring.as_str(), identity)
             .readiness(readiness)
             .run(work, stop)
             .await

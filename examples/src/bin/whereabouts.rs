@@ -69,7 +69,7 @@ async fn run_live(args: RunArgs) -> ExitCode {
         grace: Duration::from_secs(args.grace_secs),
         first_run: Duration::ZERO,
         namespace: args.namespace,
-        clock: ward::clock::Clock::new(),
+        clock: ward_runtime::clock::Clock::new(),
     };
     let journal = Journal::echo();
     if args.live.cluster {

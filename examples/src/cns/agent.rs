@@ -34,7 +34,7 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use ward::{Guard, GuardContext, GuardError, GuardedController, Verdict};
+use ward_runtime::{Guard, GuardContext, GuardError, GuardedController, Verdict};
 use ward_guards::owner_uid::OwnerUid;
 
 use super::cluster::Host;

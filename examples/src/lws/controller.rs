@@ -42,7 +42,7 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
-use ward::{GuardedController, Readiness};
+use ward_runtime::{GuardedController, Readiness};
 use ward_guards::await_deletion::AwaitDeletion;
 
 use super::model::{
@@ -110,7 +110,7 @@ pub async fn run_sharded(
     journal: Journal,
     readiness: Option<Readiness>,
     shutdown: impl Future<Output = ()> + Send + Sync + 'static,
-    shard: Option<ward::shard::Shard>,
+    shard: Option<ward_runtime::shard::Shard>,
 ) {
     // A sharded replica lists and watches its LeaderWorkerSets with the
     // shard's selector; reads in reconciles use the plain client.

@@ -8,7 +8,7 @@ use std::sync::{Arc, Mutex};
 
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
-use ward::shard::{ANNOTATION, Ring, Slots};
+use ward_runtime::shard::{ANNOTATION, Ring, Slots};
 use ward_campaign::Write;
 
 use super::{BY, NAMESPACE, RING, SEEN, WANT};
@@ -276,7 +276,7 @@ impl Marks {
 /// one without a holder.
 fn member(lease: &Value) -> Option<(String, Member)> {
     let meta = &lease["metadata"];
-    if meta["labels"][ward::shard::LABEL].as_str() != Some(RING) {
+    if meta["labels"][ward_runtime::shard::LABEL].as_str() != Some(RING) {
         return None;
     }
     let spec = &lease["spec"];

@@ -21,8 +21,8 @@
 //!   3. r0 has not listed since: in its ring the slot is still its own.
 //!      Its reconcile of `obj-07` runs too (I1). Partitioned, r0's write
 //!      lands after its Lease expired and r2 took over (I2).
-//! - **guarded**: Ward's [`ward::shard::Member`] and
-//!   [`GuardedController::shard`](ward::GuardedController::shard): slots
+//! - **guarded**: Ward's [`ward_runtime::shard::Member`] and
+//!   [`GuardedController::shard`](ward_runtime::GuardedController::shard): slots
 //!   move only by the hand-over protocol (drain, release, claim, activate
 //!   after a LIST proven fresh; stop before the Lease can expire).
 //!

@@ -10,7 +10,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use tokio::sync::watch;
-use ward::clock::Clock;
+use ward_runtime::clock::Clock;
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
 use ward_campaign::{FrozenView, Partition, Perturbation};
@@ -284,7 +284,7 @@ pub async fn run(
         .filter(|(_, l)| *l)
         .map(|(r, _)| (*r).to_string())
         .collect();
-    let ring = ward::shard::Ring::new(members.iter().cloned());
+    let ring = ward_runtime::shard::Ring::new(members.iter().cloned());
     for cm in cms.list(&ListParams::default()).await?.items {
         let hash = ward_base::fnv1a(cm.uid().unwrap_or_default().as_bytes());
         let owner = ring.owner_of(hash).unwrap_or_default();

@@ -73,7 +73,7 @@ pub struct AgentConfig {
     pub seed: u64,
     /// The clock allocations are stamped with: the one that stamps the pods
     /// (the embedded server's; wall time against a real cluster).
-    pub clock: ward::clock::Clock,
+    pub clock: ward_runtime::clock::Clock,
 }
 
 /// The container id CNI ADD uses for a pod's network (stable per pod uid).

@@ -61,7 +61,7 @@ pub struct ReconcilerConfig {
     /// The clock liveness reads "now" from: the one that stamps the pods
     /// and allocations (the embedded server's; wall time against a real
     /// cluster).
-    pub clock: ward::clock::Clock,
+    pub clock: ward_runtime::clock::Clock,
 }
 
 /// One allocation of one pool.
@@ -156,7 +156,7 @@ fn pod_of<'v>(view: &'v View, podref: &str) -> Option<&'v Pod> {
 pub async fn reconcile_once(
     client: &Client,
     config: &ReconcilerConfig,
-    clock: &ward::clock::Clock,
+    clock: &ward_runtime::clock::Clock,
     journal: &Journal,
 ) -> Result<(), ReconcileError> {
     let run = Run {
@@ -180,7 +180,7 @@ pub async fn reconcile_once(
 struct Run<'a> {
     client: &'a Client,
     config: &'a ReconcilerConfig,
-    clock: &'a ward::clock::Clock,
+    clock: &'a ward_runtime::clock::Clock,
     journal: &'a Journal,
 }
 

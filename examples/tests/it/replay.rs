@@ -21,7 +21,7 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-use ward::GuardedController;
+use ward_runtime::GuardedController;
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::{Rng, fnv1a};
 use ward_campaign::{Perturber, Plan, builtin, simulate};

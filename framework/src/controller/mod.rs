@@ -69,7 +69,7 @@ pub type ErrorBackoff = ward_base::Backoff;
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube::api::Api;
 /// use kube::runtime::{controller::Action, watcher};
-/// use ward::{GuardedController, Guard, GuardContext, GuardError, Verdict};
+/// use ward_runtime::{GuardedController, Guard, GuardContext, GuardError, Verdict};
 ///
 /// struct NotTerminating;
 /// #[async_trait::async_trait]

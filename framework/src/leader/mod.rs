@@ -59,8 +59,8 @@
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::api::Api;
 //! use kube::runtime::{controller::Action, watcher};
-//! use ward::GuardedController;
-//! use ward::leader::{LeaderElection, Outcome};
+//! use ward_runtime::GuardedController;
+//! use ward_runtime::leader::{LeaderElection, Outcome};
 //!
 //! async fn reconcile(_cm: Arc<ConfigMap>, _: Arc<()>) -> Result<Action, kube::Error> {
 //!     Ok(Action::await_change())
@@ -68,7 +68,7 @@
 //!
 //! # async fn demo(client: kube::Client) -> Result<(), Box<dyn std::error::Error>> {
 //! let api = Api::<ConfigMap>::namespaced(client.clone(), "default");
-//! let readiness = ward::Readiness::new(); // served at /readyz by ward::Observability
+//! let readiness = ward_runtime::Readiness::new(); // served at /readyz by ward_runtime::Observability
 //! let outcome = LeaderElection::new(client, "default", "my-controller", "pod-a")
 //!     .readiness(readiness.clone())
 //!     .run(
@@ -83,7 +83,7 @@
 //!                 .for_each(|_| async {})
 //!                 .await;
 //!         },
-//!         ward::shutdown::signal()?,
+//!         ward_runtime::shutdown::signal()?,
 //!     )
 //!     .await?;
 //! if let Outcome::Lost(reason) = outcome {

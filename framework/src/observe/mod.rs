@@ -31,8 +31,8 @@
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::api::Api;
 //! use kube::runtime::{controller::Action, watcher};
-//! use ward::GuardedController;
-//! use ward::observe::Observability;
+//! use ward_runtime::GuardedController;
+//! use ward_runtime::observe::Observability;
 //!
 //! let obs = Observability::new()
 //!     .listen("0.0.0.0:9090".parse().unwrap())

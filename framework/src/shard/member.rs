@@ -59,15 +59,15 @@ pub enum ShardError {
 /// use k8s_openapi::api::core::v1::ConfigMap;
 /// use kube::api::Api;
 /// use kube::runtime::{controller::Action, watcher};
-/// use ward::GuardedController;
-/// use ward::shard::Member;
+/// use ward_runtime::GuardedController;
+/// use ward_runtime::shard::Member;
 ///
 /// async fn reconcile(_cm: Arc<ConfigMap>, _: Arc<()>) -> Result<Action, kube::Error> {
 ///     Ok(Action::await_change())
 /// }
 ///
 /// # async fn demo(client: kube::Client, pod_name: String) -> Result<(), Box<dyn std::error::Error>> {
-/// let readiness = ward::Readiness::new(); // served at /readyz by ward::Observability
+/// let readiness = ward_runtime::Readiness::new(); // served at /readyz by ward_runtime::Observability
 /// Member::new(client.clone(), "my-namespace", "my-controller", pod_name)
 ///     .readiness(readiness.clone()) // check shard/my-namespace/my-controller
 ///     .run(
@@ -82,7 +82,7 @@ pub enum ShardError {
 ///                 .for_each(|_| async {})
 ///                 .await;
 ///         },
-///         ward::shutdown::signal()?,
+///         ward_runtime::shutdown::signal()?,
 ///     )
 ///     .await?;
 /// # Ok(())

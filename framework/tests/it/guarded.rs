@@ -19,7 +19,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
-use ward::{ErrorBackoff, Guard, GuardContext, GuardError, GuardedController, Verdict};
+use ward_runtime::{ErrorBackoff, Guard, GuardContext, GuardError, GuardedController, Verdict};
 use ward_apiserver::ApiServer;
 
 const WAIT: Duration = Duration::from_secs(600);
@@ -345,7 +345,7 @@ async fn consistent_reads_are_counted_by_where_they_were_answered() {
         (counter(&text, cache), counter(&text, get))
     };
     let (cache0, get0) = counts();
-    let read = ctx.read_metadata(ward::Reads::Consistent, &api, "owner");
+    let read = ctx.read_metadata(ward_runtime::Reads::Consistent, &api, "owner");
     assert_eq!(read.await.unwrap().unwrap().uid, owner.metadata.uid);
     assert_eq!(counts(), (cache0 + 1, get0), "answered from the cache");
     // The context's watches freeze; the server moves on past them.
@@ -356,7 +356,7 @@ async fn consistent_reads_are_counted_by_where_they_were_answered() {
     cms.create(&PostParams::default(), &cm("later"))
         .await
         .unwrap();
-    let read = ctx.read_metadata(ward::Reads::Consistent, &api, "owner");
+    let read = ctx.read_metadata(ward_runtime::Reads::Consistent, &api, "owner");
     assert_eq!(read.await.unwrap().unwrap().uid, owner.metadata.uid);
     assert_eq!(counts(), (cache0 + 1, get0 + 1), "answered by a GET");
 }

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use metrics_exporter_prometheus::PrometheusBuilder;
 use tokio::net::TcpStream;
-use ward::observe::{self, Observability, ObserveError, PROMETHEUS_CONTENT_TYPE};
+use ward_runtime::observe::{self, Observability, ObserveError, PROMETHEUS_CONTENT_TYPE};
 
 const WAIT: Duration = Duration::from_secs(10);
 

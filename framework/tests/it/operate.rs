@@ -20,10 +20,10 @@ use kube::runtime::watcher;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use ward::clock::Clock;
-use ward::leader::{LeaderElection, LeaderError, Outcome};
-use ward::observe::catalog::METRICS;
-use ward::{Guard, GuardContext, GuardError, GuardedController, Readiness, Verdict};
+use ward_runtime::clock::Clock;
+use ward_runtime::leader::{LeaderElection, LeaderError, Outcome};
+use ward_runtime::observe::catalog::METRICS;
+use ward_runtime::{Guard, GuardContext, GuardError, GuardedController, Readiness, Verdict};
 use ward_apiserver::ApiServer;
 
 const WAIT: Duration = Duration::from_secs(600);
@@ -248,7 +248,7 @@ async fn a_sigtermed_leader_releases_and_the_follower_takes_over_within_a_retry(
     let server = ApiServer::start_seeded(8).await;
     let clock = Clock::new();
     // Installed before the signal is sent, so SIGTERM cannot kill the test.
-    let signal = ward::shutdown::signal().expect("signal handlers");
+    let signal = ward_runtime::shutdown::signal().expect("signal handlers");
     let (signalled_tx, signalled) = oneshot::channel();
     let mut a = candidate(election(&server, clock, "term", "a"), async move {
         signal.await;
@@ -478,7 +478,7 @@ async fn the_metrics_text_is_valid_exposition_with_every_series_from_the_start()
     // A shard member shows its series from the start, at zero while it
     // has handed nothing over.
     let rs = Readiness::new();
-    let member = ward::shard::Member::new(client.clone(), "default", "metrics", "solo")
+    let member = ward_runtime::shard::Member::new(client.clone(), "default", "metrics", "solo")
         .clock(Clock::new())
         .readiness(rs.clone());
     let _member = tokio::spawn(member.run(
@@ -584,7 +584,7 @@ async fn the_metrics_text_is_valid_exposition_with_every_series_from_the_start()
         })
         .collect();
     let bounds: Vec<f64> = buckets.iter().map(|(le, _)| *le).collect();
-    let mut want = ward::observe::catalog::RECONCILE_BUCKETS.to_vec();
+    let mut want = ward_runtime::observe::catalog::RECONCILE_BUCKETS.to_vec();
     want.push(f64::INFINITY);
     assert_eq!(bounds, want, "{text}");
     assert!(buckets.windows(2).all(|w| w[0].1 <= w[1].1), "cumulative");

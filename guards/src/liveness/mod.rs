@@ -93,7 +93,7 @@ use std::time::Duration;
 
 use jiff::{SignedDuration, Timestamp};
 use k8s_openapi::api::core::v1::Pod;
-use ward::clock::Clock;
+use ward_runtime::clock::Clock;
 
 /// Errors reading or naming pods.
 #[derive(Debug, thiserror::Error)]

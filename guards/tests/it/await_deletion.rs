@@ -17,7 +17,7 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
-use ward::GuardedController;
+use ward_runtime::GuardedController;
 use ward_apiserver::ApiServer;
 use ward_guards::await_deletion::AwaitDeletion;
 

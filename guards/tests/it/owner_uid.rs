@@ -15,7 +15,7 @@ use kube::runtime::controller::Action;
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use ward::GuardedController;
+use ward_runtime::GuardedController;
 use ward_apiserver::ApiServer;
 use ward_guards::owner_uid::{Acceptance, OwnerUid, Rejection};
 
@@ -272,9 +272,9 @@ async fn a_frozen_owner_cache_cannot_fool_the_guards_consistent_reads() {
     // The guard's context has judged the NNC once: its watch cache of
     // Nodes holds node A as U1.
     let (client, id) = server.client_and_id();
-    let ctx = ward::GuardContext::new(client);
+    let ctx = ward_runtime::GuardContext::new(client);
     let guard = OwnerUid::<Node>::new();
-    let verdict = ward::Guard::<ConfigMap>::check(&guard, &stale, &ctx).await;
+    let verdict = ward_runtime::Guard::<ConfigMap>::check(&guard, &stale, &ctx).await;
     assert_eq!(verdict.unwrap().label(), "proceed");
     // Its watches freeze; node A is deleted and recreated while GC lags.
     let frozen_at: u64 = nodes
@@ -299,7 +299,7 @@ async fn a_frozen_owner_cache_cannot_fool_the_guards_consistent_reads() {
         .unwrap();
     // The cache still says node A is U1, the NNC's owner; the guard must
     // not believe it.
-    let verdict = ward::Guard::<ConfigMap>::check(&guard, &stale, &ctx).await;
+    let verdict = ward_runtime::Guard::<ConfigMap>::check(&guard, &stale, &ctx).await;
     assert_eq!(verdict.unwrap().label(), "skip");
 }
 

@@ -76,5 +76,5 @@ pub use faults::{
     ClientView, Delay, FaultConfig, FaultError, Faults, Fired, PodLifecycle, Verb, WriteAction,
     WriteFault,
 };
-pub use server::{ApiServer, ServerConfig, ServerError, WardService, kubeconfig_yaml};
+pub use server::{ApiServer, ServerConfig, ServerError, Services, WardService, kubeconfig_yaml};
 pub use status::ApiError;

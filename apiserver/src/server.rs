@@ -326,9 +326,16 @@ impl ApiServer {
     /// A new in-process tower Service, identified as a client of its own.
     #[must_use]
     pub fn service(&self) -> WardService {
-        WardService {
+        self.services().service()
+    }
+
+    /// What makes this server's in-process Services, held without
+    /// borrowing the server (a campaign's perturber keeps one).
+    #[must_use]
+    pub fn services(&self) -> Services {
+        Services {
             state: self.state.clone(),
-            client: self.next_client.fetch_add(1, Ordering::Relaxed),
+            next_client: self.next_client.clone(),
         }
     }
 
@@ -480,6 +487,25 @@ fn kubeconfig_text(server: &str, ca: Option<&str>, user: &Credentials<'_>) -> St
     format!(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: ward\n  cluster:\n    server: {server}\n{ca}contexts:\n- name: ward\n  context:\n    cluster: ward\n    user: ward\n    namespace: default\ncurrent-context: ward\nusers:\n- name: ward\n  user:\n{user}"
     )
+}
+
+/// Makes one server's in-process Services, each a client of its own (as
+/// [`ApiServer::service`] does); cheap to clone.
+#[derive(Debug, Clone)]
+pub struct Services {
+    state: Arc<State>,
+    next_client: Arc<AtomicU64>,
+}
+
+impl Services {
+    /// A new in-process tower Service, identified as a client of its own.
+    #[must_use]
+    pub fn service(&self) -> WardService {
+        WardService {
+            state: self.state.clone(),
+            client: self.next_client.fetch_add(1, Ordering::Relaxed),
+        }
+    }
 }
 
 /// The in-process transport: a tower `Service` over the request handler.

@@ -18,7 +18,7 @@ use futures::FutureExt;
 use futures::future::BoxFuture;
 use ward_base::Rng;
 
-use crate::kinds::StaleViewAction;
+use crate::perturbations::StaleViewAction;
 use crate::plan::{Action, Perturbation, pick, secs, window};
 use crate::world::{Cut, World};
 

@@ -22,7 +22,7 @@
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::api::{Api, DeleteParams, PostParams};
 //! use ward_apiserver::{ApiServer, ServerConfig};
-//! use ward_campaign::{Perturber, Plan, builtin, select, simulate};
+//! use ward_campaign::{Perturber, Plan, simulate, perturbations::{builtin, select}};
 //!
 //! async fn keep_marker(client: kube::Client) {
 //!     let cms: Api<ConfigMap> = Api::default_namespaced(client);
@@ -43,7 +43,7 @@
 //!         let horizon = Duration::from_secs(60);
 //!         let plan = Plan::draw(seed, &kinds, horizon, &["keeper".into()]).unwrap();
 //!         let mut perturber = Perturber::new(&server, plan, |line| println!("{line}"));
-//!         perturber.controller(&server, "keeper", keep_marker);
+//!         perturber.supervise("keeper", keep_marker);
 //!         perturber.start().unwrap();
 //!         let cms: Api<ConfigMap> = Api::default_namespaced(server.client());
 //!         // The workload, bounded: a livelocked controller ends the run
@@ -73,25 +73,68 @@
 //! Extend it by implementing [`Perturbation`] and [`Action`]: they get the
 //! same [`World`] the built-in kinds use.
 
+#![warn(missing_docs)]
+
 pub mod entropy;
 pub mod history;
 mod isolate;
-mod kinds;
+pub mod perturbations;
 mod perturber;
-mod plan;
+pub mod plan;
 #[cfg(tokio_unstable)]
 pub mod polls;
 pub mod process;
 mod world;
 
 pub use history::{Violation, Write};
-pub use isolate::{FrozenView, Partition};
-pub use kinds::{
-    Crash, GcDelay, GcPause, KindsError, StaleView, Unobserved, WebhookFaults, WriteFaults,
-    builtin, select,
+pub use perturbations::{
+    Crash, FrozenView, GcDelay, GcPause, Partition, SelectError, StaleView, Unobserved,
+    WebhookFaults, WriteFaults,
 };
 pub use perturber::{Controller, Perturber};
-pub use plan::{Action, Perturbation, Plan, PlanError, pick, window};
+pub use plan::{Action, Perturbation, Plan, PlanError};
+
+/// [`perturbations::SelectError`], by its old name.
+#[deprecated(since = "0.3.0", note = "renamed `perturbations::SelectError`")]
+pub type KindsError = perturbations::SelectError;
+
+/// [`perturbations::builtin`], by its old path.
+#[deprecated(since = "0.3.0", note = "moved to `perturbations::builtin`")]
+#[must_use]
+pub fn builtin() -> Vec<std::sync::Arc<dyn Perturbation>> {
+    perturbations::builtin()
+}
+
+/// [`perturbations::select`], by its old path.
+///
+/// # Errors
+/// As [`perturbations::select`].
+#[deprecated(since = "0.3.0", note = "moved to `perturbations::select`")]
+pub fn select(
+    spec: &str,
+    available: &[std::sync::Arc<dyn Perturbation>],
+) -> Result<Vec<std::sync::Arc<dyn Perturbation>>, SelectError> {
+    perturbations::select(spec, available)
+}
+
+/// [`plan::pick`], by its old path.
+#[deprecated(since = "0.3.0", note = "moved to `plan::pick`")]
+#[must_use]
+pub fn pick(rng: &mut ward_base::Rng, targets: &[String]) -> String {
+    plan::pick(rng, targets)
+}
+
+/// [`plan::window`], by its old path.
+#[deprecated(since = "0.3.0", note = "moved to `plan::window`")]
+#[must_use]
+pub fn window(
+    rng: &mut ward_base::Rng,
+    horizon: std::time::Duration,
+    min: std::time::Duration,
+    max: std::time::Duration,
+) -> (std::time::Duration, std::time::Duration) {
+    plan::window(rng, horizon, min, max)
+}
 pub use world::{Cut, Limits, Log, Op, RunError, World};
 
 /// Run the future `make` builds as a simulation: on a thread of its own,

@@ -9,18 +9,19 @@ use std::sync::{Arc, Mutex};
 use tokio::sync::{Notify, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
-use ward_apiserver::{ApiServer, WardService};
+use ward_apiserver::{ApiServer, Services, WardService};
 
 use crate::history::{self, Shared, Violation, Write};
 use crate::plan::Plan;
 use crate::world::{Counted, Limits, Pace, RunError, Target, World};
 
 /// Runs a plan against one server: register the controllers under test
-/// with [`Perturber::controller`] (and any judges of the history with
+/// with [`Perturber::supervise`] (and any judges of the history with
 /// [`Perturber::judge`]), then [`Perturber::start`] the plan and
 /// [`Perturber::run`] the scenario's workload. Dropping it stops the plan
 /// and the controllers.
 pub struct Perturber {
+    services: Services,
     world: Arc<World>,
     plan: Plan,
     history: Arc<Shared>,
@@ -30,26 +31,39 @@ pub struct Perturber {
 
 impl Perturber {
     /// A perturber for `server`, carrying out `plan` once started,
-    /// writing what it does to `log`. From now on it also records every
-    /// write the server commits (see [`Perturber::events`]).
+    /// writing what it does to `log`, within [`Limits::default`]. From now
+    /// on it also records every write the server commits (see
+    /// [`Perturber::events`]).
     #[must_use]
     pub fn new(
         server: &ApiServer,
         plan: Plan,
         log: impl Fn(String) + Send + Sync + 'static,
     ) -> Self {
+        Self::with_limits(server, plan, Limits::default(), log)
+    }
+
+    /// [`Perturber::new`], the run held to `limits`.
+    #[must_use]
+    pub fn with_limits(
+        server: &ApiServer,
+        plan: Plan,
+        limits: Limits,
+        log: impl Fn(String) + Send + Sync + 'static,
+    ) -> Self {
         let store = server.store().clone();
         let history = Arc::new(Shared::default());
         let recorder = tokio::spawn(history::record(&store, history.clone()));
         Perturber {
+            services: server.services(),
             world: Arc::new(World {
                 start: Mutex::new(Instant::now()),
                 faults: server.faults().clone(),
                 store,
                 targets: Mutex::default(),
                 log: Arc::new(log),
-                limits: Limits::default(),
                 pace: Mutex::new(Pace {
+                    limits,
                     instant: Instant::now(),
                     at_instant: 0,
                     total: 0,
@@ -63,16 +77,15 @@ impl Perturber {
         }
     }
 
-    /// The run's bounds ([`Limits::default`] unless set).
-    ///
-    /// # Panics
-    /// If a controller was registered or the plan started already (they
-    /// hold the limits they started with).
+    /// The run's bounds, from the next API call on.
+    #[deprecated(since = "0.3.0", note = "pass the limits to `Perturber::with_limits`")]
     #[must_use]
-    pub fn limits(mut self, limits: Limits) -> Self {
-        let world = Arc::get_mut(&mut self.world)
-            .expect("Perturber::limits is set before `controller` and `start`");
-        world.limits = limits;
+    pub fn limits(self, limits: Limits) -> Self {
+        self.world
+            .pace
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .limits = limits;
         self
     }
 
@@ -129,12 +142,12 @@ impl Perturber {
     /// else kept (state the controller shares outside its future, `start`
     /// must reset). The scenario can stop and start it too, through the
     /// returned [`Controller`].
-    pub fn controller<F, Fut>(&mut self, server: &ApiServer, name: &str, start: F) -> Controller
+    pub fn supervise<F, Fut>(&mut self, name: &str, start: F) -> Controller
     where
         F: Fn(kube::Client) -> Fut + Send + 'static,
         Fut: Future<Output = ()> + Send + 'static,
     {
-        let (svc, target) = self.target(server, name);
+        let (svc, target) = self.target(name);
         let (want, mut wanted) = watch::channel(true);
         // The supervisor holds the sender too: the scenario may drop its
         // handle without stopping the controller.
@@ -180,10 +193,24 @@ impl Perturber {
         Controller { want }
     }
 
+    /// [`Perturber::supervise`], on the perturber's own server (which
+    /// `server` must be).
+    #[deprecated(
+        since = "0.3.0",
+        note = "use `Perturber::supervise(name, start)`: the perturber has its server"
+    )]
+    pub fn controller<F, Fut>(&mut self, _server: &ApiServer, name: &str, start: F) -> Controller
+    where
+        F: Fn(kube::Client) -> Fut + Send + 'static,
+        Fut: Future<Output = ()> + Send + 'static,
+    {
+        self.supervise(name, start)
+    }
+
     /// Register a controller under test as `name`: its transport's inner
     /// service (the identity the plan aims at) and its target.
-    pub(crate) fn target(&mut self, server: &ApiServer, name: &str) -> (WardService, Arc<Target>) {
-        let svc = server.service();
+    pub(crate) fn target(&mut self, name: &str) -> (WardService, Arc<Target>) {
+        let svc = self.services.service();
         let target = Arc::new(Target {
             name: name.to_string(),
             client: svc.client_id(),
@@ -222,7 +249,7 @@ impl Perturber {
     ///
     /// # Errors
     /// [`RunError::UnknownTarget`] if an action of the plan targets a name
-    /// no [`Perturber::controller`] was registered under (nothing starts).
+    /// no [`Perturber::supervise`] was registered under (nothing starts).
     pub fn start(&mut self) -> Result<(), RunError> {
         let known = self
             .world

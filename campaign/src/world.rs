@@ -96,7 +96,6 @@ pub struct World {
     pub(crate) store: Arc<Store>,
     pub(crate) targets: Mutex<BTreeMap<String, Arc<Target>>>,
     pub(crate) log: Log,
-    pub(crate) limits: Limits,
     pub(crate) pace: Mutex<Pace>,
     pub(crate) verdict: watch::Sender<Option<RunError>>,
 }
@@ -104,6 +103,8 @@ pub struct World {
 /// The controllers' API calls, for the livelock bound.
 #[derive(Debug)]
 pub(crate) struct Pace {
+    /// The bounds the calls are held to.
+    pub(crate) limits: Limits,
     /// The simulated instant of the latest call.
     pub(crate) instant: Instant,
     /// Calls made at that instant.
@@ -149,7 +150,7 @@ pub enum RunError {
         kind: &'static str,
         /// The name it targets.
         target: String,
-        /// The names registered with [`Perturber::controller`](crate::Perturber::controller).
+        /// The names registered with [`Perturber::supervise`](crate::Perturber::supervise).
         known: String,
     },
     /// Livelock: simulated time stood still while the controllers kept
@@ -253,8 +254,8 @@ impl World {
             }
             p.at_instant += 1;
             p.total += 1;
-            let stopped = p.at_instant > self.limits.calls_per_instant;
-            if !stopped && p.total <= self.limits.calls {
+            let stopped = p.at_instant > p.limits.calls_per_instant;
+            if !stopped && p.total <= p.limits.calls {
                 return true;
             }
             let start = *self.start.lock().unwrap_or_else(|e| e.into_inner());

@@ -525,13 +525,13 @@ mod tests {
             .await?;
             let plan = ward_campaign::Plan::draw(seed, kinds, Duration::from_secs(10), &[])
                 .map_err(|e| ScenarioError::Plan(e.to_string()))?;
-            let mut perturber = ward_campaign::Perturber::new(&server, plan, |_| {}).limits(
-                ward_campaign::Limits {
-                    calls_per_instant: 200,
-                    calls: 1_000_000,
-                },
-            );
-            perturber.controller(&server, "spin", |client| async move {
+            let limits = ward_campaign::Limits {
+                calls_per_instant: 200,
+                calls: 1_000_000,
+            };
+            let mut perturber =
+                ward_campaign::Perturber::with_limits(&server, plan, limits, |_| {});
+            perturber.supervise("spin", |client| async move {
                 let api: kube::Api<k8s_openapi::api::core::v1::ConfigMap> =
                     kube::Api::default_namespaced(client);
                 loop {

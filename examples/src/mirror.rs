@@ -43,9 +43,9 @@ use kube::{Client, CustomResource, CustomResourceExt, Resource, ResourceExt};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 use serde_json::json;
-use ward_runtime::GuardedController;
 use ward_apiserver::ApiServer;
 use ward_guards::await_deletion::AwaitDeletion;
+use ward_runtime::GuardedController;
 
 use crate::meta::controller_uid;
 

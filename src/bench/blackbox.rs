@@ -18,7 +18,7 @@ use std::time::{Duration, Instant};
 use serde::Serialize;
 use ward_campaign::process::workload::{Workload, load_manifests};
 use ward_campaign::process::{self, Scenario};
-use ward_campaign::{Perturbation, builtin};
+use ward_campaign::{Perturbation, perturbations::builtin};
 
 /// Sizes of the black-box benchmark.
 #[derive(Debug, Clone)]

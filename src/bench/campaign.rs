@@ -78,7 +78,7 @@ pub fn run(config: &CampaignConfig, log: &(dyn Fn(&str) + Sync)) -> CampaignResu
         demo::cells::<Lws>(),
     ]
     .concat();
-    let kinds = ward_campaign::builtin();
+    let kinds = ward_campaign::perturbations::builtin();
     for cell in &examples {
         let t0 = Instant::now();
         let (mut violating, mut errors) = (0, 0);

@@ -33,12 +33,12 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde::Serialize;
-use ward_runtime::{GuardedController, Reads};
 use ward_apiserver::resources::ResourceInfo;
 use ward_apiserver::store::{DeleteSpec, Store};
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
 use ward_guards::owner_uid::OwnerUid;
+use ward_runtime::{GuardedController, Reads};
 
 use super::objects::{self, NAMESPACE, Owner, now_micros};
 use super::{median, quantile, ratio, sys};

@@ -23,9 +23,9 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde::Serialize;
 use tokio::sync::oneshot;
+use ward_apiserver::{ApiServer, ServerConfig};
 use ward_runtime::GuardedController;
 use ward_runtime::shard::{Member, Ring, Shard};
-use ward_apiserver::{ApiServer, ServerConfig};
 
 /// Sizes of the sharding benchmark.
 #[derive(Debug, Clone)]

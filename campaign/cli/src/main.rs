@@ -31,7 +31,10 @@ use indicatif::{ProgressBar, ProgressStyle};
 use outcome::{Judged, Outcome, Shard};
 use ward_campaign::process::workload::{Workload, duration, load_manifests};
 use ward_campaign::process::{self, Scenario};
-use ward_campaign::{FrozenView, Partition, Perturbation, WebhookFaults, builtin, select};
+use ward_campaign::{
+    FrozenView, Partition, Perturbation, WebhookFaults,
+    perturbations::{builtin, select},
+};
 
 /// Perturbation campaigns against any controller process, judged by a
 /// differential oracle (see docs/campaigns.md).

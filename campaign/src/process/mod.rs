@@ -22,7 +22,7 @@
 //! ```no_run
 //! # async fn f() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::path::Path;
-//! use ward_campaign::builtin;
+//! use ward_campaign::perturbations::builtin;
 //! use ward_campaign::process::{self, Scenario, Verdict};
 //! use ward_campaign::process::workload::{Workload, load_manifests};
 //!

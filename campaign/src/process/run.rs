@@ -215,12 +215,11 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
         return failed(Ending::CouldNotRun(format!("setup: {e}")), timeline);
     }
     let tl = timeline.clone();
-    let mut perturber =
-        Perturber::new(&server, plan, move |line| tl.push(Lane::Perturbation, line))
-            .limits(scenario.limits);
+    let mut perturber = Perturber::with_limits(&server, plan, scenario.limits, move |line| {
+        tl.push(Lane::Perturbation, line)
+    });
     let started = supervisor::start(
         &mut perturber,
-        &server,
         &scenario.name,
         &scenario.controller,
         &token,

@@ -55,14 +55,13 @@ impl Drop for Supervised {
 /// listener, write its kubeconfig into `dir`, and supervise it.
 pub(crate) async fn start(
     perturber: &mut Perturber,
-    server: &ward_apiserver::ApiServer,
     name: &str,
     argv: &[String],
     token: &str,
     dir: &Path,
     timeline: Timeline,
 ) -> std::io::Result<Supervised> {
-    let (svc, target) = perturber.target(server, name);
+    let (svc, target) = perturber.target(name);
     let world = perturber.world().clone();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
     let kubeconfig = dir.join(format!("{name}.kubeconfig"));

@@ -8,8 +8,9 @@ use k8s_openapi::api::core::v1::ConfigMap;
 use kube::api::{Api, DeleteParams, PostParams};
 use serde_json::json;
 use ward_apiserver::{ApiServer, ServerConfig};
+use ward_campaign::perturbations::builtin;
 use ward_campaign::{
-    GcDelay, Limits, Perturbation, Perturber, Plan, PlanError, RunError, builtin, simulate,
+    GcDelay, Limits, Perturbation, Perturber, Plan, PlanError, RunError, simulate,
 };
 
 const HORIZON: Duration = Duration::from_secs(30);
@@ -54,8 +55,8 @@ where
         let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
         let sink = log.clone();
         let mut perturber =
-            Perturber::new(&server, plan, move |l| sink.lock().unwrap().push(l)).limits(limits);
-        perturber.controller(&server, "under-test", controller);
+            Perturber::with_limits(&server, plan, limits, move |l| sink.lock().unwrap().push(l));
+        perturber.supervise("under-test", controller);
         perturber.start().unwrap();
         let verdict = perturber
             .run(tokio::time::sleep(Duration::from_secs(60)))
@@ -126,7 +127,7 @@ fn a_plan_aims_only_at_registered_controllers() {
             .unwrap();
         let plan = Plan::draw(3, &builtin(), HORIZON, &["contoller".into()]).unwrap();
         let mut perturber = Perturber::new(&server, plan, |_| {});
-        perturber.controller(&server, "controller", |_| async {});
+        perturber.supervise("controller", |_| async {});
         perturber.start().unwrap_err()
     });
     assert_eq!(

@@ -18,7 +18,11 @@ use kube::runtime::{WatchStreamExt, watcher};
 use serde_json::json;
 use tokio::time::Instant;
 use ward_apiserver::{ApiServer, ServerConfig};
-use ward_campaign::{Perturber, Plan, builtin, select, simulate};
+use ward_campaign::{
+    Perturber, Plan,
+    perturbations::{builtin, select},
+    simulate,
+};
 
 const HORIZON: Duration = Duration::from_secs(60);
 const BUMPS: u32 = 200; // one per 500 ms: 100 s, past every window's end
@@ -92,7 +96,7 @@ fn run(seed: u64, perturb: &str) -> Seen {
             log.lock().unwrap().history.push(line);
         });
         let s = seen.clone();
-        perturber.controller(&server, "probe", move |client| probe(client, s.clone()));
+        perturber.supervise("probe", move |client| probe(client, s.clone()));
         perturber.start().unwrap();
 
         let api: Api<ConfigMap> = Api::default_namespaced(server.client());

@@ -22,7 +22,7 @@ use kube::runtime::watcher;
 use serde_json::json;
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::{Rng, fnv1a};
-use ward_campaign::{Perturber, Plan, builtin, simulate};
+use ward_campaign::{Perturber, Plan, perturbations::builtin, simulate};
 
 const SEEDS: u64 = 200;
 const INPUTS: usize = 6;
@@ -96,7 +96,7 @@ fn history(seed: u64) -> Vec<String> {
         let mut perturber = Perturber::new(&server, plan, move |line| {
             sink.lock().unwrap().push(line);
         });
-        perturber.controller(&server, "hash-ordered", hash_ordered);
+        perturber.supervise("hash-ordered", hash_ordered);
         perturber.start().unwrap();
         // The workload: inputs created, then bumped at seeded moments.
         let api: Api<ConfigMap> = Api::default_namespaced(server.client());

@@ -26,13 +26,13 @@ static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::process::ExitCode;
 
-use ward_runtime::leader::{LeaderElection, Outcome};
-use ward_runtime::{Observability, Readiness};
 use ward_examples::cli::{self, Help, Live};
 use ward_examples::journal::Journal;
 use ward_examples::lws::controller;
 use ward_examples::lws::model::LeaderWorkerSet;
 use ward_examples::lws::{self as example, Lws};
+use ward_runtime::leader::{LeaderElection, Outcome};
+use ward_runtime::{Observability, Readiness};
 
 /// The Lease replicas elect a leader on.
 const LEASE: &str = "ward-lws";

@@ -83,8 +83,11 @@ fn main() -> ExitCode {
 
 fn run(args: &Args) -> Result<ExitCode, String> {
     let examples = demo::all();
-    let kinds = ward_campaign::select(&args.perturb, &ward_campaign::builtin())
-        .map_err(|e| e.to_string())?;
+    let kinds = ward_campaign::perturbations::select(
+        &args.perturb,
+        &ward_campaign::perturbations::builtin(),
+    )
+    .map_err(|e| e.to_string())?;
     if let Some(what) = &args.replay {
         return replay(&examples, what, &kinds);
     }

@@ -34,8 +34,8 @@ use kube::api::{Api, ListParams};
 use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use ward_runtime::{Guard, GuardContext, GuardError, GuardedController, Verdict};
 use ward_guards::owner_uid::OwnerUid;
+use ward_runtime::{Guard, GuardContext, GuardError, GuardedController, Verdict};
 
 use super::cluster::Host;
 use super::ipam::{ByAddress, ByContainer, IpConfig, Ipam, IpamError};

@@ -121,7 +121,7 @@ pub async fn run(
     let (mut perturber, plan_text) =
         crate::run::perturber(&server, seed, kinds, HORIZON, "cns", &journal);
     let (c, h, log) = (cns.clone(), host.clone(), journal.clone());
-    let agent = perturber.controller(&server, "cns", move |client| {
+    let agent = perturber.supervise("cns", move |client| {
         let (cns, host, journal) = (c.clone(), h.clone(), log.clone());
         async move {
             // `run` starts from a reset state: a restart loses everything.

@@ -42,8 +42,8 @@ use kube::runtime::reflector::ObjectRef;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use serde_json::json;
-use ward_runtime::{GuardedController, Readiness};
 use ward_guards::await_deletion::AwaitDeletion;
+use ward_runtime::{GuardedController, Readiness};
 
 use super::model::{
     HASH_LABEL, LeaderWorkerSet, LeaderWorkerSetStatus, NAME_LABEL, WORKER_INDEX_LABEL, WRITTEN_FOR,

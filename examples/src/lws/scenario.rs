@@ -108,7 +108,7 @@ pub async fn run(
     let (mut perturber, plan_text) =
         crate::run::perturber(&server, seed, kinds, HORIZON, "lws", &journal);
     let log = journal.clone();
-    perturber.controller(&server, "lws", move |client| {
+    perturber.supervise("lws", move |client| {
         controller::run(client, NAMESPACE, mode, log.clone())
     });
     let api: Api<LeaderWorkerSet> = Api::namespaced(client.clone(), NAMESPACE);

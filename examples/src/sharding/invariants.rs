@@ -8,8 +8,8 @@ use std::sync::{Arc, Mutex};
 
 use jiff::{SignedDuration, Timestamp};
 use serde_json::Value;
-use ward_runtime::shard::{ANNOTATION, Ring, Slots};
 use ward_campaign::Write;
+use ward_runtime::shard::{ANNOTATION, Ring, Slots};
 
 use super::{BY, NAMESPACE, RING, SEEN, WANT};
 

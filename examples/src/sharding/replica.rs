@@ -13,10 +13,10 @@ use kube::runtime::controller::Action;
 use kube::runtime::watcher;
 use kube::{Client, Resource, ResourceExt};
 use tokio::sync::watch;
+use ward_guards::await_deletion::AwaitDeletion;
 use ward_runtime::GuardedController;
 use ward_runtime::clock::Clock;
 use ward_runtime::shard::{ANNOTATION, LABEL, Member, Ring, ShardKey, Slots};
-use ward_guards::await_deletion::AwaitDeletion;
 
 use super::invariants::Running;
 

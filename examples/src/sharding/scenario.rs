@@ -10,10 +10,10 @@ use k8s_openapi::api::core::v1::{ConfigMap, Namespace};
 use kube::ResourceExt;
 use kube::api::{Api, ListParams, Patch, PatchParams, PostParams};
 use tokio::sync::watch;
-use ward_runtime::clock::Clock;
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
 use ward_campaign::{FrozenView, Partition, Perturbation};
+use ward_runtime::clock::Clock;
 
 use super::invariants::{Invariant, Marks, Running, Violations, balanced, writes_in_slots};
 use super::replica::{self, LEASE, Mode, NAMESPACE, RENEW, WANT, WORK};
@@ -203,7 +203,7 @@ pub async fn run(
         let (tx, rx) = watch::channel(false);
         leave.push(tx);
         let (running, name) = (running.clone(), (*name).to_string());
-        let ctl = perturber.controller(&server, &name.clone(), move |client| {
+        let ctl = perturber.supervise(&name.clone(), move |client| {
             replica::run(
                 mode,
                 client,

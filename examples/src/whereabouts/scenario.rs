@@ -98,7 +98,7 @@ pub async fn run(
         crate::run::perturber(&server, seed, kinds, HORIZON, "reconciler", &journal);
     let log = journal.clone();
     let started = AtomicBool::new(false);
-    perturber.controller(&server, "reconciler", move |client| {
+    perturber.supervise("reconciler", move |client| {
         let mut rc = rc.clone();
         if started.swap(true, Ordering::Relaxed) {
             rc.first_run = RESTART;

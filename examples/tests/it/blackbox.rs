@@ -16,7 +16,7 @@ use std::time::Duration;
 
 use ward_campaign::process::workload::{Workload, load_manifests};
 use ward_campaign::process::{self, Scenario, Verdict};
-use ward_campaign::{Perturbation, builtin};
+use ward_campaign::{Perturbation, perturbations::builtin};
 
 /// The invariant: the pod's allocation survives.
 const INVARIANT: &str = r#"test "$(kubectl get ippools 10.10.0.0-24 -o jsonpath={.spec.allocations.47.podref})" = default/web-2"#;

@@ -6,7 +6,10 @@
 use std::process::Command;
 use std::sync::Arc;
 
-use ward_campaign::{Perturbation, builtin, select};
+use ward_campaign::{
+    Perturbation,
+    perturbations::{builtin, select},
+};
 use ward_examples::cns::AzureCns;
 use ward_examples::demo::{self, Cell, Selection};
 use ward_examples::lws::Lws;

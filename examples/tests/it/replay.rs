@@ -21,11 +21,11 @@ use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use kube::{Resource, ResourceExt};
 use serde_json::json;
-use ward_runtime::GuardedController;
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::{Rng, fnv1a};
-use ward_campaign::{Perturber, Plan, builtin, simulate};
+use ward_campaign::{Perturber, Plan, perturbations::builtin, simulate};
 use ward_guards::await_deletion::AwaitDeletion;
+use ward_runtime::GuardedController;
 
 const PARENTS: usize = 4;
 const HORIZON: Duration = Duration::from_secs(10);
@@ -120,9 +120,9 @@ fn run(seed: u64, guard: bool) -> Run {
             sink.lock().unwrap().push(line);
         });
         if guard {
-            perturber.controller(&server, "copier", guarded);
+            perturber.supervise("copier", guarded);
         } else {
-            perturber.controller(&server, "copier", plain);
+            perturber.supervise("copier", plain);
         }
         perturber.start().unwrap();
         let api: Api<Deployment> = Api::default_namespaced(server.client());

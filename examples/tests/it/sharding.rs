@@ -3,7 +3,7 @@
 //! kind, on the sweep's seeds and on the seeds wide runs once broke.
 
 use crate::common::{breaks, guarded, seeds};
-use ward_campaign::builtin;
+use ward_campaign::perturbations::builtin;
 use ward_examples::demo::{self, Selection};
 use ward_examples::example::Report;
 use ward_examples::sharding::Sharding;

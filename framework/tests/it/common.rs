@@ -10,6 +10,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 pub fn prometheus() -> &'static PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE.get_or_init(|| {
-        ward_runtime::observe::install_recorder().expect("this test process installs the only recorder")
+        ward_runtime::observe::install_recorder()
+            .expect("this test process installs the only recorder")
     })
 }

@@ -17,8 +17,8 @@ use kube::client::Body;
 use serde_json::json;
 use tokio::sync::{Notify, Semaphore};
 use tower::ServiceExt;
-use ward_runtime::GuardContext;
 use ward_apiserver::{ApiServer, WardService};
+use ward_runtime::GuardContext;
 
 /// What a request gets back from the in-process server.
 type Answer = BoxFuture<'static, Result<http::Response<axum::body::Body>, Infallible>>;
@@ -224,7 +224,11 @@ async fn a_joined_check_is_woken_by_the_answer_not_by_every_open_turn() {
         assert!(futures::poll!(joiners.next()).is_pending());
         tokio::task::yield_now().await;
     }
-    assert_eq!(gets.load(Ordering::SeqCst), 1, "the first's read; the next still open");
+    assert_eq!(
+        gets.load(Ordering::SeqCst),
+        1,
+        "the first's read; the next still open"
+    );
     assert!(check.await.unwrap().unwrap().is_some());
     assert_eq!(joiners.collect::<Vec<_>>().await.len(), 5);
     assert_eq!(gets.load(Ordering::SeqCst), 2, "two reads");

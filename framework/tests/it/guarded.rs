@@ -19,8 +19,8 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
-use ward_runtime::{ErrorBackoff, Guard, GuardContext, GuardError, GuardedController, Verdict};
 use ward_apiserver::ApiServer;
+use ward_runtime::{ErrorBackoff, Guard, GuardContext, GuardError, GuardedController, Verdict};
 
 const WAIT: Duration = Duration::from_secs(600);
 

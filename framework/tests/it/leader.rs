@@ -19,10 +19,10 @@ use kube::{Client, ResourceExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use ward_apiserver::{ApiServer, Delay, WriteAction, WriteFault};
 use ward_runtime::GuardedController;
 use ward_runtime::clock::Clock;
 use ward_runtime::leader::{LeaderElection, LeaderError, Lost, LostReason, Outcome};
-use ward_apiserver::{ApiServer, Delay, WriteAction, WriteFault};
 
 const WAIT: Duration = Duration::from_secs(600);
 const LEASE: Duration = Duration::from_secs(15);

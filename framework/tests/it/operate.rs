@@ -20,11 +20,11 @@ use kube::runtime::watcher;
 use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use ward_apiserver::ApiServer;
 use ward_runtime::clock::Clock;
 use ward_runtime::leader::{LeaderElection, LeaderError, Outcome};
 use ward_runtime::observe::catalog::METRICS;
 use ward_runtime::{Guard, GuardContext, GuardError, GuardedController, Readiness, Verdict};
-use ward_apiserver::ApiServer;
 
 const WAIT: Duration = Duration::from_secs(600);
 

@@ -20,10 +20,10 @@ use kube::{Client, ResourceExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
+use ward_apiserver::{ApiServer, ServerConfig};
 use ward_runtime::clock::Clock;
 use ward_runtime::shard::{Member, Shard, ShardError, Slots};
 use ward_runtime::{Guard, GuardContext, GuardError, GuardedController, Verdict};
-use ward_apiserver::{ApiServer, ServerConfig};
 
 const WAIT: Duration = Duration::from_secs(600);
 const LEASE: Duration = Duration::from_secs(10);

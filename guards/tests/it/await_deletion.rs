@@ -17,9 +17,9 @@ use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
 use serde_json::json;
 use tokio::time::Instant;
-use ward_runtime::GuardedController;
 use ward_apiserver::ApiServer;
 use ward_guards::await_deletion::AwaitDeletion;
+use ward_runtime::GuardedController;
 
 const WAIT: Duration = Duration::from_secs(600);
 const REVISION: &str = "ward.dev/revision-of";

@@ -15,9 +15,9 @@ use kube::runtime::controller::Action;
 use kube::runtime::wait::{await_condition, conditions};
 use kube::runtime::watcher;
 use kube::{Client, ResourceExt};
-use ward_runtime::GuardedController;
 use ward_apiserver::ApiServer;
 use ward_guards::owner_uid::{Acceptance, OwnerUid, Rejection};
+use ward_runtime::GuardedController;
 
 const WAIT: Duration = Duration::from_secs(600);
 

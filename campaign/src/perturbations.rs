@@ -18,7 +18,11 @@
 //! timeouts elapse in simulated time.
 //!
 //! Quorum reads stay fresh under a stale view, as they do against a real
-//! API server whose watch cache lags.
+//! API server whose watch cache lags. The opt-in [`Partition`] and
+//! [`FrozenView`] cut a controller off, or freeze its view, for a window.
+//!
+//! (A perturbation's `kind()` is its name in a plan, as above: nothing to
+//! do with Kubernetes kinds.)
 
 use std::fmt;
 use std::sync::Arc;
@@ -32,6 +36,8 @@ use ward_base::Rng;
 
 use crate::plan::{Action, Perturbation, pick, secs, window};
 use crate::world::{Op, World};
+
+pub use crate::isolate::{FrozenView, Partition};
 
 /// Every built-in kind, in a fixed order.
 #[must_use]
@@ -48,7 +54,7 @@ pub fn builtin() -> Vec<Arc<dyn Perturbation>> {
 
 /// Why a `--perturb` list was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
-pub enum KindsError {
+pub enum SelectError {
     /// A name that is no kind.
     #[error("unknown perturbation {name:?}: all, none, or a comma-separated list of {known}")]
     Unknown {
@@ -64,7 +70,7 @@ pub enum KindsError {
 pub fn select(
     spec: &str,
     available: &[Arc<dyn Perturbation>],
-) -> Result<Vec<Arc<dyn Perturbation>>, KindsError> {
+) -> Result<Vec<Arc<dyn Perturbation>>, SelectError> {
     match spec.trim() {
         "all" => return Ok(available.to_vec()),
         "none" | "" => return Ok(Vec::new()),
@@ -72,17 +78,18 @@ pub fn select(
     }
     let mut out: Vec<Arc<dyn Perturbation>> = Vec::new();
     for name in spec.split(',').map(str::trim) {
-        let k = available
-            .iter()
-            .find(|k| k.kind() == name)
-            .ok_or_else(|| KindsError::Unknown {
-                name: name.into(),
-                known: available
-                    .iter()
-                    .map(|k| k.kind())
-                    .collect::<Vec<_>>()
-                    .join(", "),
-            })?;
+        let k =
+            available
+                .iter()
+                .find(|k| k.kind() == name)
+                .ok_or_else(|| SelectError::Unknown {
+                    name: name.into(),
+                    known: available
+                        .iter()
+                        .map(|k| k.kind())
+                        .collect::<Vec<_>>()
+                        .join(", "),
+                })?;
         if !out.iter().any(|o| o.kind() == name) {
             out.push(k.clone());
         }

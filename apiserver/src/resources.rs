@@ -83,28 +83,6 @@ impl ScalePaths {
 }
 
 impl ResourceInfo {
-    /// A stored object's JSON as this resource serves it: its stored bytes
-    /// at `api_version` (this resource's [`api_version`](Self::api_version),
-    /// computed once by a caller rendering many), defaulted first when its
-    /// schema's defaults are newer than the object
-    /// ([`crate::schema::VersionSchema::defaults_on_read`]).
-    #[must_use]
-    pub fn read_bytes(&self, o: &crate::store::StoredObject, api_version: &str) -> bytes::Bytes {
-        if self.conversion.as_ref().is_some_and(|c| c.by_webhook()) {
-            // Converted by the webhook once rendered: served as stored.
-            return o.raw.clone();
-        }
-        match &self.schema {
-            Some(s) if s.defaults_on_read(o.rv) => {
-                let mut v = o.value();
-                s.default_only(&mut v);
-                v["apiVersion"] = api_version.into();
-                bytes::Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
-            }
-            _ => o.bytes_at(api_version),
-        }
-    }
-
     /// The subresources served on this resource, in discovery's order.
     #[must_use]
     pub fn subresources(&self) -> Vec<ServedSubresource> {

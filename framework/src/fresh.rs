@@ -11,7 +11,7 @@
 //! before the check.
 //!
 //! ```text
-//! check A ──► read 1 sent (nothing in flight: A sends it itself) ── answers ─► A
+//! check A ──► read 1 sent ─────────── read 1 answers ─► A
 //! check B ─────► (read 1 is in flight: B may not join it; it opens read 2)
 //! check C ────────► joins read 2 (not sent yet)
 //!                                     read 2 sent ─── answers ─► B, C
@@ -20,20 +20,16 @@
 //! At most one read per object is in flight and at most one is waiting to
 //! be sent, so N overlapping checks of one owner cost at most two reads —
 //! a sync of 10k children owned by 64 Nodes needs about 64-128 reads
-//! instead of 10k.
-//!
-//! A check that finds no read of its object in flight sends its own read
-//! at once, from its own task: a controller keeping up with its events
-//! pays for its read and nothing more (no task, no shared future, no wait
-//! for a turn of the scheduler). A read opened behind one in flight runs on
-//! its own task: it waits for the read before it, then stays open for one
-//! turn of the scheduler (tokio's: until the worker has run its other ready
-//! tasks), and another after every turn in which a check joined it, at
-//! most [`MAX_OPEN_TURNS`]: a controller under load starts reconciles turn
-//! after turn, and one read gathers the checks of many. The checks that
-//! joined it are woken once, by its answer — not at every turn it stays
-//! open, as they would be if they drove it themselves (`Shared` wakes
-//! every joined waiter whenever the shared future is woken).
+//! instead of 10k. A read stays open for one turn of the scheduler (tokio's:
+//! until the worker has run its other ready tasks) before it is sent, and
+//! for another after every turn in which a check joined it, at most
+//! [`MAX_OPEN_TURNS`]: a controller under load starts reconciles turn after
+//! turn, and one read gathers the checks of many, while a lone check (a
+//! controller keeping up with its events) waits one turn only. Each read
+//! runs on its own task, spawned when it opens: the checks that joined it
+//! are woken once, by its answer — not at every turn it stays open, as
+//! they would be if they drove it themselves (`Shared` wakes every joined
+//! waiter whenever the shared future is woken).
 
 use std::any::{Any, TypeId};
 use std::collections::HashMap;
@@ -46,7 +42,6 @@ use futures::FutureExt;
 use futures::future::{BoxFuture, Shared};
 use kube::api::{Api, ListParams};
 use serde::de::DeserializeOwned;
-use tokio::sync::watch;
 
 /// What a fresh or consistent read can read: a kube resource that
 /// deserializes and crosses threads.
@@ -73,29 +68,7 @@ type Key = (TypeId, String);
 /// the latest one created (the next must wait for it).
 struct Slot<X> {
     open: Option<Open<X>>,
-    last: (u64, Last<X>),
-}
-
-/// The latest call of a key, as the next one waits for it.
-enum Last<X> {
-    /// A call on a task of its own, shared by the checks that joined it.
-    Task(Call<X>),
-    /// A call its check sends itself: done when the sender is dropped
-    /// (answered, or the check dropped).
-    Inline(watch::Receiver<()>),
-}
-
-impl<X: Clone + Send + Sync + 'static> Last<X> {
-    /// A future that ends when this call has ended.
-    fn ended(&self) -> BoxFuture<'static, ()> {
-        match self {
-            Last::Task(call) => call.clone().map(drop).boxed(),
-            Last::Inline(done) => {
-                let mut done = done.clone();
-                async move { while done.changed().await.is_ok() {} }.boxed()
-            }
-        }
-    }
+    last: (u64, Call<X>),
 }
 
 /// A call not sent yet, and how many checks have joined it.
@@ -170,81 +143,46 @@ impl FreshReads {
         .await
     }
 
-    /// Run the call `send` makes for `key`: itself when no call for `key`
-    /// is in flight; else join one that has not been sent yet, or open one
-    /// behind the call in flight.
+    /// Run the call `send` makes for `key` (made only when no call for
+    /// `key` is open), or join one that has not been sent yet.
     async fn call<X, F>(&self, key: Key, send: impl FnOnce() -> F) -> Answer<X>
     where
         X: Clone + Send + Sync + 'static,
         F: Future<Output = Answer<X>> + Send + 'static,
     {
-        let ended = match self.join_or_open(key, send) {
-            Ok(call) => return call.await,
-            Err(ended) => ended,
+        let call = {
+            let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+            let slot = inner
+                .slots
+                .get_mut(&key)
+                .and_then(|s| s.downcast_mut::<Slot<X>>());
+            match slot {
+                Some(Slot {
+                    open: Some(open), ..
+                }) => {
+                    open.joins.fetch_add(1, Ordering::Relaxed);
+                    open.call.clone()
+                }
+                slot => {
+                    let before = slot.map(|s| s.last.1.clone());
+                    inner.next_id += 1;
+                    let id = inner.next_id;
+                    let joins = Arc::new(AtomicU64::new(0));
+                    let call = self.new_call(key.clone(), id, before, joins.clone(), send());
+                    let slot = Slot {
+                        open: Some(Open {
+                            id,
+                            call: call.clone(),
+                            joins,
+                        }),
+                        last: (id, call.clone()),
+                    };
+                    inner.slots.insert(key, Box::new(slot));
+                    call
+                }
+            }
         };
-        let answer = Box::pin(ended.send).await;
-        drop(ended.guard);
-        answer
-    }
-
-    /// The shared call a check of `key` awaits (joined, or opened behind
-    /// the one in flight), or, when none is in flight, the request it
-    /// sends itself (`Err`).
-    #[allow(clippy::type_complexity)]
-    fn join_or_open<X, F>(
-        &self,
-        key: Key,
-        send: impl FnOnce() -> F,
-    ) -> Result<Call<X>, Inline<'_, X, F>>
-    where
-        X: Clone + Send + Sync + 'static,
-        F: Future<Output = Answer<X>> + Send + 'static,
-    {
-        let mut inner = self.inner.lock().unwrap_or_else(|e| e.into_inner());
-        inner.next_id += 1;
-        let id = inner.next_id;
-        let slot = inner
-            .slots
-            .get_mut(&key)
-            .and_then(|s| s.downcast_mut::<Slot<X>>());
-        match slot {
-            Some(Slot {
-                open: Some(open), ..
-            }) => {
-                open.joins.fetch_add(1, Ordering::Relaxed);
-                Ok(open.call.clone())
-            }
-            Some(slot) => {
-                let before = slot.last.1.ended();
-                let joins = Arc::new(AtomicU64::new(0));
-                let call = self.new_call(key, id, before, joins.clone(), send());
-                slot.open = Some(Open {
-                    id,
-                    call: call.clone(),
-                    joins,
-                });
-                slot.last = (id, Last::Task(call.clone()));
-                Ok(call)
-            }
-            None => {
-                let (sent, done) = watch::channel(());
-                let slot = Slot {
-                    open: None,
-                    last: (id, Last::<X>::Inline(done)),
-                };
-                inner.slots.insert(key.clone(), Box::new(slot));
-                Err(Inline {
-                    send: send(),
-                    guard: Ended {
-                        inner: &self.inner,
-                        key,
-                        id,
-                        _sent: sent,
-                        _x: std::marker::PhantomData,
-                    },
-                })
-            }
-        }
+        call.await
     }
 
     /// Call `id`, on a task of its own: wait for the call before it, close
@@ -254,7 +192,7 @@ impl FreshReads {
         &self,
         key: Key,
         id: u64,
-        before: BoxFuture<'static, ()>,
+        before: Option<Call<X>>,
         joins: Arc<AtomicU64>,
         send: F,
     ) -> Call<X>
@@ -264,7 +202,9 @@ impl FreshReads {
     {
         let inner = self.inner.clone();
         let task = tokio::spawn(async move {
-            before.await;
+            if let Some(before) = before {
+                let _ = before.await;
+            }
             // Stay open for a turn of the scheduler, and another after
             // every turn in which a check joined: the checks polled in the
             // meantime join this call instead of each sending its own.
@@ -291,29 +231,6 @@ impl FreshReads {
         }
         .boxed()
         .shared()
-    }
-}
-
-/// A request a check sends itself, and what forgets its slot after.
-struct Inline<'a, X: Send + Sync + 'static, F> {
-    send: F,
-    guard: Ended<'a, X>,
-}
-
-/// Drops with a call its check sends itself: wakes the call opened behind
-/// it (`_sent`, dropped) and forgets the slot unless one was.
-struct Ended<'a, X: Send + Sync + 'static> {
-    inner: &'a Mutex<Inner>,
-    key: Key,
-    id: u64,
-    _sent: watch::Sender<()>,
-    _x: std::marker::PhantomData<fn() -> X>,
-}
-
-impl<X: Send + Sync + 'static> Drop for Ended<'_, X> {
-    fn drop(&mut self) {
-        let id = self.id;
-        with_slot::<X>(self.inner, &self.key, |slot| slot.last.0 == id);
     }
 }
 

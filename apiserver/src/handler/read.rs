@@ -106,7 +106,7 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
         &api_version,
         &meta,
         &page.items,
-        |out, o| out.extend_from_slice(&t.info.read_bytes(o, &api_version)),
+        |out, o| out.extend_from_slice(&o.served_bytes(&t.info, &api_version)),
     );
     Ok(converting(t, bytes_response(StatusCode::OK, list)))
 }

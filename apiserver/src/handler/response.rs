@@ -102,6 +102,6 @@ pub(super) fn render(req: &Req<'_>, t: &Target, o: &StoredObject, code: StatusCo
     }
     converting(
         t,
-        bytes_response(code, t.info.read_bytes(o, &t.info.api_version())),
+        bytes_response(code, o.served_bytes(&t.info, &t.info.api_version())),
     )
 }

@@ -244,6 +244,29 @@ impl StoredObject {
         Bytes::from(splice_rv(json, rv_at, self.rv))
     }
 
+    /// The object's JSON as `info`'s resource serves it: its stored bytes
+    /// at `api_version` (the resource's
+    /// [`api_version`](crate::resources::ResourceInfo::api_version),
+    /// computed once by a caller rendering many), defaulted first when its
+    /// schema's defaults are newer than the object
+    /// ([`crate::schema::VersionSchema::defaults_on_read`]).
+    #[must_use]
+    pub fn served_bytes(&self, info: &crate::resources::ResourceInfo, api_version: &str) -> Bytes {
+        if info.conversion.as_ref().is_some_and(|c| c.by_webhook()) {
+            // Converted by the webhook once rendered: served as stored.
+            return self.raw.clone();
+        }
+        match &info.schema {
+            Some(s) if s.defaults_on_read(self.rv) => {
+                let mut v = self.value();
+                s.default_only(&mut v);
+                v["apiVersion"] = api_version.into();
+                Bytes::from(serde_json::to_vec(&v).unwrap_or_default())
+            }
+            _ => self.bytes_at(api_version),
+        }
+    }
+
     /// Parse the stored JSON.
     #[must_use]
     pub fn value(&self) -> Value {

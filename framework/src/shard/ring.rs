@@ -227,10 +227,8 @@ impl Ring {
 /// A member's rendezvous weight for a slot: SplitMix64's finalizer over
 /// both, so that members with similar names spread evenly.
 fn weight(member: u64, slot: usize) -> u64 {
-    let mut z = member ^ (slot as u64).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-    z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-    z ^ (z >> 31)
+    use ward_base::rng::{GOLDEN_GAMMA, mix64};
+    mix64(member ^ (slot as u64).wrapping_mul(GOLDEN_GAMMA))
 }
 
 #[cfg(test)]

@@ -142,13 +142,11 @@ async fn a_missing_object_is_none_and_sequential_checks_each_read() {
     assert!(ctx.get_fresh(&api, "absent").await.unwrap().is_some());
 }
 
-/// A check that finds no read of its object in flight sends its own at
-/// once (nothing to share it with); checks begun while it is in flight
-/// open one read behind it. A controller under load starts several
-/// reconciles per scheduler turn (a turn ends when the worker has run its
-/// ready tasks): that read stays open while each turn brings checks, so
-/// fifteen checks begun over five turns share it; after a turn with no
-/// newcomer it is sent, and a check begun after that reads again.
+/// A controller under load starts several reconciles per scheduler turn
+/// (a turn ends when the worker has run its ready tasks): the read stays
+/// open while each turn brings checks, so fifteen checks begun over five
+/// turns share one read; after a turn with no newcomer it is sent, and a
+/// check begun after that reads again.
 #[tokio::test(start_paused = true)]
 async fn a_read_stays_open_while_checks_keep_joining() {
     use futures::StreamExt;
@@ -156,13 +154,7 @@ async fn a_read_stays_open_while_checks_keep_joining() {
     let (ctx, api, gets) = counting_ctx(&server);
     create_owner(&server).await;
 
-    // The first check sends its read; its answer waits until it is polled again.
-    let mut first = Box::pin(ctx.get_fresh(&api, "owner"));
-    assert!(futures::poll!(first.as_mut()).is_pending());
     let mut checks = futures::stream::FuturesUnordered::new();
-    checks.push(ctx.get_fresh(&api, "owner"));
-    assert!(futures::poll!(checks.next()).is_pending());
-    assert!(first.await.unwrap().is_some());
     for _ in 0..5 {
         // Three checks start in this turn, each polled as it starts.
         for _ in 0..3 {
@@ -173,19 +165,15 @@ async fn a_read_stays_open_while_checks_keep_joining() {
     }
     assert_eq!(
         gets.load(Ordering::SeqCst),
-        1,
-        "the first check's read only: the next is still open, checks kept joining"
+        0,
+        "still open: checks kept joining"
     );
     let answers: Vec<_> = checks.collect().await;
-    assert_eq!(answers.len(), 16);
+    assert_eq!(answers.len(), 15);
     assert!(answers.iter().all(|a| a.as_ref().unwrap().is_some()));
-    assert_eq!(
-        gets.load(Ordering::SeqCst),
-        2,
-        "seventeen checks, two reads: the sixteen after the first shared one"
-    );
+    assert_eq!(gets.load(Ordering::SeqCst), 1, "fifteen checks, one read");
     ctx.get_fresh(&api, "owner").await.unwrap();
-    assert_eq!(gets.load(Ordering::SeqCst), 3, "a later check reads again");
+    assert_eq!(gets.load(Ordering::SeqCst), 2, "a later check reads again");
 }
 
 /// A check that joined a read waits for its answer without being polled
@@ -198,12 +186,8 @@ async fn a_joined_check_is_woken_by_the_answer_not_by_every_open_turn() {
     let (ctx, api, gets) = counting_ctx(&server);
     create_owner(&server).await;
 
-    // A first check sends its read; a second opens the next read behind
-    // it; a check on a task of its own, counting how often it is polled,
-    // joins that one; when the first has its answer, more join over four
-    // turns.
-    let mut first = Box::pin(ctx.get_fresh(&api, "owner"));
-    assert!(futures::poll!(first.as_mut()).is_pending());
+    // A first check opens the read; a check on a task of its own, counting
+    // how often it is polled, joins it; more join over four more turns.
     let mut joiners = futures::stream::FuturesUnordered::new();
     joiners.push(ctx.get_fresh(&api, "owner"));
     assert!(futures::poll!(joiners.next()).is_pending());
@@ -218,52 +202,20 @@ async fn a_joined_check_is_woken_by_the_answer_not_by_every_open_turn() {
     });
     tokio::task::yield_now().await;
     assert_eq!(polls.load(Ordering::SeqCst), 1, "the check joined the read");
-    assert!(first.await.unwrap().is_some());
     for _ in 0..4 {
         joiners.push(ctx.get_fresh(&api, "owner"));
         assert!(futures::poll!(joiners.next()).is_pending());
         tokio::task::yield_now().await;
     }
-    assert_eq!(
-        gets.load(Ordering::SeqCst),
-        1,
-        "the first's read; the next still open"
-    );
+    assert_eq!(gets.load(Ordering::SeqCst), 0, "still open");
     assert!(check.await.unwrap().unwrap().is_some());
     assert_eq!(joiners.collect::<Vec<_>>().await.len(), 5);
-    assert_eq!(gets.load(Ordering::SeqCst), 2, "two reads");
+    assert_eq!(gets.load(Ordering::SeqCst), 1, "one read");
     assert_eq!(
         polls.load(Ordering::SeqCst),
         2,
         "polled when it began and when the answer came, not at every turn the read stayed open"
     );
-}
-
-/// A check dropped while its own read is in flight (its reconcile was
-/// cancelled) lets the read opened behind it go, and leaves nothing
-/// behind: the checks after it are answered.
-#[tokio::test(start_paused = true)]
-async fn a_check_dropped_mid_read_lets_the_next_read_go() {
-    let server = ApiServer::start_in_process().await;
-    let (ctx, api, gets) = counting_ctx(&server);
-    create_owner(&server).await;
-
-    let mut first = Box::pin(ctx.get_fresh(&api, "owner"));
-    assert!(futures::poll!(first.as_mut()).is_pending());
-    let mut behind = Box::pin(ctx.get_fresh(&api, "owner"));
-    assert!(futures::poll!(behind.as_mut()).is_pending());
-    drop(first);
-    let within = |check| tokio::time::timeout(Duration::from_secs(60), check);
-    assert!(within(behind).await.unwrap().unwrap().is_some());
-    let before = gets.load(Ordering::SeqCst);
-    assert!(
-        within(Box::pin(ctx.get_fresh(&api, "owner")))
-            .await
-            .unwrap()
-            .unwrap()
-            .is_some()
-    );
-    assert_eq!(gets.load(Ordering::SeqCst), before + 1, "a read of its own");
 }
 
 /// The ConfigMap `owner`, created straight through the server's client.

@@ -5,7 +5,7 @@
 //! an error policy's Action is honoured, and dynamic types and
 //! reconcile_all_on work as in kube-runtime.
 
-use crate::common::prometheus;
+use crate::common::{WAIT, prometheus};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -21,8 +21,6 @@ use serde_json::json;
 use tokio::time::Instant;
 use ward_apiserver::ApiServer;
 use ward_runtime::{ErrorBackoff, Guard, GuardContext, GuardError, GuardedController, Verdict};
-
-const WAIT: Duration = Duration::from_secs(600);
 
 /// What a test records, and a notification on every record.
 struct Recorded<T> {

@@ -4,7 +4,7 @@
 //! late renew is refused), takeovers and spurious conflicts noticed, and a
 //! controller gated by leadership that stops reconciling once it is lost.
 
-use crate::common::prometheus;
+use crate::common::{WAIT, prometheus, until};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -24,7 +24,6 @@ use ward_runtime::GuardedController;
 use ward_runtime::clock::Clock;
 use ward_runtime::leader::{LeaderElection, LeaderError, Lost, LostReason, Outcome};
 
-const WAIT: Duration = Duration::from_secs(600);
 const LEASE: Duration = Duration::from_secs(15);
 const RETRY: Duration = Duration::from_secs(2);
 
@@ -41,17 +40,6 @@ fn when(log: &Log, entry: &str) -> Option<Instant> {
         .iter()
         .find(|(e, _)| e == entry)
         .map(|(_, t)| *t)
-}
-
-/// Wait (simulated time) until `cond` holds.
-async fn until(what: &str, mut cond: impl FnMut() -> bool) {
-    let ok = tokio::time::timeout(WAIT, async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(10)).await;
-        }
-    })
-    .await;
-    assert!(ok.is_ok(), "timed out waiting for {what}");
 }
 
 /// A candidate running [`LeaderElection::run`] in a task of its own.

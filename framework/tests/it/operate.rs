@@ -5,7 +5,7 @@
 //! over within one retry period, and the metrics text checked line by line
 //! against the Prometheus exposition format.
 
-use crate::common::prometheus;
+use crate::common::{prometheus, within};
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 use std::time::Duration;
@@ -25,14 +25,6 @@ use ward_runtime::clock::Clock;
 use ward_runtime::leader::{LeaderElection, LeaderError, Outcome};
 use ward_runtime::observe::catalog::METRICS;
 use ward_runtime::{Guard, GuardContext, GuardError, GuardedController, Readiness, Verdict};
-
-const WAIT: Duration = Duration::from_secs(600);
-
-async fn within<T>(what: &str, fut: impl Future<Output = T>) -> T {
-    tokio::time::timeout(WAIT, fut)
-        .await
-        .unwrap_or_else(|_| panic!("timed out waiting for {what}"))
-}
 
 async fn create_cms(client: &Client, names: &[&str]) {
     let api = Api::<ConfigMap>::default_namespaced(client.clone());

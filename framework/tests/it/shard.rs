@@ -4,7 +4,7 @@
 //! run two reconciles of one object at once; with and without the
 //! server's KEP-5866 filtering.
 
-use crate::common::prometheus;
+use crate::common::{prometheus, until};
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -25,7 +25,6 @@ use ward_runtime::clock::Clock;
 use ward_runtime::shard::{Member, Shard, ShardError, Slots};
 use ward_runtime::{Guard, GuardContext, GuardError, GuardedController, Verdict};
 
-const WAIT: Duration = Duration::from_secs(600);
 const LEASE: Duration = Duration::from_secs(10);
 const RENEW: Duration = Duration::from_secs(2);
 const OBJECTS: usize = 120;
@@ -88,17 +87,6 @@ fn reconciled_by(
         runs.iter()
             .any(|r| r.object == *o && r.who == who(o) && r.start >= since && r.end.is_some())
     })
-}
-
-async fn until(what: &str, mut cond: impl FnMut() -> bool) -> Instant {
-    let ok = tokio::time::timeout(WAIT, async {
-        while !cond() {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
-    })
-    .await;
-    assert!(ok.is_ok(), "timed out waiting for {what}");
-    Instant::now()
 }
 
 /// A server that filters lists and watches by shard (KEP-5866).

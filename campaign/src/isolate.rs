@@ -79,17 +79,19 @@ impl Action for PartitionAction {
     fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
         let (target, at, len, cut) = (self.target.clone(), self.at, self.len, self.cut);
         async move {
-            w.until(at).await;
-            if !w.partition(&target, Some(cut)) {
-                w.log(format!(
-                    "perturb: {target} is no controller of this run; nothing done"
-                ));
-                return;
-            }
-            w.log(format!("perturb: {target} partitioned ({cut:?})"));
-            w.until(at + len).await;
-            w.partition(&target, None);
-            w.log(format!("perturb: {target} reconnected"));
+            let begin = |w: &World| {
+                if !w.partition(&target, Some(cut)) {
+                    let _ = w.client_or_log(&target);
+                    return None;
+                }
+                w.log(format!("perturb: {target} partitioned ({cut:?})"));
+                Some(())
+            };
+            let end = |w: &World, ()| {
+                w.partition(&target, None);
+                w.log(format!("perturb: {target} reconnected"));
+            };
+            w.window(at, len, begin, end).await;
         }
         .boxed()
     }

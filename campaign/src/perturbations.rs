@@ -139,16 +139,20 @@ impl Action for GcDelayAction {
     fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
         let (at, len, delay) = (self.at, self.len, Delay::fixed(self.delay));
         async move {
-            w.until(at).await;
-            let before = w.faults().gc().delay;
-            w.faults().set_gc_delay(delay);
-            w.log(format!("perturb: GC delayed {}", secs(delay_of(delay))));
-            w.until(at + len).await;
-            // Leave a delay the scenario has set since alone.
-            if w.faults().gc().delay == delay {
-                w.faults().set_gc_delay(before);
-            }
-            w.log("perturb: GC delay lifted".into());
+            let begin = |w: &World| {
+                let before = w.faults().gc().delay;
+                w.faults().set_gc_delay(delay);
+                w.log(format!("perturb: GC delayed {}", secs(delay_of(delay))));
+                Some(before)
+            };
+            let end = |w: &World, before| {
+                // Leave a delay the scenario has set since alone.
+                if w.faults().gc().delay == delay {
+                    w.faults().set_gc_delay(before);
+                }
+                w.log("perturb: GC delay lifted".into());
+            };
+            w.window(at, len, begin, end).await;
         }
         .boxed()
     }
@@ -192,15 +196,19 @@ impl Action for GcPauseAction {
     fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
         let (at, len) = (self.at, self.len);
         async move {
-            w.until(at).await;
-            if w.faults().gc().paused {
-                return; // the scenario's own pause: not ours to lift
-            }
-            w.faults().pause_gc();
-            w.log("perturb: GC paused".into());
-            w.until(at + len).await;
-            w.faults().resume_gc();
-            w.log("perturb: GC resumed".into());
+            let begin = |w: &World| {
+                if w.faults().gc().paused {
+                    return None; // the scenario's own pause: not ours to lift
+                }
+                w.faults().pause_gc();
+                w.log("perturb: GC paused".into());
+                Some(())
+            };
+            let end = |w: &World, ()| {
+                w.faults().resume_gc();
+                w.log("perturb: GC resumed".into());
+            };
+            w.window(at, len, begin, end).await;
         }
         .boxed()
     }
@@ -260,33 +268,34 @@ impl Action for StaleViewAction {
     fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
         let (target, at, len, quorum) = (self.target.clone(), self.at, self.len, self.quorum);
         async move {
-            let Some(client) = w.client_of(&target) else {
-                w.log(format!(
-                    "perturb: {target} is no controller of this run; nothing done"
-                ));
+            let Some(client) = w.client_or_log(&target) else {
                 return;
             };
-            w.until(at).await;
-            let rv = w.current_rv();
-            w.faults().update_view(client, |v| {
-                v.frozen_at = Some(rv);
-                v.stale_quorum_reads = quorum;
-            });
-            if quorum {
-                w.log(format!("perturb: every read of {target} frozen at rv {rv}"));
-            } else {
-                w.log(format!("perturb: {target}'s view frozen at rv {rv}"));
-            }
-            w.until(at + len).await;
-            w.faults().update_view(client, |v| {
-                v.frozen_at = None;
-                v.stale_quorum_reads = false;
-            });
-            if quorum {
-                w.log(format!("perturb: {target}'s reads released"));
-            } else {
-                w.log(format!("perturb: {target}'s view released"));
-            }
+            let begin = |w: &World| {
+                let rv = w.current_rv();
+                w.faults().update_view(client, |v| {
+                    v.frozen_at = Some(rv);
+                    v.stale_quorum_reads = quorum;
+                });
+                if quorum {
+                    w.log(format!("perturb: every read of {target} frozen at rv {rv}"));
+                } else {
+                    w.log(format!("perturb: {target}'s view frozen at rv {rv}"));
+                }
+                Some(())
+            };
+            let end = |w: &World, ()| {
+                w.faults().update_view(client, |v| {
+                    v.frozen_at = None;
+                    v.stale_quorum_reads = false;
+                });
+                if quorum {
+                    w.log(format!("perturb: {target}'s reads released"));
+                } else {
+                    w.log(format!("perturb: {target}'s view released"));
+                }
+            };
+            w.window(at, len, begin, end).await;
         }
         .boxed()
     }
@@ -343,24 +352,25 @@ impl Action for UnobservedAction {
     fn run(&self, w: Arc<World>) -> BoxFuture<'static, ()> {
         let (target, at, len, hold) = (self.target.clone(), self.at, self.len, self.hold);
         async move {
-            let Some(client) = w.client_of(&target) else {
-                w.log(format!(
-                    "perturb: {target} is no controller of this run; nothing done"
-                ));
+            let Some(client) = w.client_or_log(&target) else {
                 return;
             };
-            w.until(at).await;
-            w.faults().update_view(client, |v| {
-                v.coalesce = true;
-                v.watch_delay = Delay::fixed(hold);
-            });
-            w.log(format!("perturb: {target} misses intermediate states"));
-            w.until(at + len).await;
-            w.faults().update_view(client, |v| {
-                v.coalesce = false;
-                v.watch_delay = Delay::default();
-            });
-            w.log(format!("perturb: {target} sees every state again"));
+            let begin = |w: &World| {
+                w.faults().update_view(client, |v| {
+                    v.coalesce = true;
+                    v.watch_delay = Delay::fixed(hold);
+                });
+                w.log(format!("perturb: {target} misses intermediate states"));
+                Some(())
+            };
+            let end = |w: &World, ()| {
+                w.faults().update_view(client, |v| {
+                    v.coalesce = false;
+                    v.watch_delay = Delay::default();
+                });
+                w.log(format!("perturb: {target} sees every state again"));
+            };
+            w.window(at, len, begin, end).await;
             // Done once what the window held has gone out too (an event
             // held just before the end is released up to `hold` later):
             // a run that settles after the plan is done settles after it.
@@ -427,9 +437,7 @@ impl Action for CrashAction {
                     "perturb: {target} will crash after {k} more {op}(s)"
                 ));
             } else {
-                w.log(format!(
-                    "perturb: {target} is no controller of this run; nothing done"
-                ));
+                let _ = w.client_or_log(&target);
             }
         }
         .boxed()
@@ -505,13 +513,9 @@ impl Action for WriteFaultsAction {
         let (target, at, len) = (self.target.clone(), self.at, self.len);
         let (fraction, action) = (self.fraction, self.action);
         async move {
-            let Some(client) = w.client_of(&target) else {
-                w.log(format!(
-                    "perturb: {target} is no controller of this run; nothing done"
-                ));
+            let Some(client) = w.client_or_log(&target) else {
                 return;
             };
-            w.until(at).await;
             let mut fault = WriteFault::fraction(fraction, action).client(client);
             if action == WriteAction::Conflict {
                 // Only a write that names the version it read can
@@ -523,13 +527,18 @@ impl Action for WriteFaultsAction {
                 // server makes.
                 fault = fault.verbs(&[Verb::Update]);
             }
-            if w.faults().add_write_fault(fault.clone()).is_err() {
+            let begin = |w: &World| {
+                w.faults().add_write_fault(fault.clone()).ok()?;
+                w.log(format!("perturb: {target}'s writes start failing"));
+                Some(())
+            };
+            let end = |w: &World, ()| {
+                w.faults().remove_write_fault(&fault);
+                w.log(format!("perturb: {target}'s writes succeed again"));
+            };
+            if !w.window(at, len, begin, end).await {
                 return;
             }
-            w.log(format!("perturb: {target}'s writes start failing"));
-            w.until(at + len).await;
-            w.faults().remove_write_fault(&fault);
-            w.log(format!("perturb: {target}'s writes succeed again"));
             // Done once a write delayed at the window's end has landed.
             if let WriteAction::Latency(d) = action {
                 w.until(at + len + delay_of(d)).await;
@@ -609,14 +618,16 @@ impl Action for WebhookFaultsAction {
             trigger: Trigger::Fraction(self.fraction),
         };
         async move {
-            w.until(at).await;
-            if w.faults().add_webhook_fault(fault.clone()).is_err() {
-                return;
-            }
-            w.log("perturb: admission webhook calls start failing".into());
-            w.until(at + len).await;
-            w.faults().remove_webhook_fault(&fault);
-            w.log("perturb: admission webhook calls succeed again".into());
+            let begin = |w: &World| {
+                w.faults().add_webhook_fault(fault.clone()).ok()?;
+                w.log("perturb: admission webhook calls start failing".into());
+                Some(())
+            };
+            let end = |w: &World, ()| {
+                w.faults().remove_webhook_fault(&fault);
+                w.log("perturb: admission webhook calls succeed again".into());
+            };
+            w.window(at, len, begin, end).await;
         }
         .boxed()
     }

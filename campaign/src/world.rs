@@ -211,6 +211,39 @@ impl World {
         self.target(name).map(|t| t.client)
     }
 
+    /// [`World::client_of`], logging that the action does nothing when
+    /// `name` is no controller of this run.
+    #[must_use]
+    pub fn client_or_log(&self, name: &str) -> Option<ClientId> {
+        let client = self.client_of(name);
+        if client.is_none() {
+            self.log(format!(
+                "perturb: {name} is no controller of this run; nothing done"
+            ));
+        }
+        client
+    }
+
+    /// A window of a plan: at `at` after the plan started, `begin`
+    /// perturbs (and logs) and returns what `end` needs to undo it, or
+    /// `None` when it did nothing; at `at + len`, `end` undoes it (and
+    /// logs). False when `begin` did nothing.
+    pub async fn window<T>(
+        &self,
+        at: Duration,
+        len: Duration,
+        begin: impl FnOnce(&World) -> Option<T>,
+        end: impl FnOnce(&World, T),
+    ) -> bool {
+        self.until(at).await;
+        let Some(undo) = begin(self) else {
+            return false;
+        };
+        self.until(at + len).await;
+        end(self, undo);
+        true
+    }
+
     /// Kill controller `name` right after its `k`-th `op` from now (the
     /// request is served, the answer never seen), and restart it with its
     /// memory lost. False if there is no such controller.

@@ -11,8 +11,7 @@ a facade. Unit-test modules and other items compiled only for tests
 
 Prints every strongly connected set of more than one file (an import
 circle), every circle between a crate's top-level modules (a folder module
-counts as one, so a circle through a re-export shows; one known circle is
-listed below until #50 breaks it), and every break of the layering rules ARCHITECTURE.md states
+counts as one, so a circle through a re-export shows), and every break of the layering rules ARCHITECTURE.md states
 (the Ward crates a crate may depend on; the apiserver folders that must
 not import request handling), and exits 1 if there is one. Generated files (`// @generated` on
 their first line) are left out. Usage: python3 .ci/imports.py [ROOT [PREFIX]]
@@ -235,14 +234,7 @@ NEVER = [
 ]
 
 # Import circles between a crate's top-level modules (a folder module and
-# its files count as one, so a circle through a re-export is seen). The one
-# known circle is ward-apiserver's registry, store, kinds and admission,
-# which the move into layers (#50) breaks; any other circle, or this one
-# grown or changed, fails.
-KNOWN_MODULE_CIRCLES = {
-    "apiserver": {"admission", "auth", "conversion", "kind", "resources", "store"},
-}
-
+# its files count as one, so a circle through a re-export is seen).
 def module_circles(crate, name, edges):
     top = {f: (m[0] if m else "lib") for m, f in crate.mods.items()}
     me = {}
@@ -250,12 +242,8 @@ def module_circles(crate, name, edges):
         for t in ts:
             if top[f] != top[t]:
                 me.setdefault(top[f], set()).add(top[t])
-    out = []
-    for comp in circles(me):
-        if set(comp) == KNOWN_MODULE_CIRCLES.get(name):
-            continue
-        out.append(f"{name}: import circle between top-level modules: {' '.join(comp)}")
-    return out
+    return [f"{name}: import circle between top-level modules: {' '.join(comp)}"
+            for comp in circles(me)]
 
 def crate_breaks(root):
     import json, subprocess

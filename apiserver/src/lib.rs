@@ -65,6 +65,7 @@ pub mod schema;
 pub mod selector;
 pub mod server;
 pub mod shard;
+mod spec;
 pub mod status;
 pub mod store;
 pub mod strategy;

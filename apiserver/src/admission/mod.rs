@@ -41,12 +41,14 @@
 //! - `matchConditions` cannot use `authorizer`.
 
 pub mod call;
-pub mod config;
+/// Webhooks as registered (the kinds' specs live below the request path).
+pub use crate::spec::webhook as config;
 mod context;
 mod dispatch;
 pub mod matching;
 pub mod policy;
-pub mod policy_config;
+/// ValidatingAdmissionPolicies and bindings as registered.
+pub use crate::spec::policy as policy_config;
 pub mod review;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -13,7 +13,6 @@
 //! answers are converted by the handler once they are rendered (one review
 //! for a list's items); a watch converts each event before it is sent.
 
-mod spec;
 mod webhook;
 
-pub use spec::{Conversion, WEBHOOK_TIMEOUT, Webhook, default, errors};
+pub use crate::spec::conversion::{Conversion, WEBHOOK_TIMEOUT, Webhook, default, errors};

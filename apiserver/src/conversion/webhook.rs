@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 
-use super::spec::{Conversion, WEBHOOK_TIMEOUT};
 use crate::faults::Faults;
+use crate::spec::conversion::{Conversion, WEBHOOK_TIMEOUT};
 use crate::status::ApiError;
 use crate::store::Store;
 

@@ -8,7 +8,7 @@
 use serde_json::Value;
 
 use super::strategy::KindStrategy;
-use crate::admission::policy_config;
+use crate::spec::policy as policy_config;
 use crate::status::ApiError;
 
 /// The ValidatingAdmissionPolicy kind.

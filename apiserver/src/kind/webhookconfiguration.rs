@@ -6,7 +6,7 @@
 use serde_json::Value;
 
 use super::strategy::KindStrategy;
-use crate::admission::config;
+use crate::spec::webhook as config;
 use crate::status::ApiError;
 
 /// The MutatingWebhookConfiguration kind.

@@ -135,14 +135,14 @@ fn str_of(v: &Value) -> &str {
 }
 
 /// A list of strings (non-strings left out).
-pub(super) fn strings(v: &Value) -> Vec<String> {
+pub(crate) fn strings(v: &Value) -> Vec<String> {
     (v.as_array().into_iter().flatten())
         .filter_map(|s| s.as_str().map(String::from))
         .collect()
 }
 
 /// A `LabelSelector` object (null: the empty selector, which takes all).
-pub(super) fn selector(v: &Value) -> Result<LabelSelector, String> {
+pub(crate) fn selector(v: &Value) -> Result<LabelSelector, String> {
     if v.is_null() {
         return Ok(LabelSelector::default());
     }
@@ -299,7 +299,7 @@ pub fn errors(config: &Value, mutating: bool) -> Vec<String> {
 }
 
 /// `obj[key] = v` unless it holds a value already.
-pub(super) fn set_default(obj: &mut Value, key: &str, v: Value) {
+pub(crate) fn set_default(obj: &mut Value, key: &str, v: Value) {
     if obj.get(key).is_none_or(Value::is_null) {
         obj[key] = v;
     }
@@ -307,7 +307,7 @@ pub(super) fn set_default(obj: &mut Value, key: &str, v: Value) {
 
 /// kube's errors for the `namespaceSelector` and `objectSelector` of `obj`
 /// (a webhook, a policy's or binding's match resources) at `at`.
-pub(super) fn selector_errors(obj: &Value, at: &str, errs: &mut Vec<String>) {
+pub(crate) fn selector_errors(obj: &Value, at: &str, errs: &mut Vec<String>) {
     for key in ["namespaceSelector", "objectSelector"] {
         if let Some(s) = selector_string(&obj[key])
             && let Err(e) = LabelSelector::parse(&s)
@@ -320,7 +320,7 @@ pub(super) fn selector_errors(obj: &Value, at: &str, errs: &mut Vec<String>) {
 /// kube's errors for `matchConditions` at `at` (a webhook's or a
 /// policy's): names required and unique, expressions that compile against
 /// `vars`.
-pub(super) fn condition_errors(conds: &Value, at: &str, vars: &[&str], errs: &mut Vec<String>) {
+pub(crate) fn condition_errors(conds: &Value, at: &str, vars: &[&str], errs: &mut Vec<String>) {
     let mut names = std::collections::HashSet::new();
     for (j, c) in conds.as_array().into_iter().flatten().enumerate() {
         let at = format!("{at}[{j}]");
@@ -343,13 +343,13 @@ pub(super) fn condition_errors(conds: &Value, at: &str, vars: &[&str], errs: &mu
 }
 
 /// Go's `%q` of a string.
-pub(super) fn quoted(s: &str) -> String {
+pub(crate) fn quoted(s: &str) -> String {
     Value::String(s.to_owned()).to_string()
 }
 
 /// kube's `Unsupported value` error at `at` when `v` is a string not in
 /// `allowed`.
-pub(super) fn one_of(v: &Value, at: &str, allowed: &[&str], errs: &mut Vec<String>) {
+pub(crate) fn one_of(v: &Value, at: &str, allowed: &[&str], errs: &mut Vec<String>) {
     if let Some(v) = v.as_str()
         && !allowed.contains(&v)
     {
@@ -375,7 +375,7 @@ fn fully_qualified(name: &str) -> Option<String> {
 /// kube's errors for one rule at `at` (a webhook's `rules[i]`, a
 /// policy's `resourceRules[i]`): operations, groups, versions, resources
 /// and scope.
-pub(super) fn rule_errors(r: &Value, at: &str, errs: &mut Vec<String>) {
+pub(crate) fn rule_errors(r: &Value, at: &str, errs: &mut Vec<String>) {
     const OPERATIONS: &[&str] = &["*", "CONNECT", "CREATE", "DELETE", "UPDATE"];
     let list = |k: &str| -> Vec<&str> {
         (r[k].as_array().into_iter().flatten())

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use crate::admission::config::{Endpoint, client};
+use super::webhook::{Endpoint, client};
 
 /// How long a conversion webhook may take (apiextensions-apiserver's
 /// fixed timeout).
@@ -159,10 +159,9 @@ pub fn errors(crd: &Value) -> Vec<String> {
                     "{at}.webhookClientConfig: Required value: required when strategy is set to Webhook"
                 ));
             } else {
-                for e in crate::admission::config::client_config_errors(
-                    cc,
-                    &format!("{at}.webhookClientConfig"),
-                ) {
+                for e in
+                    super::webhook::client_config_errors(cc, &format!("{at}.webhookClientConfig"))
+                {
                     errs.push(e);
                 }
             }

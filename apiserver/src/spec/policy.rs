@@ -1,7 +1,7 @@
 //! ValidatingAdmissionPolicies and bindings as registered: defaulted as
 //! admissionregistration/v1 defaults them and checked as kube-apiserver's
 //! `validation.go` checks them (the common field errors, in its words), so
-//! a stored policy compiles ([`super::policy`]).
+//! a stored policy compiles ([`crate::admission::policy`]).
 //!
 //! Not checked: that a validation's type is exactly `bool` (expressions
 //! are compiled `dyn`, so a non-boolean one fails when evaluated, not at
@@ -10,7 +10,7 @@
 
 use serde_json::Value;
 
-use super::config::{condition_errors, one_of, quoted, rule_errors, selector_errors, set_default};
+use super::webhook::{condition_errors, one_of, quoted, rule_errors, selector_errors, set_default};
 use crate::cel::Expression;
 
 /// The variables a policy's expressions may name.

@@ -1,5 +1,5 @@
 //! Server-side apply and the field sets of `managedFields` bookkeeping
-//! (approximate; `Update` operations are recorded in `update.rs`).
+//! (approximate; `Update` operations are recorded in `managed_fields.rs`).
 //!
 //! Field sets are kept in the real `fieldsV1` shape: `f:<field>` for map
 //! fields, `k:{"<mergeKey>":<value>}` for items of keyed lists (with a `.`

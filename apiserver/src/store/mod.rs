@@ -29,10 +29,11 @@ use crate::status::ApiError;
 mod delete;
 mod history;
 mod object;
+mod order;
 mod write;
 
-use object::{Id, Named, Slot};
 pub use object::{OwnerRef, RefUid, StoredObject, Uid};
+use order::{Id, Named, Slot};
 
 /// What happened to an object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -9,7 +9,8 @@ use std::sync::atomic::Ordering;
 
 use serde_json::{Map, Value};
 
-use super::object::{Id, Named, Prepared, Slot};
+use super::object::Prepared;
+use super::order::{Id, Named, Slot};
 use super::*;
 
 /// What a write decides, given the current object.

@@ -110,11 +110,13 @@ mod added;
 mod changes;
 mod follow;
 mod gate;
+mod keeper;
 mod key;
 mod lease;
 mod member;
 mod query;
 pub mod ring;
+mod run;
 mod view;
 
 pub(crate) use follow::{GainedOnly, applied_once_listed, watch};

@@ -22,7 +22,8 @@
 //! use k8s_openapi::api::core::v1::ConfigMap;
 //! use kube::api::{Api, DeleteParams, PostParams};
 //! use ward_apiserver::{ApiServer, ServerConfig};
-//! use ward_campaign::{Perturber, Plan, simulate, perturbations::{builtin, select}};
+//! use ward_campaign::perturbations::{builtin, select};
+//! use ward_campaign::{Perturber, Plan, simulate};
 //!
 //! async fn keep_marker(client: kube::Client) {
 //!     let cms: Api<ConfigMap> = Api::default_namespaced(client);
@@ -93,6 +94,7 @@ pub use perturbations::{
 };
 pub use perturber::{Controller, Perturber};
 pub use plan::{Action, Perturbation, Plan, PlanError};
+pub use world::{Cut, Limits, Log, Op, RunError, World};
 
 /// [`perturbations::SelectError`], by its old name.
 #[deprecated(since = "0.3.0", note = "renamed `perturbations::SelectError`")]
@@ -135,7 +137,6 @@ pub fn window(
 ) -> (std::time::Duration, std::time::Duration) {
     plan::window(rng, horizon, min, max)
 }
-pub use world::{Cut, Limits, Log, Op, RunError, World};
 
 /// Run the future `make` builds as a simulation: on a thread of its own,
 /// with every source of randomness the [`entropy`] module covers seeded,

@@ -11,10 +11,11 @@ a facade. Unit-test modules and other items compiled only for tests
 
 Prints every strongly connected set of more than one file (an import
 circle), every circle between a crate's top-level modules (a folder module
-counts as one, so a circle through a re-export shows), and every break of the layering rules ARCHITECTURE.md states
-(the Ward crates a crate may depend on; the apiserver folders that must
-not import request handling), and exits 1 if there is one. Generated files (`// @generated` on
-their first line) are left out. Usage: python3 .ci/imports.py [ROOT [PREFIX]]
+counts as one, so a circle through a re-export shows), and every break of
+the layering rules ARCHITECTURE.md states (the Ward crates a crate may
+depend on; the apiserver folders that must not import request handling),
+and exits 1 if there is one. Generated files (`// @generated` on their
+first line) are left out. Usage: python3 .ci/imports.py [ROOT [PREFIX]]
 (PREFIX: also print the edges of files under it).
 """
 import os, re, sys

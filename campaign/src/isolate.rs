@@ -80,10 +80,8 @@ impl Action for PartitionAction {
         let (target, at, len, cut) = (self.target.clone(), self.at, self.len, self.cut);
         async move {
             let begin = |w: &World| {
-                if !w.partition(&target, Some(cut)) {
-                    let _ = w.client_or_log(&target);
-                    return None;
-                }
+                w.client_or_log(&target)?;
+                w.partition(&target, Some(cut)).then_some(())?;
                 w.log(format!("perturb: {target} partitioned ({cut:?})"));
                 Some(())
             };

@@ -432,12 +432,10 @@ impl Action for CrashAction {
         let (target, at, op, k) = (self.target.clone(), self.at, self.op, self.k);
         async move {
             w.until(at).await;
-            if w.arm_crash(&target, op, k) {
+            if w.client_or_log(&target).is_some() && w.arm_crash(&target, op, k) {
                 w.log(format!(
                     "perturb: {target} will crash after {k} more {op}(s)"
                 ));
-            } else {
-                let _ = w.client_or_log(&target);
             }
         }
         .boxed()

@@ -158,8 +158,17 @@ fn the_reconcile_cost_loop_reconciles_each_write_once() {
             node_watch,
         };
         let r = rt.block_on(run(&config)).unwrap();
+        // Every write reconciled. kube-runtime reconciles at least once
+        // per change, not exactly once: a sync reconcile it repeats (seen
+        // once in CI, 21 for 20 writes) may land inside the loop, at most
+        // one per object.
         let want = if variant.is_some() { 20 } else { 0 };
-        assert_eq!(r.reconciles, want, "{variant:?}: {r:?}");
+        let most = if variant.is_some() {
+            want + config.objects as u64
+        } else {
+            0
+        };
+        assert!((want..=most).contains(&r.reconciles), "{variant:?}: {r:?}");
         let reads = matches!(variant, Some(Variant::Guarded));
         assert_eq!(r.owner_reads > 0, reads, "{variant:?}: {r:?}");
     }

@@ -13,7 +13,8 @@ Prints every strongly connected set of more than one file (an import
 circle), every circle between a crate's top-level modules (a folder module
 counts as one, so a circle through a re-export shows), and every break of
 the layering rules ARCHITECTURE.md states (the Ward crates a crate may
-depend on; the apiserver folders that must not import request handling),
+depend on; ward-apiserver's layers in order; the apiserver folders that
+must not import request handling),
 and exits 1 if there is one. Generated files (`// @generated` on their
 first line) are left out. Usage: python3 .ci/imports.py [ROOT [PREFIX]]
 (PREFIX: also print the edges of files under it).
@@ -225,14 +226,38 @@ CRATES = {
     "ward-campaign-cli": {"ward-campaign"},
 }
 
-# Folders (or files) of ward-apiserver that must not import others.
+# ward-apiserver's layers, lowest first (ARCHITECTURE.md): a top-level
+# module never imports one listed after it. `lib`, `store` and `internals`
+# are the facade (re-exports only).
+LAYERS = {
+    "apiserver": ["faults", "machinery", "schema", "registry", "storage", "auth",
+                  "admission", "conversion", "controllers", "http", "server",
+                  "store", "internals", "lib"],
+}
+
+# Folders (or files) of ward-apiserver that must not import others, within
+# and across layers.
 NEVER = [
-    ("apiserver/src/store/", ["apiserver/src/handler/", "apiserver/src/listener/",
-                              "apiserver/src/server.rs", "apiserver/src/auth/",
-                              "apiserver/src/admission/"], "the store knows no requests"),
-    ("apiserver/src/kind/", ["apiserver/src/handler/", "apiserver/src/listener/",
-                             "apiserver/src/server.rs"], "a kind knows no HTTP"),
+    ("apiserver/src/storage/", ["apiserver/src/http/", "apiserver/src/server.rs",
+                                "apiserver/src/auth/", "apiserver/src/admission/"],
+     "the store knows no requests"),
+    ("apiserver/src/registry/kind/", ["apiserver/src/http/", "apiserver/src/server.rs"],
+     "a kind knows no HTTP"),
 ]
+
+def layer_order_breaks(crate, name, edges):
+    order = LAYERS.get(name)
+    if order is None:
+        return []
+    top = {f: (m[0] if m else "lib") for m, f in crate.mods.items()}
+    out = [f"{name}: top-level module {m} is in no layer (imports.py's LAYERS)"
+           for m in sorted(set(top.values())) if m not in order]
+    for f, ts in edges.items():
+        for t in ts:
+            a, b = top[f], top[t]
+            if a in order and b in order and order.index(b) > order.index(a):
+                out.append(f"{f} imports {t}: layer {a} is below {b}")
+    return out
 
 # Import circles between a crate's top-level modules (a folder module and
 # its files count as one, so a circle through a re-export is seen).
@@ -284,7 +309,7 @@ if __name__ == "__main__":
             continue
         crate = Crate(src)
         e = crate.edges()
-        for line in layer_breaks(root, e) + module_circles(crate, c, e):
+        for line in layer_breaks(root, e) + layer_order_breaks(crate, c, e) + module_circles(crate, c, e):
             bad += 1
             print(line)
         if show:

@@ -17,7 +17,7 @@ use http::Request;
 use http_body_util::{BodyExt, Full};
 use serde_json::json;
 use tower::ServiceExt;
-use ward_apiserver::auth::AuthorizationMode;
+use ward_apiserver::AuthorizationMode;
 
 async fn send(
     s: &ward_apiserver::ApiServer,

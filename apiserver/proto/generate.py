@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Generate apiserver/src/proto/schema.rs: the protobuf wire schema of the
+"""Generate apiserver/src/machinery/proto/schema.rs: the protobuf wire schema of the
 Kubernetes kinds ward-apiserver serves, as a table its codec reads.
 
 Usage, from anywhere in the repository (paths are the script's own):
@@ -50,7 +50,7 @@ and regenerate.
 Kept: every GA API version (v1, v2) and the apimachinery packages kinds use.
 
 Why a table rather than k8s-pb's prost structs at run time: see the module
-doc of apiserver/src/proto/mod.rs.
+doc of apiserver/src/machinery/proto/mod.rs.
 """
 import difflib
 import functools
@@ -64,10 +64,10 @@ import tarfile
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 ROOT = os.path.dirname(os.path.dirname(HERE))
-SCHEMA = os.path.join(ROOT, "apiserver/src/proto/schema.rs")
+SCHEMA = os.path.join(ROOT, "apiserver/src/machinery/proto/schema.rs")
 NAMES = os.path.join(HERE, "json_names.txt")
 GO_DATA = os.path.join(HERE, "go_omitempty.txt")
-DISCOVERY = os.path.join(ROOT, "apiserver/src/discovery.rs")
+DISCOVERY = os.path.join(ROOT, "apiserver/src/http/discovery.rs")
 
 PB = ("k8s-pb", "0.9.0")  # generated from Kubernetes v1.35.0's protos
 OPENAPI = ("k8s-openapi", "0.29.0")
@@ -377,7 +377,7 @@ def extract_go(api_repo, apimachinery_repo):
     with open(GO_DATA, "w") as out:
         out.write(
             "# The plain (non-pointer) Go scalar fields with `omitempty` of the\n"
-            "# messages in apiserver/src/proto/schema.rs: a message (k8s-pb's name),\n"
+            "# messages in apiserver/src/machinery/proto/schema.rs: a message (k8s-pb's name),\n"
             "# then those fields' protobuf tags. Go writes them to protobuf even when\n"
             "# zero and leaves them out of JSON. Taken by `generate.py --extract-go`\n"
             "# from the Go types at these tags, each field from the first that has it\n"
@@ -404,10 +404,10 @@ def main():
             diff = list(difflib.unified_diff(committed.splitlines(), fresh.splitlines(),
                                              "committed", "generated", lineterm="", n=0))
             print("\n".join(diff[:40] + ["..."] * (len(diff) > 40)), file=sys.stderr)
-            fail("apiserver/src/proto/schema.rs differs from what its inputs generate: "
+            fail("apiserver/src/machinery/proto/schema.rs differs from what its inputs generate: "
                  "run `python3 apiserver/proto/generate.py` (never edit schema.rs by "
                  "hand) and commit the result")
-        print("apiserver/src/proto/schema.rs is as generated")
+        print("apiserver/src/machinery/proto/schema.rs is as generated")
     elif not args:
         schema = generate()
         with open(SCHEMA, "w") as out:

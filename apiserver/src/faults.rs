@@ -36,6 +36,11 @@ use serde::{Deserialize, Serialize};
 /// and the write faults aimed at it hang off this.
 pub type ClientId = u64;
 
+/// The header an HTTP request names its client with ([`ClientId`], as a
+/// number); without it, a request is its user's client, else its
+/// connection's.
+pub const CLIENT_HEADER: &str = "x-ward-client";
+
 /// The client an HTTP request authenticated as user `name` is, when it
 /// names no client itself: a stable id from the name (FNV-1a, its top two
 /// bits `01`, which neither in-process handles — counted from 1 — nor

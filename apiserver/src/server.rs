@@ -16,15 +16,14 @@ use bytes::Bytes;
 use http::{Request, Response};
 use tokio::task::JoinHandle;
 
-use crate::clock::Clock;
+use crate::controllers::gc::GarbageCollector;
+use crate::controllers::pods::PodLifecycleActor;
 use crate::faults::Faults;
-use crate::gc::GarbageCollector;
-use crate::handler::{self, ClientId, HandlerConfig, State};
-pub use crate::listener::CLIENT_HEADER;
-use crate::listener::tls::{Ca, ClientCertificate};
-use crate::pods::PodLifecycleActor;
-use crate::resources::Registry;
-use crate::store::{Store, StoreConfig};
+use crate::http::handler::{self, ClientId, HandlerConfig, State};
+use crate::http::listener::tls::{Ca, ClientCertificate};
+use crate::machinery::clock::Clock;
+use crate::registry::resources::Registry;
+use crate::storage::store::{Store, StoreConfig};
 
 /// Errors starting or running a server.
 #[derive(Debug, thiserror::Error)]
@@ -39,7 +38,7 @@ pub enum ServerError {
     },
     /// The TLS certificates could not be made.
     #[error(transparent)]
-    Tls(#[from] crate::listener::tls::TlsError),
+    Tls(#[from] crate::http::listener::tls::TlsError),
     /// Writing the kubeconfig failed.
     #[error("cannot write kubeconfig {path}: {source}")]
     Kubeconfig {
@@ -119,7 +118,7 @@ impl ServerConfig {
 
     /// Serve KEP-5866's `shardSelector` on lists and watches, as
     /// kube-apiserver with the feature gate `ShardedListAndWatch` on (see
-    /// [`crate::shard`]). Default off: the option is ignored, as by a
+    /// [`crate::machinery::shard`]). Default off: the option is ignored, as by a
     /// server without the gate.
     #[must_use]
     pub fn sharded_list_and_watch(mut self, on: bool) -> Self {
@@ -132,7 +131,10 @@ impl ServerConfig {
     /// `10.96.0.0/12`, as kubeadm's. The `default/kubernetes` Service keeps
     /// `10.96.0.1` whatever the range.
     #[must_use]
-    pub fn service_cluster_ip_range(mut self, cidr: crate::alloc::ServiceCidr) -> Self {
+    pub fn service_cluster_ip_range(
+        mut self,
+        cidr: crate::controllers::alloc::ServiceCidr,
+    ) -> Self {
         self.handler.service_cidr = cidr;
         self
     }
@@ -147,7 +149,7 @@ impl ServerConfig {
 
     /// How requests are authorized (kube-apiserver's
     /// `--authorization-mode`): [`AuthorizationMode::AlwaysAllow`], the
-    /// default, or [`AuthorizationMode::Rbac`] (see [`crate::auth`]).
+    /// default, or [`AuthorizationMode::Rbac`] (docs/apiserver.md, "Who is asking: authentication and RBAC").
     ///
     /// [`AuthorizationMode::AlwaysAllow`]: crate::auth::AuthorizationMode::AlwaysAllow
     /// [`AuthorizationMode::Rbac`]: crate::auth::AuthorizationMode::Rbac
@@ -224,9 +226,9 @@ impl ApiServer {
             config.store.clone(),
             clock,
             if config.no_root_ca {
-                Arc::new(crate::strategy::KindRules)
+                Arc::new(crate::storage::strategy::KindRules)
             } else {
-                Arc::new(crate::strategy::ClusterRules::new(ca.pem()))
+                Arc::new(crate::storage::strategy::ClusterRules::new(ca.pem()))
             },
             config.seed,
         ));
@@ -242,7 +244,7 @@ impl ApiServer {
         };
         let addr = listener.as_ref().and_then(|l| l.local_addr().ok());
         let tls = match addr {
-            Some(addr) if config.tls => Some(crate::listener::tls::Tls::generate(addr, &ca)?),
+            Some(addr) if config.tls => Some(crate::http::listener::tls::Tls::generate(addr, &ca)?),
             _ => None,
         };
         let mut hc = config.handler.clone();
@@ -261,7 +263,7 @@ impl ApiServer {
         let gc_pending = gc.pending();
         let pods = PodLifecycleActor::new(store, &registry, faults);
         let mut tasks = vec![
-            tokio::spawn(crate::crd::watch_deletions(
+            tokio::spawn(crate::storage::crd::watch_deletions(
                 state.registry.clone(),
                 state.store.clone(),
                 stopped.clone(),
@@ -270,7 +272,7 @@ impl ApiServer {
             tokio::spawn(pods.run(stopped.clone())),
         ];
         if let Some(listener) = listener {
-            tasks.push(tokio::spawn(crate::listener::serve(
+            tasks.push(tokio::spawn(crate::http::listener::serve(
                 listener,
                 tls.clone(),
                 state.clone(),

@@ -10,7 +10,7 @@ use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomRe
 use kube::api::{Api, PostParams};
 use kube::runtime::wait::{await_condition, conditions};
 use kube::{Client, CustomResourceExt};
-use ward_apiserver::resources::StorageKey;
+use ward_apiserver::store::StorageKey;
 
 /// Errors setting a scenario (or a live run's embedded server) up, or
 /// driving it.

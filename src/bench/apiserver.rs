@@ -3,7 +3,7 @@
 //! per event against the watcher count, memory per stored object against
 //! its JSON size, and the same figures at 1k, 10k and 100k objects.
 //!
-//! The watchers are raw streams from [`ward_apiserver::watch::start`] —
+//! The watchers are raw streams from `ward_apiserver::internals::watch` —
 //! the function behind every HTTP or in-process watch, with the client's
 //! fault view attached as the handler attaches it — drained as bytes,
 //! never parsed. "Sustained" means no watcher is left behind: the writer
@@ -22,10 +22,10 @@ use serde::Serialize;
 use tower::{Service, ServiceExt};
 
 type Full = http_body_util::Full<Bytes>;
-use ward_apiserver::auth::AuthorizationMode;
-use ward_apiserver::filter::ObjectFilter;
+use ward_apiserver::AuthorizationMode;
+use ward_apiserver::internals::ObjectFilter;
+use ward_apiserver::internals::{WatchSpec, watch};
 use ward_apiserver::store::Store;
-use ward_apiserver::watch::{self, WatchSpec};
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;
 
@@ -192,7 +192,7 @@ fn start_watchers(
             // What the handler attaches to every watch: the client's fault view.
             view: Some((server.faults().clone(), 1_000_000 + i as u64)),
         };
-        let mut rx = watch::start(server.store(), spec, stop.clone());
+        let mut rx = watch(server.store(), spec, stop.clone());
         let d = Arc::new(Drain::default());
         drains.push(d.clone());
         tasks.push(tokio::spawn(async move {
@@ -512,8 +512,8 @@ pub fn memory(config: &ApiConfig, log: &(dyn Fn(&str) + Sync)) -> Vec<MemoryRun>
             // The store alone, for the split between it and the collector.
             let store = ward_apiserver::store::Store::new(
                 ward_apiserver::store::StoreConfig::default(),
-                ward_apiserver::clock::Clock::new(),
-                std::sync::Arc::new(ward_apiserver::strategy::KindRules),
+                ward_apiserver::Clock::new(),
+                std::sync::Arc::new(ward_apiserver::store::KindRules),
             );
             let bare_owners = objects::create_nodes(&store, 16);
             let h2 = sys::heap_bytes();

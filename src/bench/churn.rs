@@ -33,7 +33,7 @@ use kube::api::Api;
 use kube::runtime::controller::{Action, Controller};
 use kube::runtime::watcher;
 use serde::Serialize;
-use ward_apiserver::resources::ResourceInfo;
+use ward_apiserver::store::ResourceInfo;
 use ward_apiserver::store::{DeleteSpec, Store};
 use ward_apiserver::{ApiServer, ServerConfig};
 use ward_base::Rng;

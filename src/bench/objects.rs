@@ -11,8 +11,8 @@ use std::time::Instant;
 
 use serde_json::{Value, json};
 use ward_apiserver::ApiServer;
-use ward_apiserver::resources::{ResourceInfo, builtin_resources};
 use ward_apiserver::store::Store;
+use ward_apiserver::store::{ResourceInfo, builtin_resources};
 
 /// The namespace every benchmark object lives in.
 pub const NAMESPACE: &str = "default";

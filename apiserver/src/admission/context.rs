@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::faults::Faults;
-use crate::store::Store;
+use crate::storage::store::Store;
 
 /// What calling webhooks needs besides the question.
 #[derive(Debug)]
@@ -12,7 +12,7 @@ pub struct Context<'a> {
     /// The store (Services' EndpointSlices, namespaces' labels, params).
     pub store: &'a Store,
     /// The served kinds (a policy's `paramKind`).
-    pub registry: &'a crate::resources::Registry,
+    pub registry: &'a crate::registry::resources::Registry,
     /// The fault knobs (webhook faults).
     pub faults: &'a Faults,
     /// Who asks.

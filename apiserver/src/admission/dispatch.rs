@@ -14,9 +14,9 @@ use super::context::Context;
 use super::matching::{self, Conditions};
 use super::review::{self, Request};
 use crate::faults::{Faults, WebhookAction};
-use crate::resources::StorageKey;
-use crate::status::ApiError;
-use crate::store::Store;
+use crate::machinery::status::ApiError;
+use crate::registry::resources::StorageKey;
+use crate::storage::store::Store;
 
 /// Whether `hook` takes the request; Err when its conditions fail to
 /// evaluate under Fail.
@@ -34,7 +34,7 @@ fn takes(
         Conditions::Skip => Ok(false),
         Conditions::Error(_) if hook.ignore_failures => Ok(false),
         Conditions::Error(e) => {
-            let gr = crate::status::group_resource(r.group, r.resource);
+            let gr = crate::machinery::status::group_resource(r.group, r.resource);
             Err(ApiError::forbidden(if r.name.is_empty() {
                 format!("{gr} is forbidden: {e}")
             } else {

@@ -6,8 +6,8 @@ use serde_json::{Map, Value};
 
 use super::config::{Rule, Webhook};
 use super::review::Request;
-use crate::cel::Budget;
-use crate::selector::LabelSelector;
+use crate::machinery::selector::LabelSelector;
+use crate::schema::cel::Budget;
 
 /// Whether a webhook's rules take a request for `operation` on
 /// group/version/resource(/subresource) in this scope.

@@ -11,7 +11,7 @@
 //! ## How a synchronous write waits for an HTTPS call
 //!
 //! A write is decided in one synchronous pass (the store's optimistic
-//! update, [`crate::store::Store::update_with`]); a webhook is a network
+//! update, [`crate::storage::store::Store::update_with`]); a webhook is a network
 //! call. So a write that a webhook applies to runs more than once, as
 //! kube-apiserver's `GuaranteedUpdate` runs its update function again
 //! after a conflict. Each pass that reaches an admission step
@@ -42,13 +42,13 @@
 
 pub mod call;
 /// Webhooks as registered (the kinds' specs live below the request path).
-pub use crate::spec::webhook as config;
+pub use crate::registry::spec::webhook as config;
 mod context;
 mod dispatch;
 pub mod matching;
 pub mod policy;
 /// ValidatingAdmissionPolicies and bindings as registered.
-pub use crate::spec::policy as policy_config;
+pub use crate::registry::spec::policy as policy_config;
 pub mod review;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -56,9 +56,9 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Map, Value};
 
-use crate::resources::{ResourceInfo, StorageKey};
-use crate::status::ApiError;
-use crate::store::Store;
+use crate::machinery::status::ApiError;
+use crate::registry::resources::{ResourceInfo, StorageKey};
+use crate::storage::store::Store;
 pub use config::Webhook;
 pub use context::Context;
 pub use dispatch::resolve;
@@ -446,7 +446,7 @@ impl Admission {
         if times >= MAX_ROUNDS {
             return Err(ApiError::conflict(format!(
                 "Operation cannot be fulfilled on {} {:?}: the object kept changing while admission webhooks were called",
-                crate::status::group_resource(&at.info.group, &at.info.plural),
+                crate::machinery::status::group_resource(&at.info.group, &at.info.plural),
                 at.name
             )));
         }
@@ -616,6 +616,6 @@ pub enum Pending {
 }
 
 fn namespace_labels(store: &Store, ns: &str) -> Option<Map<String, Value>> {
-    let found = store.get(&crate::store::namespaces_key(), "", ns)?;
+    let found = store.get(&crate::storage::store::namespaces_key(), "", ns)?;
     found.value()["metadata"]["labels"].as_object().cloned()
 }

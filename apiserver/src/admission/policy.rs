@@ -5,7 +5,7 @@
 //! `validations` (CEL on `object`, `oldObject`, `request`, `params`,
 //! `namespaceObject`, `variables`) with the binding's `validationActions`:
 //! Deny fails the write, Warn adds a warning, Audit is accepted (there is
-//! no audit log). One CEL engine: [`crate::cel::Expression`], its cost
+//! no audit log). One CEL engine: [`crate::schema::cel::Expression`], its cost
 //! limits.
 
 use std::sync::Arc;
@@ -16,9 +16,9 @@ use super::config::{Rule, selector, strings};
 use super::context::Context;
 pub use super::policy_config::POLICY_VARS;
 use super::review::Request;
-use crate::cel::{Budget, Expression};
-use crate::selector::LabelSelector;
-use crate::status::ApiError;
+use crate::machinery::selector::LabelSelector;
+use crate::machinery::status::ApiError;
+use crate::schema::cel::{Budget, Expression};
 
 /// A rule of `matchConstraints` or `matchResources`, with its
 /// `resourceNames`.
@@ -308,7 +308,7 @@ pub fn denial(
         ("", None) => "Unknown",
         (n, _) => n,
     };
-    let gr = crate::status::group_resource(r.group, r.resource);
+    let gr = crate::machinery::status::group_resource(r.group, r.resource);
     ApiError::from_status(&serde_json::json!({
         "code": code_of(reason),
         "reason": reason,
@@ -409,7 +409,7 @@ pub fn evaluate(
                                 Ok(::cel::Value::String(s))
                                     if !s.trim().is_empty()
                                         && s.trim().len()
-                                            <= crate::cel::MAX_MESSAGE_EXPRESSION_BYTES
+                                            <= crate::schema::cel::MAX_MESSAGE_EXPRESSION_BYTES
                                         && !s.contains('\n') =>
                                 {
                                     Some(s.trim().to_owned())
@@ -472,7 +472,7 @@ pub(super) fn run_policies(
             (r.namespaced && !r.namespace.is_empty())
                 .then(|| {
                     ctx.store
-                        .get(&crate::store::namespaces_key(), "", r.namespace)
+                        .get(&crate::storage::store::namespaces_key(), "", r.namespace)
                         .map(|n| n.value())
                 })
                 .flatten()

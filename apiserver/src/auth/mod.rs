@@ -44,9 +44,9 @@ use serde_json::Value;
 pub use rbac::{Attributes, Decision, Rbac, UserInfo};
 use tokens::{Signer, TokenError};
 
-use crate::resources::StorageKey;
-use crate::status::ApiError;
-use crate::store::Store;
+use crate::machinery::status::ApiError;
+use crate::registry::resources::StorageKey;
+use crate::storage::store::Store;
 
 /// The admin user every kubeconfig the server writes names.
 pub const ADMIN_USER: &str = "ward-admin";

@@ -206,7 +206,8 @@ impl Signer {
     /// The claims of `token` if this signer signed it, it is valid at
     /// `now` (seconds since the epoch; the server's clock, not the
     /// machine's) and one of its audiences is in `audiences`.
-    pub fn verify(
+    #[cfg(test)]
+    pub(crate) fn verify(
         &self,
         token: &str,
         now: i64,

@@ -53,7 +53,7 @@ struct Args {
     pod_stages: bool,
     /// The range Services' cluster IPs are allocated from (IPv4 CIDR).
     #[arg(long, default_value = "10.96.0.0/12")]
-    service_cluster_ip_range: ward_apiserver::alloc::ServiceCidr,
+    service_cluster_ip_range: ward_apiserver::ServiceCidr,
     /// The range Services' node ports are allocated from (`first-last`).
     #[arg(long, default_value = "30000-32767", value_parser = port_range)]
     service_node_port_range: std::ops::RangeInclusive<u16>,
@@ -64,7 +64,7 @@ struct Args {
     /// How requests are authorized: AlwaysAllow (every request) or RBAC
     /// (kube-apiserver's RBAC authorizer over the cluster's Roles and bindings).
     #[arg(long, default_value = "AlwaysAllow")]
-    authorization_mode: ward_apiserver::auth::AuthorizationMode,
+    authorization_mode: ward_apiserver::AuthorizationMode,
     /// Serve HTTPS with a CA and certificate made at start (the kubeconfig
     /// trusts the CA). kubectl sends tokens and impersonation only over TLS.
     #[arg(long)]
@@ -153,7 +153,7 @@ async fn main() -> ExitCode {
         .init();
     let args = Args::parse();
     if !args.listen.ip().is_loopback()
-        && args.authorization_mode == ward_apiserver::auth::AuthorizationMode::AlwaysAllow
+        && args.authorization_mode == ward_apiserver::AuthorizationMode::AlwaysAllow
     {
         tracing::warn!(addr = %args.listen, "listening on a non-loopback address with --authorization-mode AlwaysAllow: anyone who reaches it may do anything");
     }
@@ -161,9 +161,8 @@ async fn main() -> ExitCode {
         None => Default::default(),
         Some(path) => match std::fs::read_to_string(path)
             .map_err(|e| e.to_string())
-            .and_then(|text| {
-                ward_apiserver::auth::tokens::parse_token_file(&text).map_err(|e| e.to_string())
-            }) {
+            .and_then(|text| ward_apiserver::parse_token_file(&text).map_err(|e| e.to_string()))
+        {
             Ok(tokens) => tokens,
             Err(e) => {
                 eprintln!("ward-apiserver: --token-auth-file {}: {e}", path.display());

@@ -15,4 +15,4 @@
 
 mod webhook;
 
-pub use crate::spec::conversion::{Conversion, WEBHOOK_TIMEOUT, Webhook, default, errors};
+pub use crate::registry::spec::conversion::{Conversion, default, errors};

@@ -5,9 +5,9 @@
 use serde_json::{Value, json};
 
 use crate::faults::Faults;
-use crate::spec::conversion::{Conversion, WEBHOOK_TIMEOUT};
-use crate::status::ApiError;
-use crate::store::Store;
+use crate::machinery::status::ApiError;
+use crate::registry::spec::conversion::{Conversion, WEBHOOK_TIMEOUT};
+use crate::storage::store::Store;
 
 impl Conversion {
     /// `objects` (each of any version) in `desired`: each already there

@@ -230,7 +230,7 @@ pub fn to_api_error(
     kind: &str,
     name: &str,
     errors: &[FieldError],
-) -> crate::status::ApiError {
+) -> crate::machinery::status::ApiError {
     let list = match errors {
         [one] => one.to_string(),
         many => format!(
@@ -241,7 +241,7 @@ pub fn to_api_error(
                 .join(", ")
         ),
     };
-    let mut e = crate::status::ApiError::invalid(qualified_kind, name, list);
+    let mut e = crate::machinery::status::ApiError::invalid(qualified_kind, name, list);
     e.details = Some(serde_json::json!({
         "name": name, "group": group, "kind": kind,
         "causes": errors.iter().map(FieldError::cause).collect::<Vec<_>>(),

@@ -18,7 +18,7 @@
 //!    `not`, each failure a [`FieldError`] worded as kube-apiserver words it
 //!    (`spec.replicas: Invalid value: -1: spec.replicas in body should be
 //!    greater than or equal to 0`); then the `x-kubernetes-validations` CEL
-//!    rules ([`crate::cel`], compiled with the schema; transition rules see
+//!    rules ([`crate::schema::cel`], compiled with the schema; transition rules see
 //!    the stored object's value as `oldSelf`), within one cost budget per
 //!    request.
 //!
@@ -41,10 +41,12 @@ mod prune;
 mod structural;
 mod validate;
 
+pub mod cel;
+
 use serde_json::Value;
 
-pub use error::{FieldError, FieldErrorKind, Path, to_api_error};
-pub use node::{ListType, Schema, Type};
+pub use error::{FieldError, Path, to_api_error};
+pub use node::Schema;
 
 /// The compiled schemas of one CRD version, shared by its served resource.
 #[derive(Debug, Clone, Default)]

@@ -107,8 +107,8 @@ pub struct Schema {
     pub int_or_string: bool,
     /// `x-kubernetes-list-type` (and its map keys).
     pub list_type: ListType,
-    /// `x-kubernetes-validations`, compiled ([`crate::cel`]).
-    pub rules: Vec<std::sync::Arc<crate::cel::Rule>>,
+    /// `x-kubernetes-validations`, compiled ([`crate::schema::cel`]).
+    pub rules: Vec<std::sync::Arc<crate::schema::cel::Rule>>,
     /// Whether this node or any below it has a `default` (defaulting skips
     /// what has none).
     pub(crate) has_defaults: bool,

@@ -295,7 +295,7 @@ fn parse_at(
 /// at the smallest item, `0,`).
 fn bound(max: Option<&Value>) -> u64 {
     max.and_then(Value::as_u64)
-        .unwrap_or(crate::cel::cost::MAX_REQUEST_SIZE_BYTES / 2)
+        .unwrap_or(crate::schema::cel::cost::MAX_REQUEST_SIZE_BYTES / 2)
 }
 
 /// Compile a node's `x-kubernetes-validations`.
@@ -304,14 +304,14 @@ fn rules(
     path: &Path,
     cardinality: u64,
     errs: &mut Vec<FieldError>,
-) -> Vec<std::sync::Arc<crate::cel::Rule>> {
+) -> Vec<std::sync::Arc<crate::schema::cel::Rule>> {
     let Some(list) = obj.get("x-kubernetes-validations") else {
         return Vec::new();
     };
     let node = Value::Object(obj.clone());
     let mut out = Vec::new();
     for (j, entry) in list.as_array().into_iter().flatten().enumerate() {
-        match crate::cel::Rule::compile_with_cardinality(entry, &node, cardinality) {
+        match crate::schema::cel::Rule::compile_with_cardinality(entry, &node, cardinality) {
             Ok(r) => out.push(std::sync::Arc::new(r)),
             Err(e) => {
                 let at = path
@@ -324,7 +324,7 @@ fn rules(
                     "FieldValueNotSupported" => FieldError::not_supported(
                         &at,
                         entry["reason"].clone(),
-                        &crate::cel::compile::SUPPORTED_REASONS.map(String::from),
+                        &crate::schema::cel::compile::SUPPORTED_REASONS.map(String::from),
                     ),
                     _ => FieldError::invalid(&at, entry.clone(), e.to_string()),
                 });

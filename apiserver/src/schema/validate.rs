@@ -42,7 +42,7 @@ struct Validator {
     /// runs its CEL validator after the OpenAPI one.
     rule_errs: Vec<FieldError>,
     /// The request's CEL cost budget.
-    budget: crate::cel::Budget,
+    budget: crate::schema::cel::Budget,
     /// Set once a rule ran out of budget: no rule runs after it.
     stopped: bool,
 }
@@ -75,7 +75,7 @@ impl Validator {
             prefix,
             errs: Vec::new(),
             rule_errs: Vec::new(),
-            budget: crate::cel::Budget::new(),
+            budget: crate::schema::cel::Budget::new(),
             stopped: false,
         }
     }
@@ -102,16 +102,16 @@ impl Validator {
                         None => at,
                     };
                     self.rule_errs.push(match v.reason {
-                        crate::cel::Reason::FieldValueForbidden => {
+                        crate::schema::cel::Reason::FieldValueForbidden => {
                             FieldError::forbidden(&at, v.message)
                         }
-                        crate::cel::Reason::FieldValueRequired => {
+                        crate::schema::cel::Reason::FieldValueRequired => {
                             FieldError::required(&at, v.message)
                         }
-                        crate::cel::Reason::FieldValueDuplicate => {
+                        crate::schema::cel::Reason::FieldValueDuplicate => {
                             FieldError::duplicate(&at, ty.clone())
                         }
-                        crate::cel::Reason::FieldValueInvalid => {
+                        crate::schema::cel::Reason::FieldValueInvalid => {
                             FieldError::invalid(&at, ty.clone(), v.message)
                         }
                     });
@@ -486,7 +486,7 @@ fn format_ok(f: &str, s: &str) -> bool {
         "byte" => base64::engine::general_purpose::STANDARD.decode(s).is_ok(),
         "date" => s.parse::<jiff::civil::Date>().is_ok(),
         "date-time" | "datetime" => s.parse::<jiff::Timestamp>().is_ok(),
-        "duration" => crate::validation::go_duration_nanos(s).is_some(),
+        "duration" => crate::machinery::validation::go_duration_nanos(s).is_some(),
         "uuid" => uuid(s),
         "ipv4" => s.parse::<std::net::Ipv4Addr>().is_ok(),
         "ipv6" => s.parse::<std::net::Ipv6Addr>().is_ok(),
@@ -494,7 +494,7 @@ fn format_ok(f: &str, s: &str) -> bool {
             let max = if ip.contains(':') { 128 } else { 32 };
             ip.parse::<std::net::IpAddr>().is_ok() && bits.parse::<u8>().is_ok_and(|b| b <= max)
         }),
-        "hostname" => crate::validation::validate_dns1123_subdomain(s).is_ok(),
+        "hostname" => crate::machinery::validation::validate_dns1123_subdomain(s).is_ok(),
         "email" => s
             .split_once('@')
             .is_some_and(|(l, d)| !l.is_empty() && d.contains('.') && !d.starts_with('.')),
@@ -654,10 +654,16 @@ mod tests {
     #[test]
     fn go_durations() {
         for ok in ["0", "1h", "1h30m", "250ms", "-1.5s", "2h45m0.5s"] {
-            assert!(crate::validation::go_duration_nanos(ok).is_some(), "{ok}");
+            assert!(
+                crate::machinery::validation::go_duration_nanos(ok).is_some(),
+                "{ok}"
+            );
         }
         for bad in ["", "1", "h", "1x", "1h-"] {
-            assert!(crate::validation::go_duration_nanos(bad).is_none(), "{bad}");
+            assert!(
+                crate::machinery::validation::go_duration_nanos(bad).is_none(),
+                "{bad}"
+            );
         }
     }
 

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{ConfigMap, Pod, ServiceAccount};
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use kube::{Client, Error};
 use serde_json::{Value, json};
-use ward_apiserver::auth::AuthorizationMode;
+use ward_apiserver::AuthorizationMode;
 use ward_apiserver::{ApiServer, ServerConfig};
 
 async fn rbac_server() -> ApiServer {
@@ -189,8 +189,7 @@ async fn bad_tokens_are_401_and_no_token_is_anonymous() {
         );
     }
     // The admin token, and a static token from a token file.
-    let users =
-        ward_apiserver::auth::tokens::parse_token_file("s3cret,alice,u-1,\"dev\"\n").unwrap();
+    let users = ward_apiserver::parse_token_file("s3cret,alice,u-1,\"dev\"\n").unwrap();
     let server = ApiServer::start(
         ServerConfig::default()
             .authorization_mode(AuthorizationMode::Rbac)
@@ -300,7 +299,7 @@ async fn access_reviews_answer_for_the_caller_and_for_others() {
 /// `bind`; nothing is stored.
 #[tokio::test(start_paused = true)]
 async fn writing_roles_and_bindings_cannot_escalate() {
-    let users = ward_apiserver::auth::tokens::parse_token_file("t,alice,u-1\n").unwrap();
+    let users = ward_apiserver::parse_token_file("t,alice,u-1\n").unwrap();
     let server = ApiServer::start(
         ServerConfig::default()
             .authorization_mode(AuthorizationMode::Rbac)

@@ -12,7 +12,7 @@ use k8s_openapi::api::core::v1::{Namespace, Service};
 use k8s_openapi::api::rbac::v1::{ClusterRole, ClusterRoleBinding, RoleBinding};
 use kube::api::{Api, PostParams};
 use ward_apiserver::ApiServer;
-use ward_apiserver::builtins::BUILTINS;
+use ward_apiserver::internals::BUILTINS;
 
 /// apiVersion, kind, plural, namespaced — as k8s-openapi states them.
 type Meta = (&'static str, &'static str, &'static str, bool);

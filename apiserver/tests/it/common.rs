@@ -7,7 +7,7 @@ use http::{Request, StatusCode};
 use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use tower::ServiceExt;
-use ward_apiserver::resources::StorageKey;
+use ward_apiserver::store::StorageKey;
 use ward_apiserver::{ApiServer, ServerConfig};
 
 pub const CMS: &str = "/api/v1/namespaces/default/configmaps";

@@ -101,7 +101,7 @@ fn converter() -> Answer {
 
 /// Widget `default/name` as the store holds it.
 fn stored(server: &ApiServer, name: &str) -> Value {
-    let widgets = ward_apiserver::resources::StorageKey {
+    let widgets = ward_apiserver::store::StorageKey {
         group: GROUP.into(),
         plural: "widgets".into(),
     };

@@ -701,7 +701,7 @@ async fn admin(
         .unwrap();
     if let Some(p) = peer {
         req.extensions_mut()
-            .insert(ward_apiserver::handler::PeerAddr(p.parse().unwrap()));
+            .insert(ward_apiserver::internals::PeerAddr(p.parse().unwrap()));
     }
     let resp = server.service().oneshot(req).await.unwrap();
     let code = resp.status().as_u16();

@@ -12,7 +12,7 @@ use http_body_util::{BodyExt, Full};
 use serde_json::{Value, json};
 use tower::ServiceExt;
 use ward_apiserver::ApiServer;
-use ward_apiserver::builtins::BUILTINS;
+use ward_apiserver::internals::BUILTINS;
 
 use crate::common::*;
 
@@ -505,7 +505,7 @@ fn dropped_fields<T: k8s_openapi::Resource + schemars::JsonSchema>(
     obj["kind"] = T::KIND.into();
     let mut expected = obj.clone();
     let mut out = BTreeSet::new();
-    for path in ward_apiserver::fields::prune_kind(T::API_VERSION, T::KIND, &mut obj) {
+    for path in ward_apiserver::internals::prune_kind(T::API_VERSION, T::KIND, &mut obj) {
         let Some(o) = sampler.fields.get(&path) else {
             errors.push(format!(
                 "{what}: {path} dropped, but it is no sampled field"
@@ -529,7 +529,7 @@ fn dropped_fields<T: k8s_openapi::Resource + schemars::JsonSchema>(
     }
     // The table has the kind: an unknown field at its top is dropped.
     let mut bogus = json!({"apiVersion": T::API_VERSION, "kind": T::KIND, "bogus": 1});
-    if ward_apiserver::fields::prune_kind(T::API_VERSION, T::KIND, &mut bogus) != ["bogus"] {
+    if ward_apiserver::internals::prune_kind(T::API_VERSION, T::KIND, &mut bogus) != ["bogus"] {
         errors.push(format!("{what}: not in the field table"));
     }
     out
@@ -697,7 +697,7 @@ fn keeps_all_and_drops_only(obj: &Value, pointer: &str, typo: &str, path: &str) 
         obj["kind"].as_str().unwrap(),
     );
     let mut pruned = obj.clone();
-    let dropped = ward_apiserver::fields::prune_kind(api_version, kind, &mut pruned);
+    let dropped = ward_apiserver::internals::prune_kind(api_version, kind, &mut pruned);
     assert!(dropped.is_empty(), "{kind}: {dropped:?}");
     assert_eq!(&pruned, obj, "{kind}");
     let mut bad = obj.clone();
@@ -705,7 +705,7 @@ fn keeps_all_and_drops_only(obj: &Value, pointer: &str, typo: &str, path: &str) 
         .and_then(Value::as_object_mut)
         .unwrap_or_else(|| panic!("{kind}: no object at {pointer}"))
         .insert(typo.to_string(), json!({"x": 1}));
-    let dropped = ward_apiserver::fields::prune_kind(api_version, kind, &mut bad);
+    let dropped = ward_apiserver::internals::prune_kind(api_version, kind, &mut bad);
     assert_eq!(dropped, [path], "{kind}");
     assert_eq!(&bad, obj, "{kind}");
 }

@@ -455,7 +455,7 @@ async fn aggregated_discovery_serves_what_legacy_discovery_does() {
     let req = http::Request::get("/apis")
         .header(
             http::header::ACCEPT,
-            ward_apiserver::discovery::AGGREGATED_V2,
+            ward_apiserver::internals::AGGREGATED_V2,
         )
         .body(Vec::new())
         .unwrap();

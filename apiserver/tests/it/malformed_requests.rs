@@ -479,7 +479,7 @@ fn any_body(rng: &mut impl Draw) -> Vec<u8> {
         // bytes flipped now and then.
         2 => {
             let shape = pick(rng, &shapes[..3]);
-            let mut pb = ward_apiserver::proto::encode_object(shape).unwrap_or_default();
+            let mut pb = ward_apiserver::internals::proto::encode_object(shape).unwrap_or_default();
             if chance(rng, 30) && !pb.is_empty() {
                 let at = (rng.next_u64() as usize) % pb.len();
                 pb[at] ^= rng.next_u64() as u8 | 1;

@@ -16,7 +16,7 @@ use k8s_pb::apimachinery::pkg::runtime::{TypeMeta, Unknown};
 use k8s_pb::apimachinery::pkg::util::intstr::IntOrString;
 use prost::Message;
 use serde_json::{Value, json};
-use ward_apiserver::proto::{self, ProtoError};
+use ward_apiserver::internals::proto::{self, ProtoError};
 
 const PROTOBUF: &str = "application/vnd.kubernetes.protobuf";
 

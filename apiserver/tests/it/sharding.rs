@@ -7,7 +7,7 @@
 use std::collections::BTreeSet;
 
 use serde_json::{Value, json};
-use ward_apiserver::shard;
+use ward_apiserver::internals::shard;
 use ward_apiserver::{ApiServer, ServerConfig};
 
 use crate::common::{CMS, JSON, assert_status, created, send, without_root_ca};

@@ -156,7 +156,7 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
     let t0 = Instant::now();
     // The controller authenticates as a ServiceAccount of its name.
     let token = format!("ward-campaign-{}-{seed}", scenario.name);
-    let user = ward_apiserver::auth::UserInfo {
+    let user = ward_apiserver::UserInfo {
         name: format!("system:serviceaccount:default:{}", scenario.name),
         uid: String::new(),
         groups: vec![

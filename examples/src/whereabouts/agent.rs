@@ -207,7 +207,7 @@ pub async fn run(client: Client, config: AgentConfig) {
         {
             continue;
         }
-        let now = ward_apiserver::clock::format_time(clock.now());
+        let now = ward_base::clock::format_time(clock.now());
         let mut statuses = Vec::new();
         for net in &config.networks {
             match allocate(&client, net, &pod, &now).await {

@@ -14,7 +14,7 @@ use k8s_openapi::api::apps::v1::StatefulSet;
 use kube::api::Api;
 use kube::runtime::wait::await_condition;
 use serde_json::{Value, json};
-use ward_apiserver::auth::AuthorizationMode;
+use ward_apiserver::AuthorizationMode;
 use ward_apiserver::{ApiServer, ServerConfig};
 
 const WAIT: Duration = Duration::from_secs(60);

@@ -465,7 +465,7 @@ fn forbidden_messages_are_worded_as_kube_words_them() {
 
 #[test]
 fn the_bootstrap_policy_grants_what_kube_does() {
-    let objects = crate::bootstrap::objects();
+    let objects = crate::registry::bootstrap::objects();
     let of = |kind: &str| -> Vec<Value> {
         objects
             .iter()

@@ -8,7 +8,7 @@
 //! `kube-root-ca.crt` ConfigMap every namespace holds.
 
 use serde_json::Value;
-use ward_apiserver::auth::AuthorizationMode;
+use ward_apiserver::AuthorizationMode;
 use ward_apiserver::{ApiServer, ServerConfig};
 
 use super::{Ctl, find_kubectl, install_hint, kubectl, kubectl_required, says, text};

@@ -1,0 +1,290 @@
+//! Discovery documents: /version, /api, /api/v1, /apis, /apis/{group} and
+//! /apis/{group}/{version}, built from the live resource registry.
+
+use std::collections::BTreeMap;
+
+use serde_json::{Value, json};
+
+use crate::registry::resources::{Registry, ResourceInfo};
+
+/// The Kubernetes version this server reports.
+pub const KUBE_MINOR: &str = "33";
+
+/// `/version`.
+#[must_use]
+pub fn version() -> Value {
+    json!({
+        "major": "1",
+        "minor": KUBE_MINOR,
+        "gitVersion": format!("v1.{KUBE_MINOR}.0-ward.{}", env!("CARGO_PKG_VERSION")),
+        "gitCommit": "",
+        "gitTreeState": "clean",
+        "buildDate": "",
+        "goVersion": "",
+        "compiler": "rustc",
+        "platform": format!("{}/{}", std::env::consts::OS, std::env::consts::ARCH),
+    })
+}
+
+/// `/api`.
+#[must_use]
+pub fn core_versions(server_address: &str) -> Value {
+    json!({
+        "kind": "APIVersions",
+        "versions": ["v1"],
+        "serverAddressByClientCIDRs": [{"clientCIDR": "0.0.0.0/0", "serverAddress": server_address}],
+    })
+}
+
+/// Groups (other than core) with their versions, ordered.
+fn groups(registry: &Registry) -> BTreeMap<String, Vec<String>> {
+    let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    for r in registry.all() {
+        if r.group.is_empty() {
+            continue;
+        }
+        let v = g.entry(r.group.clone()).or_default();
+        if !v.contains(&r.version) {
+            v.push(r.version.clone());
+        }
+    }
+    for versions in g.values_mut() {
+        versions.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+    }
+    g
+}
+
+/// Kubernetes version ordering: GA > beta > alpha, higher numbers first.
+fn version_priority(v: &str) -> (u8, u32, u32) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    let (level, n) = if tail.is_empty() {
+        (3, 0)
+    } else if let Some(b) = tail.strip_prefix("beta") {
+        (2, b.parse().unwrap_or(0))
+    } else if let Some(a) = tail.strip_prefix("alpha") {
+        (1, a.parse().unwrap_or(0))
+    } else {
+        (0, 0)
+    };
+    (level, major, n)
+}
+
+fn group_json(name: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| json!({"groupVersion": format!("{name}/{v}"), "version": v}))
+        .collect();
+    json!({
+        "name": name,
+        "versions": vs,
+        "preferredVersion": vs.first().cloned().unwrap_or(Value::Null),
+    })
+}
+
+/// `/apis`.
+#[must_use]
+pub fn group_list(registry: &Registry) -> Value {
+    let gs: Vec<Value> = groups(registry)
+        .iter()
+        .map(|(name, versions)| group_json(name, versions))
+        .collect();
+    json!({"kind": "APIGroupList", "apiVersion": "v1", "groups": gs})
+}
+
+/// `/apis/{group}`, or None when the group is not served.
+#[must_use]
+pub fn group(registry: &Registry, name: &str) -> Option<Value> {
+    let gs = groups(registry);
+    let versions = gs.get(name)?;
+    let mut g = group_json(name, versions);
+    g["kind"] = "APIGroup".into();
+    g["apiVersion"] = "v1".into();
+    Some(g)
+}
+
+fn resource_json(r: &ResourceInfo) -> Vec<Value> {
+    let mut main = json!({
+        "name": r.plural,
+        "singularName": r.singular,
+        "namespaced": r.namespaced,
+        "kind": r.kind,
+        "verbs": r.verbs(),
+    });
+    if !r.short_names.is_empty() {
+        main["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        main["categories"] = json!(r.categories);
+    }
+    let mut out = vec![main];
+    for sub in r.subresources() {
+        let mut entry = json!({
+            "name": format!("{}/{}", r.plural, sub.name),
+            "singularName": "",
+            "namespaced": r.namespaced,
+            "kind": r.kind,
+            "verbs": sub.verbs,
+        });
+        if let Some((group, version, kind)) = sub.kind {
+            entry["group"] = group.into();
+            entry["version"] = version.into();
+            entry["kind"] = kind.into();
+        }
+        out.push(entry);
+    }
+    out
+}
+
+/// `/api/v1` or `/apis/{group}/{version}`, or None when not served.
+#[must_use]
+pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<Value> {
+    let rs: Vec<Value> = registry
+        .all()
+        .iter()
+        .filter(|r| r.group == group && r.version == version)
+        .flat_map(|r| resource_json(r))
+        .collect();
+    if rs.is_empty() {
+        return None;
+    }
+    let gv = if group.is_empty() {
+        version.to_string()
+    } else {
+        format!("{group}/{version}")
+    };
+    Some(
+        json!({"kind": "APIResourceList", "apiVersion": "v1", "groupVersion": gv, "resources": rs}),
+    )
+}
+
+/// The media type of aggregated discovery (`apidiscovery.k8s.io/v2`, GA
+/// in Kubernetes 1.30), as the answer's Content-Type.
+pub const AGGREGATED_V2: &str =
+    "application/json;g=apidiscovery.k8s.io;v=v2;as=APIGroupDiscoveryList";
+
+/// Whether an Accept header lists aggregated discovery v2 among its media
+/// types (clients list it first, with the legacy documents as fallback).
+/// v2beta1, removed in 1.33, is not served: its clients fall back.
+#[must_use]
+pub fn wants_aggregated(accept: &str) -> bool {
+    accept.split(',').any(|m| {
+        let params: Vec<&str> = m.split(';').map(str::trim).collect();
+        let has = |p: &str| params.iter().any(|x| x.eq_ignore_ascii_case(p));
+        has("g=apidiscovery.k8s.io") && has("v=v2") && has("as=APIGroupDiscoveryList")
+    })
+}
+
+/// One resource of a version, as aggregated discovery lists it.
+fn aggregated_resource(r: &ResourceInfo) -> Value {
+    let kind = json!({"group": r.group, "version": r.version, "kind": r.kind});
+    let mut out = json!({
+        "resource": r.plural,
+        "responseKind": kind,
+        "scope": if r.namespaced { "Namespaced" } else { "Cluster" },
+        "singularResource": r.singular,
+        "verbs": r.verbs(),
+    });
+    if !r.short_names.is_empty() {
+        out["shortNames"] = json!(r.short_names);
+    }
+    if !r.categories.is_empty() {
+        out["categories"] = json!(r.categories);
+    }
+    let subresources: Vec<Value> = r
+        .subresources()
+        .into_iter()
+        .map(|sub| {
+            let response = match sub.kind {
+                Some((group, version, kind)) => {
+                    json!({"group": group, "version": version, "kind": kind})
+                }
+                None => kind.clone(),
+            };
+            json!({"subresource": sub.name, "responseKind": response, "verbs": sub.verbs})
+        })
+        .collect();
+    if !subresources.is_empty() {
+        out["subresources"] = subresources.into();
+    }
+    out
+}
+
+/// One group (`""`: core) with its versions, preferred first.
+fn aggregated_group(registry: &Registry, name: &str, versions: &[String]) -> Value {
+    let vs: Vec<Value> = versions
+        .iter()
+        .map(|v| {
+            let rs: Vec<Value> = registry
+                .all()
+                .iter()
+                .filter(|r| r.group == name && &r.version == v)
+                .map(|r| aggregated_resource(r))
+                .collect();
+            json!({"version": v, "resources": rs, "freshness": "Current"})
+        })
+        .collect();
+    let meta = if name.is_empty() {
+        json!({})
+    } else {
+        json!({"name": name})
+    };
+    json!({"metadata": meta, "versions": vs})
+}
+
+fn aggregated_list(items: Vec<Value>) -> Value {
+    json!({
+        "kind": "APIGroupDiscoveryList",
+        "apiVersion": "apidiscovery.k8s.io/v2",
+        "metadata": {},
+        "items": items,
+    })
+}
+
+/// `/api` as aggregated discovery: the core group, every resource.
+#[must_use]
+pub fn aggregated_core(registry: &Registry) -> Value {
+    aggregated_list(vec![aggregated_group(registry, "", &["v1".to_string()])])
+}
+
+/// `/apis` as aggregated discovery: every other group, every resource.
+#[must_use]
+pub fn aggregated_groups(registry: &Registry) -> Value {
+    let items = groups(registry)
+        .iter()
+        .map(|(name, versions)| aggregated_group(registry, name, versions))
+        .collect();
+    aggregated_list(items)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn version_order_prefers_ga() {
+        let mut v = vec!["v1alpha1", "v1", "v2beta1", "v1beta1"];
+        v.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
+        assert_eq!(v, ["v1", "v2beta1", "v1beta1", "v1alpha1"]);
+    }
+
+    #[test]
+    fn core_list_has_pods_and_status() {
+        let reg = Registry::with_builtins();
+        let l = resource_list(&reg, "", "v1").unwrap();
+        let names: Vec<&str> = l["resources"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| r["name"].as_str().unwrap())
+            .collect();
+        assert!(names.contains(&"pods"));
+        assert!(names.contains(&"pods/status"));
+        assert!(resource_list(&reg, "nope.io", "v1").is_none());
+        assert!(group(&reg, "apps").is_some());
+    }
+}

@@ -1,0 +1,300 @@
+//! API errors as the real server reports them: an HTTP status code and a
+//! `metav1.Status` body (kind Status, status Failure, reason, message, code).
+
+use std::borrow::Cow;
+
+use serde_json::{Value, json};
+
+/// An error answered to a client as a `metav1.Status`.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+#[error("{code} {reason}: {message}")]
+pub struct ApiError {
+    /// HTTP status code.
+    pub code: u16,
+    /// Machine-readable reason, e.g. `NotFound`, `Conflict`, `Invalid`
+    /// (an admission webhook's denial passes on its own).
+    pub reason: Cow<'static, str>,
+    /// Human-readable message, worded like the real server's.
+    pub message: String,
+    /// Optional `details` (name, group, kind).
+    pub details: Option<Value>,
+}
+
+impl ApiError {
+    fn new(code: u16, reason: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            code,
+            reason: Cow::Borrowed(reason),
+            message: message.into(),
+            details: None,
+        }
+    }
+
+    /// Attach `details: {name, group, kind}`.
+    #[must_use]
+    pub fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
+        self.details = Some(json!({"name": name, "group": group, "kind": kind}));
+        self
+    }
+
+    /// 400 BadRequest.
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(400, "BadRequest", message)
+    }
+
+    /// 404 NotFound for a named object: `pods "web-0" not found`.
+    pub fn not_found(group: &str, plural: &str, name: &str) -> Self {
+        let gr = group_resource(group, plural);
+        Self::new(404, "NotFound", format!("{gr} \"{name}\" not found"))
+            .with_details(group, plural, name)
+    }
+
+    /// 404 NotFound for a path nobody serves.
+    pub fn no_route(path: &str) -> Self {
+        Self::new(
+            404,
+            "NotFound",
+            format!("the server could not find the requested resource ({path})"),
+        )
+    }
+
+    /// 401 Unauthorized, kube-apiserver's answer to a credential it does
+    /// not accept.
+    pub fn unauthorized() -> Self {
+        Self::new(401, "Unauthorized", "Unauthorized")
+    }
+
+    /// 403 Forbidden.
+    pub fn forbidden(message: impl Into<String>) -> Self {
+        Self::new(403, "Forbidden", message)
+    }
+
+    /// 405 MethodNotAllowed.
+    pub fn method_not_allowed(method: &str) -> Self {
+        Self::new(
+            405,
+            "MethodNotAllowed",
+            format!("the server does not allow this method on the requested resource ({method})"),
+        )
+    }
+
+    /// 409 AlreadyExists.
+    pub fn already_exists(group: &str, plural: &str, name: &str) -> Self {
+        let gr = group_resource(group, plural);
+        Self::new(
+            409,
+            "AlreadyExists",
+            format!("{gr} \"{name}\" already exists"),
+        )
+        .with_details(group, plural, name)
+    }
+
+    /// 409 Conflict with the real optimistic-concurrency message.
+    pub fn conflict_modified(group: &str, plural: &str, name: &str) -> Self {
+        let gr = group_resource(group, plural);
+        Self::new(
+            409,
+            "Conflict",
+            format!(
+                "Operation cannot be fulfilled on {gr} \"{name}\": the object has been modified; please apply your changes to the latest version and try again"
+            ),
+        )
+        .with_details(group, plural, name)
+    }
+
+    /// 409 Conflict with a free message (preconditions, apply conflicts).
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(409, "Conflict", message)
+    }
+
+    /// 410 Expired (watch from a compacted resourceVersion).
+    pub fn expired(message: impl Into<String>) -> Self {
+        Self::new(410, "Expired", message)
+    }
+
+    /// 504 Timeout, asking the client to retry after a second (a list at a
+    /// resourceVersion the server has not reached: kube-apiserver's
+    /// `Too large resource version`).
+    pub fn timeout(message: impl Into<String>) -> Self {
+        let mut e = Self::new(504, "Timeout", message);
+        e.details = Some(json!({"retryAfterSeconds": 1}));
+        e
+    }
+
+    /// 429 TooManyRequests, asking the client to retry after a second
+    /// (`details.retryAfterSeconds` and a `Retry-After` header, as
+    /// kube-apiserver's max-in-flight filter answers).
+    pub fn too_many_requests() -> Self {
+        let mut e = Self::new(
+            429,
+            "TooManyRequests",
+            "injected fault: too many requests, please try again later",
+        );
+        e.details = Some(json!({"retryAfterSeconds": 1}));
+        e
+    }
+
+    /// The `details.retryAfterSeconds` the error asks the client to wait,
+    /// if any (answered as a `Retry-After` header too).
+    #[must_use]
+    pub fn retry_after_seconds(&self) -> Option<u64> {
+        self.details.as_ref()?["retryAfterSeconds"].as_u64()
+    }
+
+    /// 429 TooManyRequests with a message of its own (an eviction a
+    /// PodDisruptionBudget does not allow).
+    pub fn too_many(message: impl Into<String>) -> Self {
+        Self::new(429, "TooManyRequests", message)
+    }
+
+    /// 413 RequestEntityTooLarge.
+    pub fn too_large(limit: usize) -> Self {
+        Self::new(
+            413,
+            "RequestEntityTooLarge",
+            format!("Request entity too large: limit is {limit}"),
+        )
+    }
+
+    /// 414 RequestURITooLong: a path longer than a URI may be.
+    pub fn uri_too_long() -> Self {
+        Self::new(
+            414,
+            "RequestURITooLong",
+            "the request path is longer than 65534 bytes",
+        )
+    }
+
+    /// 431 RequestHeaderFieldsTooLarge: a request head over the limit.
+    pub fn head_too_large(message: impl Into<String>) -> Self {
+        Self::new(431, "RequestHeaderFieldsTooLarge", message)
+    }
+
+    /// 415 UnsupportedMediaType.
+    pub fn unsupported_media_type(message: impl Into<String>) -> Self {
+        Self::new(415, "UnsupportedMediaType", message)
+    }
+
+    /// 406 NotAcceptable: no answer in a media type the client takes.
+    pub fn not_acceptable(message: impl Into<String>) -> Self {
+        Self::new(406, "NotAcceptable", message)
+    }
+
+    /// 422 Invalid: `Pod "x" is invalid: metadata.name: Invalid value: ...`.
+    pub fn invalid(kind: &str, name: &str, message: impl std::fmt::Display) -> Self {
+        Self::new(
+            422,
+            "Invalid",
+            format!("{kind} \"{name}\" is invalid: {message}"),
+        )
+    }
+
+    /// 422 Invalid with a free message.
+    pub fn unprocessable(message: impl Into<String>) -> Self {
+        Self::new(422, "Invalid", message)
+    }
+
+    /// 503 ServiceUnavailable: what the request needs is not running.
+    pub fn service_unavailable(message: impl Into<String>) -> Self {
+        Self::new(503, "ServiceUnavailable", message)
+    }
+
+    /// 500 with no reason (`StatusReasonUnknown`): how kube-apiserver answers
+    /// an error that is not an API status, such as server-side apply's
+    /// "failed to create typed patch object".
+    pub fn unknown(message: impl Into<String>) -> Self {
+        Self::new(500, "", message)
+    }
+
+    /// 500 InternalError.
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(500, "InternalError", message)
+    }
+
+    /// The error a `metav1.Status` describes (an admission webhook's
+    /// denial): its code (500 when absent), reason, message and details
+    /// passed on as they are.
+    #[must_use]
+    pub fn from_status(status: &Value) -> Self {
+        ApiError {
+            code: status["code"]
+                .as_u64()
+                .and_then(|c| u16::try_from(c).ok())
+                .unwrap_or(500),
+            reason: Cow::Owned(status["reason"].as_str().unwrap_or_default().to_owned()),
+            message: status["message"].as_str().unwrap_or_default().to_owned(),
+            details: status.get("details").filter(|d| d.is_object()).cloned(),
+        }
+    }
+
+    /// The `metav1.Status` body.
+    #[must_use]
+    pub fn to_status(&self) -> Value {
+        let mut s = json!({
+            "kind": "Status",
+            "apiVersion": "v1",
+            "metadata": {},
+            "status": "Failure",
+            "message": self.message,
+            "reason": self.reason,
+            "code": self.code,
+        });
+        if let Some(d) = &self.details {
+            s["details"] = d.clone();
+        }
+        if self.reason.is_empty() {
+            // Go's `omitempty`: an unknown reason is absent.
+            if let Some(o) = s.as_object_mut() {
+                o.remove("reason");
+            }
+        }
+        s
+    }
+}
+
+/// `pods` or `statefulsets.apps`, as the real server names a group-resource.
+#[must_use]
+pub fn group_resource(group: &str, plural: &str) -> String {
+    if group.is_empty() {
+        plural.to_string()
+    } else {
+        format!("{plural}.{group}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn status_body_has_the_real_shape() {
+        let e = ApiError::not_found("apps", "statefulsets", "web");
+        let s = e.to_status();
+        assert_eq!(s["kind"], "Status");
+        assert_eq!(s["status"], "Failure");
+        assert_eq!(s["reason"], "NotFound");
+        assert_eq!(s["code"], 404);
+        assert_eq!(s["message"], "statefulsets.apps \"web\" not found");
+        assert_eq!(s["details"]["name"], "web");
+    }
+
+    #[test]
+    fn throttling_asks_for_a_retry_after_a_second() {
+        let e = ApiError::too_many_requests();
+        assert_eq!(e.to_status()["details"]["retryAfterSeconds"], 1);
+        assert_eq!(e.retry_after_seconds(), Some(1));
+        assert_eq!(ApiError::too_many("budget").retry_after_seconds(), None);
+        let resp = crate::http::handler::error_response(&e);
+        assert_eq!(resp.headers()[http::header::RETRY_AFTER], "1");
+    }
+
+    #[test]
+    fn conflict_message_matches_the_real_server() {
+        let e = ApiError::conflict_modified("", "configmaps", "a");
+        assert_eq!(
+            e.message,
+            "Operation cannot be fulfilled on configmaps \"a\": the object has been modified; please apply your changes to the latest version and try again"
+        );
+        assert_eq!(e.code, 409);
+    }
+}

@@ -1,0 +1,333 @@
+//! The generic write path every kind shares, as kube-apiserver's
+//! `rest.BeforeCreate` and `rest.BeforeUpdate` are: status isolation,
+//! `selfLink` dropped, name, label, annotation, finalizer and
+//! owner-reference validation — each calling the kind's own
+//! [`KindStrategy`](crate::registry::kind::KindStrategy) (its
+//! [`ResourceInfo::strategy`]) where the kind decides: its name rule,
+//! validation, create and update preparation, defaults and subresource
+//! checks. [`KindRules`] is what the store is handed: each collection's
+//! strategy, the bootstrap objects, what an emptied namespace drops.
+
+use serde_json::{Value, json};
+
+use crate::machinery::status::ApiError;
+use crate::machinery::validation;
+pub use crate::registry::kind::Subresource;
+use crate::registry::kind::{NameRule, Strategy, namespace_emptied};
+use crate::registry::resources::{ResourceInfo, StorageKey, builtin_resources};
+use crate::storage::store::Rules;
+
+/// Set (`Some`) or remove (`None`) the field at JSON pointer `pointer`
+/// (no escapes), making the objects on the way to set it.
+pub(crate) fn put_field(obj: &mut Value, pointer: &str, value: Option<Value>) {
+    let (parent, field) = pointer.rsplit_once('/').unwrap_or(("", pointer));
+    match value {
+        Some(v) => {
+            let mut at = obj;
+            for k in parent.split('/').filter(|k| !k.is_empty()) {
+                if !at.is_object() {
+                    *at = json!({});
+                }
+                at = &mut at[k];
+            }
+            at[field] = v;
+        }
+        None => {
+            if let Some(m) = obj.pointer_mut(parent).and_then(Value::as_object_mut) {
+                m.remove(field);
+            }
+        }
+    }
+}
+
+/// What kube-apiserver checks of a write to a subresource beyond the
+/// object's own validation (422): the kind's
+/// [`check_subresource`](crate::registry::kind::KindStrategy::check_subresource)
+/// (ephemeral containers are only added, never changed or removed; a
+/// CSR's approval conditions are `Approved`, `Denied` or `Failed`, and
+/// not both approved and denied).
+pub fn check_subresource(
+    info: &ResourceInfo,
+    sub: Subresource,
+    name: &str,
+    old: &Value,
+    new: &Value,
+) -> Result<(), ApiError> {
+    info.strategy
+        .check_subresource(sub, old, new)
+        .map_err(|msg| ApiError::invalid(&info.kind, name, msg))
+}
+
+/// Validate an object's name and labels for its kind (422 on failure).
+pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    let res = match info.strategy.name_rule() {
+        NameRule::Label => validation::validate_dns1123_label(name),
+        NameRule::Subdomain => validation::validate_dns1123_subdomain(name),
+    };
+    res.map_err(|e| {
+        ApiError::invalid(
+            &info.kind,
+            name,
+            format!("metadata.name: Invalid value: \"{name}\": {e}"),
+        )
+    })?;
+    match &obj["metadata"]["labels"] {
+        Value::Null => {}
+        Value::Object(m) => validation::validate_labels(m).map_err(|e| {
+            ApiError::invalid(
+                &info.kind,
+                name,
+                format!("metadata.labels: Invalid value: {e}"),
+            )
+        })?,
+        _ => {
+            return Err(ApiError::bad_request(
+                "metadata.labels must be a map of string keys to string values",
+            ));
+        }
+    }
+    if let Some(a) = obj["metadata"].get("annotations").filter(|a| !a.is_null()) {
+        let ok = a
+            .as_object()
+            .is_some_and(|m| m.values().all(Value::is_string));
+        if !ok {
+            return Err(ApiError::bad_request(
+                "metadata.annotations must be a map of string keys to string values",
+            ));
+        }
+    }
+    if let Some(f) = obj["metadata"].get("finalizers").filter(|a| !a.is_null()) {
+        let ok = f.as_array().is_some_and(|a| a.iter().all(Value::is_string));
+        if !ok {
+            return Err(ApiError::bad_request(
+                "metadata.finalizers must be a list of strings",
+            ));
+        }
+    }
+    // At most one controller (apimachinery's ValidateOwnerReferences).
+    let controllers: Vec<String> = obj["metadata"]["ownerReferences"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter(|r| r["controller"] == true)
+        .map(|r| {
+            let s = |k: &str| r[k].as_str().unwrap_or_default().to_string();
+            format!("{}/{}", s("kind"), s("name"))
+        })
+        .collect();
+    if let [first, second, ..] = controllers.as_slice() {
+        return Err(ApiError::invalid(
+            &info.kind,
+            name,
+            format!(
+                "metadata.ownerReferences: Invalid value: \"{first}, {second}\": Only one reference can have Controller set to true. Found \"true\" in references for {first} and {second}"
+            ),
+        ));
+    }
+    info.strategy.validate(obj)
+}
+
+/// Defaults and resets applied to a new object before it is stored.
+pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
+    if info.status_subresource
+        && !info.strategy.status_on_create()
+        && let Some(m) = obj.as_object_mut()
+    {
+        m.remove("status");
+    }
+    info.strategy.prepare_create(obj, now);
+    if let Some(m) = obj["metadata"].as_object_mut() {
+        m.remove("selfLink");
+    }
+    info.strategy.default(obj);
+}
+
+/// A custom resource's schema pass over the object a write is about to
+/// store ([`crate::schema`]): defaults filled, then validated against the
+/// schema (422 naming every failing field, as kube-apiserver words it;
+/// `old` is the stored object of an update, for ratcheting and transition
+/// rules). Unknown fields were pruned as the request was decoded
+/// ([`crate::registry::fields`], which every write path calls before this).
+/// Built-ins have no schema: nothing happens.
+///
+/// # Errors
+/// The object does not validate against its schema.
+pub fn admit(info: &ResourceInfo, old: Option<&Value>, obj: &mut Value) -> Result<(), ApiError> {
+    let Some(schema) = &info.schema else {
+        return Ok(());
+    };
+    schema.default_changed(obj, old);
+    let errs = schema.validate(obj, old);
+    if errs.is_empty() {
+        return Ok(());
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    Err(crate::schema::to_api_error(
+        &format!("{}.{}", info.kind, info.group),
+        &info.group,
+        &info.kind,
+        name,
+        &errs,
+    ))
+}
+
+/// Build the stored object of an update from the old object and the
+/// client's `new` one: a write to the object keeps the old status (when a
+/// status subresource exists), a write to `/status` keeps everything but
+/// status (`ephemeralcontainers`, `approval`: everything but their field).
+#[must_use]
+pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut new: Value) -> Value {
+    match sub {
+        Subresource::Main | Subresource::Scale => {
+            if info.status_subresource {
+                match old.get("status") {
+                    Some(s) => new["status"] = s.clone(),
+                    None => {
+                        if let Some(m) = new.as_object_mut() {
+                            m.remove("status");
+                        }
+                    }
+                }
+            }
+            info.strategy.prepare_update(old, &mut new);
+            info.strategy.default(&mut new);
+            new
+        }
+        Subresource::Status | Subresource::EphemeralContainers | Subresource::Approval => {
+            let mut out = old.clone();
+            let field = sub.owned_field();
+            put_field(&mut out, field, new.pointer(field).cloned());
+            // The rv the client sent stays a precondition; managedFields follow the write.
+            out["metadata"]["resourceVersion"] = new["metadata"]["resourceVersion"].clone();
+            if let Some(mf) = new["metadata"].get("managedFields") {
+                out["metadata"]["managedFields"] = mf.clone();
+            }
+            out
+        }
+    }
+}
+
+/// What the store is handed for the cluster as a whole
+/// ([`crate::storage::store::Rules`]): the objects a fresh cluster holds, and the
+/// namespace finalizer dropped once a namespace is empty. Each kind's
+/// delete behaviour (pods' grace period, namespaces' finalizer and
+/// Terminating phase) is its own strategy's.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct KindRules;
+
+/// Whether a DELETE that removes the object answers the object itself,
+/// as kube-apiserver's registries set `ReturnDeletedObject`: pods,
+/// services, service accounts, persistent volumes and their claims
+/// ([`KindStrategy::returns_deleted_object`](crate::registry::kind::KindStrategy::returns_deleted_object)).
+/// Every other removal answers a Status; an object that lingers
+/// (finalizers, a grace period) always comes back as the object.
+pub fn returns_deleted_object(info: &ResourceInfo) -> bool {
+    info.strategy.returns_deleted_object()
+}
+
+impl Rules for KindRules {
+    /// Built-in collections follow their kind's strategy; custom resources
+    /// the generic one.
+    fn strategy(&self, key: &StorageKey) -> Strategy {
+        crate::registry::kind::builtin(&key.group, &key.plural)
+    }
+
+    fn namespace_emptied(&self, ns: &mut Value) {
+        namespace_emptied(ns);
+    }
+
+    fn bootstrap(&self) -> Vec<(ResourceInfo, Value)> {
+        let builtins = builtin_resources();
+        crate::registry::bootstrap::objects()
+            .into_iter()
+            .map(|obj| {
+                let info = builtins
+                    .iter()
+                    .find(|r| {
+                        r.is_api_version(obj["apiVersion"].as_str().unwrap_or(""))
+                            && r.kind == obj["kind"]
+                    })
+                    .expect("bootstrap kinds are built in")
+                    .clone();
+                (info, obj)
+            })
+            .collect()
+    }
+
+    /// kube-apiserver's ComponentStatuses, as a healthy cluster's read:
+    /// `scheduler`, `controller-manager` and `etcd-0`, each Healthy.
+    fn computed_objects(&self) -> Vec<(ResourceInfo, Value)> {
+        let info = builtin_resources()
+            .into_iter()
+            .find(|r| r.group.is_empty() && r.plural == "componentstatuses")
+            .expect("componentstatuses are built in");
+        ["scheduler", "controller-manager", "etcd-0"]
+            .into_iter()
+            .map(|name| {
+                let status = json!({"apiVersion": "v1", "kind": "ComponentStatus",
+                    "metadata": {"name": name},
+                    "conditions": [{"type": "Healthy", "status": "True", "message": "ok"}]});
+                (info.clone(), status)
+            })
+            .collect()
+    }
+}
+
+/// [`KindRules`] and what kube-controller-manager's root-CA publisher
+/// puts in every namespace: the ConfigMap `kube-root-ca.crt` holding the
+/// server's CA (`ca.crt`), in the four initial namespaces and in each new
+/// one as it is created. What ward-apiserver's servers are handed.
+///
+/// Unlike the publisher, nothing puts the ConfigMap back if it is deleted
+/// or changed.
+#[derive(Debug, Clone)]
+pub struct ClusterRules {
+    configmaps: ResourceInfo,
+    ca_pem: std::sync::Arc<str>,
+}
+
+/// The name of the ConfigMap every namespace holds with the CA.
+pub const ROOT_CA_CONFIGMAP: &str = "kube-root-ca.crt";
+
+impl ClusterRules {
+    /// [`KindRules`], and every namespace's `kube-root-ca.crt` holding
+    /// `ca_pem`.
+    #[must_use]
+    pub fn new(ca_pem: &str) -> Self {
+        let configmaps = builtin_resources()
+            .into_iter()
+            .find(|r| r.group.is_empty() && r.plural == "configmaps")
+            .expect("configmaps are built in");
+        ClusterRules {
+            configmaps,
+            ca_pem: ca_pem.into(),
+        }
+    }
+}
+
+impl Rules for ClusterRules {
+    fn strategy(&self, key: &StorageKey) -> Strategy {
+        KindRules.strategy(key)
+    }
+
+    fn namespace_emptied(&self, ns: &mut Value) {
+        KindRules.namespace_emptied(ns);
+    }
+
+    fn bootstrap(&self) -> Vec<(ResourceInfo, Value)> {
+        KindRules.bootstrap()
+    }
+
+    fn computed_objects(&self) -> Vec<(ResourceInfo, Value)> {
+        KindRules.computed_objects()
+    }
+
+    fn namespace_objects(&self, namespace: &str) -> Vec<(ResourceInfo, Value)> {
+        let configmap = json!({"apiVersion": "v1", "kind": "ConfigMap",
+            "metadata": {"name": ROOT_CA_CONFIGMAP, "namespace": namespace,
+                "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
+            "data": {"ca.crt": &*self.ca_pem}});
+        vec![(self.configmaps.clone(), configmap)]
+    }
+}

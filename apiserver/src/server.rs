@@ -161,7 +161,7 @@ impl ServerConfig {
 
     /// Bearer tokens that authenticate as the users they map to
     /// (kube-apiserver's `--token-auth-file`; parse one with
-    /// [`crate::auth::tokens::parse_token_file`]).
+    /// [`crate::parse_token_file`]).
     #[must_use]
     pub fn static_tokens(
         mut self,

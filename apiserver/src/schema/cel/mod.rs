@@ -8,18 +8,10 @@
 //! create or update makes; [`Rule::eval`] runs the rule on a value,
 //! charging the request's [`Budget`].
 //!
-//! ```
-//! use serde_json::json;
-//! use ward_apiserver::cel::{Budget, Rule};
-//!
-//! let node = json!({"type": "object", "properties": {
-//!     "replicas": {"type": "integer"}, "minReplicas": {"type": "integer"}}});
-//! let rule = Rule::compile(&json!({"rule": "self.minReplicas <= self.replicas"}), &node).unwrap();
-//! let mut budget = Budget::new();
-//! assert!(rule.eval(&json!({"replicas": 3, "minReplicas": 1}), None, &mut budget).unwrap().is_none());
-//! let violation = rule.eval(&json!({"replicas": 1, "minReplicas": 3}), None, &mut budget).unwrap().unwrap();
-//! assert_eq!(violation.message, "failed rule: self.minReplicas <= self.replicas");
-//! ```
+//! For example, `self.minReplicas <= self.replicas` on an object with
+//! both integers passes for 3 and 1 and, for 1 and 3, fails with the
+//! message `failed rule: self.minReplicas <= self.replicas` (the test
+//! `a_rule_compiles_and_reports_its_violation`).
 //!
 //! `self` is typed by the node ([`value`] has the table); `oldSelf` is the
 //! old value on updates. A rule that uses `oldSelf` is a transition rule
@@ -481,6 +473,22 @@ impl Rule {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_rule_compiles_and_reports_its_violation() {
+        let node = json!({"type": "object", "properties": {
+            "replicas": {"type": "integer"}, "minReplicas": {"type": "integer"}}});
+        let rule =
+            Rule::compile(&json!({"rule": "self.minReplicas <= self.replicas"}), &node).unwrap();
+        let mut budget = Budget::new();
+        let ok = rule.eval(&json!({"replicas": 3, "minReplicas": 1}), None, &mut budget);
+        assert!(ok.unwrap().is_none());
+        let bad = rule.eval(&json!({"replicas": 1, "minReplicas": 3}), None, &mut budget);
+        assert_eq!(
+            bad.unwrap().unwrap().message,
+            "failed rule: self.minReplicas <= self.replicas"
+        );
+    }
 
     fn node() -> Json {
         json!({"type": "object", "properties": {

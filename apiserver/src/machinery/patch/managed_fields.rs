@@ -12,7 +12,7 @@
 
 use serde_json::{Map, Value};
 
-use super::apply::{
+use super::fieldset::{
     Entry, FieldSet, changed_fields, excluded, list_fields, parse_entries, write_entries,
 };
 use super::strategic::{self, Path};

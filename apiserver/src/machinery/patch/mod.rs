@@ -10,6 +10,7 @@
 //! edge cases against the real server's answers; the code is 235 lines.)
 
 mod apply;
+mod fieldset;
 mod managed_fields;
 mod path;
 mod strategic;

@@ -36,8 +36,10 @@
 #[cfg(fuzzing)]
 use bolero as _;
 
-// The layers, lowest first; a module never imports one of a higher layer
-// (ARCHITECTURE.md; `.ci/imports.py` checks it).
+// The layers, private: ARCHITECTURE.md gives their order (machinery and
+// faults lowest, then schema, registry, storage, auth, admission,
+// conversion, controllers, http, server), and `.ci/imports.py` checks that
+// none imports a higher one.
 mod admission;
 mod auth;
 mod controllers;

@@ -47,6 +47,7 @@ pub mod clock;
 pub mod hash;
 pub mod out;
 pub mod rng;
+pub mod testing;
 
 pub use backoff::Backoff;
 pub use clock::Clock;

@@ -144,29 +144,10 @@ fn digests() -> Vec<String> {
         .collect()
 }
 
-/// Set in the child processes [`in_child`] starts.
-const CHILD: &str = "WARD_REPLAY_CHILD";
-
 /// This binary's digests, computed in a child process of its own.
 fn in_child() -> Vec<String> {
-    let exe = std::env::current_exe().expect("the test binary's path");
     let name = "replay::a_hash_ordered_controller_replays_in_other_processes";
-    let out = std::process::Command::new(exe)
-        .args([name, "--exact", "--test-threads=1", "--nocapture"])
-        .env(CHILD, "1")
-        .output()
-        .expect("the test binary runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "child: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    stdout
-        .lines()
-        // The first shares its line with libtest's `test … ... `.
-        .filter_map(|l| l.split_once("digest ").map(|(_, d)| d.to_string()))
-        .collect()
+    ward_base::testing::tagged(&ward_base::testing::run_alone(name), "digest")
 }
 
 #[test]
@@ -186,7 +167,7 @@ fn a_hash_ordered_controller_replays_in_this_process() {
 
 #[test]
 fn a_hash_ordered_controller_replays_in_other_processes() {
-    if std::env::var_os(CHILD).is_some() {
+    if ward_base::testing::is_child() {
         for d in digests() {
             println!("digest {d}");
         }

@@ -112,11 +112,9 @@ fn digests() -> Vec<String> {
 }
 
 /// Set in the child processes this binary starts for [`digests`].
-const CHILD: &str = "WARD_REPLAY_CHILD";
-
 #[test]
 fn every_example_replays_identically_here_and_in_other_processes() {
-    if std::env::var_os(CHILD).is_some() {
+    if ward_base::testing::is_child() {
         for d in digests() {
             println!("digest {d}");
         }
@@ -126,17 +124,7 @@ fn every_example_replays_identically_here_and_in_other_processes() {
     assert_eq!(here, digests(), "a second run in this process differs");
     let name = "campaigns::every_example_replays_identically_here_and_in_other_processes";
     for child in 0..2 {
-        let out = Command::new(std::env::current_exe().unwrap())
-            .args([name, "--exact", "--test-threads=1", "--nocapture"])
-            .env(CHILD, "1")
-            .output()
-            .unwrap();
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(out.status.success(), "child {child}: {stdout}");
-        let theirs: Vec<String> = stdout
-            .lines()
-            .filter_map(|l| l.split_once("digest ").map(|(_, d)| d.to_string()))
-            .collect();
+        let theirs = ward_base::testing::tagged(&ward_base::testing::run_alone(name), "digest");
         assert_eq!(theirs, here, "child process {child} ran differently");
     }
 }

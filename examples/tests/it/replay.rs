@@ -182,9 +182,6 @@ fn digests() -> Vec<String> {
         .collect()
 }
 
-/// Set in the child processes this test starts.
-const CHILD: &str = "WARD_SIMULTANEOUS_CHILD";
-
 #[test]
 fn simultaneous_reconciles_replay_in_this_process() {
     let first = run(3, false).history;
@@ -228,32 +225,17 @@ fn simultaneous_reconciles_replay_in_this_process() {
 
 #[test]
 fn simultaneous_reconciles_replay_in_other_processes() {
-    if std::env::var_os(CHILD).is_some() {
+    if ward_base::testing::is_child() {
         for d in digests() {
             println!("digest {d}");
         }
         return;
     }
     let child = || {
-        let exe = std::env::current_exe().expect("the test binary's path");
         let name = "replay::simultaneous_reconciles_replay_in_other_processes";
-        std::process::Command::new(exe)
-            .args([name, "--exact", "--test-threads=1", "--nocapture"])
-            .env(CHILD, "1")
-            .output()
-            .expect("the test binary runs")
+        ward_base::testing::run_alone(name)
     };
-    let digests_of = |out: std::process::Output| -> Vec<String> {
-        let stdout = String::from_utf8_lossy(&out.stdout);
-        assert!(
-            out.status.success() && stdout.contains("1 passed"),
-            "child: {stdout}"
-        );
-        stdout
-            .lines()
-            .filter_map(|l| l.split_once("digest ").map(|(_, d)| d.to_string()))
-            .collect()
-    };
+    let digests_of = |out: String| ward_base::testing::tagged(&out, "digest");
     // The two children run beside this process's own runs.
     let (one, two) = std::thread::scope(|s| {
         let one = s.spawn(child);

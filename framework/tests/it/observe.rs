@@ -108,28 +108,14 @@ async fn until_closed(addr: SocketAddr) {
     assert!(closed.is_ok(), "{addr} still accepts connections");
 }
 
-/// Set in the child process [`alone`] starts.
-const ALONE: &str = "WARD_TEST_ALONE";
-
 /// Run test `name` of this binary alone, in a child process (its own
 /// global state), and check that it passed; whether the caller is that
 /// child (and should run the test's body) otherwise.
 fn alone(name: &str) -> bool {
-    if std::env::var_os(ALONE).is_some() {
+    if ward_base::testing::is_child() {
         return true;
     }
-    let exe = std::env::current_exe().expect("the test binary's path");
-    let out = std::process::Command::new(exe)
-        .args([name, "--exact", "--test-threads=1", "--nocapture"])
-        .env(ALONE, "1")
-        .output()
-        .expect("the test binary runs");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    assert!(
-        out.status.success() && stdout.contains("1 passed"),
-        "{name}, alone: {stdout}\n{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let _ = ward_base::testing::run_alone(name);
     false
 }
 

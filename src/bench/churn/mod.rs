@@ -1,12 +1,14 @@
 //! Part 1, controller churn: the same reconcile body run by a bare
-//! `kube_runtime::Controller` and by Ward's [`GuardedController`], against
-//! an in-process ward-apiserver holding N objects while a churn generator
+//! `kube_runtime::Controller` and by Ward's
+//! [`GuardedController`](ward_runtime::GuardedController), against an
+//! in-process ward-apiserver holding N objects while a churn generator
 //! creates, updates and deletes at a set rate.
 //!
 //! The setup is the CNS shape: ConfigMaps standing in for node-scoped
 //! configuration records, each with a controller ownerReference to a Node.
 //! The guarded controller runs the guard that applies to such objects,
-//! [`OwnerUid`]`<Node>` (the owner read as it is now and compared by UID;
+//! [`OwnerUid`](ward_guards::owner_uid::OwnerUid)`<Node>` (the owner read
+//! as it is now and compared by UID;
 //! by default from the controller's watch cache once it has caught up with
 //! the server's current resourceVersion; every owner is live, so every
 //! verdict is proceed and the controllers run the body on the same

@@ -168,6 +168,10 @@ class Crate:
             return mod
         return tuple(cur)
 
+    def top(self):
+        """Each file's top-level module (`lib` for the crate root)."""
+        return {f: (m[0] if m else "lib") for m, f in self.mods.items()}
+
     def edges(self):
         out = {}
         for m, t in self.text.items():
@@ -241,7 +245,7 @@ def layer_order_breaks(crate, name, edges):
     order = LAYERS.get(name)
     if order is None:
         return []
-    top = {f: (m[0] if m else "lib") for m, f in crate.mods.items()}
+    top = crate.top()
     out = [f"{name}: top-level module {m} is in no layer (imports.py's LAYERS)"
            for m in sorted(set(top.values())) if m not in order]
     for f, ts in edges.items():
@@ -254,7 +258,7 @@ def layer_order_breaks(crate, name, edges):
 # Import circles between a crate's top-level modules (a folder module and
 # its files count as one, so a circle through a re-export is seen).
 def module_circles(crate, name, edges):
-    top = {f: (m[0] if m else "lib") for m, f in crate.mods.items()}
+    top = crate.top()
     me = {}
     for f, ts in edges.items():
         for t in ts:

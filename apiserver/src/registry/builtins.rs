@@ -8,7 +8,7 @@
 //! short names kubectl knows it by, which k8s-openapi does not carry.
 //! `autoscaling/v1` HorizontalPodAutoscaler is left out: this server does
 //! not convert between versions, and v2 is the one clients use.
-//! `tests/it/builtins.rs` checks every row against k8s-openapi's own
+//! `apiserver/it/builtins.rs` checks every row against k8s-openapi's own
 //! constants, and that no other GA listable type is missing.
 
 /// One built-in kind: apiVersion, kind, plural, namespaced, has a status,

@@ -1,30 +1,149 @@
-//! ward-apiserver's integration tests in one binary (kube, k8s-openapi,
-//! tokio and hyper linked once, not once per file): a module per area;
-//! `common` holds the request-level fixtures they share.
+//! The `ward-apiserver` binary: listens on the port it reports, writes a
+//! kubeconfig kubectl can use, and stops cleanly on Ctrl-C (SIGINT).
 
-mod admission;
-mod auth;
-mod bad_input;
-mod bad_requests;
-mod binary;
-mod builtins;
-mod common;
-mod consistent_lists;
-mod conversion;
-mod crd_schemas;
-mod differences;
-mod dry_run;
-mod faults;
-mod field_validation;
-mod http_heads;
-mod kube_client;
-mod kube_runtime_helpers;
-mod kubectl;
-mod lifecycle;
-mod malformed_requests;
-mod pod_actions;
-mod policies;
-mod protobuf;
-mod scale;
-mod services;
-mod sharding;
+// Instrumented fuzzing builds (docs/apiserver.md, "Fuzzing") link the fuzzer runtime
+// through the library; this test does not otherwise use it.
+#[cfg(fuzzing)]
+use ward_apiserver as _;
+
+use std::io::{BufRead, BufReader};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+#[test]
+fn binary_serves_kubectl_and_stops_on_sigint() {
+    let dir = std::env::temp_dir().join(format!("ward-bin-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
+        .args(["--listen", "127.0.0.1:0", "--kubeconfig"])
+        .arg(&kc)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut out = BufReader::new(child.stdout.take().unwrap());
+    let mut line = String::new();
+    out.read_line(&mut line).unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("ward-apiserver listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    assert!(addr.starts_with("127.0.0.1:"));
+    assert!(!addr.ends_with(":0"), "the bound port is printed, not 0");
+    let kubeconfig = std::fs::read_to_string(&kc).unwrap();
+    assert!(
+        kubeconfig.contains(&format!("server: http://{addr}")),
+        "{kubeconfig}"
+    );
+
+    let kubectl = Command::new("kubectl")
+        .args(["get", "ns", "-o", "name", "--request-timeout=20s"])
+        .env("KUBECONFIG", &kc)
+        .env("HOME", &dir)
+        .output()
+        .expect("kubectl is needed: install it (the Google Cloud SDK kubectl component) and put it on PATH");
+    assert!(
+        kubectl.status.success(),
+        "{}",
+        String::from_utf8_lossy(&kubectl.stderr)
+    );
+    let names = String::from_utf8(kubectl.stdout).unwrap();
+    for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
+        assert!(names.contains(&format!("namespace/{ns}")), "{names}");
+    }
+
+    let pid = child.id().to_string();
+    assert!(
+        Command::new("kill")
+            .args(["-INT", &pid])
+            .status()
+            .unwrap()
+            .success()
+    );
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "ward-apiserver did not stop on SIGINT"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "exit status {status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[test]
+fn binary_reports_a_bind_failure_with_exit_code_2() {
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = taken.local_addr().unwrap().to_string();
+    let out = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
+        .args(["--listen", &addr])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot listen on"));
+}
+
+#[test]
+fn feature_gates_turn_sharded_lists_on_and_unknown_gates_are_refused() {
+    let out = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
+        .args(["--listen", "127.0.0.1:0", "--feature-gates", "Bogus=true"])
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("unrecognized feature gate: Bogus"), "{err}");
+
+    let dir = std::env::temp_dir().join(format!("ward-gates-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            // Go's bool spellings; a gate named twice takes the last value.
+            "--feature-gates",
+            "ShardedListAndWatch=false",
+            "--feature-gates",
+            "ShardedListAndWatch=True",
+        ])
+        .arg("--kubeconfig")
+        .arg(&kc)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("ward-apiserver listening on"), "{line:?}");
+    let sel = "shardRange(object.metadata.uid,%270x0000000000000000%27,%270x8000000000000000%27)";
+    let raw = Command::new("kubectl")
+        .args([
+            "get",
+            "--raw",
+            &format!("/api/v1/namespaces?shardSelector={sel}"),
+        ])
+        .env("KUBECONFIG", &kc)
+        .env("HOME", &dir)
+        .output()
+        .expect("kubectl on PATH");
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        raw.status.success(),
+        "{}",
+        String::from_utf8_lossy(&raw.stderr)
+    );
+    let list: serde_json::Value = serde_json::from_slice(&raw.stdout).unwrap();
+    assert_eq!(
+        list["metadata"]["shardInfo"]["selector"],
+        "shardRange(object.metadata.uid,'0x0000000000000000','0x8000000000000000')"
+    );
+}

@@ -350,39 +350,39 @@ async fn shipped_manifests(k: &Ctl) {
     let manifests = [
         (
             "lws-crd.yaml",
-            include_str!("../../../../examples/lws/deploy/crd.yaml"),
+            include_str!("../../../examples/lws/deploy/crd.yaml"),
         ),
         (
             "lws-rbac.yaml",
-            include_str!("../../../../examples/lws/deploy/rbac.yaml"),
+            include_str!("../../../examples/lws/deploy/rbac.yaml"),
         ),
         (
             "lws-deployment.yaml",
-            include_str!("../../../../examples/lws/deploy/deployment.yaml"),
+            include_str!("../../../examples/lws/deploy/deployment.yaml"),
         ),
         (
             "cns-crd.yaml",
-            include_str!("../../../../examples/cns/deploy/crd.yaml"),
+            include_str!("../../../examples/cns/deploy/crd.yaml"),
         ),
         (
             "cns-rbac.yaml",
-            include_str!("../../../../examples/cns/deploy/rbac.yaml"),
+            include_str!("../../../examples/cns/deploy/rbac.yaml"),
         ),
         (
             "cns-daemonset.yaml",
-            include_str!("../../../../examples/cns/deploy/daemonset.yaml"),
+            include_str!("../../../examples/cns/deploy/daemonset.yaml"),
         ),
         (
             "wa-crd.yaml",
-            include_str!("../../../../examples/whereabouts/deploy/crd.yaml"),
+            include_str!("../../../examples/whereabouts/deploy/crd.yaml"),
         ),
         (
             "wa-rbac.yaml",
-            include_str!("../../../../examples/whereabouts/deploy/rbac.yaml"),
+            include_str!("../../../examples/whereabouts/deploy/rbac.yaml"),
         ),
         (
             "wa-deployment.yaml",
-            include_str!("../../../../examples/whereabouts/deploy/deployment.yaml"),
+            include_str!("../../../examples/whereabouts/deploy/deployment.yaml"),
         ),
     ];
     for (file, yaml) in manifests {

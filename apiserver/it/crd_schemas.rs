@@ -248,9 +248,9 @@ async fn a_crd_that_is_not_structural_or_has_bad_defaults_or_rules_is_refused() 
 async fn the_examples_crds_are_structural() {
     let s = server().await;
     for yaml in [
-        include_str!("../../../examples/lws/deploy/crd.yaml"),
-        include_str!("../../../examples/cns/deploy/crd.yaml"),
-        include_str!("../../../examples/whereabouts/deploy/crd.yaml"),
+        include_str!("../../examples/lws/deploy/crd.yaml"),
+        include_str!("../../examples/cns/deploy/crd.yaml"),
+        include_str!("../../examples/whereabouts/deploy/crd.yaml"),
     ] {
         let crd: Value = serde_saphyr::from_str(yaml).unwrap();
         created(&s, CRDS, &crd).await;

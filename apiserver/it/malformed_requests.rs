@@ -599,11 +599,11 @@ async fn anything_writes_only_when_it_succeeds() {
 /// The fuzz target: the anything generator driven by a fuzzer's bytes
 /// (two per choice), one populated server for the whole run, the
 /// invariants of [`send_and_check`] after every input. Under `cargo test`
-/// it replays the inputs a fuzzing run saved (`tests/it/__fuzz__/malformed_requests__request_path/`, if any)
+/// it replays the inputs a fuzzing run saved (`__fuzz__/malformed_requests__request_path/` beside this file, if any)
 /// and draws no random ones — bolero's random engine seeds from the OS,
 /// and tests here are deterministic; [`fuzz_inputs_from_seeds`] covers
 /// that ground with seeded inputs. Coverage-guided (docs/apiserver.md, "Fuzzing"):
-/// `cargo bolero test fuzz_request_path -p ward-apiserver --test it`.
+/// `cargo bolero test fuzz_request_path -p ward-apiserver-it --test it`.
 #[test]
 fn fuzz_request_path() {
     let rt = tokio::runtime::Builder::new_current_thread()

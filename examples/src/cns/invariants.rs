@@ -16,10 +16,10 @@
 //!   (the data plane), so some CNI DEL will release it.
 
 use std::collections::BTreeMap;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use crate::run::key;
+use crate::run::{Parsed, key};
 use tokio::time::Instant;
 use ward_apiserver::store::Store;
 
@@ -52,6 +52,18 @@ pub struct Checker {
     pub sandboxes: Sandboxes,
     /// Where violations go.
     pub violations: Violations,
+    /// What the checks made of each version of a pod and of the NNC
+    /// (`Default` to start).
+    pub parsed: Arc<Mutex<Seen>>,
+}
+
+/// What [`Checker`] made of each stored object's version it has read.
+#[derive(Debug, Default)]
+pub struct Seen {
+    /// A pod's node and its IP annotation.
+    pods: Parsed<(Option<String>, Option<String>)>,
+    /// The NNC's controller uids and its NCs' (id, version).
+    nnc: Parsed<(Vec<String>, Vec<(String, i64)>)>,
 }
 
 impl Checker {
@@ -129,14 +141,21 @@ impl Checker {
         let page = self
             .store
             .list(&key("", "pods"), None, None, None, |_| true);
-        let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
-        for o in page.items.iter().filter(|o| !o.terminating) {
+        let views = self.seen().pods.all(&page.items, |o| {
             let v = o.value();
-            if v["spec"]["nodeName"].as_str() != Some(self.node.as_str()) {
+            let text = |v: &serde_json::Value| v.as_str().map(str::to_string);
+            (
+                text(&v["spec"]["nodeName"]),
+                text(&v["metadata"]["annotations"][POD_IP]),
+            )
+        });
+        let mut holders: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for (o, view) in page.items.iter().zip(&views) {
+            if o.terminating || view.0.as_deref() != Some(self.node.as_str()) {
                 continue;
             }
-            if let Some(ip) = v["metadata"]["annotations"][POD_IP].as_str() {
-                holders.entry(ip.to_string()).or_default().push(format!(
+            if let Some(ip) = &view.1 {
+                holders.entry(ip.clone()).or_default().push(format!(
                     "{}/{}",
                     o.namespace(),
                     o.name()
@@ -166,27 +185,37 @@ impl Checker {
         ) else {
             return;
         };
-        let (v, node_uid) = (nnc.value(), node.uid.to_string());
-        let controlled = v["metadata"]["ownerReferences"]
-            .as_array()
-            .into_iter()
-            .flatten()
-            .any(|r| r["controller"] == true && r["uid"].as_str() == Some(node_uid.as_str()));
-        let ncs = v["status"]["networkContainers"]
-            .as_array()
-            .cloned()
-            .unwrap_or_default();
-        if !controlled || nnc.terminating || ncs.is_empty() {
+        let node_uid = node.uid.to_string();
+        let view = self.seen().nnc.get(&nnc, |o| {
+            let v = o.value();
+            let controllers = v["metadata"]["ownerReferences"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .filter(|r| r["controller"] == true)
+                .filter_map(|r| r["uid"].as_str().map(str::to_string))
+                .collect();
+            let ncs = v["status"]["networkContainers"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|nc| {
+                    (
+                        nc["id"].as_str().unwrap_or("").to_string(),
+                        nc["version"].as_i64().unwrap_or(0),
+                    )
+                })
+                .collect();
+            (controllers, ncs)
+        });
+        let (controllers, ncs) = &*view;
+        if !controllers.contains(&node_uid) || nnc.terminating || ncs.is_empty() {
             return;
         }
         let mut since = None;
-        for nc in &ncs {
-            let (id, version) = (
-                nc["id"].as_str().unwrap_or(""),
-                nc["version"].as_i64().unwrap_or(0),
-            );
+        for (id, version) in ncs {
             match self.host.since(&self.node, id) {
-                Some((v, at)) if v >= version => since = since.max(Some(at)),
+                Some((v, at)) if v >= *version => since = since.max(Some(at)),
                 _ => return,
             }
         }
@@ -206,6 +235,10 @@ impl Checker {
                 format!("{pod} has waited {d:?} for an IP since the node's NNC was programmed"),
             );
         }
+    }
+
+    fn seen(&self) -> std::sync::MutexGuard<'_, Seen> {
+        self.parsed.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// I5, once settled: an address CNS holds for a pod whose sandbox does

@@ -145,6 +145,7 @@ pub async fn run(
         waiting: kubelet.waiting(),
         sandboxes: kubelet.sandboxes(),
         violations: violations.clone(),
+        parsed: Default::default(),
     };
     tasks.push(tokio::spawn(checker.clone().run()));
 

@@ -18,12 +18,12 @@
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
-use crate::run::key;
+use crate::run::{Parsed, key};
 use k8s_openapi::api::apps::v1::{ControllerRevision, StatefulSet};
 use k8s_openapi::api::core::v1::Pod;
 use kube::ResourceExt;
 use serde::de::DeserializeOwned;
-use ward_apiserver::store::{Event, EventType, Store};
+use ward_apiserver::store::{Event, EventType, Store, StoredObject};
 
 use super::model::{HASH_LABEL, LeaderWorkerSet, WRITTEN_FOR};
 use super::{readiness, revision};
@@ -48,8 +48,24 @@ fn list<T: DeserializeOwned>(store: &Store, group: &str, plural: &str) -> Vec<T>
         .list(&key(group, plural), None, None, None, |_| true)
         .items
         .iter()
-        .filter_map(|o| serde_json::from_value(o.value()).ok())
+        .filter_map(|o| parse(o))
         .collect()
+}
+
+fn parse<T: DeserializeOwned>(o: &StoredObject) -> Option<T> {
+    serde_json::from_value(o.value()).ok()
+}
+
+/// Every object of `group`/`plural` that parses as `T`, each version parsed
+/// once (`seen` keeps them).
+fn list_seen<T: DeserializeOwned>(
+    store: &Store,
+    seen: &mut Parsed<Option<T>>,
+    group: &str,
+    plural: &str,
+) -> Vec<Arc<Option<T>>> {
+    let page = store.list(&key(group, plural), None, None, None, |_| true);
+    seen.all(&page.items, parse)
 }
 
 /// The checker.
@@ -59,6 +75,11 @@ pub struct Checker {
     violations: Violations,
     /// The uid of the LWS each StatefulSet (by uid) was created for.
     created_for: HashMap<String, String>,
+    /// Each LWS version's uid and collision count.
+    lws: Parsed<Option<(String, i32)>>,
+    /// Each revision and StatefulSet version, parsed.
+    revisions: Parsed<Option<ControllerRevision>>,
+    sets: Parsed<Option<StatefulSet>>,
 }
 
 impl Checker {
@@ -69,18 +90,30 @@ impl Checker {
             store,
             violations,
             created_for: HashMap::new(),
+            lws: Parsed::default(),
+            revisions: Parsed::default(),
+            sets: Parsed::default(),
         }
     }
 
     /// The collision count of every LWS, by uid.
-    fn collisions(&self) -> BTreeMap<String, i32> {
-        let lws: Vec<LeaderWorkerSet> =
-            list(&self.store, "leaderworkerset.x-k8s.io", "leaderworkersets");
-        lws.iter()
-            .map(|l| {
-                let c = l.status.as_ref().and_then(|s| s.collision_count);
-                (l.uid().unwrap_or_default(), c.unwrap_or(0))
+    fn collisions(&mut self) -> BTreeMap<String, i32> {
+        let page = self.store.list(
+            &key("leaderworkerset.x-k8s.io", "leaderworkersets"),
+            None,
+            None,
+            None,
+            |_| true,
+        );
+        self.lws
+            .all(&page.items, |o| {
+                parse::<LeaderWorkerSet>(o).map(|l| {
+                    let c = l.status.as_ref().and_then(|s| s.collision_count);
+                    (l.uid().unwrap_or_default(), c.unwrap_or(0))
+                })
             })
+            .iter()
+            .filter_map(|l| l.as_ref().clone())
             .collect()
     }
 
@@ -131,11 +164,18 @@ impl Checker {
     /// I1 and I4 on every object in the store now.
     pub fn check(&mut self) {
         let collisions = self.collisions();
-        for r in list::<ControllerRevision>(&self.store, "apps", "controllerrevisions") {
-            self.revision(&r, &collisions);
+        let revisions = list_seen(
+            &self.store,
+            &mut self.revisions,
+            "apps",
+            "controllerrevisions",
+        );
+        for r in revisions.iter().filter_map(|r| r.as_ref().as_ref()) {
+            self.revision(r, &collisions);
         }
-        for s in list::<StatefulSet>(&self.store, "apps", "statefulsets") {
-            self.set(&s);
+        let sets = list_seen(&self.store, &mut self.sets, "apps", "statefulsets");
+        for s in sets.iter().filter_map(|s| s.as_ref().as_ref()) {
+            self.set(s);
         }
     }
 
@@ -145,16 +185,16 @@ impl Checker {
         if e.kind == EventType::Deleted || e.key.group != "apps" {
             return;
         }
-        let v = e.object.value();
         match e.key.plural.as_str() {
             "controllerrevisions" => {
-                if let Ok(r) = serde_json::from_value::<ControllerRevision>(v) {
-                    self.revision(&r, &self.collisions());
+                if let Some(r) = self.revisions.get(&e.object, parse).as_ref() {
+                    let collisions = self.collisions();
+                    self.revision(r, &collisions);
                 }
             }
             "statefulsets" => {
-                if let Ok(s) = serde_json::from_value::<StatefulSet>(v) {
-                    self.set(&s);
+                if let Some(s) = self.sets.get(&e.object, parse).as_ref() {
+                    self.set(s);
                 }
             }
             _ => {}

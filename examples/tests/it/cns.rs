@@ -147,6 +147,7 @@ fn checker(server: &ApiServer, client: kube::Client) -> (Checker, Violations) {
         waiting: kubelet.waiting(),
         sandboxes: kubelet.sandboxes(),
         violations: violations.clone(),
+        parsed: Default::default(),
     };
     (checker, violations)
 }
@@ -280,6 +281,7 @@ async fn restart_between_del_and_delete(mode: Mode) -> Vec<String> {
         waiting: kubelet.waiting(),
         sandboxes: kubelet.sandboxes(),
         violations: violations.clone(),
+        parsed: Default::default(),
     };
     checker.settled();
     for t in tasks {

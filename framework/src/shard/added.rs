@@ -223,7 +223,7 @@ impl Target {
 
     /// `req` with the added watch's `shardSelector`.
     fn selected(&self, mut req: http::Request<Vec<u8>>) -> http::Request<Vec<u8>> {
-        *req.uri_mut() = query::with_param(req.uri(), &self.selector);
+        *req.uri_mut() = query::with_param(req.uri(), &query::encode(&self.selector));
         req
     }
 }

@@ -3,16 +3,17 @@
 use ward_examples::demo::{self, Cell};
 use ward_examples::example::Example;
 
-/// How many seeds the guarded sweeps of the tests run per scenario: 100
-/// (sized to CI's budget; the wide runs are in docs/invariants.md), or
-/// `WARD_SEEDS` (e.g. `WARD_SEEDS=2000 cargo test -p ward-examples`
-/// for a wider run; `ward-demo` is the tool for the widest).
+/// How many seeds the guarded sweeps of the tests run per scenario: 50 on
+/// every landing (sized to CI's budget, #61), or `WARD_SEEDS`: `.ci/wide`
+/// runs them over 100, the width they had before, and each stop's note
+/// gives its figure (e.g. `WARD_SEEDS=2000 .ci/wide` for a wider run;
+/// `ward-demo` is the tool for the widest, docs/invariants.md).
 pub fn seeds() -> u64 {
     match std::env::var("WARD_SEEDS") {
         Ok(v) => v
             .parse()
             .unwrap_or_else(|_| panic!("WARD_SEEDS must be a number of seeds, got {v:?}")),
-        Err(_) => 100,
+        Err(_) => 50,
     }
 }
 

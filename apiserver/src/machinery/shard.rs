@@ -31,7 +31,9 @@
 //! same messages. A malformed selector is a 400 BadRequest here (which
 //! status kube-apiserver answers with was not confirmed from its source).
 
+use std::collections::HashMap;
 use std::fmt;
+use std::sync::Mutex;
 
 /// The fields a shard range may hash.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -252,6 +254,33 @@ fn bound(which: &'static str, text: &str, end: bool) -> Result<u128, ShardError>
     })
 }
 
+/// Selectors parsed before, by their text: a sharded controller sends the
+/// same selector on every LIST and WATCH until its slots change, and
+/// parsing it on each request was 6% of a sharded simulation's
+/// instructions (#61). Holds at most [`SelectorCache::MAX`] texts (all are
+/// forgotten when it is full).
+#[derive(Debug, Default)]
+pub(crate) struct SelectorCache(Mutex<HashMap<String, Result<ShardSelector, ShardError>>>);
+
+impl SelectorCache {
+    /// How many selector texts it keeps.
+    pub(crate) const MAX: usize = 64;
+
+    /// [`ShardSelector::parse`] of `s`, parsed once.
+    pub(crate) fn parse(&self, s: &str) -> Result<ShardSelector, ShardError> {
+        let mut seen = self.0.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(parsed) = seen.get(s) {
+            return parsed.clone();
+        }
+        let parsed = ShardSelector::parse(s);
+        if seen.len() >= Self::MAX {
+            seen.clear();
+        }
+        seen.insert(s.to_string(), parsed.clone());
+        parsed
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -335,5 +364,19 @@ mod tests {
             let e = ShardSelector::parse(sel).unwrap_err().to_string();
             assert!(e.contains(want), "{sel}: {e}");
         }
+    }
+
+    #[test]
+    fn the_cache_answers_as_parse_does() {
+        let cache = SelectorCache::default();
+        let ok = "shardRange(object.metadata.uid, '0x0000000000000000', '0x8000000000000000')";
+        for s in [ok, ok, "", "", "nonsense(", ok] {
+            assert_eq!(cache.parse(s), ShardSelector::parse(s), "{s:?}");
+        }
+        for i in 0..=SelectorCache::MAX {
+            let _ = cache.parse(&format!("x{i}"));
+        }
+        assert!(cache.0.lock().unwrap().len() <= SelectorCache::MAX);
+        assert_eq!(cache.parse(ok), ShardSelector::parse(ok));
     }
 }

@@ -62,8 +62,17 @@ pub struct Checker {
 pub struct Seen {
     /// A pod's node and its IP annotation.
     pods: Parsed<(Option<String>, Option<String>)>,
-    /// The NNC's controller uids and its NCs' (id, version).
-    nnc: Parsed<(Vec<String>, Vec<(String, i64)>)>,
+    /// The NNC's owners and NCs.
+    nnc: Parsed<Nnc>,
+}
+
+/// What I4 reads of an NNC.
+#[derive(Debug)]
+struct Nnc {
+    /// The uids of its controller ownerReferences.
+    controllers: Vec<String>,
+    /// Its NCs' (id, version).
+    ncs: Vec<(String, i64)>,
 }
 
 impl Checker {
@@ -206,14 +215,13 @@ impl Checker {
                     )
                 })
                 .collect();
-            (controllers, ncs)
+            Nnc { controllers, ncs }
         });
-        let (controllers, ncs) = &*view;
-        if !controllers.contains(&node_uid) || nnc.terminating || ncs.is_empty() {
+        if !view.controllers.contains(&node_uid) || nnc.terminating || view.ncs.is_empty() {
             return;
         }
         let mut since = None;
-        for (id, version) in ncs {
+        for (id, version) in &view.ncs {
             match self.host.since(&self.node, id) {
                 Some((v, at)) if v >= *version => since = since.max(Some(at)),
                 _ => return,

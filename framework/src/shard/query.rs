@@ -21,8 +21,11 @@ pub(crate) struct ShardQuery {
     /// The encoded selector of the last active slots seen: made again only
     /// when they change (made for every request, it was a fifth of a
     /// sharded simulation's instructions, #61).
-    param: Arc<Mutex<Option<(Slots, Option<Arc<str>>)>>>,
+    param: Arc<Mutex<LastParam>>,
 }
+
+/// The active slots a selector was last encoded for, and that encoding.
+type LastParam = Option<(Slots, Option<Arc<str>>)>;
 
 impl ShardQuery {
     pub(crate) fn new(client: Client, shard: Shard) -> Self {

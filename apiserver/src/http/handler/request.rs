@@ -159,7 +159,9 @@ pub(super) fn filter_of(
         && let Some(s) = &opts.shard_selector
     {
         filter.shard = Some(
-            crate::machinery::shard::ShardSelector::parse(s)
+            req.state
+                .shard_selectors
+                .parse(s)
                 .map_err(|e| ApiError::bad_request(format!("invalid shardSelector: {e}")))?,
         );
     }

@@ -65,6 +65,8 @@ pub struct State {
     pub auth: crate::auth::Auth,
     /// The admission webhooks registered in the store.
     pub webhooks: crate::admission::Registered,
+    /// The `shardSelector`s parsed so far.
+    pub(crate) shard_selectors: crate::machinery::shard::SelectorCache,
     /// State of the generateName suffix generator (seeded, deterministic).
     names: Mutex<crate::faults::Rng>,
 }
@@ -93,6 +95,7 @@ impl State {
             shutdown,
             faults,
             openapi: crate::http::openapi::Cache::default(),
+            shard_selectors: crate::machinery::shard::SelectorCache::default(),
             names: Mutex::new(crate::faults::Rng::new(seed)),
         }
     }

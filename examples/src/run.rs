@@ -293,3 +293,50 @@ pub async fn until_signal() {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use k8s_openapi::api::core::v1::ConfigMap;
+    use kube::api::{Patch, PatchParams};
+
+    #[tokio::test(start_paused = true)]
+    async fn each_version_is_parsed_once_and_only_live_versions_are_kept() {
+        let server = ward_apiserver::ApiServer::start_in_process().await;
+        let cms: Api<ConfigMap> = Api::namespaced(server.client(), "default");
+        for name in ["a", "b"] {
+            let mut cm = ConfigMap::default();
+            cm.metadata.name = Some(name.into());
+            cms.create(&PostParams::default(), &cm).await.unwrap();
+        }
+        let list = || {
+            server
+                .store()
+                .list(&key("", "configmaps"), Some("default"), None, None, |_| true)
+                .items
+        };
+        let mut parsed = Parsed::default();
+        let mut calls = 0;
+        let mut names = |items: &[Arc<ward_apiserver::store::StoredObject>], calls: &mut i32| {
+            parsed
+                .all(items, |o| {
+                    *calls += 1;
+                    o.value()["metadata"]["name"].as_str().unwrap().to_string()
+                })
+                .iter()
+                .map(|n| n.to_string())
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(names(&list(), &mut calls), ["a", "b"]);
+        assert_eq!(names(&list(), &mut calls), ["a", "b"]);
+        assert_eq!(calls, 2, "each version once");
+        let patch = serde_json::json!({"data": {"k": "v"}});
+        cms.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
+            .await
+            .unwrap();
+        assert_eq!(names(&list(), &mut calls), ["a", "b"]);
+        assert_eq!(calls, 3, "only the new version of a");
+        assert_eq!(parsed.by_rv.len(), 2, "the old version forgotten");
+        server.shutdown().await;
+    }
+}

@@ -327,16 +327,18 @@ mod tests {
                 .map(|n| n.to_string())
                 .collect::<Vec<_>>()
         };
-        assert_eq!(names(&list(), &mut calls), ["a", "b"]);
-        assert_eq!(names(&list(), &mut calls), ["a", "b"]);
-        assert_eq!(calls, 2, "each version once");
+        // The namespace also holds the cluster's root CA ConfigMap.
+        let all = ["a", "b", "kube-root-ca.crt"];
+        assert_eq!(names(&list(), &mut calls), all);
+        assert_eq!(names(&list(), &mut calls), all);
+        assert_eq!(calls, 3, "each version once");
         let patch = serde_json::json!({"data": {"k": "v"}});
         cms.patch("a", &PatchParams::default(), &Patch::Merge(&patch))
             .await
             .unwrap();
-        assert_eq!(names(&list(), &mut calls), ["a", "b"]);
-        assert_eq!(calls, 3, "only the new version of a");
-        assert_eq!(parsed.by_rv.len(), 2, "the old version forgotten");
+        assert_eq!(names(&list(), &mut calls), all);
+        assert_eq!(calls, 4, "only the new version of a");
+        assert_eq!(parsed.by_rv.len(), 3, "the old version forgotten");
         server.shutdown().await;
     }
 }

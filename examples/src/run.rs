@@ -312,7 +312,9 @@ mod tests {
         let list = || {
             server
                 .store()
-                .list(&key("", "configmaps"), Some("default"), None, None, |_| true)
+                .list(&key("", "configmaps"), Some("default"), None, None, |_| {
+                    true
+                })
                 .items
         };
         let mut parsed = Parsed::default();

@@ -245,7 +245,9 @@ impl<T> Default for Parsed<T> {
 }
 
 impl<T> Parsed<T> {
-    /// `parse` of `o`, made only if this version of it was not parsed yet.
+    /// `parse` of `o`, made only if this version of it was not parsed yet;
+    /// kept until the next [`all`](Self::all) drops the versions it did not
+    /// list.
     pub fn get(
         &mut self,
         o: &ward_apiserver::store::StoredObject,

@@ -56,14 +56,15 @@ fn parse<T: DeserializeOwned>(o: &StoredObject) -> Option<T> {
     serde_json::from_value(o.value()).ok()
 }
 
-/// Every object of `group`/`plural` that parses as `T`, each version parsed
-/// once (`seen` keeps them).
-fn list_seen<T: DeserializeOwned>(
+/// `parse` of every object of `group`/`plural`, each version parsed once
+/// (`seen` keeps them).
+fn list_seen<T>(
     store: &Store,
-    seen: &mut Parsed<Option<T>>,
+    seen: &mut Parsed<T>,
     group: &str,
     plural: &str,
-) -> Vec<Arc<Option<T>>> {
+    parse: impl FnMut(&StoredObject) -> T,
+) -> Vec<Arc<T>> {
     let page = store.list(&key(group, plural), None, None, None, |_| true);
     seen.all(&page.items, parse)
 }
@@ -98,23 +99,19 @@ impl Checker {
 
     /// The collision count of every LWS, by uid.
     fn collisions(&mut self) -> BTreeMap<String, i32> {
-        let page = self.store.list(
-            &key("leaderworkerset.x-k8s.io", "leaderworkersets"),
-            None,
-            None,
-            None,
-            |_| true,
-        );
-        self.lws
-            .all(&page.items, |o| {
+        let lws = list_seen(
+            &self.store,
+            &mut self.lws,
+            "leaderworkerset.x-k8s.io",
+            "leaderworkersets",
+            |o| {
                 parse::<LeaderWorkerSet>(o).map(|l| {
                     let c = l.status.as_ref().and_then(|s| s.collision_count);
                     (l.uid().unwrap_or_default(), c.unwrap_or(0))
                 })
-            })
-            .iter()
-            .filter_map(|l| l.as_ref().clone())
-            .collect()
+            },
+        );
+        lws.iter().filter_map(|l| l.as_ref().clone()).collect()
     }
 
     /// I1 on one revision.
@@ -169,11 +166,12 @@ impl Checker {
             &mut self.revisions,
             "apps",
             "controllerrevisions",
+            parse,
         );
         for r in revisions.iter().filter_map(|r| r.as_ref().as_ref()) {
             self.revision(r, &collisions);
         }
-        let sets = list_seen(&self.store, &mut self.sets, "apps", "statefulsets");
+        let sets = list_seen(&self.store, &mut self.sets, "apps", "statefulsets", parse);
         for s in sets.iter().filter_map(|s| s.as_ref().as_ref()) {
             self.set(s);
         }

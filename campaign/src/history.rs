@@ -41,6 +41,7 @@
 //! assert!(violations[0].to_string().contains("lease: owner a became b"));
 //! ```
 
+use std::collections::HashMap;
 use std::fmt;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -107,6 +108,9 @@ pub(crate) struct History {
     pub(crate) violations: Vec<Violation>,
     /// The resourceVersion of the last write recorded.
     pub(crate) rv: u64,
+    /// Each live object's last version as the judges saw it, by
+    /// resourceVersion: the next write's `before` (parsed once, not twice).
+    parsed: HashMap<u64, Value>,
 }
 
 /// The recorder's shared state, and a wake-up for whoever waits on it.
@@ -181,7 +185,10 @@ impl History {
         if self.judges.is_empty() {
             return;
         }
-        let before = e.prev.as_ref().map(|p| p.value());
+        let before = e
+            .prev
+            .as_ref()
+            .map(|p| self.parsed.remove(&p.rv).unwrap_or_else(|| p.value()));
         let after = (e.kind != EventType::Deleted).then(|| o.value());
         let write = Write {
             rv: o.rv,
@@ -205,5 +212,8 @@ impl History {
             }
         }
         self.violations.extend(found);
+        if let Some(after) = after {
+            self.parsed.insert(o.rv, after);
+        }
     }
 }

@@ -214,10 +214,16 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
         .collect()
 }
 
+/// Served resources by group, then version, then plural.
+type Table = BTreeMap<String, BTreeMap<String, BTreeMap<String, Arc<ResourceInfo>>>>;
+
 /// The live table of served resources, shared by every request.
 #[derive(Debug, Default)]
 pub struct Registry {
-    inner: RwLock<BTreeMap<(String, String, String), Arc<ResourceInfo>>>,
+    /// By group, version and plural: nested, so that a request's lookup
+    /// borrows its path's strings instead of allocating a key (every
+    /// request makes one).
+    inner: RwLock<Table>,
     /// Bumped by every change (what caches of documents built from the
     /// table, such as /openapi's, compare).
     generation: AtomicU64,
@@ -236,24 +242,30 @@ impl Registry {
 
     /// Serve a resource (replacing any entry with the same group/version/plural).
     pub fn insert(&self, info: ResourceInfo) {
-        let key = (
-            info.group.clone(),
-            info.version.clone(),
-            info.plural.clone(),
-        );
         self.inner
             .write()
             .expect("registry lock poisoned")
-            .insert(key, Arc::new(info));
+            .entry(info.group.clone())
+            .or_default()
+            .entry(info.version.clone())
+            .or_default()
+            .insert(info.plural.clone(), Arc::new(info));
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
     /// Stop serving every version of `group`/`plural`.
     pub fn remove_group_resource(&self, group: &str, plural: &str) {
-        self.inner
-            .write()
-            .expect("registry lock poisoned")
-            .retain(|(g, _, p), _| !(g == group && p == plural));
+        let mut table = self.inner.write().expect("registry lock poisoned");
+        if let Some(versions) = table.get_mut(group) {
+            for plurals in versions.values_mut() {
+                plurals.remove(plural);
+            }
+            versions.retain(|_, plurals| !plurals.is_empty());
+            if versions.is_empty() {
+                table.remove(group);
+            }
+        }
+        drop(table);
         self.generation.fetch_add(1, Ordering::AcqRel);
     }
 
@@ -271,7 +283,9 @@ impl Registry {
         self.inner
             .read()
             .expect("registry lock poisoned")
-            .get(&(group.to_string(), version.to_string(), plural.to_string()))
+            .get(group)
+            .and_then(|versions| versions.get(version))
+            .and_then(|plurals| plurals.get(plural))
             .cloned()
     }
 
@@ -282,8 +296,9 @@ impl Registry {
         self.inner
             .read()
             .expect("registry lock poisoned")
-            .values()
-            .find(|r| r.group == group && r.version == version && r.kind == kind)
+            .get(group)
+            .and_then(|versions| versions.get(version))
+            .and_then(|plurals| plurals.values().find(|r| r.kind == kind))
             .cloned()
     }
 
@@ -294,6 +309,8 @@ impl Registry {
             .read()
             .expect("registry lock poisoned")
             .values()
+            .flat_map(BTreeMap::values)
+            .flat_map(BTreeMap::values)
             .cloned()
             .collect()
     }

@@ -146,6 +146,9 @@ async fn follow(mut rx: tokio::sync::broadcast::Receiver<Arc<Event>>, shared: Ar
             Ok(e) => shared.lock().record(&e, start.elapsed()),
             Err(RecvError::Lagged(n)) => {
                 let mut h = shared.lock();
+                // The versions parsed before the gap are no write's
+                // `before` any more.
+                h.parsed.clear();
                 h.lines
                     .push(format!("({n} events not recorded: the recorder lagged)"));
                 let (rv, at) = (h.rv, start.elapsed());

@@ -315,23 +315,57 @@ impl Registry {
             .collect()
     }
 
-    /// Whether any version of `group` is served.
+    /// The versions of `group` served, in order (empty when none is).
     #[must_use]
     pub fn group_versions(&self, group: &str) -> Vec<String> {
-        let mut versions: Vec<String> = self
-            .all()
-            .iter()
-            .filter(|r| r.group == group)
-            .map(|r| r.version.clone())
-            .collect();
-        versions.dedup();
-        versions
+        self.inner
+            .read()
+            .expect("registry lock poisoned")
+            .get(group)
+            .map(|versions| versions.keys().cloned().collect())
+            .unwrap_or_default()
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn removing_a_resource_leaves_no_empty_version_behind() {
+        let r = Registry::default();
+        for (version, plural, kind) in [
+            ("v1", "widgets", "Widget"),
+            ("v2", "widgets", "Widget"),
+            ("v1", "gadgets", "Gadget"),
+        ] {
+            r.insert(builtin(
+                "x.dev",
+                version,
+                plural,
+                kind,
+                true,
+                &[],
+                false,
+                false,
+            ));
+        }
+        let names = |r: &Registry| -> Vec<String> {
+            r.all()
+                .iter()
+                .map(|i| format!("{}/{}", i.version, i.plural))
+                .collect()
+        };
+        assert_eq!(names(&r), ["v1/gadgets", "v1/widgets", "v2/widgets"]);
+        assert_eq!(r.group_versions("x.dev"), ["v1", "v2"]);
+        assert_eq!(r.by_kind("x.dev/v2", "Widget").unwrap().plural, "widgets");
+        r.remove_group_resource("x.dev", "widgets");
+        assert_eq!(names(&r), ["v1/gadgets"]);
+        assert_eq!(r.group_versions("x.dev"), ["v1"]);
+        assert!(r.get("x.dev", "v2", "widgets").is_none());
+        r.remove_group_resource("x.dev", "gadgets");
+        assert!(r.group_versions("x.dev").is_empty());
+    }
 
     #[test]
     fn is_api_version_agrees_with_api_version() {

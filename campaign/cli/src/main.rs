@@ -18,6 +18,7 @@
 //! `--json`; `ward-campaign merge part-*.json` folds them into one table
 //! (and `--json`, `--report`).
 
+use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -303,7 +304,21 @@ async fn run(cli: RunArgs) -> ExitCode {
             .expect("a progress template"),
     );
     bar.set_message("unperturbed");
-    let learned = process::learn(&scenario, cli.unperturbed.max(1), jobs, |_| bar.inc(1)).await;
+    // Where the bar is not drawn (output to a file or a pipe, as in CI), a
+    // line per run says how far the campaign is.
+    let lines = !std::io::stderr().is_terminal();
+    let learned = process::learn(&scenario, cli.unperturbed.max(1), jobs, |run| {
+        bar.inc(1);
+        if lines {
+            eprintln!(
+                "unperturbed run {} of {}: {:.1}s",
+                bar.position(),
+                cli.unperturbed.max(1),
+                run.phases.total().as_secs_f64()
+            );
+        }
+    })
+    .await;
     let (oracle, unperturbed) = match learned {
         Ok(l) => l,
         Err(e) => {
@@ -317,8 +332,16 @@ async fn run(cli: RunArgs) -> ExitCode {
     };
     bar.set_message("perturbed");
     let mut findings = 0;
-    let runs = process::campaign(&scenario, &oracle, &kinds, &seeds, jobs, |_, v| {
+    let runs = process::campaign(&scenario, &oracle, &kinds, &seeds, jobs, |run, v| {
         bar.inc(1);
+        if lines {
+            eprintln!(
+                "seed {}: {} ({:.1}s)",
+                run.seed,
+                v.word(),
+                run.phases.total().as_secs_f64()
+            );
+        }
         if v.is_finding() {
             findings += 1;
             bar.set_message(format!("perturbed, {findings} found"));

@@ -114,11 +114,17 @@ impl Outcome {
             .iter()
             .filter(|j| j.verdict.is_finding())
             .count();
+        let n = self.unperturbed.len();
         println!(
-            "ward-campaign: {} ({} unperturbed runs, {broken} broken, taught {} noisy fields)",
+            "ward-campaign: {} ({n} unperturbed {}, {broken} broken, taught {} noisy {})",
             self.controller.join(" "),
-            self.unperturbed.len(),
-            self.noise.len()
+            if n == 1 { "run" } else { "runs" },
+            self.noise.len(),
+            if self.noise.len() == 1 {
+                "field"
+            } else {
+                "fields"
+            }
         );
         println!(
             "{:>6}  {:<14} {:>7} {:>8}  first finding",
@@ -131,7 +137,7 @@ impl Outcome {
                 run.seed,
                 verdict.word(),
                 run.requests,
-                (p.start + p.workload + p.settle + p.teardown).as_secs_f64(),
+                p.total().as_secs_f64(),
                 first_finding(verdict)
             );
         }

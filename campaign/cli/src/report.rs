@@ -60,7 +60,7 @@ pub fn render(o: &Outcome) -> String {
     };
     for (label, Judged { run, verdict: v }) in all() {
         let p = run.phases;
-        let secs = (p.start + p.workload + p.settle + p.teardown).as_secs_f64();
+        let secs = p.total().as_secs_f64();
         let cell = if v.is_finding() {
             format!("<a href=\"#run-{}\">{}</a>", anchor(&label), esc(&label))
         } else {

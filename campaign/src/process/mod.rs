@@ -116,7 +116,22 @@ pub fn judge(oracle: &Oracle, run: &Run) -> Verdict {
         (Ending::Step(w), _) => Verdict::Broken(format!("workload {w}")),
         (Ending::Exited(w), _) => Verdict::Broken(format!("the controller exited: {w}")),
         (Ending::Livelock(w), _) => Verdict::Broken(w.clone()),
-        (Ending::Invariant(w), _) => Verdict::Broken(format!("the invariant failed: {w}")),
+        (Ending::Invariant(w), end) => {
+            // The oracle's differences too: a broken run that also ends
+            // elsewhere says so.
+            let mut why = format!("the invariant failed: {w}");
+            let d = end.as_ref().map(|e| oracle.judge(e)).unwrap_or_default();
+            if !d.is_empty() {
+                why.push_str(&format!(
+                    "\nand its end state differs from the unperturbed runs' ({} differences):",
+                    d.len()
+                ));
+                for x in d.iter().take(10) {
+                    why.push_str(&format!("\n  diff  {x}"));
+                }
+            }
+            Verdict::Broken(why)
+        }
         (Ending::NotQuiet(w) | Ending::CouldNotRun(w), _) => Verdict::CouldNotRun(w.clone()),
     }
 }

@@ -73,6 +73,14 @@ pub struct Phases {
     pub teardown: Duration,
 }
 
+impl Phases {
+    /// The whole run: start, workload, settling and teardown.
+    #[must_use]
+    pub fn total(&self) -> Duration {
+        self.start + self.workload + self.settle + self.teardown
+    }
+}
+
 /// Durations as whole milliseconds in JSON.
 mod ms {
     use std::time::Duration;

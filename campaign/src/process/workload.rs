@@ -13,6 +13,7 @@
 //!       metadata: {name: settings}
 //!       data: {level: "1"}
 //!   - wait: {apiVersion: apps/v1, kind: StatefulSet, name: test, for: exists, timeout: 10s}
+//!   - wait: {apiVersion: apps/v1, kind: StatefulSet, name: test, for: terminating}  # deletionTimestamp set
 //!   - wait: {apiVersion: v1, kind: ConfigMap, name: out, field: data.level, equals: "1"}
 //!   - patch: {apiVersion: v1, kind: ConfigMap, name: settings, type: merge, patch: {data: {level: "2"}}}
 //!   - patch: {apiVersion: apps/v1, kind: Deployment, name: web, subresource: status, patch: {status: {replicas: 1}}}
@@ -140,7 +141,8 @@ pub struct DeleteStep {
 pub struct WaitStep {
     #[serde(flatten)]
     target: Target,
-    /// `exists` (the default) or `deleted`.
+    /// `exists` (the default), `terminating` (it exists with a
+    /// `deletionTimestamp`: a finalizer holds it) or `deleted`.
     #[serde(rename = "for")]
     until: Option<String>,
     /// A dotted path whose value must equal `equals`.
@@ -205,9 +207,12 @@ impl Workload {
                         duration(t).map_err(|m| bad(i, m))?;
                     }
                     match w.until.as_deref() {
-                        None | Some("exists" | "deleted") => {}
+                        None | Some("exists" | "terminating" | "deleted") => {}
                         Some(other) => {
-                            return Err(bad(i, format!("for: {other:?}: exists or deleted")));
+                            return Err(bad(
+                                i,
+                                format!("for: {other:?}: exists, terminating or deleted"),
+                            ));
                         }
                     }
                     if w.field.is_some() != w.equals.is_some() {
@@ -471,9 +476,11 @@ impl Runner<'_> {
             .map_or(Ok(Duration::from_secs(30)), duration)?;
         let (api, name) = self.api(&w.target).await?;
         let deleted = w.until.as_deref() == Some("deleted");
+        let terminating = w.until.as_deref() == Some("terminating");
         let met = |o: &Option<DynamicObject>| match (o, deleted) {
             (None, deleted) => deleted,
             (Some(_), true) => false,
+            (Some(o), false) if terminating => o.metadata.deletion_timestamp.is_some(),
             (Some(o), false) => match (&w.field, &w.equals) {
                 (Some(field), Some(want)) => {
                     let v = serde_json::to_value(o).unwrap_or_default();

@@ -1,10 +1,13 @@
 //! `ward-campaign` end to end: a controller written as a shell loop over
 //! kubectl (a process in no language Ward knows) holds under every
 //! perturbation kind, and bad input of every sort is a clear message and
-//! exit status 2, never a hang and never a process left behind.
+//! exit status 2, never a hang and never a process left behind; and the
+//! real upstream LWS controller, buggy and fixed (`upstream`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+mod upstream;
 
 fn scratch(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("ward-campaign-cli-{name}-{}", std::process::id()));
@@ -145,7 +148,7 @@ fn malformed_input_says_what_and_where() {
     for (args, says) in [
         (
             vec!["--workload", bad],
-            "step 2: for: \"ready\": exists or deleted",
+            "step 2: for: \"ready\": exists, terminating or deleted",
         ),
         (
             vec!["--workload", ok, "--manifests", "/nonexistent.yaml"],

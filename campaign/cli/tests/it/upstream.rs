@@ -1,0 +1,148 @@
+//! The real LWS controller (kubernetes-sigs/lws), built from its Go module
+//! by `upstream/build`, under `ward-campaign` on the seed's workload
+//! (`upstream/lws/`): v0.7.0 takes the terminating StatefulSet's revision
+//! key (#732), v0.8.0 holds (#62). Where Go is not installed both skip
+//! with a notice, unless `WARD_REQUIRE_GO=1` (which CI sets) makes that a
+//! failure.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use super::{campaign, scratch, text};
+
+/// The repository's `upstream/` folder.
+fn upstream() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../../upstream")
+}
+
+/// LWS `version`'s controller binary and its module's folder, built (or
+/// found in the cache) by `upstream/build`; None, with a notice, where Go
+/// is not installed.
+fn lws(version: &str) -> Option<(PathBuf, PathBuf)> {
+    let required = std::env::var_os("WARD_REQUIRE_GO").is_some_and(|v| v != "0");
+    let go = Command::new("go").arg("version").output();
+    if !go.is_ok_and(|o| o.status.success()) {
+        assert!(
+            !required,
+            "Go is required (WARD_REQUIRE_GO=1) and not found"
+        );
+        eprintln!("skipped: Go is not installed, so the upstream LWS controller cannot be built");
+        return None;
+    }
+    let build = Command::new(upstream().join("build"))
+        .arg(format!("lws@{version}"))
+        .output()
+        .unwrap();
+    assert!(
+        build.status.success(),
+        "upstream/build lws@{version}: {}",
+        text(&build)
+    );
+    let cache = Command::new(upstream().join("build"))
+        .arg("--print-dir")
+        .output()
+        .unwrap();
+    let cache = PathBuf::from(String::from_utf8(cache.stdout).unwrap().trim());
+    let modules = Command::new("go")
+        .args(["env", "GOMODCACHE"])
+        .output()
+        .unwrap();
+    let modules = PathBuf::from(String::from_utf8(modules.stdout).unwrap().trim());
+    Some((
+        cache.join("lws").join(version).join("lws-controller"),
+        modules.join(format!("sigs.k8s.io/lws@{version}")),
+    ))
+}
+
+/// `ward-campaign` over LWS `version` on the seed's workload: `seeds`
+/// perturbed seeds after one unperturbed run, every built-in kind; the
+/// JSON outcome and the process's output.
+fn lws_campaign(version: &str, seeds: &str) -> Option<(serde_json::Value, String)> {
+    let (binary, module) = lws(version)?;
+    let dir = scratch(&format!("lws-{version}"));
+    let here = upstream().join("lws");
+    let json = dir.join("out.json");
+    let path = |p: PathBuf| p.to_str().unwrap().to_string();
+    let o = campaign(
+        &dir,
+        &[
+            "--manifests",
+            &path(module.join("config/crd/bases")),
+            "--manifests",
+            &path(module.join("config/rbac/role.yaml")),
+            "--manifests",
+            &path(here.join("rbac.yaml")),
+            "--workload",
+            &path(here.join("workload.yaml")),
+            "--judge",
+            &format!("python3 {}", path(here.join("judge.py"))),
+            "--seeds",
+            seeds,
+            "--unperturbed",
+            "1",
+            "--json",
+            &path(json.clone()),
+            "--",
+            "env",
+            "ENABLE_WEBHOOKS=false",
+            &path(binary),
+            "--config",
+            &path(here.join("config.yaml")),
+            "--leader-elect=false",
+        ],
+    );
+    let out = text(&o);
+    let outcome = serde_json::from_slice(&std::fs::read(&json).unwrap_or_default())
+        .unwrap_or_else(|e| panic!("no JSON outcome ({e}): {out}"));
+    Some((outcome, out))
+}
+
+/// The verdicts of an outcome's runs, unperturbed ones first.
+fn verdicts(outcome: &serde_json::Value) -> Vec<String> {
+    ["unperturbed", "runs"]
+        .iter()
+        .flat_map(|k| outcome[k].as_array().unwrap())
+        .map(|j| j["verdict"]["verdict"].as_str().unwrap().to_string())
+        .collect()
+}
+
+#[test]
+fn the_real_lws_v0_7_0_takes_the_terminating_sets_revision_key() {
+    let Some((outcome, out)) = lws_campaign("v0.7.0", "1") else {
+        return;
+    };
+    let v = verdicts(&outcome);
+    assert_eq!(v, ["broken", "broken"], "{out}");
+    let why = outcome["runs"][0]["verdict"]["detail"].as_str().unwrap();
+    assert!(
+        why.contains("takes key") && why.contains("from the terminating StatefulSet test"),
+        "{why}"
+    );
+}
+
+/// v0.8.0 is never broken. Its runs may differ from the unperturbed one
+/// in one way only: the new LeaderWorkerSet's ControllerRevision is
+/// numbered after the highest revision in the controller's cache
+/// (`test-<hash>-1`, or `-2` while the old object's revision is still in
+/// it), which depends on when the cache saw the old one go.
+#[test]
+fn the_real_lws_v0_8_0_is_never_broken_on_the_same_workload() {
+    let Some((outcome, out)) = lws_campaign("v0.8.0", "2") else {
+        return;
+    };
+    assert!(
+        verdicts(&outcome)
+            .iter()
+            .all(|v| v == "holds" || v == "differs"),
+        "{out}"
+    );
+    for run in outcome["runs"].as_array().unwrap() {
+        for d in run["verdict"]["detail"].as_array().into_iter().flatten() {
+            let object = d["object"].as_str().unwrap();
+            assert!(
+                object.starts_with("apps/controllerrevisions/default/test-"),
+                "{object}: {out}"
+            );
+        }
+    }
+}

@@ -432,6 +432,30 @@ impl ApiServer {
         )))
     }
 
+    /// A listener of your own in front of this server, over HTTPS: an
+    /// acceptor serving a certificate for `addr` (and localhost) that this
+    /// server's CA signs, as its own HTTPS listener does, and a kubeconfig
+    /// for `https://addr` that trusts the CA and carries `token`.
+    /// `ward-campaign` serves each controller's listener with it: client-go
+    /// sends credentials only over TLS. Works with or without
+    /// [`ServerConfig::tls`] (every server has a CA).
+    ///
+    /// # Errors
+    /// The certificate could not be made.
+    pub fn tls_front(
+        &self,
+        addr: SocketAddr,
+        token: &str,
+    ) -> Result<(tokio_rustls::TlsAcceptor, String), ServerError> {
+        let tls = crate::http::listener::tls::Tls::generate(addr, &self.ca)?;
+        let kubeconfig = kubeconfig_text(
+            &format!("https://{addr}"),
+            Some(self.ca.pem()),
+            &Credentials::Token(token),
+        );
+        Ok((tls.acceptor, kubeconfig))
+    }
+
     /// The bearer token of the admin user (`ward-admin`, group
     /// `system:masters`), which [`kubeconfig`](Self::kubeconfig) carries.
     #[must_use]

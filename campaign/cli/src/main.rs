@@ -103,9 +103,20 @@ struct RunArgs {
     /// input; run by `sh -c`); a non-zero exit is a violation.
     #[arg(long)]
     judge: Option<String>,
-    /// The controller's name: its identity in plans.
+    /// The controller's name: its identity in plans, and its
+    /// ServiceAccount (`system:serviceaccount:default:<name>`).
     #[arg(long, default_value = "controller")]
     name: String,
+    /// Serve the controller's listener and the server's over HTTPS (the
+    /// kubeconfigs trust the server's CA): client-go sends credentials
+    /// only over TLS.
+    #[arg(long)]
+    tls: bool,
+    /// How requests are authorized: AlwaysAllow, or RBAC over the setup
+    /// manifests' Roles and bindings (implies --tls; a 403 the controller
+    /// gets shows in its timeline and under the table).
+    #[arg(long, default_value = "AlwaysAllow", value_parser = ["AlwaysAllow", "RBAC"])]
+    authorization_mode: String,
     /// Perturbation windows are drawn over this (default: the workload's sleeps, at least 5s).
     #[arg(long, value_parser = duration)]
     horizon: Option<Duration>,
@@ -290,6 +301,8 @@ async fn run(cli: RunArgs) -> ExitCode {
         scenario = scenario.judge(vec!["sh".into(), "-c".into(), judge.clone()]);
     }
     scenario.name = cli.name.clone();
+    scenario.tls = cli.tls;
+    scenario.rbac = cli.authorization_mode == "RBAC";
     scenario.horizon = cli.horizon;
     scenario.quiet = cli.quiet;
     scenario.settle = cli.settle;

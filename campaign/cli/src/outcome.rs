@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use ward_campaign::process::{Run, Verdict};
+use ward_campaign::process::{Lane, Run, UNPERTURBED_SEEDS, Verdict};
 
 /// One run and its verdict.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -151,6 +151,25 @@ impl Outcome {
             self.runs.len() as f64 * 60.0 / self.seconds.max(0.001),
             self.seconds
         );
+        for Judged { run, .. } in self.unperturbed.iter().chain(&self.runs) {
+            let refused: Vec<&str> = run
+                .timeline
+                .iter()
+                .filter(|e| e.lane == Lane::Controller && e.what.ends_with("→ 403"))
+                .map(|e| e.what.as_str())
+                .collect();
+            if let Some(first) = refused.first() {
+                let which = if run.seed >= UNPERTURBED_SEEDS {
+                    format!("unperturbed run {}", run.seed - UNPERTURBED_SEEDS)
+                } else {
+                    format!("seed {}", run.seed)
+                };
+                println!(
+                    "{which}: the controller was refused {} requests (403 Forbidden), the first: {first}",
+                    refused.len()
+                );
+            }
+        }
         for (i, j) in self.unperturbed.iter().enumerate() {
             if let Verdict::Broken(why) = &j.verdict {
                 println!(

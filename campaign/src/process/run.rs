@@ -9,7 +9,7 @@ use std::time::Duration;
 use tokio::sync::{broadcast, watch};
 use tokio::time::Instant;
 use ward_apiserver::store::{Event, Keyed, Store};
-use ward_apiserver::{ApiServer, ServerConfig};
+use ward_apiserver::{ApiServer, AuthorizationMode, ServerConfig};
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -174,9 +174,16 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
         ],
         extra: Default::default(),
     };
+    let mode = if scenario.rbac {
+        AuthorizationMode::Rbac
+    } else {
+        AuthorizationMode::AlwaysAllow
+    };
     let config = ServerConfig::default()
         .seed(seed)
         .listen(([127, 0, 0, 1], 0).into())
+        .tls(scenario.https())
+        .authorization_mode(mode)
         .static_tokens([(token.clone(), user)].into());
     let server = match ApiServer::start(config).await {
         Ok(s) => s,
@@ -231,6 +238,7 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
         &scenario.name,
         &scenario.controller,
         &token,
+        scenario.https().then_some(&server),
         &dir,
         timeline.clone(),
     )
@@ -281,7 +289,7 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
     let ending = tokio::select! {
         done = workload => match done {
             Err(livelock) => Some(Ending::Livelock(livelock.to_string())),
-            Ok(Err(step)) => Some(Ending::Step(step.to_string())),
+            Ok(Err(step)) => Some(Ending::Step(with_refusals(step.to_string(), &timeline))),
             Ok(Ok(())) => None,
         },
         why = &mut exit => Some(Ending::Exited(why)),
@@ -340,6 +348,25 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
         requests: *ctrl.requests.borrow(),
         phases,
         timeline: timeline.entries(),
+    }
+}
+
+/// `why` a workload step failed, and the requests of the controller the
+/// server refused (403) by then: a controller without the RBAC it needs
+/// fails the workload's waits, and says why only there.
+fn with_refusals(why: String, timeline: &Timeline) -> String {
+    let entries = timeline.entries();
+    let refused: Vec<&str> = entries
+        .iter()
+        .filter(|e| e.lane == Lane::Controller && e.what.ends_with("→ 403"))
+        .map(|e| e.what.as_str())
+        .collect();
+    match refused.first() {
+        None => why,
+        Some(first) => format!(
+            "{why}; the controller was refused {} requests (403 Forbidden), the first: {first}",
+            refused.len()
+        ),
     }
 }
 

@@ -42,6 +42,18 @@ pub struct Scenario {
     pub settle: Duration,
     /// The controller must make its first API call within this (20s).
     pub start_timeout: Duration,
+    /// Serve the controller's listener, and the server's own (the
+    /// kubeconfig of the workload's commands, the invariant and the
+    /// judge), over HTTPS with the server's CA: client-go sends its
+    /// credentials only over TLS. Off by default; `rbac` turns it on.
+    pub tls: bool,
+    /// Authorize every request with RBAC (kube-apiserver's
+    /// `--authorization-mode RBAC`), over HTTPS: the controller gets only
+    /// what the setup manifests' Roles and bindings grant its
+    /// ServiceAccount (`system:serviceaccount:default:<name>`), and a 403
+    /// shows in its timeline and under the table. Off by default (every
+    /// request allowed).
+    pub rbac: bool,
     /// Bounds on the controller's API calls.
     pub limits: Limits,
     /// Where each seed's kubeconfigs and the controller's output go
@@ -65,6 +77,8 @@ impl Scenario {
             quiet: Duration::from_secs(3),
             settle: Duration::from_secs(30),
             start_timeout: Duration::from_secs(20),
+            tls: false,
+            rbac: false,
             limits: Limits {
                 calls_per_instant: u64::MAX,
                 calls: 200_000,
@@ -92,6 +106,26 @@ impl Scenario {
     pub fn judge(mut self, argv: Vec<String>) -> Self {
         self.judge = Some(argv);
         self
+    }
+
+    /// Authorize with RBAC, over HTTPS (the `rbac` field).
+    #[must_use]
+    pub fn rbac(mut self, on: bool) -> Self {
+        self.rbac = on;
+        self
+    }
+
+    /// Serve HTTPS (the `tls` field).
+    #[must_use]
+    pub fn tls(mut self, on: bool) -> Self {
+        self.tls = on;
+        self
+    }
+
+    /// Whether the listeners serve HTTPS: asked for, or needed by RBAC.
+    #[must_use]
+    pub fn https(&self) -> bool {
+        self.tls || self.rbac
     }
 
     /// Where runs keep their files.

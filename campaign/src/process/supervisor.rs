@@ -13,6 +13,8 @@ use std::time::Duration;
 use hyper_util::rt::TokioIo;
 use tokio::sync::watch;
 
+use ward_apiserver::ApiServer;
+
 use crate::perturber::Perturber;
 use crate::world::Counted;
 
@@ -52,23 +54,32 @@ impl Drop for Supervised {
 }
 
 /// Start `argv` as controller `name` of `perturber`'s run: bind its
-/// listener, write its kubeconfig into `dir`, and supervise it.
+/// listener (HTTPS with `https`'s CA when given), write its kubeconfig
+/// into `dir`, and supervise it.
 pub(crate) async fn start(
     perturber: &mut Perturber,
     name: &str,
     argv: &[String],
     token: &str,
+    https: Option<&ApiServer>,
     dir: &Path,
     timeline: Timeline,
 ) -> std::io::Result<Supervised> {
     let (svc, target) = perturber.target(name);
     let world = perturber.world().clone();
     let listener = tokio::net::TcpListener::bind(("127.0.0.1", 0)).await?;
+    let addr = listener.local_addr()?;
+    let (tls, config) = match https {
+        Some(server) => {
+            let (acceptor, config) = server
+                .tls_front(addr, token)
+                .map_err(|e| std::io::Error::other(e.to_string()))?;
+            (Some(acceptor), config)
+        }
+        None => (None, ward_apiserver::kubeconfig_yaml(addr, token)),
+    };
     let kubeconfig = dir.join(format!("{name}.kubeconfig"));
-    std::fs::write(
-        &kubeconfig,
-        ward_apiserver::kubeconfig_yaml(listener.local_addr()?, token),
-    )?;
+    std::fs::write(&kubeconfig, config)?;
     let log = dir.join(format!("{name}.log"));
     // Bumped at every crash: the connections of the killed process close.
     let (generation, _) = watch::channel(0u64);
@@ -92,6 +103,7 @@ pub(crate) async fn start(
             let requests = requests.clone();
             let mut gen_rx = accept_generation.subscribe();
             gen_rx.mark_unchanged();
+            let (tls, handshakes) = (tls.clone(), tl.clone());
             tokio::spawn(async move {
                 let svc =
                     hyper::service::service_fn(move |req: http::Request<hyper::body::Incoming>| {
@@ -112,8 +124,24 @@ pub(crate) async fn start(
                             resp
                         }
                     });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .serve_connection(TokioIo::new(tcp), svc);
+                let http = hyper::server::conn::http1::Builder::new();
+                let conn = async {
+                    match tls {
+                        // A failed handshake closes the connection, as
+                        // the server's own HTTPS listener does.
+                        Some(acceptor) => match acceptor.accept(tcp).await {
+                            Ok(stream) => {
+                                let _ = http.serve_connection(TokioIo::new(stream), svc).await;
+                            }
+                            Err(e) => {
+                                handshakes.push(Lane::Controller, format!("TLS handshake: {e}"));
+                            }
+                        },
+                        None => {
+                            let _ = http.serve_connection(TokioIo::new(tcp), svc).await;
+                        }
+                    }
+                };
                 tokio::select! {
                     _ = conn => {}
                     _ = gen_rx.changed() => {}

@@ -1,8 +1,10 @@
 //! The real LWS controller (kubernetes-sigs/lws), built from its Go module
 //! by `upstream/build`, under `ward-campaign` on the seed's workload
-//! (`upstream/lws/`): v0.7.0 takes the terminating StatefulSet's revision
-//! key (#732), v0.8.0 holds (#62). Where Go is not installed both skip
-//! with a notice, unless `WARD_REQUIRE_GO=1` (which CI sets) makes that a
+//! (`upstream/lws/`), as on a cluster (its ServiceAccount, the module's
+//! ClusterRole, RBAC enforced, HTTPS): v0.7.0 takes the terminating
+//! StatefulSet's revision key (#732), v0.8.0 holds (#62), and without its
+//! role's binding it is refused. Where Go is not installed they skip with
+//! a notice, unless `WARD_REQUIRE_GO=1` (which CI sets) makes that a
 //! failure.
 
 use std::path::{Path, PathBuf};
@@ -54,46 +56,59 @@ fn lws(version: &str) -> Option<(PathBuf, PathBuf)> {
     ))
 }
 
-/// `ward-campaign` over LWS `version` on the seed's workload: `seeds`
-/// perturbed seeds after one unperturbed run, every built-in kind; the
-/// JSON outcome and the process's output.
-fn lws_campaign(version: &str, seeds: &str) -> Option<(serde_json::Value, String)> {
+/// `ward-campaign` over LWS `version` on the seed's workload, as on a
+/// cluster: its ServiceAccount given the module's ClusterRole (unless
+/// `unbound`), RBAC enforced, over HTTPS; `seeds` perturbed seeds after
+/// one unperturbed run, every built-in kind. The JSON outcome (None when
+/// nothing could run) and the process's output.
+fn lws_campaign(
+    version: &str,
+    seeds: &str,
+    unbound: bool,
+) -> Option<(Option<serde_json::Value>, String)> {
     let (binary, module) = lws(version)?;
-    let dir = scratch(&format!("lws-{version}"));
+    let dir = scratch(&format!("lws-{version}-{unbound}"));
     let here = upstream().join("lws");
     let json = dir.join("out.json");
     let path = |p: PathBuf| p.to_str().unwrap().to_string();
-    let o = campaign(
-        &dir,
-        &[
-            "--manifests",
-            &path(module.join("config/crd/bases")),
-            "--manifests",
-            &path(module.join("config/rbac/role.yaml")),
-            "--manifests",
-            &path(here.join("rbac.yaml")),
-            "--workload",
-            &path(here.join("workload.yaml")),
-            "--judge",
-            &format!("python3 {}", path(here.join("judge.py"))),
-            "--seeds",
-            seeds,
-            "--unperturbed",
-            "1",
-            "--json",
-            &path(json.clone()),
-            "--",
-            "env",
-            "ENABLE_WEBHOOKS=false",
-            &path(binary),
-            "--config",
-            &path(here.join("config.yaml")),
-            "--leader-elect=false",
-        ],
-    );
+    let mut args: Vec<String> = vec![
+        "--authorization-mode".into(),
+        "RBAC".into(),
+        "--manifests".into(),
+        path(module.join("config/crd/bases")),
+        "--manifests".into(),
+        path(module.join("config/rbac/role.yaml")),
+    ];
+    if !unbound {
+        // The ClusterRoleBinding of the module's role to the controller's
+        // ServiceAccount (left out: the role is there, granted to no one).
+        args.extend(["--manifests".into(), path(here.join("rbac.yaml"))]);
+    }
+    args.extend([
+        "--workload".into(),
+        path(here.join("workload.yaml")),
+        "--judge".into(),
+        format!("python3 {}", path(here.join("judge.py"))),
+        "--seeds".into(),
+        seeds.into(),
+        "--unperturbed".into(),
+        "1".into(),
+        "--json".into(),
+        path(json.clone()),
+        "--".into(),
+        "env".into(),
+        "ENABLE_WEBHOOKS=false".into(),
+        path(binary),
+        "--config".into(),
+        path(here.join("config.yaml")),
+        "--leader-elect=false".into(),
+    ]);
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let o = campaign(&dir, &args);
     let out = text(&o);
-    let outcome = serde_json::from_slice(&std::fs::read(&json).unwrap_or_default())
-        .unwrap_or_else(|e| panic!("no JSON outcome ({e}): {out}"));
+    let outcome = std::fs::read(&json)
+        .ok()
+        .map(|b| serde_json::from_slice(&b).unwrap_or_else(|e| panic!("{e}: {out}")));
     Some((outcome, out))
 }
 
@@ -108,9 +123,10 @@ fn verdicts(outcome: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn the_real_lws_v0_7_0_takes_the_terminating_sets_revision_key() {
-    let Some((outcome, out)) = lws_campaign("v0.7.0", "1") else {
+    let Some((outcome, out)) = lws_campaign("v0.7.0", "1", false) else {
         return;
     };
+    let outcome = outcome.unwrap_or_else(|| panic!("nothing ran: {out}"));
     let v = verdicts(&outcome);
     assert_eq!(v, ["broken", "broken"], "{out}");
     let why = outcome["runs"][0]["verdict"]["detail"].as_str().unwrap();
@@ -127,14 +143,19 @@ fn the_real_lws_v0_7_0_takes_the_terminating_sets_revision_key() {
 /// it), which depends on when the cache saw the old one go.
 #[test]
 fn the_real_lws_v0_8_0_is_never_broken_on_the_same_workload() {
-    let Some((outcome, out)) = lws_campaign("v0.8.0", "2") else {
+    let Some((outcome, out)) = lws_campaign("v0.8.0", "2", false) else {
         return;
     };
+    let outcome = outcome.unwrap_or_else(|| panic!("nothing ran: {out}"));
     assert!(
         verdicts(&outcome)
             .iter()
             .all(|v| v == "holds" || v == "differs"),
         "{out}"
+    );
+    assert!(
+        !out.contains("403"),
+        "its ClusterRole grants what it asks: {out}"
     );
     for run in outcome["runs"].as_array().unwrap() {
         for d in run["verdict"]["detail"].as_array().into_iter().flatten() {
@@ -145,4 +166,19 @@ fn the_real_lws_v0_8_0_is_never_broken_on_the_same_workload() {
             );
         }
     }
+}
+
+/// Without the binding of its ClusterRole, every request the controller
+/// makes is refused, and the campaign says so: nothing could run, with
+/// the 403s beside the workload's wait that was never met.
+#[test]
+fn the_real_lws_without_its_binding_is_refused_and_the_campaign_says_so() {
+    let Some((_, out)) = lws_campaign("v0.8.0", "1", true) else {
+        return;
+    };
+    assert!(out.contains("status Some(2)"), "{out}");
+    assert!(
+        out.contains("the controller was refused") && out.contains("(403 Forbidden), the first: "),
+        "{out}"
+    );
 }

@@ -84,9 +84,22 @@ fn lws_campaign(
         // ServiceAccount (left out: the role is there, granted to no one).
         args.extend(["--manifests".into(), path(here.join("rbac.yaml"))]);
     }
+    // Unbound, the controller never makes the StatefulSet the workload
+    // waits for: a short wait says so sooner than the workload's 20s.
+    let workload = if unbound {
+        let w = dir.join("workload.yaml");
+        let lws = path(here.join("lws.yaml"));
+        let steps = format!(
+            "steps:\n  - apply: {lws}\n  - wait: {{apiVersion: apps/v1, kind: StatefulSet, name: test, timeout: 3s}}\n"
+        );
+        std::fs::write(&w, steps).unwrap();
+        w
+    } else {
+        here.join("workload.yaml")
+    };
     args.extend([
         "--workload".into(),
-        path(here.join("workload.yaml")),
+        path(workload),
         "--judge".into(),
         format!("python3 {}", path(here.join("judge.py"))),
         "--seeds".into(),

@@ -486,7 +486,10 @@ impl Perturbation for WriteFaults {
 impl fmt::Display for WriteFaultsAction {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         let what = match self.action {
-            WriteAction::Conflict => "409 Conflict".to_string(),
+            // Updates (PUT) only: the plan says so, or a controller that
+            // only creates and patches reads "48% of its writes" and
+            // looks for conflicts it cannot get.
+            WriteAction::Conflict => "409 Conflict (its updates: PUTs only)".to_string(),
             WriteAction::TooManyRequests => "429 TooManyRequests".to_string(),
             WriteAction::InternalError => "500 InternalError".to_string(),
             WriteAction::Latency(d) => format!("a delay of {}", secs(delay_of(d))),

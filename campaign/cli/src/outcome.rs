@@ -4,7 +4,7 @@
 use std::path::Path;
 
 use serde::{Deserialize, Serialize};
-use ward_campaign::process::{Lane, Run, UNPERTURBED_SEEDS, Verdict};
+use ward_campaign::process::{Run, UNPERTURBED_SEEDS, Verdict, refusals};
 
 /// One run and its verdict.
 #[derive(Debug, Clone, Serialize, Deserialize)]
@@ -152,12 +152,7 @@ impl Outcome {
             self.seconds
         );
         for Judged { run, .. } in self.unperturbed.iter().chain(&self.runs) {
-            let refused: Vec<&str> = run
-                .timeline
-                .iter()
-                .filter(|e| e.lane == Lane::Controller && e.what.ends_with("→ 403"))
-                .map(|e| e.what.as_str())
-                .collect();
+            let refused = refusals(&run.timeline);
             if let Some(first) = refused.first() {
                 let which = if run.seed >= UNPERTURBED_SEEDS {
                     format!("unperturbed run {}", run.seed - UNPERTURBED_SEEDS)

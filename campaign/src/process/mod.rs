@@ -62,7 +62,7 @@ use oracle::{Difference, Oracle};
 pub use run::{Ending, Phases, Run, run};
 pub use scenario::Scenario;
 pub use supervisor::RUN_DIR;
-pub use timeline::{Entry, Lane};
+pub use timeline::{Entry, Lane, refusals};
 
 /// A seed's verdict.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]

@@ -356,11 +356,7 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
 /// fails the workload's waits, and says why only there.
 fn with_refusals(why: String, timeline: &Timeline) -> String {
     let entries = timeline.entries();
-    let refused: Vec<&str> = entries
-        .iter()
-        .filter(|e| e.lane == Lane::Controller && e.what.ends_with("→ 403"))
-        .map(|e| e.what.as_str())
-        .collect();
+    let refused = super::timeline::refusals(&entries);
     match refused.first() {
         None => why,
         Some(first) => format!(

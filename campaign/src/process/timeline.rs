@@ -30,6 +30,18 @@ pub struct Entry {
     pub what: String,
 }
 
+/// The controller's requests the server refused (403 Forbidden), in
+/// order, as the timeline has them (`GET /api/... → 403`): what a
+/// controller without the RBAC it needs was denied.
+#[must_use]
+pub fn refusals(entries: &[Entry]) -> Vec<&str> {
+    entries
+        .iter()
+        .filter(|e| e.lane == Lane::Controller && e.what.ends_with("→ 403"))
+        .map(|e| e.what.as_str())
+        .collect()
+}
+
 /// A run's timeline, appended to by its tasks.
 #[derive(Clone)]
 pub(crate) struct Timeline(Arc<(Instant, Mutex<Vec<Entry>>)>);

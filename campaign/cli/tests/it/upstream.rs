@@ -2,7 +2,8 @@
 //! by `upstream/build`, under `ward-campaign` on the seed's workload
 //! (`upstream/lws/`), as on a cluster (its ServiceAccount, the module's
 //! ClusterRole, RBAC enforced, HTTPS): v0.7.0 takes the terminating
-//! StatefulSet's revision key (#732), v0.8.0 holds (#62), and without its
+//! StatefulSet's revision key (#732), v0.8.0 holds while its cache keeps
+//! up with the server (#62), and without its
 //! role's binding it is refused. Where Go is not installed they skip with
 //! a notice, unless `WARD_REQUIRE_GO=1` (which CI sets) makes that a
 //! failure.
@@ -59,11 +60,12 @@ fn lws(version: &str) -> Option<(PathBuf, PathBuf)> {
 /// `ward-campaign` over LWS `version` on the seed's workload, as on a
 /// cluster: its ServiceAccount given the module's ClusterRole (unless
 /// `unbound`), RBAC enforced, over HTTPS; `seeds` perturbed seeds after
-/// one unperturbed run, every built-in kind. The JSON outcome (None when
+/// one unperturbed run, the `perturb` kinds. The JSON outcome (None when
 /// nothing could run) and the process's output.
 fn lws_campaign(
     version: &str,
     seeds: &str,
+    perturb: &str,
     unbound: bool,
 ) -> Option<(Option<serde_json::Value>, String)> {
     let (binary, module) = lws(version)?;
@@ -104,6 +106,8 @@ fn lws_campaign(
         format!("python3 {}", path(here.join("judge.py"))),
         "--seeds".into(),
         seeds.into(),
+        "--perturb".into(),
+        perturb.into(),
         "--unperturbed".into(),
         "1".into(),
         "--json".into(),
@@ -136,7 +140,7 @@ fn verdicts(outcome: &serde_json::Value) -> Vec<String> {
 
 #[test]
 fn the_real_lws_v0_7_0_takes_the_terminating_sets_revision_key() {
-    let Some((outcome, out)) = lws_campaign("v0.7.0", "1", false) else {
+    let Some((outcome, out)) = lws_campaign("v0.7.0", "1", "all", false) else {
         return;
     };
     let outcome = outcome.unwrap_or_else(|| panic!("nothing ran: {out}"));
@@ -149,14 +153,21 @@ fn the_real_lws_v0_7_0_takes_the_terminating_sets_revision_key() {
     );
 }
 
-/// v0.8.0 is never broken. Its runs may differ from the unperturbed one
+/// The kinds under which v0.8.0's fix holds: it reads the old
+/// StatefulSet's `deletionTimestamp` from its cache, so `stale-view` and
+/// `unobserved` (which keep the cache behind the server) break it in ~5%
+/// of seeds (upstream/README.md) — a finding, not CI's check.
+const FIXED_HOLDS_UNDER: &str = "gc-delay,gc-pause,crash,write-faults";
+
+/// v0.8.0 is not broken under [`FIXED_HOLDS_UNDER`]. Its runs may differ
+/// from the unperturbed one
 /// in one way only: the new LeaderWorkerSet's ControllerRevision is
 /// numbered after the highest revision in the controller's cache
 /// (`test-<hash>-1`, or `-2` while the old object's revision is still in
 /// it), which depends on when the cache saw the old one go.
 #[test]
-fn the_real_lws_v0_8_0_is_never_broken_on_the_same_workload() {
-    let Some((outcome, out)) = lws_campaign("v0.8.0", "2", false) else {
+fn the_real_lws_v0_8_0_holds_on_the_same_workload_while_its_cache_keeps_up() {
+    let Some((outcome, out)) = lws_campaign("v0.8.0", "2", FIXED_HOLDS_UNDER, false) else {
         return;
     };
     let outcome = outcome.unwrap_or_else(|| panic!("nothing ran: {out}"));
@@ -186,7 +197,7 @@ fn the_real_lws_v0_8_0_is_never_broken_on_the_same_workload() {
 /// the 403s beside the workload's wait that was never met.
 #[test]
 fn the_real_lws_without_its_binding_is_refused_and_the_campaign_says_so() {
-    let Some((_, out)) = lws_campaign("v0.8.0", "1", true) else {
+    let Some((_, out)) = lws_campaign("v0.8.0", "1", "none", true) else {
         return;
     };
     assert!(out.contains("status Some(2)"), "{out}");

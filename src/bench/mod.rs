@@ -213,7 +213,10 @@ pub fn default_out_dir(name: &str) -> PathBuf {
 }
 
 /// Run every benchmark, write the results under `config.out_dir`, and
-/// return them. `log` gets one line per step (progress).
+/// return them. `log` gets one line per step (progress). A `smoke` run
+/// runs the parts after the memory part at once, each on threads of its
+/// own (a check that each works; its figures are not measurements);
+/// otherwise one after another.
 pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -> Results {
     let started = Instant::now();
     // Memory first, while the process heap is fresh.
@@ -225,36 +228,76 @@ pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -
     }
     // The speed parts run on the bare allocator (see sys::Counting).
     sys::stop_counting();
-    let mut api = apiserver::ApiResults::default();
-    if parts.api {
+    let api_part = || {
+        if !parts.api {
+            return apiserver::ApiResults::default();
+        }
         log("api server: writes and watch fan-out");
-        api = apiserver::run(&config.api, log);
-    }
+        apiserver::run(&config.api, log)
+    };
+    let churn_part = || {
+        let mut churn_config = config.churn.clone();
+        if !parts.churn {
+            churn_config.sizes.clear();
+        }
+        log("controller churn: bare vs guarded");
+        churn::run(&churn_config, log)
+    };
+    let campaign_part = || {
+        let mut campaign_config = config.campaign.clone();
+        if !parts.campaign {
+            campaign_config.seeds = 0;
+        }
+        log("campaign speed");
+        campaign::run(&campaign_config, log)
+    };
+    let blackbox_part = || {
+        let mut blackbox_config = config.blackbox.clone();
+        if !parts.blackbox {
+            blackbox_config.seeds = 0;
+        }
+        log("black-box campaign speed: a controller process, every kind");
+        blackbox::run(&blackbox_config, log)
+    };
+    let shard_part = || {
+        let mut shard_config = config.shard.clone();
+        if !parts.shard {
+            shard_config.objects = 0;
+        }
+        log("sharded controllers: 1, 2, 4 replicas, server and client filtering");
+        shard::run(&shard_config, log)
+    };
+    let (mut api, churn, campaign, blackbox, shard) = if smoke {
+        // The smoke run checks that each part works, never its speed, and
+        // most of its time is each part's fixed windows and lease waits:
+        // the parts run at once (21 s one after another, 2 cores).
+        std::thread::scope(|s| {
+            let api = s.spawn(api_part);
+            let churn = s.spawn(churn_part);
+            let campaign = s.spawn(campaign_part);
+            let blackbox = s.spawn(blackbox_part);
+            let shard = s.spawn(shard_part);
+            fn join<T>(h: std::thread::ScopedJoinHandle<'_, T>) -> T {
+                h.join().unwrap_or_else(|p| std::panic::resume_unwind(p))
+            }
+            (
+                join(api),
+                join(churn),
+                join(campaign),
+                join(blackbox),
+                join(shard),
+            )
+        })
+    } else {
+        (
+            api_part(),
+            churn_part(),
+            campaign_part(),
+            blackbox_part(),
+            shard_part(),
+        )
+    };
     api.memory = memory;
-    let mut churn_config = config.churn.clone();
-    if !parts.churn {
-        churn_config.sizes.clear();
-    }
-    log("controller churn: bare vs guarded");
-    let churn = churn::run(&churn_config, log);
-    let mut campaign_config = config.campaign.clone();
-    if !parts.campaign {
-        campaign_config.seeds = 0;
-    }
-    log("campaign speed");
-    let campaign = campaign::run(&campaign_config, log);
-    let mut blackbox_config = config.blackbox.clone();
-    if !parts.blackbox {
-        blackbox_config.seeds = 0;
-    }
-    log("black-box campaign speed: a controller process, every kind");
-    let blackbox = blackbox::run(&blackbox_config, log);
-    let mut shard_config = config.shard.clone();
-    if !parts.shard {
-        shard_config.objects = 0;
-    }
-    log("sharded controllers: 1, 2, 4 replicas, server and client filtering");
-    let shard = shard::run(&shard_config, log);
     let scaling = report::scaling(&churn, &api);
     let mut results = Results {
         machine: sys::machine(),

@@ -25,6 +25,7 @@
 static ALLOC: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 use std::process::ExitCode;
+use std::time::Duration;
 
 use ward_examples::cli::{self, Help, Live};
 use ward_examples::journal::Journal;
@@ -68,6 +69,15 @@ struct RunArgs {
     /// The Lease's namespace [default: $POD_NAMESPACE, else default].
     #[arg(long)]
     lease_namespace: Option<String>,
+    /// How long the Lease (the election's, or this member's in the ring)
+    /// stays valid after its last renew: how soon another replica takes
+    /// over from one that died [default: 15].
+    #[arg(long, value_name = "SECONDS")]
+    lease_duration: Option<u64>,
+    /// How often the Lease is renewed; with the clock skew (1 s) less than
+    /// the lease duration [default: 5].
+    #[arg(long, value_name = "SECONDS")]
+    renew_every: Option<u64>,
 }
 
 fn main() -> ExitCode {
@@ -178,11 +188,16 @@ async fn serve(client: kube::Client, args: &RunArgs, journal: Journal) -> ExitCo
                 .await
             }
         };
-        match ward_runtime::shard::Member::new(client, &lease_ns, ring.as_str(), identity)
-            .readiness(readiness)
-            .run(work, stop)
-            .await
-        {
+        let mut member =
+            ward_runtime::shard::Member::new(client, &lease_ns, ring.as_str(), identity)
+                .readiness(readiness);
+        if let Some(s) = args.lease_duration {
+            member = member.lease_duration(Duration::from_secs(s));
+        }
+        if let Some(s) = args.renew_every {
+            member = member.renew_every(Duration::from_secs(s));
+        }
+        match member.run(work, stop).await {
             Ok(()) => {
                 ward_base::outln!("left the ring");
                 ExitCode::SUCCESS
@@ -197,11 +212,15 @@ async fn serve(client: kube::Client, args: &RunArgs, journal: Journal) -> ExitCo
                 controller::run_until(client, &ns, mode, journal, Some(readiness), lost).await
             }
         };
-        match LeaderElection::new(client, &lease_ns, LEASE, identity)
-            .readiness(readiness)
-            .run(work, stop)
-            .await
-        {
+        let mut election =
+            LeaderElection::new(client, &lease_ns, LEASE, identity).readiness(readiness);
+        if let Some(s) = args.lease_duration {
+            election = election.lease_duration(Duration::from_secs(s));
+        }
+        if let Some(s) = args.renew_every {
+            election = election.renew_every(Duration::from_secs(s));
+        }
+        match election.run(work, stop).await {
             Ok(Outcome::Lost(reason)) => {
                 // Exit so the pod restarts as a fresh candidate.
                 eprintln!("lws: leadership lost: {reason}");

@@ -477,9 +477,18 @@ fn a_sharded_replica_takes_over_what_a_killed_one_held() {
     let slots =
         |who: &str, n: u32| format!(r#"ward_shard_slots_owned{{ring="lws",identity="{who}"}} {n}"#);
     let synced = r#"ward_ready{check="synced/LeaderWorkerSet"} 1"#;
-    let a = Live::start("shard-a", &["--shard", "lws"]);
+    // Short Leases: the survivor takes over ~5 s after the kill, not ~20.
+    let args = [
+        "--shard",
+        "lws",
+        "--lease-duration",
+        "4",
+        "--renew-every",
+        "1",
+    ];
+    let a = Live::start("shard-a", &args);
     a.ready_with(&[synced, &slots("shard-a", 128)]);
-    let mut b = Live::start_on("shard-b", &["--shard", "lws"], Some(&a.kubeconfig));
+    let mut b = Live::start_on("shard-b", &args, Some(&a.kubeconfig));
     b.ready_with(&[synced, &slots("shard-b", 64)]);
     a.ready_with(&[&slots("shard-a", 64)]);
     b.child.kill().unwrap();

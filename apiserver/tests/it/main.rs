@@ -136,6 +136,7 @@ fn feature_gates_turn_sharded_lists_on_and_unknown_gates_are_refused() {
         .expect("kubectl on PATH");
     let _ = child.kill();
     let _ = child.wait();
+    let _ = std::fs::remove_dir_all(&dir);
     assert!(
         raw.status.success(),
         "{}",

@@ -614,7 +614,9 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let path = dir.join(format!("w{}.yaml", ward_base::fnv1a(yaml.as_bytes())));
         std::fs::write(&path, yaml).unwrap();
-        Workload::load(&path)
+        let loaded = Workload::load(&path);
+        let _ = std::fs::remove_file(&path);
+        loaded
     }
 
     #[test]

@@ -27,8 +27,8 @@ struct Args {
     /// Only this variant (naive, upstream, guarded).
     #[arg(long)]
     variant: Option<String>,
-    /// Seeds per scenario and variant (the default run takes about a
-    /// minute and a half on 2 cores).
+    /// Seeds per scenario and variant (the default run takes 35 s to a
+    /// minute on 2 cores, by machine).
     #[arg(long, default_value_t = 200)]
     seeds: u64,
     /// The first seed (default 0; with `--soak`, drawn from the clock and

@@ -19,7 +19,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use crate::run::key;
-use serde_json::Value;
 use tokio::time::Instant;
 use ward_apiserver::store::Store;
 
@@ -49,12 +48,14 @@ struct Alloc {
 }
 
 /// One pod as the checker sees it.
-#[derive(Debug, Clone)]
+#[derive(Debug)]
 struct PodView {
     uid: String,
     phase: String,
     terminating: bool,
     ips: Vec<String>,
+    /// Those of `ips` in the checked ranges.
+    ranged: Vec<String>,
 }
 
 /// The continuous checker.
@@ -66,41 +67,104 @@ pub struct Checker {
     grace: Duration,
     journal: Journal,
     /// When each allocation was first seen with its pod gone.
-    orphaned_since: HashMap<Alloc, Instant>,
+    orphaned_since: HashMap<Arc<Alloc>, Instant>,
     /// When each allocation was first seen with its pod Pending without it.
-    pending_since: HashMap<Alloc, Instant>,
-    previous: HashSet<Alloc>,
+    pending_since: HashMap<Arc<Alloc>, Instant>,
+    previous: HashSet<Arc<Alloc>>,
     violations: Violations,
     /// Each pod and pool as last parsed, with its resourceVersion: a check
     /// parses only the objects written since the last one (most checks are
     /// the once-a-second tick that times the leak bounds, or follow a
-    /// write to one object).
-    pod_views: HashMap<String, (u64, PodView)>,
-    pool_allocs: HashMap<String, (u64, Vec<Alloc>)>,
+    /// write to one object), and shares the rest.
+    pod_views: HashMap<Arc<str>, (u64, Arc<PodView>)>,
+    pool_allocs: HashMap<String, (u64, Vec<Arc<Alloc>>)>,
+}
+
+/// The fields of a stored Pod the checker reads (the rest skipped unparsed).
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct PodFields {
+    metadata: PodMeta,
+    status: PodStatus,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct PodMeta {
+    annotations: BTreeMap<String, String>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct PodStatus {
+    phase: String,
+}
+
+/// The fields of a stored IPPool the checker reads.
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct PoolFields {
+    spec: PoolSpec,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct PoolSpec {
+    range: String,
+    allocations: BTreeMap<String, AllocFields>,
+}
+
+#[derive(Default, serde::Deserialize)]
+#[serde(default)]
+struct AllocFields {
+    podref: String,
+    #[serde(rename = "podUid")]
+    pod_uid: String,
+    id: String,
+}
+
+/// A stored Pod as the checker sees it.
+fn pod_view(o: &ward_apiserver::store::StoredObject, ranges: &[Range]) -> PodView {
+    let fields: PodFields = serde_json::from_slice(&o.raw).unwrap_or_default();
+    let ips: Vec<String> = fields
+        .metadata
+        .annotations
+        .get(NETWORK_STATUS)
+        .and_then(|s| serde_json::from_str::<Vec<NetworkStatus>>(s).ok())
+        .map(|ns| ns.into_iter().flat_map(|n| n.ips).collect())
+        .unwrap_or_default();
+    let ranged = ips
+        .iter()
+        .filter(|ip| ranges.iter().any(|r| r.offset(ip).is_some()))
+        .cloned()
+        .collect();
+    PodView {
+        uid: o.uid.to_string(),
+        phase: fields.status.phase,
+        terminating: o.terminating,
+        ips,
+        ranged,
+    }
 }
 
 /// The allocations a stored IPPool holds.
-fn pool_allocations(o: &ward_apiserver::store::StoredObject) -> Vec<Alloc> {
-    let v: Value = o.value();
-    let Some(range) = v["spec"]["range"]
-        .as_str()
-        .and_then(|r| Range::parse(r).ok())
-    else {
+fn pool_allocations(o: &ward_apiserver::store::StoredObject) -> Vec<Arc<Alloc>> {
+    let fields: PoolFields = serde_json::from_slice(&o.raw).unwrap_or_default();
+    let Ok(range) = Range::parse(&fields.spec.range) else {
         return Vec::new();
     };
     let mut out = Vec::new();
-    for (off, a) in v["spec"]["allocations"].as_object().into_iter().flatten() {
+    for (off, a) in fields.spec.allocations {
         let Some(ip) = off.parse::<u128>().ok().and_then(|o| range.ip(o).ok()) else {
             continue;
         };
-        let s = |k: &str| a[k].as_str().unwrap_or("").to_string();
-        out.push(Alloc {
+        out.push(Arc::new(Alloc {
             pool: o.name().to_string(),
             ip: ip.to_string(),
-            podref: s("podref"),
-            pod_uid: s("podUid"),
-            id: s("id"),
-        });
+            podref: a.podref,
+            pod_uid: a.pod_uid,
+            id: a.id,
+        }));
     }
     out
 }
@@ -133,30 +197,26 @@ impl Checker {
         }
     }
 
-    fn pods(&mut self) -> BTreeMap<String, PodView> {
+    /// Every pod by `namespace/name`.
+    fn pods(&mut self) -> BTreeMap<Arc<str>, Arc<PodView>> {
         let page = self
             .store
             .list(&key("", "pods"), None, None, None, |_| true);
         let mut views = HashMap::with_capacity_and_hasher(page.items.len(), Default::default());
         let mut out = BTreeMap::new();
+        let mut name = String::new();
         for o in &page.items {
-            let name = format!("{}/{}", o.namespace(), o.name());
-            let view = match self.pod_views.remove(&name) {
+            name.clear();
+            name.push_str(o.namespace());
+            name.push('/');
+            name.push_str(o.name());
+            let (name, cached) = match self.pod_views.remove_entry(name.as_str()) {
+                Some((name, cached)) => (name, Some(cached)),
+                None => (Arc::from(name.as_str()), None),
+            };
+            let view = match cached {
                 Some((rv, view)) if rv == o.rv => view,
-                _ => {
-                    let v = o.value();
-                    let ips = v["metadata"]["annotations"][NETWORK_STATUS]
-                        .as_str()
-                        .and_then(|s| serde_json::from_str::<Vec<NetworkStatus>>(s).ok())
-                        .map(|ns| ns.into_iter().flat_map(|n| n.ips).collect())
-                        .unwrap_or_default();
-                    PodView {
-                        uid: o.uid.to_string(),
-                        phase: v["status"]["phase"].as_str().unwrap_or("").to_string(),
-                        terminating: o.terminating,
-                        ips,
-                    }
-                }
+                _ => Arc::new(pod_view(o, &self.ranges)),
             };
             views.insert(name.clone(), (o.rv, view.clone()));
             out.insert(name, view);
@@ -165,7 +225,8 @@ impl Checker {
         out
     }
 
-    fn allocations(&mut self) -> Vec<Alloc> {
+    /// Every pool's allocations.
+    fn allocations(&mut self) -> Vec<Arc<Alloc>> {
         let page = self.store.list(
             &key("whereabouts.cni.cncf.io", "ippools"),
             None,
@@ -176,12 +237,13 @@ impl Checker {
         let mut cached = HashMap::with_capacity_and_hasher(page.items.len(), Default::default());
         let mut out = Vec::new();
         for o in &page.items {
-            let allocs = match self.pool_allocs.remove(o.name()) {
-                Some((rv, allocs)) if rv == o.rv => allocs,
-                _ => pool_allocations(o),
+            let (name, allocs) = match self.pool_allocs.remove_entry(o.name()) {
+                Some((name, (rv, allocs))) if rv == o.rv => (name, allocs),
+                Some((name, _)) => (name, pool_allocations(o)),
+                None => (o.name().to_string(), pool_allocations(o)),
             };
             out.extend(allocs.iter().cloned());
-            cached.insert(o.name().to_string(), (o.rv, allocs));
+            cached.insert(name, (o.rv, allocs));
         }
         self.pool_allocs = cached;
         out
@@ -192,13 +254,11 @@ impl Checker {
         let now = Instant::now();
         let pods = self.pods();
         let allocs = self.allocations();
-        let ranges = self.ranges.clone();
-        let in_ranges = |ip: &str| ranges.iter().any(|r| r.offset(ip).is_some());
         // Journal the allocation changes.
-        let current: HashSet<Alloc> = allocs.iter().cloned().collect();
-        let mut added: Vec<&Alloc> = current.difference(&self.previous).collect();
+        let current: HashSet<Arc<Alloc>> = allocs.iter().cloned().collect();
+        let mut added: Vec<&Arc<Alloc>> = current.difference(&self.previous).collect();
         added.sort();
-        let mut removed: Vec<&Alloc> = self.previous.difference(&current).collect();
+        let mut removed: Vec<&Arc<Alloc>> = self.previous.difference(&current).collect();
         removed.sort();
         for a in added {
             self.journal.log(format!(
@@ -212,16 +272,16 @@ impl Checker {
                 a.pool, a.ip, a.podref
             ));
         }
-        self.previous = current;
 
         // I1: an IP held by two live pods.
+        let running = || {
+            pods.iter()
+                .filter(|(_, p)| !p.terminating && p.phase == "Running")
+        };
         let mut holders: BTreeMap<&str, Vec<&str>> = BTreeMap::new();
-        for (name, p) in &pods {
-            if p.terminating || p.phase != "Running" {
-                continue;
-            }
-            for ip in p.ips.iter().filter(|ip| in_ranges(ip)) {
-                holders.entry(ip.as_str()).or_default().push(name.as_str());
+        for (name, p) in running() {
+            for ip in &p.ranged {
+                holders.entry(ip.as_str()).or_default().push(name);
             }
         }
         let dups: Vec<(String, String)> = holders
@@ -238,14 +298,16 @@ impl Checker {
         }
 
         // I2: a Running pod's IP not allocated to it.
+        let mut by_ip: HashMap<&str, Vec<&Alloc>> = HashMap::default();
+        for a in &allocs {
+            by_ip.entry(a.ip.as_str()).or_default().push(a);
+        }
         let mut missing = Vec::new();
-        for (name, p) in &pods {
-            if p.terminating || p.phase != "Running" {
-                continue;
-            }
-            for ip in p.ips.iter().filter(|ip| in_ranges(ip)) {
-                let ok = allocs.iter().any(|a| {
-                    a.ip == *ip && a.podref == *name && (a.pod_uid.is_empty() || a.pod_uid == p.uid)
+        for (name, p) in running() {
+            for ip in &p.ranged {
+                let ok = by_ip.get(ip.as_str()).is_some_and(|held| {
+                    held.iter()
+                        .any(|a| a.podref == **name && (a.pod_uid.is_empty() || a.pod_uid == p.uid))
                 });
                 if !ok {
                     missing.push((ip.clone(), name.clone(), p.uid.clone()));
@@ -263,12 +325,11 @@ impl Checker {
         // I3 / I4: leaks, timed.
         let (i3_bound, i4_bound) = (self.interval * 3, self.grace + self.interval * 3);
         let mut leaks = Vec::new();
-        let live: HashSet<&Alloc> = allocs.iter().collect();
-        self.orphaned_since.retain(|a, _| live.contains(a));
-        self.pending_since.retain(|a, _| live.contains(a));
+        self.orphaned_since.retain(|a, _| current.contains(a));
+        self.pending_since.retain(|a, _| current.contains(a));
         for a in &allocs {
             let pod = pods
-                .get(&a.podref)
+                .get(a.podref.as_str())
                 .filter(|p| a.pod_uid.is_empty() || p.uid == a.pod_uid);
             match pod {
                 None => {
@@ -287,7 +348,10 @@ impl Checker {
                     }
                 }
                 Some(p) if p.phase == "Pending" && !p.ips.contains(&a.ip) => {
-                    self.orphaned_since.remove(a);
+                    // (Each map is empty in most checks: no key hashed then.)
+                    if !self.orphaned_since.is_empty() {
+                        self.orphaned_since.remove(a);
+                    }
                     let since = *self.pending_since.entry(a.clone()).or_insert(now);
                     if now.duration_since(since) > i4_bound {
                         leaks.push((
@@ -303,11 +367,16 @@ impl Checker {
                     }
                 }
                 Some(_) => {
-                    self.orphaned_since.remove(a);
-                    self.pending_since.remove(a);
+                    if !self.orphaned_since.is_empty() {
+                        self.orphaned_since.remove(a);
+                    }
+                    if !self.pending_since.is_empty() {
+                        self.pending_since.remove(a);
+                    }
                 }
             }
         }
+        self.previous = current;
         for (inv, a, detail) in leaks {
             self.violations
                 .violate(inv, format!("{}|{}", a.ip, a.id), detail);

@@ -92,13 +92,13 @@ fn kubectl() -> bool {
 /// unperturbed and perturbed by every built-in kind.
 async fn naive_broken_guarded_holds(naive: Scenario, guarded: Scenario, why: &str) {
     let kinds: Vec<Arc<dyn Perturbation>> = builtin();
-    let (naive, guarded) = tokio::join!(process::learn(&naive, 1, 1, |_| {}), async {
+    let (naive_runs, guarded_runs) = tokio::join!(process::learn(&naive, 1, 1, |_| {}), async {
         let (oracle, base) = process::learn(&guarded, 1, 1, |_| {}).await.unwrap();
         let runs = process::campaign(&guarded, &oracle, &kinds, &[1], 1, |_, _| {}).await;
         (base, runs)
     });
-    let (_, naive) = naive.unwrap();
-    let (run, verdict) = &naive[0];
+    let (_, naive_runs) = naive_runs.unwrap();
+    let (run, verdict) = &naive_runs[0];
     assert!(run.requests > 0, "{run:?}");
     let Verdict::Broken(found) = verdict else {
         panic!("the naive controller's unperturbed run was judged {verdict:?}");
@@ -107,7 +107,7 @@ async fn naive_broken_guarded_holds(naive: Scenario, guarded: Scenario, why: &st
         found.contains("the invariant failed unperturbed") && found.contains(why),
         "{found}"
     );
-    let (base, runs) = guarded;
+    let (base, runs) = guarded_runs;
     assert_eq!(base[0].1, Verdict::Holds, "{:?}", base[0].0.ending);
     let (run, verdict) = &runs[0];
     assert_eq!(run.plan.len(), 6, "every built-in kind: {:?}", run.plan);
@@ -118,6 +118,10 @@ async fn naive_broken_guarded_holds(naive: Scenario, guarded: Scenario, why: &st
         run.plan,
         run.ending
     );
+    // Passed: the runs' folders go (a failure keeps them for a look).
+    for s in [naive, guarded] {
+        let _ = std::fs::remove_dir_all(&s.dir);
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

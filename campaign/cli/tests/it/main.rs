@@ -9,10 +9,31 @@ use std::process::{Command, Output};
 
 mod upstream;
 
-fn scratch(name: &str) -> PathBuf {
+/// A test's folder under the temporary directory, removed when the test
+/// passes (a failing test's stays, for a look at its runs).
+struct Scratch(PathBuf);
+
+impl std::ops::Deref for Scratch {
+    type Target = Path;
+
+    fn deref(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        if !std::thread::panicking() {
+            let _ = std::fs::remove_dir_all(&self.0);
+        }
+    }
+}
+
+fn scratch(name: &str) -> Scratch {
     let dir = std::env::temp_dir().join(format!("ward-campaign-cli-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    dir
+    Scratch(dir)
 }
 
 fn write(dir: &Path, file: &str, text: &str) -> PathBuf {

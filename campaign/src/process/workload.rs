@@ -610,9 +610,11 @@ mod tests {
     use super::*;
 
     fn load(yaml: &str) -> Result<Workload, WorkloadError> {
-        let dir = std::env::temp_dir().join(format!("ward-workload-{}", std::process::id()));
-        std::fs::create_dir_all(&dir).unwrap();
-        let path = dir.join(format!("w{}.yaml", ward_base::fnv1a(yaml.as_bytes())));
+        let path = std::env::temp_dir().join(format!(
+            "ward-workload-{}-{}.yaml",
+            std::process::id(),
+            ward_base::fnv1a(yaml.as_bytes())
+        ));
         std::fs::write(&path, yaml).unwrap();
         let loaded = Workload::load(&path);
         let _ = std::fs::remove_file(&path);

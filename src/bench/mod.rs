@@ -228,6 +228,23 @@ pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -
     }
     // The speed parts run on the bare allocator (see sys::Counting).
     sys::stop_counting();
+    // A part left out runs with nothing to do.
+    let mut churn_config = config.churn.clone();
+    if !parts.churn {
+        churn_config.sizes.clear();
+    }
+    let mut campaign_config = config.campaign.clone();
+    if !parts.campaign {
+        campaign_config.seeds = 0;
+    }
+    let mut blackbox_config = config.blackbox.clone();
+    if !parts.blackbox {
+        blackbox_config.seeds = 0;
+    }
+    let mut shard_config = config.shard.clone();
+    if !parts.shard {
+        shard_config.objects = 0;
+    }
     let api_part = || {
         if !parts.api {
             return apiserver::ApiResults::default();
@@ -236,34 +253,18 @@ pub fn run_all(config: &BenchConfig, smoke: bool, log: &(dyn Fn(&str) + Sync)) -
         apiserver::run(&config.api, log)
     };
     let churn_part = || {
-        let mut churn_config = config.churn.clone();
-        if !parts.churn {
-            churn_config.sizes.clear();
-        }
         log("controller churn: bare vs guarded");
         churn::run(&churn_config, log)
     };
     let campaign_part = || {
-        let mut campaign_config = config.campaign.clone();
-        if !parts.campaign {
-            campaign_config.seeds = 0;
-        }
         log("campaign speed");
         campaign::run(&campaign_config, log)
     };
     let blackbox_part = || {
-        let mut blackbox_config = config.blackbox.clone();
-        if !parts.blackbox {
-            blackbox_config.seeds = 0;
-        }
         log("black-box campaign speed: a controller process, every kind");
         blackbox::run(&blackbox_config, log)
     };
     let shard_part = || {
-        let mut shard_config = config.shard.clone();
-        if !parts.shard {
-            shard_config.objects = 0;
-        }
         log("sharded controllers: 1, 2, 4 replicas, server and client filtering");
         shard::run(&shard_config, log)
     };

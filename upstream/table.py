@@ -13,8 +13,8 @@ import json
 import os
 import sys
 
-BUGGY = {"lws-v0.7.0"}
-FIXED_ON_SEED_WORKLOAD = {"lws-v0.8.0"}
+BUGGY = {"lws-v0.7.0", "whereabouts-v0.9.2"}
+FIXED_ON_SEED_WORKLOAD = {"lws-v0.8.0", "whereabouts-v0.6.1"}
 
 rows, bad = [], []
 for path in sys.argv[1:]:

@@ -1,12 +1,18 @@
-//! The real LWS controller (kubernetes-sigs/lws), built from its Go module
-//! by `upstream/build`, under `ward-campaign` on the seed's workload
-//! (`upstream/lws/`), as on a cluster (its ServiceAccount, the module's
-//! ClusterRole, RBAC enforced, HTTPS): v0.7.0 takes the terminating
-//! StatefulSet's revision key (#732), v0.8.0 holds while its cache keeps
-//! up with the server (#62), and without its
-//! role's binding it is refused. Where Go is not installed they skip with
-//! a notice, unless `WARD_REQUIRE_GO=1` (which CI sets) makes that a
-//! failure.
+//! The real upstream controllers of the seed bugs, built from their Go
+//! modules by `upstream/build`, under `ward-campaign` on the seeds'
+//! workloads (`upstream/`), as on a cluster (a ServiceAccount, the
+//! module's ClusterRole, RBAC enforced, HTTPS):
+//!
+//! - LWS (kubernetes-sigs/lws): v0.7.0 takes the terminating StatefulSet's
+//!   revision key (#732), v0.8.0 holds while its cache keeps up with the
+//!   server, and without its role's binding it is refused.
+//! - whereabouts (k8snetworkplumbingwg/whereabouts): v0.9.2's reconciler
+//!   frees the address of a Pending pod whose network-status annotation
+//!   lags, and the plugin hands it out again (#162, reopened by #375's
+//!   bound); v0.6.1's keeps every Pending pod's (#166).
+//!
+//! Where Go is not installed they skip with a notice, unless
+//! `WARD_REQUIRE_GO=1` (which CI sets) makes that a failure.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -18,10 +24,10 @@ fn upstream() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../../upstream")
 }
 
-/// LWS `version`'s controller binary and its module's folder, built (or
-/// found in the cache) by `upstream/build`; None, with a notice, where Go
-/// is not installed.
-fn lws(version: &str) -> Option<(PathBuf, PathBuf)> {
+/// `name` at `version`, built (or found in the cache) by `upstream/build`:
+/// the folder of its binaries and its module's folder; None, with a
+/// notice, where Go is not installed.
+fn built(name: &str, module: &str, version: &str) -> Option<(PathBuf, PathBuf)> {
     let required = std::env::var_os("WARD_REQUIRE_GO").is_some_and(|v| v != "0");
     let go = Command::new("go").arg("version").output();
     if !go.is_ok_and(|o| o.status.success()) {
@@ -29,16 +35,16 @@ fn lws(version: &str) -> Option<(PathBuf, PathBuf)> {
             !required,
             "Go is required (WARD_REQUIRE_GO=1) and not found"
         );
-        eprintln!("skipped: Go is not installed, so the upstream LWS controller cannot be built");
+        eprintln!("skipped: Go is not installed, so the upstream {name} cannot be built");
         return None;
     }
     let build = Command::new(upstream().join("build"))
-        .arg(format!("lws@{version}"))
+        .arg(format!("{name}@{version}"))
         .output()
         .unwrap();
     assert!(
         build.status.success(),
-        "upstream/build lws@{version}: {}",
+        "upstream/build {name}@{version}: {}",
         text(&build)
     );
     let cache = Command::new(upstream().join("build"))
@@ -52,9 +58,19 @@ fn lws(version: &str) -> Option<(PathBuf, PathBuf)> {
         .unwrap();
     let modules = PathBuf::from(String::from_utf8(modules.stdout).unwrap().trim());
     Some((
-        cache.join("lws").join(version).join("lws-controller"),
-        modules.join(format!("sigs.k8s.io/lws@{version}")),
+        cache.join(name).join(version),
+        modules.join(format!("{module}@{version}")),
     ))
+}
+
+/// LWS `version`'s controller binary and its module's folder.
+fn lws(version: &str) -> Option<(PathBuf, PathBuf)> {
+    let (bin, module) = built("lws", "sigs.k8s.io/lws", version)?;
+    Some((bin.join("lws-controller"), module))
+}
+
+fn path(p: PathBuf) -> String {
+    p.to_str().unwrap().to_string()
 }
 
 /// `ward-campaign` over LWS `version` on the seed's workload, as on a
@@ -72,7 +88,6 @@ fn lws_campaign(
     let dir = scratch(&format!("lws-{version}-{unbound}"));
     let here = upstream().join("lws");
     let json = dir.join("out.json");
-    let path = |p: PathBuf| p.to_str().unwrap().to_string();
     let mut args: Vec<String> = vec![
         "--authorization-mode".into(),
         "RBAC".into(),
@@ -205,4 +220,76 @@ fn the_real_lws_without_its_binding_is_refused_and_the_campaign_says_so() {
         out.contains("the controller was refused") && out.contains("(403 Forbidden), the first: "),
         "{out}"
     );
+}
+
+/// `ward-campaign` over whereabouts `version` on the seed's workload
+/// (`upstream/whereabouts/`): its reconciler the controller, every
+/// second, as the ServiceAccount given the module's ClusterRole, RBAC
+/// enforced, over HTTPS; the workload calling the release's plugin; the
+/// invariant (no address on two live pods, every live pod's allocated)
+/// the verdict. `seeds` perturbed seeds after one unperturbed run. The
+/// JSON outcome and the process's output.
+fn whereabouts_campaign(version: &str, seeds: &str) -> Option<(serde_json::Value, String)> {
+    let (bin, module) = built(
+        "whereabouts",
+        "github.com/k8snetworkplumbingwg/whereabouts",
+        version,
+    )?;
+    let dir = scratch(&format!("whereabouts-{version}"));
+    let here = upstream().join("whereabouts");
+    let json = dir.join("out.json");
+    // From the repository's root, where the workload's `run` steps name
+    // upstream/whereabouts/cni.
+    let o = Command::new(env!("CARGO_BIN_EXE_ward-campaign"))
+        .current_dir(upstream().join(".."))
+        .env("WHEREABOUTS_PLUGIN", bin.join("whereabouts"))
+        .args(["--dir", &path(dir.join("runs"))])
+        .args(["--authorization-mode", "RBAC"])
+        .args(["--manifests", &path(module.join("doc/crds"))])
+        .args(["--manifests", &path(here.join("rbac.yaml"))])
+        .args(["--workload", &path(here.join("workload.yaml"))])
+        .args([
+            "--invariant",
+            &format!("python3 {}", path(here.join("invariant.py"))),
+        ])
+        .args(["--seeds", seeds, "--unperturbed", "1"])
+        .args(["--json", &path(json.clone())])
+        .args(["--", &path(bin.join("ip-reconciler")), "--every", "1s"])
+        .output()
+        .unwrap();
+    let out = text(&o);
+    let outcome = std::fs::read(&json).unwrap_or_else(|e| panic!("{e}: nothing ran: {out}"));
+    Some((serde_json::from_slice(&outcome).unwrap(), out))
+}
+
+/// v0.9.2 re-reads a Pending pod whose annotation lacks the address three
+/// times, 250 ms apart, then frees it: the workload's annotation comes
+/// 2 s after the plugin's ADD, so every run breaks, the unperturbed one
+/// too, with the address on both pods.
+#[test]
+fn the_real_whereabouts_v0_9_2_hands_a_pending_pods_address_out_again() {
+    let Some((outcome, out)) = whereabouts_campaign("v0.9.2", "1") else {
+        return;
+    };
+    assert_eq!(verdicts(&outcome), ["broken", "broken"], "{out}");
+    let why = outcome["runs"][0]["verdict"]["detail"].to_string();
+    assert!(
+        why.contains("10.10.0.1 is held by 2 live pods: default/web-0, default/web-1"),
+        "{why}: {out}"
+    );
+}
+
+/// v0.6.1 keeps every Pending pod's allocation (#166), on the same
+/// workload under every built-in kind, and its ClusterRole grants what it
+/// asks.
+#[test]
+fn the_real_whereabouts_v0_6_1_keeps_a_pending_pods_address() {
+    let Some((outcome, out)) = whereabouts_campaign("v0.6.1", "2") else {
+        return;
+    };
+    assert!(
+        verdicts(&outcome).iter().all(|v| v == "holds"),
+        "{out}"
+    );
+    assert!(!out.contains("403"), "{out}");
 }

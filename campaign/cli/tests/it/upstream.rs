@@ -264,15 +264,19 @@ fn whereabouts_campaign(version: &str, seeds: &str) -> Option<(serde_json::Value
 
 /// v0.9.2 re-reads a Pending pod whose annotation lacks the address three
 /// times, 250 ms apart, then frees it: the workload's annotation comes
-/// 2 s after the plugin's ADD, so every run breaks, the unperturbed one
-/// too, with the address on both pods.
+/// 3 s after the plugin's ADD, so the unperturbed run breaks, with the
+/// address on both pods. (A perturbed run may not: a crash or a partition
+/// of the reconciler can keep it from its pass until the annotation is
+/// there; it then differs from the broken unperturbed run.)
 #[test]
 fn the_real_whereabouts_v0_9_2_hands_a_pending_pods_address_out_again() {
     let Some((outcome, out)) = whereabouts_campaign("v0.9.2", "1") else {
         return;
     };
-    assert_eq!(verdicts(&outcome), ["broken", "broken"], "{out}");
-    let why = outcome["runs"][0]["verdict"]["detail"].to_string();
+    let v = verdicts(&outcome);
+    assert_eq!(v[0], "broken", "{out}");
+    assert!(v[1] == "broken" || v[1] == "differs", "{out}");
+    let why = outcome["unperturbed"][0]["verdict"]["detail"].to_string();
     assert!(
         why.contains("10.10.0.1 is held by 2 live pods: default/web-0, default/web-1"),
         "{why}: {out}"
@@ -287,9 +291,6 @@ fn the_real_whereabouts_v0_6_1_keeps_a_pending_pods_address() {
     let Some((outcome, out)) = whereabouts_campaign("v0.6.1", "2") else {
         return;
     };
-    assert!(
-        verdicts(&outcome).iter().all(|v| v == "holds"),
-        "{out}"
-    );
+    assert!(verdicts(&outcome).iter().all(|v| v == "holds"), "{out}");
     assert!(!out.contains("403"), "{out}");
 }

@@ -177,7 +177,11 @@ async fn main() -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    // Real time: stamped with the wall clock, as kube-apiserver stamps
+    // (the library's default clock, anchored on the whole second the
+    // server started, lags it by that second's fraction: for seeded runs).
     let config = ServerConfig::default()
+        .clock(ward_apiserver::Clock::new())
         .listen(args.listen)
         .seed(args.seed)
         .max_body_bytes(args.max_body_bytes)

@@ -1,5 +1,6 @@
 //! The `ward-apiserver` binary: listens on the port it reports, writes a
-//! kubeconfig kubectl can use, and stops cleanly on Ctrl-C (SIGINT).
+//! kubeconfig kubectl can use, stamps objects with the wall clock, and
+//! stops cleanly on Ctrl-C (SIGINT).
 
 // Instrumented fuzzing builds (docs/apiserver.md, "Fuzzing") link the fuzzer runtime
 // through the library; this test does not otherwise use it.
@@ -52,6 +53,33 @@ fn binary_serves_kubectl_and_stops_on_sigint() {
     let names = String::from_utf8(kubectl.stdout).unwrap();
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         assert!(names.contains(&format!("namespace/{ns}")), "{names}");
+    }
+
+    // It stamps objects with the wall clock, as kube-apiserver does: each
+    // creationTimestamp is the whole second of a time between the request
+    // and its answer. Over a second of requests, a clock behind the wall
+    // clock by a fraction of a second shows in one of them.
+    let wall = || jiff::Timestamp::now().as_second();
+    let start = Instant::now();
+    for i in 0.. {
+        let before = wall();
+        let created = Command::new("kubectl")
+            .args(["create", "configmap", &format!("stamp-{i}")])
+            .args(["-o", "jsonpath={.metadata.creationTimestamp}"])
+            .env("KUBECONFIG", &kc)
+            .env("HOME", &dir)
+            .output()
+            .unwrap();
+        let after = wall();
+        let stamp = String::from_utf8(created.stdout).unwrap();
+        let at: jiff::Timestamp = stamp.parse().unwrap_or_else(|e| panic!("{stamp:?}: {e}"));
+        assert!(
+            (before..=after).contains(&at.as_second()),
+            "stamped {stamp}, made between {before} and {after} (seconds)"
+        );
+        if start.elapsed() > Duration::from_millis(1100) {
+            break;
+        }
     }
 
     let pid = child.id().to_string();

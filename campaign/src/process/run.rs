@@ -179,7 +179,11 @@ pub async fn run(scenario: &Scenario, kinds: &[Arc<dyn Perturbation>], seed: u64
     } else {
         AuthorizationMode::AlwaysAllow
     };
+    // The controller is a real process reading the wall clock: the
+    // server stamps with it too (the default, anchored on the whole second
+    // the server started, lags it by up to a second: for simulations).
     let config = ServerConfig::default()
+        .clock(ward_apiserver::Clock::new())
         .seed(seed)
         .listen(([127, 0, 0, 1], 0).into())
         .tls(scenario.https())

@@ -290,6 +290,54 @@ fn a_shell_controller_holds_under_every_kind_and_the_json_says_so() {
 /// left, so the layout is the same). Where chromium is not installed the
 /// structural checks alone run, unless `WARD_REQUIRE_CHROMIUM=1` (which CI
 /// sets, after installing Debian's chromium) makes that a failure.
+/// Its server stamps objects with the wall clock the controller reads:
+/// each creationTimestamp is the whole second of a time between the
+/// request and its answer (a workload step checks a second's worth).
+#[test]
+fn the_server_stamps_objects_with_the_wall_clock() {
+    if !kubectl() {
+        return;
+    }
+    let dir = scratch("stamps");
+    let w = write(
+        &dir,
+        "w.yaml",
+        r#"steps:
+  - run:
+      - sh
+      - -c
+      - |
+        end=$(($(date +%s%N) + 1100000000)); i=0
+        while [ "$(date +%s%N)" -lt "$end" ]; do
+          i=$((i + 1)); b=$(date +%s)
+          s=$(kubectl create configmap "stamp-$i" -o 'jsonpath={.metadata.creationTimestamp}')
+          a=$(date +%s); t=$(date -d "$s" +%s)
+          [ "$t" -ge "$b" ] && [ "$t" -le "$a" ] || { echo "stamped $s, made between $b and $a"; exit 1; }
+        done
+"#,
+    );
+    let o = campaign(
+        &dir,
+        &[
+            "--workload",
+            w.to_str().unwrap(),
+            "--seeds",
+            "1",
+            "--unperturbed",
+            "1",
+            "--quiet",
+            "200ms",
+            "--perturb",
+            "none",
+            "--",
+            "sh",
+            "-c",
+            "kubectl get configmaps >/dev/null; sleep 600",
+        ],
+    );
+    assert_eq!(o.status.code(), Some(0), "{}", text(&o));
+}
+
 #[test]
 fn the_report_is_one_page_with_a_timeline_per_finding() {
     if !kubectl() {

@@ -283,13 +283,31 @@ fn a_shell_controller_holds_under_every_kind_and_the_json_says_so() {
     }
 }
 
-/// The report of a campaign whose invariant never holds: a page with a
-/// section and a timeline per finding, rendered by headless chromium with
-/// no console message and its timelines drawn: the screenshot differs from
-/// one of the same page with every timeline's drawing taken out (its frame
-/// left, so the layout is the same). Where chromium is not installed the
-/// structural checks alone run, unless `WARD_REQUIRE_CHROMIUM=1` (which CI
-/// sets, after installing Debian's chromium) makes that a failure.
+/// One unperturbed run and one seed with no perturbation of `workload`
+/// (and `extra` arguments), the controller a process that reads once and
+/// then idles.
+fn one_quiet_run(dir: &Path, workload: &Path, extra: &[&str]) -> Output {
+    let head = [
+        "--workload",
+        workload.to_str().unwrap(),
+        "--seeds",
+        "1",
+        "--unperturbed",
+        "1",
+        "--quiet",
+        "200ms",
+        "--perturb",
+        "none",
+    ];
+    let tail = [
+        "--",
+        "sh",
+        "-c",
+        "kubectl get configmaps >/dev/null; sleep 600",
+    ];
+    campaign(dir, &[&head[..], extra, &tail[..]].concat())
+}
+
 /// Its server stamps objects with the wall clock the controller reads:
 /// each creationTimestamp is the whole second of a time between the
 /// request and its answer (a workload step checks 14, a second's worth
@@ -316,28 +334,17 @@ fn the_server_stamps_objects_with_the_wall_clock() {
         done
 "#,
     );
-    let o = campaign(
-        &dir,
-        &[
-            "--workload",
-            w.to_str().unwrap(),
-            "--seeds",
-            "1",
-            "--unperturbed",
-            "1",
-            "--quiet",
-            "200ms",
-            "--perturb",
-            "none",
-            "--",
-            "sh",
-            "-c",
-            "kubectl get configmaps >/dev/null; sleep 600",
-        ],
-    );
+    let o = one_quiet_run(&dir, &w, &[]);
     assert_eq!(o.status.code(), Some(0), "{}", text(&o));
 }
 
+/// The report of a campaign whose invariant never holds: a page with a
+/// section and a timeline per finding, rendered by headless chromium with
+/// no console message and its timelines drawn: the screenshot differs from
+/// one of the same page with every timeline's drawing taken out (its frame
+/// left, so the layout is the same). Where chromium is not installed the
+/// structural checks alone run, unless `WARD_REQUIRE_CHROMIUM=1` (which CI
+/// sets, after installing Debian's chromium) makes that a failure.
 #[test]
 fn the_report_is_one_page_with_a_timeline_per_finding() {
     if !kubectl() {
@@ -350,27 +357,14 @@ fn the_report_is_one_page_with_a_timeline_per_finding() {
         "steps:\n  - apply: {apiVersion: v1, kind: ConfigMap, metadata: {name: a}}\n  - sleep: 200ms\n",
     );
     let html = dir.join("report.html");
-    let o = campaign(
+    let o = one_quiet_run(
         &dir,
+        &w,
         &[
-            "--workload",
-            w.to_str().unwrap(),
-            "--seeds",
-            "1",
-            "--unperturbed",
-            "1",
-            "--quiet",
-            "200ms",
-            "--perturb",
-            "none",
             "--invariant",
             "echo '<no & good>'; false",
             "--report",
             html.to_str().unwrap(),
-            "--",
-            "sh",
-            "-c",
-            "kubectl get configmaps >/dev/null; sleep 600",
         ],
     );
     assert_eq!(o.status.code(), Some(1), "{}", text(&o));

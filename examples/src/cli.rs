@@ -218,8 +218,11 @@ where
     }
     // KEP-5866's shardSelector served, as on a cluster with the
     // ShardedListAndWatch gate: replicas of a sharded ring (`--shard`)
-    // pointed at this server list and watch only their slots.
+    // pointed at this server list and watch only their slots. In real
+    // time, stamped with the wall clock as a cluster stamps (the default
+    // clock, anchored on the whole second, is for seeded simulations).
     let config = ServerConfig::default()
+        .clock(ward_apiserver::Clock::new())
         .listen(([127, 0, 0, 1], 0).into())
         .sharded_list_and_watch(true);
     let server = ApiServer::start(config).await.map_err(|e| fail(name, e))?;

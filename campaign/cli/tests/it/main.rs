@@ -2,12 +2,15 @@
 //! kubectl (a process in no language Ward knows) holds under every
 //! perturbation kind, and bad input of every sort is a clear message and
 //! exit status 2, never a hang and never a process left behind; and the
-//! real upstream LWS controller, buggy and fixed (`upstream`).
+//! real upstream LWS and whereabouts controllers, buggy and fixed
+//! (`bugs`).
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-mod upstream;
+// Its tests wait ~20 s on real time: libtest starts tests in the order of
+// their names, and this one's sorts before most, so the others run beside it.
+mod bugs;
 
 /// A test's folder under the temporary directory, removed when the test
 /// passes (a failing test's stays, for a look at its runs).

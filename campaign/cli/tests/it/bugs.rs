@@ -153,10 +153,10 @@ fn verdicts(outcome: &serde_json::Value) -> Vec<String> {
         .collect()
 }
 
-/// The buggy and the fixed release's campaigns at once: they mostly wait
-/// on real time (the controller processes, the workloads' sleeps), and
-/// side by side take about the time of one (the test binary's two threads
-/// ran them two at a time, 20 s each).
+/// Two campaigns at once: they mostly wait on real time (the controller
+/// processes, the workloads' sleeps), and side by side take about the
+/// time of one (the test binary's two threads ran them two at a time,
+/// 20 s each).
 fn side_by_side<A: Send, B: Send>(
     a: impl FnOnce() -> A + Send,
     b: impl FnOnce() -> B + Send,
@@ -166,20 +166,6 @@ fn side_by_side<A: Send, B: Send>(
         let b = b();
         (a.join().unwrap_or_else(|p| std::panic::resume_unwind(p)), b)
     })
-}
-
-#[test]
-fn the_real_lws_v0_7_0_takes_the_terminating_sets_revision_key_and_v0_8_0_holds() {
-    let (buggy, fixed) = side_by_side(
-        || lws_campaign("v0.7.0", "1", "all", false),
-        || lws_campaign("v0.8.0", "2", FIXED_HOLDS_UNDER, false),
-    );
-    if let Some((outcome, out)) = buggy {
-        v0_7_0_takes_the_terminating_sets_revision_key(outcome, &out);
-    }
-    if let Some((outcome, out)) = fixed {
-        v0_8_0_holds_while_its_cache_keeps_up(outcome, &out);
-    }
 }
 
 fn v0_7_0_takes_the_terminating_sets_revision_key(outcome: Option<serde_json::Value>, out: &str) {
@@ -308,16 +294,36 @@ fn v0_6_1_keeps_a_pending_pods_address(outcome: &serde_json::Value, out: &str) {
     assert!(!out.contains("403"), "{out}");
 }
 
+/// Both controllers' buggy and fixed releases at once (four campaigns,
+/// each mostly waiting on real time): LWS v0.7.0 takes the terminating
+/// StatefulSet's revision key and v0.8.0 holds; whereabouts v0.9.2 hands a
+/// Pending pod's address out again and v0.6.1 does not.
 #[test]
-fn the_real_whereabouts_v0_9_2_hands_a_pending_pods_address_out_again_and_v0_6_1_does_not() {
-    let (buggy, fixed) = side_by_side(
-        || whereabouts_campaign("v0.9.2", "1"),
-        || whereabouts_campaign("v0.6.1", "2"),
+fn the_real_buggy_releases_break_and_the_fixed_ones_hold() {
+    let ((lws_buggy, lws_fixed), (whereabouts_buggy, whereabouts_fixed)) = side_by_side(
+        || {
+            side_by_side(
+                || lws_campaign("v0.7.0", "1", "all", false),
+                || lws_campaign("v0.8.0", "2", FIXED_HOLDS_UNDER, false),
+            )
+        },
+        || {
+            side_by_side(
+                || whereabouts_campaign("v0.9.2", "1"),
+                || whereabouts_campaign("v0.6.1", "2"),
+            )
+        },
     );
-    if let Some((outcome, out)) = buggy {
+    if let Some((outcome, out)) = lws_buggy {
+        v0_7_0_takes_the_terminating_sets_revision_key(outcome, &out);
+    }
+    if let Some((outcome, out)) = lws_fixed {
+        v0_8_0_holds_while_its_cache_keeps_up(outcome, &out);
+    }
+    if let Some((outcome, out)) = whereabouts_buggy {
         v0_9_2_hands_a_pending_pods_address_out_again(&outcome, &out);
     }
-    if let Some((outcome, out)) = fixed {
+    if let Some((outcome, out)) = whereabouts_fixed {
         v0_6_1_keeps_a_pending_pods_address(&outcome, &out);
     }
 }

@@ -10,6 +10,7 @@ mod builtins;
 mod common;
 mod consistent_lists;
 mod conversion;
+mod corpus;
 mod crd_schemas;
 mod differences;
 mod dry_run;

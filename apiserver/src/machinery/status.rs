@@ -30,10 +30,15 @@ impl ApiError {
         }
     }
 
-    /// Attach `details: {name, group, kind}`.
+    /// Attach `details: {name, group, kind}` (no `group` for the core
+    /// group, as kube-apiserver leaves it out when empty).
     #[must_use]
     pub fn with_details(mut self, group: &str, kind: &str, name: &str) -> Self {
-        self.details = Some(json!({"name": name, "group": group, "kind": kind}));
+        let mut details = json!({"name": name, "kind": kind});
+        if !group.is_empty() {
+            details["group"] = json!(group);
+        }
+        self.details = Some(details);
         self
     }
 

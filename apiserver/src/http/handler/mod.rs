@@ -420,11 +420,14 @@ fn route(
             req.only_get()?;
             Ok(json_response(StatusCode::OK, &discovery::version()))
         }
-        ["healthz" | "livez" | "readyz"] => Ok(Response::builder()
-            .status(StatusCode::OK)
-            .header(header::CONTENT_TYPE, "text/plain")
-            .body(Body::from("ok"))
-            .expect("static response")),
+        // Each answers as kube-apiserver's does (its `ping` check too).
+        ["healthz" | "livez" | "readyz"] | ["healthz" | "livez" | "readyz", "ping"] => {
+            Ok(Response::builder()
+                .status(StatusCode::OK)
+                .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+                .body(Body::from("ok"))
+                .expect("static response"))
+        }
         ["api" | "apis"] if discovery::wants_aggregated(req.header(header::ACCEPT)) => {
             req.only_get()?;
             let doc = if segs[0] == "api" {

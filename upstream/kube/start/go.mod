@@ -1,0 +1,3 @@
+module ward.dev/upstream/kube/start
+
+go 1.26

@@ -605,7 +605,10 @@ async fn config_maps(k: &Ctl) {
     // A failing json-patch test changes nothing.
     let bad = r#"[{"op":"test","path":"/data/k","value":"0"},{"op":"remove","path":"/data/k"}]"#;
     let failing = ["patch", "cm/demo", "--type=json", "-p", bad];
-    says(&k.fails(&failing).await, "test failed");
+    says(
+        &k.fails(&failing).await,
+        "The request is invalid: the server rejected our request",
+    );
     assert_eq!(k.json(&["cm", "demo"]).await["data"]["k"], "3");
 
     // --dry-run=server: answered as the write would be, never stored.

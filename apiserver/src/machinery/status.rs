@@ -185,13 +185,31 @@ impl ApiError {
         Self::new(406, "NotAcceptable", message)
     }
 
-    /// 422 Invalid: `Pod "x" is invalid: metadata.name: Invalid value: ...`.
+    /// 422 Invalid: `Pod "x" is invalid: metadata.name: Invalid value: ...`,
+    /// with the `details` kube-apiserver gives: the name, the kind and its
+    /// group (`kind` may be qualified, `Deployment.apps`), and a cause per
+    /// error the message lists (`field: Type: detail`, several as `[a, b]`).
     pub fn invalid(kind: &str, name: &str, message: impl std::fmt::Display) -> Self {
-        Self::new(
+        let message = message.to_string();
+        let mut e = Self::new(
             422,
             "Invalid",
             format!("{kind} \"{name}\" is invalid: {message}"),
-        )
+        );
+        let (kind, group) = kind.split_once('.').unwrap_or((kind, ""));
+        let mut details = json!({"kind": kind});
+        if !name.is_empty() {
+            details["name"] = json!(name);
+        }
+        if !group.is_empty() {
+            details["group"] = json!(group);
+        }
+        let causes = causes(&message);
+        if !causes.is_empty() {
+            details["causes"] = Value::Array(causes);
+        }
+        e.details = Some(details);
+        e
     }
 
     /// 422 Invalid with a free message.
@@ -257,6 +275,66 @@ impl ApiError {
     }
 }
 
+/// The error types apimachinery's `field.Error` prints, and the reason
+/// each is as a Status cause.
+const FIELD_ERRORS: &[(&str, &str)] = &[
+    ("Invalid value", "FieldValueInvalid"),
+    ("Required value", "FieldValueRequired"),
+    ("Unsupported value", "FieldValueNotSupported"),
+    ("Forbidden", "FieldValueForbidden"),
+    ("Duplicate value", "FieldValueDuplicate"),
+    ("Too long", "FieldValueTooLong"),
+    ("Too many", "FieldValueTooMany"),
+    ("Not found", "FieldValueNotFound"),
+    ("Internal error", "InternalError"),
+];
+
+/// The causes of a 422's message: each `field: Type: detail` it lists
+/// (one, or several as `[a, b]`), as `{reason, message, field}`; none when
+/// the message is not in that form.
+fn causes(message: &str) -> Vec<Value> {
+    let inner = message
+        .strip_prefix('[')
+        .and_then(|m| m.strip_suffix(']'))
+        .unwrap_or(message);
+    // Where an error starts: the message's start, or after ", ", then a
+    // field, ": " and one of the error types.
+    let error_at = |at: usize| -> Option<(usize, &'static str)> {
+        let rest = &inner[at..];
+        let colon = rest.find(": ")?;
+        if rest[..colon].contains(", ") {
+            return None;
+        }
+        let after = &rest[colon + 2..];
+        let (_, reason) = FIELD_ERRORS.iter().find(|(t, _)| {
+            after
+                .strip_prefix(t)
+                .is_some_and(|r| r.is_empty() || r.starts_with(':'))
+        })?;
+        Some((colon, reason))
+    };
+    let starts: Vec<usize> = std::iter::once(0)
+        .chain(inner.match_indices(", ").map(|(i, _)| i + 2))
+        .filter(|&i| error_at(i).is_some())
+        .collect();
+    if starts.first() != Some(&0) {
+        return Vec::new();
+    }
+    starts
+        .iter()
+        .enumerate()
+        .map(|(n, &start)| {
+            let end = starts.get(n + 1).map_or(inner.len(), |next| next - 2);
+            let (colon, reason) = error_at(start).expect("a start found above");
+            json!({
+                "reason": reason,
+                "message": &inner[start + colon + 2..end],
+                "field": &inner[start..start + colon],
+            })
+        })
+        .collect()
+}
+
 /// `pods` or `statefulsets.apps`, as the real server names a group-resource.
 #[must_use]
 pub fn group_resource(group: &str, plural: &str) -> String {
@@ -301,5 +379,29 @@ mod tests {
             "Operation cannot be fulfilled on configmaps \"a\": the object has been modified; please apply your changes to the latest version and try again"
         );
         assert_eq!(e.code, 409);
+    }
+
+    #[test]
+    fn an_invalid_lists_each_error_as_a_cause() {
+        let e = ApiError::invalid(
+            "Deployment.apps",
+            "d",
+            "[spec.replicas: Invalid value: -1: must be >= 0, spec.selector: Required value]",
+        );
+        let d = e.details.unwrap();
+        assert_eq!(d["kind"], "Deployment");
+        assert_eq!(d["group"], "apps");
+        assert_eq!(d["name"], "d");
+        assert_eq!(
+            d["causes"],
+            json!([
+                {"reason": "FieldValueInvalid", "message": "Invalid value: -1: must be >= 0", "field": "spec.replicas"},
+                {"reason": "FieldValueRequired", "message": "Required value", "field": "spec.selector"},
+            ])
+        );
+        let free = ApiError::invalid("ConfigMap", "c", "something else")
+            .details
+            .unwrap();
+        assert_eq!(free, json!({"kind": "ConfigMap", "name": "c"}));
     }
 }

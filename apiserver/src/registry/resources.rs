@@ -84,6 +84,17 @@ impl ScalePaths {
 }
 
 impl ResourceInfo {
+    /// The kind as kube-apiserver names it in a 422's message and details:
+    /// `Deployment.apps`, or `ConfigMap` in the core group.
+    #[must_use]
+    pub fn group_kind(&self) -> String {
+        if self.group.is_empty() {
+            self.kind.clone()
+        } else {
+            format!("{}.{}", self.kind, self.group)
+        }
+    }
+
     /// The subresources served on this resource, in discovery's order.
     #[must_use]
     pub fn subresources(&self) -> Vec<ServedSubresource> {

@@ -55,7 +55,7 @@ pub fn check_subresource(
 ) -> Result<(), ApiError> {
     info.strategy
         .check_subresource(sub, old, new)
-        .map_err(|msg| ApiError::invalid(&info.kind, name, msg))
+        .map_err(|msg| ApiError::invalid(&info.group_kind(), name, msg))
 }
 
 /// Validate an object's name and labels for its kind (422 on failure).
@@ -67,20 +67,15 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     };
     res.map_err(|e| {
         ApiError::invalid(
-            &info.kind,
+            &info.group_kind(),
             name,
             format!("metadata.name: Invalid value: \"{name}\": {e}"),
         )
     })?;
     match &obj["metadata"]["labels"] {
         Value::Null => {}
-        Value::Object(m) => validation::validate_labels(m).map_err(|e| {
-            ApiError::invalid(
-                &info.kind,
-                name,
-                format!("metadata.labels: Invalid value: {e}"),
-            )
-        })?,
+        Value::Object(m) => validation::validate_labels(m)
+            .map_err(|e| ApiError::invalid(&info.group_kind(), name, e))?,
         _ => {
             return Err(ApiError::bad_request(
                 "metadata.labels must be a map of string keys to string values",
@@ -118,7 +113,7 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
         .collect();
     if let [first, second, ..] = controllers.as_slice() {
         return Err(ApiError::invalid(
-            &info.kind,
+            &info.group_kind(),
             name,
             format!(
                 "metadata.ownerReferences: Invalid value: \"{first}, {second}\": Only one reference can have Controller set to true. Found \"true\" in references for {first} and {second}"
@@ -164,7 +159,7 @@ pub fn admit(info: &ResourceInfo, old: Option<&Value>, obj: &mut Value) -> Resul
     }
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     Err(crate::schema::to_api_error(
-        &format!("{}.{}", info.kind, info.group),
+        &info.group_kind(),
         &info.group,
         &info.kind,
         name,

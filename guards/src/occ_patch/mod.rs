@@ -5,7 +5,7 @@
 //! ```text
 //! 1. reconciler: GET pool @R1 (47 -> default/web-2), judges web-2 dead: "remove 47"
 //! 2. CNI ADD elsewhere: PATCH pool [test rv R1, replace /spec/allocations/47 {podref: default/web-9}] -> R2
-//! 3. reconciler: PATCH [test rv R1, remove /spec/allocations/47] -> 422 (test failed)
+//! 3. reconciler: PATCH [test rv R1, remove /spec/allocations/47] -> 422 (kube-apiserver names no field)
 //! 4. naive retry: GET pool @R2, replay "remove 47" with [test rv R2, ...] -> 200:
 //!    web-9's live allocation is gone; the next CNI ADD hands .47 out twice
 //! ```

@@ -199,9 +199,25 @@ pub(super) fn check_delete_options(body: &Value) -> Result<(), ApiError> {
 pub(super) fn patch_error(t: &Target, name: &str, e: PatchError) -> ApiError {
     match e {
         PatchError::Malformed(m) => ApiError::bad_request(m),
-        PatchError::TestFailed(m) | PatchError::Invalid(m) => {
-            ApiError::invalid(&t.info.kind, name, m)
+        // kube-apiserver names no field and gives no detail for a failed
+        // `test` (kubectl: "The request is invalid: the server rejected our
+        // request due to an error in our request").
+        PatchError::TestFailed(_) => {
+            let mut e = ApiError::unprocessable(
+                "the server rejected our request due to an error in our request",
+            );
+            e.details = Some(json!({}));
+            e
         }
-        PatchError::Conflict(m) => ApiError::conflict(m),
+        PatchError::Invalid(m) => ApiError::invalid(&t.info.group_kind(), name, m),
+        PatchError::Conflict { message, causes } => {
+            let mut e = ApiError::conflict(message);
+            let causes: Vec<Value> = causes
+                .into_iter()
+                .map(|c| json!({"reason": "FieldManagerConflict", "message": c.message, "field": c.field}))
+                .collect();
+            e.details = Some(json!({ "causes": causes }));
+            e
+        }
     }
 }

@@ -75,17 +75,21 @@ fn admitted_delete(
 /// object's name, group, resource (in `kind`, as the real server puts it)
 /// and uid, so a client can tell it is gone, not waiting on finalizers.
 fn deleted_status(t: &Target, obj: &StoredObject) -> Value {
+    let mut details = json!({
+        "name": obj.name(),
+        "kind": t.info.plural,
+        "uid": obj.uid.to_string(),
+    });
+    // Left out for the core group, as kube-apiserver does.
+    if !t.info.group.is_empty() {
+        details["group"] = t.info.group.clone().into();
+    }
     json!({
         "kind": "Status",
         "apiVersion": "v1",
         "metadata": {},
         "status": "Success",
-        "details": {
-            "name": obj.name(),
-            "group": t.info.group,
-            "kind": t.info.plural,
-            "uid": obj.uid.to_string(),
-        }
+        "details": details,
     })
 }
 
@@ -129,7 +133,21 @@ pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiEr
             Err(e) => return Err(e),
         }
     }
-    let items: Vec<Value> = items.iter().map(|o| o.value()).collect();
+    // A built-in kind's items without apiVersion and kind, as kube-apiserver
+    // writes a list of them.
+    let items: Vec<Value> = items
+        .iter()
+        .map(|o| {
+            let mut v = o.value();
+            if t.info.builtin
+                && let Some(m) = v.as_object_mut()
+            {
+                m.remove("apiVersion");
+                m.remove("kind");
+            }
+            v
+        })
+        .collect();
     let mut meta = json!({"resourceVersion": st.store.current_rv().to_string()});
     if let Some((ns, name)) = &page.continue_after {
         meta["continue"] = encode_continue(page.rv, ns, name).into();

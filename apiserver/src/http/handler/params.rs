@@ -437,13 +437,11 @@ pub(super) fn invalid_options(kind: &str, errs: Vec<String>) -> Result<(), ApiEr
         [one] => one.clone(),
         many => format!("[{}]", many.join(", ")),
     };
-    Err(
-        ApiError::invalid(&format!("{kind}.meta.k8s.io"), "", message).with_details(
-            "meta.k8s.io",
-            kind,
-            "",
-        ),
-    )
+    Err(ApiError::invalid(
+        &format!("{kind}.meta.k8s.io"),
+        "",
+        message,
+    ))
 }
 
 /// The `continue` token of a page of the snapshot at `rv` that ended at

@@ -77,6 +77,10 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
     let mut meta = json!({"resourceVersion": page.rv.to_string()});
     if let Some((ns, n)) = &page.continue_after {
         meta["continue"] = encode_continue(page.rv, ns, n).into();
+        // As kube-apiserver: counted only when no selector filters the list.
+        if opts.label_selector.is_none() && opts.field_selector.is_none() {
+            meta["remainingItemCount"] = page.remaining.into();
+        }
     }
     if let Some(shard) = &filter.shard {
         meta["shardInfo"] = json!({"selector": shard.as_str()});
@@ -106,7 +110,14 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
         &api_version,
         &meta,
         &page.items,
-        |out, o| out.extend_from_slice(&o.served_bytes(&t.info, &api_version)),
+        |out, o| {
+            let bytes = o.served_bytes(&t.info, &api_version);
+            if t.info.builtin {
+                crate::storage::render::write_without_type_meta(out, &bytes);
+            } else {
+                out.extend_from_slice(&bytes);
+            }
+        },
     );
     Ok(converting(t, bytes_response(StatusCode::OK, list)))
 }

@@ -192,7 +192,7 @@ pub(super) fn create_object(
             }
             _ => {
                 return Err(ApiError::invalid(
-                    &t.info.kind,
+                    &t.info.group_kind(),
                     "",
                     "metadata.name: Required value: name or generateName is required",
                 ));
@@ -245,7 +245,7 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
         .is_some_and(|s| !s.is_empty());
     if !has_rv && !t.info.builtin {
         return Err(ApiError::invalid(
-            &t.info.kind,
+            &t.info.group_kind(),
             name,
             "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
         ));

@@ -6,12 +6,12 @@
 
 use serde_json::{Map, Value};
 
-use super::PatchError;
 use super::fieldset::{
     Entry, FieldSet, SERVER_METADATA, display_path, fields_of, get_path, parse_entries, prune,
     write_entries,
 };
 use super::strategic::{self, Mode, Path};
+use super::{ConflictCause, PatchError};
 
 /// Stack for the YAML parser thread: serde-saphyr needs well over 1 MiB for
 /// its 64 nesting levels in debug builds, more than a tokio worker may have
@@ -219,7 +219,20 @@ pub fn server_side_apply(
     }
     if !conflicts.is_empty() {
         if !force {
-            return Err(PatchError::Conflict(conflict_message(&entries, &conflicts)));
+            let causes = conflicts
+                .iter()
+                .map(|(i, path)| ConflictCause {
+                    field: display_path(path),
+                    message: format!(
+                        "conflict with {}",
+                        entries.get(*i).map(Entry::describe).unwrap_or_default()
+                    ),
+                })
+                .collect();
+            return Err(PatchError::Conflict {
+                message: conflict_message(&entries, &conflicts),
+                causes,
+            });
         }
         for (i, leaf) in &conflicts {
             if let Some(set) = entries.get_mut(*i).and_then(|e| e.set.as_mut()) {

@@ -43,9 +43,25 @@ pub enum PatchError {
     /// remove/replace, wrong type, bad `$patch` directive, …): the server answers 422.
     #[error("{0}")]
     Invalid(String),
-    /// Server-side apply conflict with another field manager: the server answers 409.
-    #[error("{0}")]
-    Conflict(String),
+    /// Server-side apply conflict with another field manager: the server
+    /// answers 409, with a cause per conflicting field.
+    #[error("{message}")]
+    Conflict {
+        /// `Apply failed with 1 conflict: conflict with "a": .spec.x`.
+        message: String,
+        /// Each field in conflict and whom with.
+        causes: Vec<ConflictCause>,
+    },
+}
+
+/// One field of a server-side apply conflict: kube-apiserver's
+/// `FieldManagerConflict` cause.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConflictCause {
+    /// The field (`.spec.replicas`).
+    pub field: String,
+    /// `conflict with "kubectl" using apps/v1`.
+    pub message: String,
 }
 
 /// The patch flavour selected by the request's `Content-Type`.
@@ -501,7 +517,7 @@ mod apply_tests {
 
     fn conflict(res: Result<Value, PatchError>) -> String {
         match res {
-            Err(PatchError::Conflict(m)) => m,
+            Err(PatchError::Conflict { message, .. }) => message,
             other => panic!("expected a conflict, got {other:?}"),
         }
     }

@@ -121,7 +121,8 @@ impl Definition {
     pub fn parse(crd: &Value) -> Result<Definition, ApiError> {
         let name = crd["metadata"]["name"].as_str().unwrap_or_default();
         let spec = &crd["spec"];
-        let invalid = |m: String| ApiError::invalid("CustomResourceDefinition", name, m);
+        let invalid =
+            |m: String| ApiError::invalid("CustomResourceDefinition.apiextensions.k8s.io", name, m);
         let group = spec["group"].as_str().unwrap_or_default();
         let names = &spec["names"];
         let plural = names["plural"].as_str().unwrap_or_default();

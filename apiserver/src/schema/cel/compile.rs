@@ -281,7 +281,10 @@ pub(crate) fn valid_field_path(path: &str, node: Node<'_>) -> Option<String> {
 
 /// `source` parsed and checked against the variables in `vars`.
 pub(crate) fn program(source: &str, vars: &[(String, Shape)]) -> Result<(Program, u64), String> {
-    let program = ENV.compile(source).map_err(|e| e.to_string())?;
+    // cel-go sets its snippet lines off with " | "; the cel crate with "| ".
+    let program = ENV
+        .compile(source)
+        .map_err(|e| e.to_string().replace("\n| ", "\n | "))?;
     let mut est = Estimator::new(vars.to_vec(), true);
     let (cost, _) = est.estimate(program.expression());
     if let Some(problem) = est.problem {
@@ -310,7 +313,7 @@ fn located(source: &str, offset: usize, msg: &str) -> String {
     let col = before[line_start..].chars().count() + 1;
     let text = source[line_start..].lines().next().unwrap_or("");
     format!(
-        "ERROR: <input>:{line}:{col}: {msg}\n| {text}\n| {:.>col$}",
+        "ERROR: <input>:{line}:{col}: {msg}\n | {text}\n | {:.>col$}",
         "^"
     )
 }
@@ -357,7 +360,7 @@ mod tests {
     fn locations_are_one_based() {
         assert_eq!(
             located("self.x", 4, "undefined field 'x'"),
-            "ERROR: <input>:1:5: undefined field 'x'\n| self.x\n| ....^"
+            "ERROR: <input>:1:5: undefined field 'x'\n | self.x\n | ....^"
         );
     }
 

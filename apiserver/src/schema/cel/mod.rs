@@ -542,7 +542,7 @@ mod tests {
         let unknown = err(json!({"rule": "foo(self.replicas)"}));
         assert_eq!(
             unknown.to_string(),
-            "compilation failed: ERROR: <input>:1:4: undeclared reference to 'foo' (in container '')\n| foo(self.replicas)\n| ...^"
+            "compilation failed: ERROR: <input>:1:4: undeclared reference to 'foo' (in container '')\n | foo(self.replicas)\n | ...^"
         );
         let member = err(json!({"rule": "self.name.frobnicate()"}));
         assert!(

@@ -151,6 +151,8 @@ pub struct ListPage {
     pub rv: u64,
     /// The (namespace, name) of the last item when more remain.
     pub continue_after: Option<(String, String)>,
+    /// How many more objects match after this page (0 when none do).
+    pub remaining: u64,
 }
 
 /// Whether a write is stored or only tried (`dryRun=All`).
@@ -268,6 +270,7 @@ fn paginate<'a>(
     let limit = limit.filter(|l| *l > 0).unwrap_or(usize::MAX);
     let mut items: Vec<Arc<StoredObject>> = Vec::new();
     let mut continue_after = None;
+    let mut remaining = 0;
     for o in objects {
         if after
             .is_some_and(|(ans, aname)| (o.namespace(), o.name()) <= (ans.as_str(), aname.as_str()))
@@ -286,10 +289,14 @@ fn paginate<'a>(
             continue;
         }
         if items.len() == limit {
-            continue_after = items
-                .last()
-                .map(|l| (l.namespace().to_string(), l.name().to_string()));
-            break;
+            // The page is full: what follows is only counted.
+            if continue_after.is_none() {
+                continue_after = items
+                    .last()
+                    .map(|l| (l.namespace().to_string(), l.name().to_string()));
+            }
+            remaining += 1;
+            continue;
         }
         items.push(o.clone());
     }
@@ -297,6 +304,7 @@ fn paginate<'a>(
         items,
         rv,
         continue_after,
+        remaining,
     }
 }
 

@@ -427,7 +427,7 @@ impl Store {
             && let Some(f) = finalizers(&new).iter().find(|f| !old.has_finalizer(f))
         {
             return Err(ApiError::invalid(
-                &info.kind,
+                &info.group_kind(),
                 name,
                 format!(
                     "metadata.finalizers: Forbidden: no new finalizers can be added if the object is being deleted, found new finalizers []string{{\"{f}\"}}"

@@ -322,7 +322,8 @@ fn compare(
     ours: &BTreeMap<String, Vec<Answer>>,
 ) -> (BTreeMap<String, String>, String) {
     let mut differ = BTreeMap::new();
-    let mut report = String::from("area              cases  equal  different\n");
+    let mut report =
+        String::from("area              cases  equal  different   requests  equal  different\n");
     let mut total = (0, 0);
     // Requests: (answered, equal).
     let mut requests = (0, 0);
@@ -336,6 +337,7 @@ fn compare(
         });
         let recorded: Recorded = serde_json::from_str(&text).unwrap();
         let mut equal = 0;
+        let before = requests;
         for case in &area.cases {
             let key = format!("{name}/{}", case.name);
             let theirs = recorded
@@ -384,15 +386,17 @@ fn compare(
         }
         let cases = area.cases.len();
         total = (total.0 + cases, total.1 + equal);
+        let (asked, same) = (requests.0 - before.0, requests.1 - before.1);
         let _ = writeln!(
             report,
-            "{name:<17} {cases:>5} {equal:>6} {:>10}",
-            cases - equal
+            "{name:<17} {cases:>5} {equal:>6} {:>10} {asked:>10} {same:>6} {:>10}",
+            cases - equal,
+            asked - same
         );
     }
     let _ = writeln!(
         report,
-        "all               {:>5} {:>6} {:>10}\nrequests          {:>5} {:>6} {:>10}  ({:.0}% equal)",
+        "all               {:>5} {:>6} {:>10} {:>10} {:>6} {:>10}  ({:.0}% of requests equal)",
         total.0,
         total.1,
         total.0 - total.1,

@@ -106,7 +106,10 @@ async fn a_stale_removal_is_re_decided_not_replayed() {
     };
     assert_eq!(status.code, 422, "a failed test op is 422, not 409");
     // As kube-apiserver answers it: no word of which test failed.
-    assert_eq!(status.message, ward_guards::occ_patch::GENERIC_INVALID_PATCH);
+    assert_eq!(
+        status.message,
+        ward_guards::occ_patch::GENERIC_INVALID_PATCH
+    );
     // Naive replay: the same decision under the fresh rv frees web-9's IP.
     let fresh = pools.get("pool").await.unwrap();
     assert_eq!(entry(&fresh, "47").as_deref(), Some("default/web-9"));

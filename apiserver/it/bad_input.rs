@@ -416,7 +416,9 @@ async fn delete_with_mismatched_uid_precondition() {
     let body = json!({"kind": "DeleteOptions", "apiVersion": "v1",
         "preconditions": {"uid": "not-the-uid"}});
     let msg = rejected(&s, "DELETE", CM, JSON, &body, 409).await;
-    let want = "Precondition failed: UID in precondition: not-the-uid, UID in object meta: ";
+    // kube-apiserver v1.37's wording (the differential corpus).
+    let want = "Operation cannot be fulfilled on ConfigMap \"cm\": the UID in the precondition \
+                (not-the-uid) does not match the UID in record (";
     assert!(msg.starts_with(want), "{msg}");
     rejected(&s, "DELETE", "/api/v1/namespaces/default", JSON, &body, 409).await;
     let body = json!({"preconditions": {"resourceVersion": "1"}});

@@ -122,7 +122,9 @@ async fn delete_preconditions_conflict_with_the_real_message() {
             assert_eq!(
                 s.message,
                 format!(
-                    "Precondition failed: UID in precondition: not-the-uid, UID in object meta: {}",
+                    "Operation cannot be fulfilled on ConfigMap \"a\": the UID in the \
+                     precondition (not-the-uid) does not match the UID in record ({}). The object \
+                     might have been deleted and then recreated",
                     cm.uid().unwrap()
                 )
             );

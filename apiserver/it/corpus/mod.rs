@@ -85,6 +85,15 @@ struct Step {
     /// it is written. Only the last answer counts.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     until: Option<u16>,
+    /// Sent again (as `until`) until the answer's JSON has this value at
+    /// this pointer: `["/status/allowed", true]` once RBAC's cache in the
+    /// real server has seen a new binding.
+    #[serde(
+        default,
+        rename = "untilField",
+        skip_serializing_if = "Option::is_none"
+    )]
+    until_field: Option<(String, Value)>,
 }
 
 /// An answer, normalised.
@@ -271,6 +280,7 @@ async fn run_case(client: &kube::Client, case: &Case, patience: Duration) -> Vec
         accept: None,
         events: None,
         until: None,
+        until_field: None,
     };
     let mut seen = Seen::default();
     let (status, ..) = send(client, &namespace, &case.name, &seen, patience).await;
@@ -281,11 +291,15 @@ async fn run_case(client: &kube::Client, case: &Case, patience: Duration) -> Vec
         let deadline = Instant::now() + patience;
         let (status, content_type, warnings, bytes) = loop {
             let answer = send(client, step, &case.name, &seen, patience).await;
-            match step.until {
-                Some(want) if answer.0 != want && Instant::now() < deadline => {
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                }
-                _ => break answer,
+            let field_differs = step.until_field.as_ref().is_some_and(|(at, want)| {
+                let body: Value = serde_json::from_slice(&answer.3).unwrap_or_default();
+                body.pointer(at) != Some(want)
+            });
+            let status_differs = step.until.is_some_and(|want| answer.0 != want);
+            if (status_differs || field_differs) && Instant::now() < deadline {
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            } else {
+                break answer;
             }
         };
         seen.push(&bytes);

@@ -57,6 +57,8 @@ impl Normaliser {
                         Some(token(&mut self.versions, s, "rv"))
                     }
                     "continue" => Some("<continue>".into()),
+                    // Where the server listens: another port each run.
+                    "serverAddress" => Some("<address>".into()),
                     k if TIMES.contains(&k) => Some("<time>".into()),
                     _ => None,
                 };
@@ -68,11 +70,20 @@ impl Normaliser {
         }
     }
 
-    /// The uids a message names (a precondition's, an owner's), as the
-    /// tokens they got where they were a field.
+    /// The uids any string names and the resourceVersions a `message`
+    /// names (a precondition's, an owner's), as the tokens they got where
+    /// they were a field; a version only as a whole number.
     fn messages(&self, v: &mut Value) {
         match v {
-            Value::Object(map) => map.values_mut().for_each(|c| self.messages(c)),
+            Value::Object(map) => {
+                for (k, c) in map.iter_mut() {
+                    match c {
+                        Value::String(s) if k == "message" => *s = self.numbers(s),
+                        _ => {}
+                    }
+                    self.messages(c);
+                }
+            }
             Value::Array(items) => items.iter_mut().for_each(|c| self.messages(c)),
             Value::String(s) => {
                 for (uid, t) in &self.uids {
@@ -83,6 +94,25 @@ impl Normaliser {
             }
             _ => {}
         }
+    }
+
+    /// `s` with each whole number that is a resourceVersion seen as its token.
+    fn numbers(&self, s: &str) -> String {
+        let mut out = String::with_capacity(s.len());
+        let mut digits = String::new();
+        for c in s.chars().chain(std::iter::once(' ')) {
+            if c.is_ascii_digit() {
+                digits.push(c);
+                continue;
+            }
+            if !digits.is_empty() {
+                out.push_str(self.versions.get(&digits).map_or(&digits, |t| t));
+                digits.clear();
+            }
+            out.push(c);
+        }
+        out.pop();
+        out
     }
 }
 
@@ -168,7 +198,7 @@ mod tests {
         let b = n.value(
             json!({"items": [{"metadata": {"uid": "u-1", "resourceVersion": "19"}}],
             "metadata": {"resourceVersion": "23", "continue": "eyJ"},
-            "message": "UID in object meta: u-1"}),
+            "message": "UID in object meta: u-1, version 19 (not 1)"}),
         );
         assert_eq!(
             a,
@@ -179,7 +209,7 @@ mod tests {
             b,
             json!({"items": [{"metadata": {"uid": "<uid#1>", "resourceVersion": "<rv#2>"}}],
                 "metadata": {"resourceVersion": "<list>", "continue": "<continue>"},
-                "message": "UID in object meta: <uid#1>"})
+                "message": "UID in object meta: <uid#1>, version <rv#2> (not 1)"})
         );
     }
 

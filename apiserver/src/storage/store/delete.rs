@@ -38,23 +38,33 @@ impl Store {
     ) -> Result<Deleted, ApiError> {
         let written = self.write(key, ns, name, spec.commit, |old| {
             let old = old.ok_or_else(|| ApiError::not_found(&key.group, &key.plural, name))?;
+            // Worded as kube-apiserver's storage words a failed precondition,
+            // its details naming the object's kind (not its resource).
+            let failed = |what: &str, asked: &str, stored: String, why: &str| {
+                let kind = old.value()["kind"].as_str().unwrap_or_default().to_string();
+                let mut e = ApiError::conflict(format!(
+                    "Operation cannot be fulfilled on {kind} \"{name}\": the {what} in the \
+                     precondition ({asked}) does not match the {what} in record ({stored}). \
+                     The object might have been {why}"
+                ));
+                e.details = Some(serde_json::json!({"kind": kind, "name": name}));
+                e
+            };
             if let Some(uid) = &spec.uid
                 && !old.uid.is(uid)
             {
-                return Err(ApiError::conflict(format!(
-                    "Precondition failed: UID in precondition: {uid}, UID in object meta: {}",
-                    old.uid
-                ))
-                .with_details(&key.group, &key.plural, name));
+                let why = "deleted and then recreated";
+                return Err(failed("UID", uid, old.uid.to_string(), why));
             }
             if let Some(rv) = &spec.resource_version
                 && *rv != old.rv.to_string()
             {
-                return Err(ApiError::conflict(format!(
-                    "Precondition failed: ResourceVersion in precondition: {rv}, ResourceVersion in object meta: {}",
-                    old.rv
-                ))
-                .with_details(&key.group, &key.plural, name));
+                return Err(failed(
+                    "ResourceVersion",
+                    rv,
+                    old.rv.to_string(),
+                    "modified",
+                ));
             }
             let v = old.value();
             let mut fin: Vec<String> = old.finalizers().map(String::from).collect();
@@ -345,7 +355,9 @@ mod tests {
         assert_eq!(
             err.message,
             format!(
-                "Precondition failed: UID in precondition: other, UID in object meta: {}",
+                "Operation cannot be fulfilled on ConfigMap \"a\": the UID in the precondition \
+                 (other) does not match the UID in record ({}). The object might have been \
+                 deleted and then recreated",
                 a.uid
             )
         );

@@ -58,7 +58,7 @@ use futures::StreamExt as _;
 use serde::{Deserialize, Serialize};
 
 use crate::plan::Perturbation;
-use oracle::{Difference, Oracle};
+use oracle::{Difference, Oracle, Snapshot};
 pub use run::{Ending, Phases, Run, run};
 pub use scenario::Scenario;
 pub use supervisor::RUN_DIR;
@@ -155,10 +155,11 @@ pub enum CampaignError {
 /// The seeds unperturbed runs use: far from the campaign's own.
 pub const UNPERTURBED_SEEDS: u64 = 1 << 40;
 
-/// Learn the oracle from `n` unperturbed runs (at most `jobs` at a time;
-/// `each` sees every run as it ends). Each comes with its verdict: an
-/// unperturbed run that fails the user's invariant is a finding of its
-/// own (the bug needs no perturbation), and still teaches the oracle.
+/// Learn the oracle from `n` unperturbed runs (at least one; at most
+/// `jobs` at a time; `each` sees every run as it ends). Each comes with
+/// its verdict: an unperturbed run that fails the user's invariant is a
+/// finding of its own (the bug needs no perturbation), and still teaches
+/// the oracle.
 ///
 /// # Errors
 /// [`CampaignError::Unperturbed`] if one of them did not settle.
@@ -168,37 +169,125 @@ pub async fn learn(
     jobs: usize,
     mut each: impl FnMut(&Run),
 ) -> Result<(Oracle, Vec<(Run, Verdict)>), CampaignError> {
-    let seeds: Vec<u64> = (0..n as u64).map(|i| UNPERTURBED_SEEDS + i).collect();
-    let mut runs = Vec::with_capacity(n);
-    let mut s = futures::stream::iter(seeds.iter().map(|&seed| run(scenario, &[], seed)))
+    let mut s = futures::stream::iter(unperturbed_seeds(n).map(|seed| run(scenario, &[], seed)))
         .buffered(jobs.max(1));
+    let mut runs = Vec::with_capacity(n);
     while let Some(run) = s.next().await {
         each(&run);
         runs.push(run);
     }
-    let mut ends = Vec::with_capacity(n);
-    let mut judged = Vec::with_capacity(n);
-    for (index, r) in runs.into_iter().enumerate() {
-        let verdict = match (&r.ending, &r.end) {
-            (Ending::Settled, Some(end)) => {
-                ends.push(end.clone());
-                Verdict::Holds
-            }
-            (Ending::Invariant(why), Some(end)) => {
-                ends.push(end.clone());
-                Verdict::Broken(format!("the invariant failed unperturbed: {why}"))
-            }
-            (ending, _) => {
-                return Err(CampaignError::Unperturbed {
-                    index,
-                    seed: r.seed,
-                    ending: ending.clone(),
-                });
-            }
-        };
+    learned(runs)
+}
+
+/// The seeds of `n` unperturbed runs (at least one).
+fn unperturbed_seeds(n: usize) -> impl Iterator<Item = u64> {
+    (0..n.max(1) as u64).map(|i| UNPERTURBED_SEEDS + i)
+}
+
+/// The oracle the unperturbed `runs` (in seed order) teach, and their
+/// verdicts.
+fn learned(runs: Vec<Run>) -> Result<(Oracle, Vec<(Run, Verdict)>), CampaignError> {
+    let mut ends = Vec::with_capacity(runs.len());
+    let mut judged = Vec::with_capacity(runs.len());
+    for r in runs {
+        let (verdict, end) = unperturbed_verdict(&r)?;
+        ends.push(end.clone());
         judged.push((r, verdict));
     }
     Ok((Oracle::learn(&ends), judged))
+}
+
+/// An unperturbed run's verdict (it holds, or the invariant failed with
+/// no perturbation) and its end state; a run that did not settle is an
+/// error.
+fn unperturbed_verdict(r: &Run) -> Result<(Verdict, &Snapshot), CampaignError> {
+    match (&r.ending, &r.end) {
+        (Ending::Settled, Some(end)) => Ok((Verdict::Holds, end)),
+        (Ending::Invariant(why), Some(end)) => Ok((
+            Verdict::Broken(format!("the invariant failed unperturbed: {why}")),
+            end,
+        )),
+        (ending, _) => Err(CampaignError::Unperturbed {
+            index: (r.seed - UNPERTURBED_SEEDS) as usize,
+            seed: r.seed,
+            ending: ending.clone(),
+        }),
+    }
+}
+
+/// What [`sweep`] found.
+#[derive(Debug)]
+#[non_exhaustive]
+pub struct Swept {
+    /// What the unperturbed runs taught.
+    pub oracle: Oracle,
+    /// The unperturbed runs with their verdicts, in seed order.
+    pub unperturbed: Vec<(Run, Verdict)>,
+    /// The perturbed runs with their verdicts, in seed order.
+    pub runs: Vec<(Run, Verdict)>,
+}
+
+/// A whole campaign in one queue: `n` unperturbed runs (at least one)
+/// first, then `seeds` with `kinds`, at most `jobs` at a time. A perturbed
+/// run starts as soon as a slot is free, beside the unperturbed runs; only
+/// its verdict waits for the oracle they teach. With few seeds this ends
+/// sooner than [`learn`] then [`campaign`] (3 runs on 3 jobs: one run's
+/// time instead of two). `learning` sees each unperturbed run as it ends,
+/// `each` each perturbed one once it is judged.
+///
+/// # Errors
+/// [`CampaignError::Unperturbed`] as soon as an unperturbed run did not
+/// settle; the runs still going are dropped.
+pub async fn sweep(
+    scenario: &Scenario,
+    n: usize,
+    kinds: &[Arc<dyn Perturbation>],
+    seeds: &[u64],
+    jobs: usize,
+    mut learning: impl FnMut(&Run),
+    mut each: impl FnMut(&Run, &Verdict),
+) -> Result<Swept, CampaignError> {
+    let n = n.max(1);
+    let unperturbed = unperturbed_seeds(n).map(|seed| (seed, &[][..]));
+    let perturbed = seeds.iter().map(|&seed| (seed, kinds));
+    let mut s = futures::stream::iter(
+        unperturbed
+            .chain(perturbed)
+            .enumerate()
+            .map(|(i, (seed, kinds))| async move { (i < n, run(scenario, kinds, seed).await) }),
+    )
+    .buffer_unordered(jobs.max(1));
+    let mut taught = Vec::with_capacity(n);
+    let mut waiting = Vec::new();
+    let mut learnt: Option<(Oracle, Vec<(Run, Verdict)>)> = None;
+    let mut runs = Vec::with_capacity(seeds.len());
+    while let Some((unperturbed, r)) = s.next().await {
+        if unperturbed {
+            learning(&r);
+            unperturbed_verdict(&r)?;
+            taught.push(r);
+            if taught.len() == n {
+                taught.sort_by_key(|r| r.seed);
+                learnt = Some(learned(std::mem::take(&mut taught))?);
+            }
+        } else {
+            waiting.push(r);
+        }
+        if let Some((oracle, _)) = &learnt {
+            for r in waiting.drain(..) {
+                let v = judge(oracle, &r);
+                each(&r, &v);
+                runs.push((r, v));
+            }
+        }
+    }
+    let (oracle, unperturbed) = learnt.expect("every unperturbed run ended");
+    runs.sort_by_key(|(r, _)| r.seed);
+    Ok(Swept {
+        oracle,
+        unperturbed,
+        runs,
+    })
 }
 
 /// Run `seeds` with `kinds`, at most `jobs` at a time, judging each as it

@@ -92,11 +92,11 @@ fn kubectl() -> bool {
 /// unperturbed and perturbed by every built-in kind.
 async fn naive_broken_guarded_holds(naive: Scenario, guarded: Scenario, why: &str) {
     let kinds: Vec<Arc<dyn Perturbation>> = builtin();
-    let (naive_runs, guarded_runs) = tokio::join!(process::learn(&naive, 1, 1, |_| {}), async {
-        let (oracle, base) = process::learn(&guarded, 1, 1, |_| {}).await.unwrap();
-        let runs = process::campaign(&guarded, &oracle, &kinds, &[1], 1, |_, _| {}).await;
-        (base, runs)
-    });
+    // The guarded binary's unperturbed and perturbed runs at once.
+    let (naive_runs, guarded_runs) = tokio::join!(
+        process::learn(&naive, 1, 1, |_| {}),
+        process::sweep(&guarded, 1, &kinds, &[1], 2, |_| {}, |_, _| {})
+    );
     let (_, naive_runs) = naive_runs.unwrap();
     let (run, verdict) = &naive_runs[0];
     assert!(run.requests > 0, "{run:?}");
@@ -107,9 +107,10 @@ async fn naive_broken_guarded_holds(naive: Scenario, guarded: Scenario, why: &st
         found.contains("the invariant failed unperturbed") && found.contains(why),
         "{found}"
     );
-    let (base, runs) = guarded_runs;
+    let guarded_runs = guarded_runs.unwrap();
+    let base = &guarded_runs.unperturbed;
     assert_eq!(base[0].1, Verdict::Holds, "{:?}", base[0].0.ending);
-    let (run, verdict) = &runs[0];
+    let (run, verdict) = &guarded_runs.runs[0];
     assert_eq!(run.plan.len(), 6, "every built-in kind: {:?}", run.plan);
     assert_eq!(
         *verdict,

@@ -420,7 +420,13 @@ async fn delete_with_mismatched_uid_precondition() {
     let want = "Operation cannot be fulfilled on ConfigMap \"cm\": the UID in the precondition \
                 (not-the-uid) does not match the UID in record (";
     assert!(msg.starts_with(want), "{msg}");
-    rejected(&s, "DELETE", "/api/v1/namespaces/default", JSON, &body, 409).await;
+    // `default` may never be deleted: kube-apiserver's NamespaceLifecycle
+    // admission refuses before any precondition is read.
+    let msg = rejected(&s, "DELETE", "/api/v1/namespaces/default", JSON, &body, 403).await;
+    assert_eq!(
+        msg,
+        "namespaces \"default\" is forbidden: this namespace may not be deleted"
+    );
     let body = json!({"preconditions": {"resourceVersion": "1"}});
     rejected(&s, "DELETE", CM, JSON, &body, 409).await;
 }

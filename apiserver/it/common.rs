@@ -111,6 +111,7 @@ pub fn assert_status(r: &Reply, code: Option<u16>, what: &str) -> Value {
 pub fn reason(code: u16) -> &'static str {
     match code {
         400 => "BadRequest",
+        403 => "Forbidden",
         404 => "NotFound",
         405 => "MethodNotAllowed",
         409 => "Conflict",

@@ -161,20 +161,33 @@ async fn typed_crud_on_builtins() {
     .unwrap();
     let p = pods.create(&PostParams::default(), &pod).await.unwrap();
     assert_eq!(p.status.unwrap().phase.as_deref(), Some("Pending"));
+    // Merged by name: the image changes (all a pod update may change of a
+    // container), the env stays; a container added is refused, as by
+    // kube-apiserver.
     let p = pods
         .patch(
             "p",
             &PatchParams::default(),
             &Patch::Strategic(json!({"spec": {"containers": [
-            {"name": "a", "env": [{"name": "Y", "value": "2"}]},
-            {"name": "b", "image": "nginx"}]}})),
+            {"name": "a", "image": "busybox:2"}]}})),
         )
         .await
         .unwrap();
     let spec = p.spec.unwrap();
-    assert_eq!(spec.containers.len(), 2);
-    assert_eq!(spec.containers[0].image.as_deref(), Some("busybox"));
-    assert_eq!(spec.containers[0].env.as_ref().unwrap().len(), 2);
+    assert_eq!(spec.containers.len(), 1);
+    assert_eq!(spec.containers[0].image.as_deref(), Some("busybox:2"));
+    assert_eq!(spec.containers[0].env.as_ref().unwrap().len(), 1);
+    let added =
+        Patch::Strategic(json!({"spec": {"containers": [{"name": "b", "image": "nginx"}]}}));
+    let err = pods
+        .patch("p", &PatchParams::default(), &added)
+        .await
+        .unwrap_err();
+    assert!(
+        matches!(err, kube::Error::Api(ref s) if s.code == 422
+            && s.message.ends_with("pod updates may not add or remove containers")),
+        "{err:?}"
+    );
 
     // Status subresource isolation.
     let p = pods

@@ -5,10 +5,11 @@ Kubernetes kinds ward-apiserver serves, as a table its codec reads.
 Usage, from anywhere in the repository (paths are the script's own):
     python3 apiserver/proto/generate.py            # write schema.rs
     python3 apiserver/proto/generate.py --check    # exit 1 if it differs
-    python3 apiserver/proto/generate.py --extract-go API_REPO APIMACHINERY_REPO
-        # rewrite go_omitempty.txt from clones (bare or not) of
-        # github.com/kubernetes/api and .../apimachinery holding the tags in
-        # RELEASES, and check json_names.txt against their json tags
+    python3 apiserver/proto/generate.py --extract-go
+        # rewrite go_omitempty.txt and go_always.txt from the Go
+        # modules k8s.io/api, apimachinery and apiextensions-apiserver at
+        # RELEASES' tags (`go mod download`: Go and its module proxy), and
+        # check json_names.txt against their json tags
 
 Inputs, every one pinned:
 - k8s-pb 0.9.0: prost messages generated from the generated.proto files of
@@ -33,6 +34,14 @@ Inputs, every one pinned:
   tags in RELEASES (`--extract-go`). Go marshals those to protobuf even
   when zero, and its JSON omits them; a pointer's zero (`replicas: 0`) is
   kept in both. Without this a decoded object would carry `"nodeName": ""`.
+- go_always.txt: which maps, lists and structs Go's JSON always writes,
+  from the same modules and apiextensions-apiserver's: a plain
+  (non-pointer) struct (`spec`, `template`, a CRD's `names`; omitempty
+  never leaves one out), and any field without `omitempty` (a pod's
+  `containers`, `null` when nil). Kubernetes' field manager compares
+  objects in that form, so a write that adds such a field does not own it
+  with a `.` entry of its own in `managedFields`, as it does a map, a list
+  or a pointer struct it adds.
 
 schema.rs's header names these inputs and carries an FNV-1a 64 digest of
 its body and the two data files; a Rust test (schema_types.rs) recomputes
@@ -67,6 +76,12 @@ ROOT = os.path.dirname(os.path.dirname(HERE))
 SCHEMA = os.path.join(ROOT, "apiserver/src/machinery/proto/schema.rs")
 NAMES = os.path.join(HERE, "json_names.txt")
 GO_DATA = os.path.join(HERE, "go_omitempty.txt")
+GO_ALWAYS = os.path.join(HERE, "go_always.txt")
+# The Go modules --extract-go reads: (module, folder of its API packages,
+# k8s-pb's prefix for them, whether its omitempty scalars are taken).
+GO_MODULES = [("k8s.io/api", "", "api", True),
+              ("k8s.io/apimachinery", "pkg", "apimachinery.pkg", True),
+              ("k8s.io/apiextensions-apiserver", "pkg", "apiextensions_apiserver.pkg", False)]
 DISCOVERY = os.path.join(ROOT, "apiserver/src/http/discovery.rs")
 
 PB = ("k8s-pb", "0.9.0")  # generated from Kubernetes v1.35.0's protos
@@ -252,17 +267,20 @@ def name_fields(messages, names, listed):
                        for s in stale))
 
 
-def read_go_data():
-    """go_omitempty.txt: {message: tags}, checked to be from RELEASES."""
-    text = open(GO_DATA).read()
+def read_go_data(path=GO_DATA):
+    """go_omitempty.txt or go_always.txt: {message: tags}, checked to
+    be from RELEASES."""
+    text = open(path).read()
+    name = os.path.basename(path)
     tags = re.search(r"^# tags: (.*)$", text, re.M)
     if tags is None or tags.group(1).split() != [t for _, _, t in RELEASES]:
-        fail("go_omitempty.txt is not from RELEASES' tags: run --extract-go")
+        fail(f"{name} is not from RELEASES' tags: run --extract-go")
     out = {}
     for line in text.splitlines():
         if line and not line.startswith("#"):
             message, *numbers = line.split()
-            out[message] = {int(n) for n in numbers}
+            # A tag may carry a letter: `s` for a plain struct (go_always.txt).
+            out[message] = {n if n[-1].isalpha() else int(n) for n in numbers}
     return out
 
 
@@ -274,7 +292,7 @@ def fnv1a64(parts):
     return f"{h:016x}"
 
 
-def render(messages, modules, omit):
+def render(messages, modules, omit, plain):
     """schema.rs: a header naming the inputs and the digest, then the body."""
     body = ["use super::schema_types::{Field, Message, Ty::*};\n\n",
             "/// Each API version's k8s-pb module (where its kinds' messages are).\n",
@@ -287,24 +305,30 @@ def render(messages, modules, omit):
         body.append(f'    Message {{ name: "{name}", fields: &[\n')
         for f in messages[name]:
             omit_zero = f["tag"] in omit.get(name, ())
+            tags = plain.get(name, ())
+            struct = f"{f['tag']}s" in tags
+            always = struct or f["tag"] in tags
             body.append(f'        Field {{ tag: {f["tag"]}, json: "{f["json"]}", ty: {f["ty"]}, '
                         f'repeated: {str(f["repeated"]).lower()}, '
-                        f'omit_zero: {str(omit_zero).lower()} }},\n')
+                        f'omit_zero: {str(omit_zero).lower()}, always: {str(always).lower()}, '
+                        f'plain_struct: {str(struct).lower()} }},\n')
         body.append("    ] },\n")
     body.append("];\n")
     body = "".join(body)
     releases = ", then ".join(r for r, _, _ in RELEASES)
     modules_used = ", then ".join(m for _, m, _ in RELEASES)
-    digest = fnv1a64([body, open(NAMES).read(), open(GO_DATA).read()])
+    digest = fnv1a64([body, open(NAMES).read(), open(GO_DATA).read(), open(GO_ALWAYS).read()])
     header = (
         "// @generated by apiserver/proto/generate.py; do not edit by hand: run it\n"
         f"// (`--check` compares). Inputs: k8s-pb {PB[1]} (tags, types: Kubernetes\n"
         f"// {RELEASES[-1][0]}'s protos), k8s-openapi {OPENAPI[1]} modules {modules_used} and\n"
         "// apiserver/proto/json_names.txt (JSON names), apiserver/proto/\n"
         "// go_omitempty.txt (Go's omitempty scalars, from k8s.io/api and\n"
-        f"// k8s.io/apimachinery of Kubernetes {releases}); each field from the\n"
-        "// first release that has it. The digest is FNV-1a 64 of this file after\n"
-        "// the header, then json_names.txt, then go_omitempty.txt:\n"
+        f"// k8s.io/apimachinery of Kubernetes {releases}) and go_always.txt\n"
+        "// (what Go's JSON always writes, apiextensions-apiserver's too); each field\n"
+        "// from the first release that has it. The digest is FNV-1a 64 of this\n"
+        "// file after the header, then json_names.txt, go_omitempty.txt and\n"
+        "// go_always.txt:\n"
         f"// digest: {digest}\n\n")
     return header + body
 
@@ -314,79 +338,123 @@ def generate():
     pb, openapi = crate_src(*PB), crate_src(*OPENAPI)
     messages, modules = parse_pb(pb)
     name_fields(messages, openapi_names(openapi), read_listed_names())
-    return render(messages, modules, read_go_data())
+    return render(messages, modules, read_go_data(), read_go_data(GO_ALWAYS))
 
 
-def go_structs(repo, tag, under, prefix):
-    """(module, lowercased struct) -> {protobuf tag: (json name, plain
-    scalar with omitempty)} of the hand-written Go files at `tag`."""
-    commit = subprocess.run(["git", "-C", repo, "rev-parse", f"{tag}^{{commit}}"],
-                            capture_output=True, text=True, check=True).stdout.strip()
+def go_module(module, tag):
+    """(folder, go.sum line hash) of Go module `module` at `tag`, downloaded
+    through Go's module proxy (or found in its cache)."""
+    try:
+        run = subprocess.run(["go", "mod", "download", "-json", f"{module}@{tag}"],
+                             capture_output=True, text=True)
+    except FileNotFoundError:
+        fail("--extract-go needs Go (the `go` command) and its module proxy")
+    info = json.loads(run.stdout or "{}")
+    if run.returncode != 0 or "Dir" not in info:
+        fail(f"go mod download {module}@{tag}: {info.get('Error') or run.stderr.strip()}")
+    return info["Dir"], info["Sum"]
+
+
+def go_structs(folder, under, prefix):
+    """(module, lowercased struct) -> {protobuf tag: (json name, plain type
+    with omitempty, omitempty, omitzero)} of the hand-written Go files in
+    `folder`/`under` (plain: not a pointer, slice or map)."""
     out = {}
-    archive = subprocess.Popen(["git", "-C", repo, "archive", "--format=tar", commit]
-                               + [under] * bool(under), stdout=subprocess.PIPE)
-    with tarfile.open(fileobj=archive.stdout, mode="r|") as tar:
-        for member in tar:
-            base = os.path.basename(member.name)
-            if (not member.isfile() or not base.endswith(".go")
-                    or base.endswith("_test.go") or "generated" in base):
+    root = os.path.join(folder, under)
+    for here, _, files in os.walk(root):
+        for base in files:
+            if (not base.endswith(".go") or base.endswith("_test.go")
+                    or "generated" in base):
                 continue
-            dirs = member.name.split("/")[:-1][len(under.split("/")) if under else 0:]
-            module = ".".join([prefix] + dirs)
-            for sm in GO_STRUCT_RE.finditer(tar.extractfile(member).read().decode()):
+            dirs = os.path.relpath(here, root).split(os.sep)
+            module = ".".join([prefix] + [d for d in dirs if d != "."])
+            with open(os.path.join(here, base)) as f:
+                source = f.read()
+            for sm in GO_STRUCT_RE.finditer(source):
                 fields = out.setdefault((module, sm.group(1).lower()), {})
                 for fm in GO_FIELD_RE.finditer(sm.group(2)):
                     proto = re.search(r'protobuf:"\w+,(\d+),', fm.group("tags"))
                     js = re.search(r'json:"([^",]*)([^"]*)"', fm.group("tags"))
                     if proto:
                         plain = not fm.group("ty").startswith(("*", "[", "map["))
-                        omitempty = bool(js) and "omitempty" in js.group(2)
+                        options = js.group(2) if js else ""
+                        omitempty = "omitempty" in options
                         fields[int(proto.group(1))] = (js.group(1) if js else None,
-                                                       plain and omitempty)
-    if archive.wait() != 0:
-        fail(f"git archive {tag} failed in {repo}")
-    return commit, out
+                                                       plain and omitempty,
+                                                       (plain, omitempty, "omitzero" in options))
+    return out
 
 
-def extract_go(api_repo, apimachinery_repo):
-    """Write go_omitempty.txt from the Go types at RELEASES' tags, and check
-    json_names.txt against their json tags."""
+def extract_go():
+    """Write go_omitempty.txt and go_always.txt from the Go types at
+    RELEASES' tags, and check json_names.txt against their json tags."""
     messages, _ = parse_pb(crate_src(*PB))
     releases, sources = [], []
     for release, _, tag in RELEASES:
-        api_commit, api = go_structs(api_repo, tag, "", "api")
-        am_commit, am = go_structs(apimachinery_repo, tag, "pkg", "apimachinery.pkg")
-        sources.append({**api, **am})
-        releases.append(f"#   Kubernetes {release}: k8s.io/api {tag} ({api_commit}),\n"
-                        f"#     k8s.io/apimachinery {tag} ({am_commit})\n")
-    lines, go_names = [], {}
+        source, omitting = {}, set()
+        line = f"#   Kubernetes {release}:"
+        for module, under, prefix, omitempty in GO_MODULES:
+            folder, digest = go_module(module, tag)
+            structs = go_structs(folder, under, prefix)
+            source.update(structs)
+            if omitempty:
+                omitting.update(structs)
+            line += f"\n#     {module} {tag} {digest}"
+        sources.append((source, omitting))
+        releases.append(line + "\n")
+    omit_lines, plain_lines, go_names = [], [], {}
     for name in sorted(messages):
         module, msg = name.rsplit(".", 1)
-        tags = []
+        key = (module, msg.lower())
+        omit, plain = [], []
         for f in messages[name]:
             # The first release whose Go struct has the field decides.
-            go = next((s[(module, msg.lower())][f["tag"]] for s in sources
-                       if f["tag"] in s.get((module, msg.lower()), {})), None)
+            go = next(((s[key][f["tag"]], key in o) for s, o in sources
+                       if f["tag"] in s.get(key, {})), None)
             if go is None:
                 continue
-            go_names[(name, f["name"])] = go[0]
-            if go[1] and f["ty"] in SCALARS.values() and not f["repeated"]:
-                tags.append(f["tag"])
-        if tags:
-            lines.append(f"{name} {' '.join(map(str, sorted(tags)))}\n")
+            (json_name, plain_omitempty, (plain_type, omitempty, omitzero)), omitting = go
+            go_names[(name, f["name"])] = json_name
+            single = not f["repeated"]
+            scalar = f["ty"] in SCALARS.values() and single
+            if omitting and plain_omitempty and scalar:
+                omit.append(f["tag"])
+            # Written whatever its value: a plain struct (omitempty never
+            # leaves one out) or anything without omitempty, unless
+            # omitzero leaves its zero out. Scalars hold no fields: left out.
+            struct = f["ty"].startswith("Message(") and single and plain_type
+            if not scalar and not omitzero and (struct or not omitempty):
+                plain.append((f["tag"], "s" if struct else ""))
+        if omit:
+            omit_lines.append(f"{name} {' '.join(map(str, sorted(omit)))}\n")
+        if plain:
+            plain_lines.append(f"{name} {' '.join(f'{t}{s}' for t, s in sorted(plain))}\n")
+    tags = f"# tags: {' '.join(t for _, _, t in RELEASES)}\n"
     with open(GO_DATA, "w") as out:
         out.write(
             "# The plain (non-pointer) Go scalar fields with `omitempty` of the\n"
             "# messages in apiserver/src/machinery/proto/schema.rs: a message (k8s-pb's name),\n"
             "# then those fields' protobuf tags. Go writes them to protobuf even when\n"
             "# zero and leaves them out of JSON. Taken by `generate.py --extract-go`\n"
-            "# from the Go types at these tags, each field from the first that has it\n"
-            "# (the served release, then the one k8s-pb's protos are from):\n"
-            + "".join(releases)
-            + f"# tags: {' '.join(t for _, _, t in RELEASES)}\n"
+            "# from the Go types of these modules, each field from the first that\n"
+            "# has it (the served release, then the one k8s-pb's protos are from):\n"
+            + "".join(releases) + tags
             + "# Messages from apiextensions-apiserver and kube-aggregator are not\n"
             + "# read: they keep their zeros.\n"
-            + "".join(lines))
+            + "".join(omit_lines))
+    with open(GO_ALWAYS, "w") as out:
+        out.write(
+            "# The maps, lists and structs Go's JSON always writes, of the messages\n"
+            "# in apiserver/src/machinery/proto/schema.rs: a message (k8s-pb's name),\n"
+            "# then those fields' protobuf tags: a plain (non-pointer) struct (`s`),\n"
+            "# which omitempty never leaves out (`{}` when empty), and a field without\n"
+            "# omitempty (`null` when nil). Kubernetes' field manager compares\n"
+            "# objects in that form, so a write that adds one owns no `.` entry for it.\n"
+            "# Taken by `generate.py --extract-go` from the Go types of these\n"
+            "# modules, each field from the first that has it:\n"
+            + "".join(releases) + tags
+            + "# Messages from kube-aggregator are not read.\n"
+            + "".join(plain_lines))
     wrong = [f"  {m} {f}: listed {j}, Go says {go_names[(m, f)]}"
              for (m, f), j in sorted(read_listed_names().items())
              if go_names.get((m, f)) not in (None, "", "-", j)]
@@ -396,8 +464,8 @@ def extract_go(api_repo, apimachinery_repo):
 
 def main():
     args = sys.argv[1:]
-    if args[:1] == ["--extract-go"] and len(args) == 3:
-        extract_go(args[1], args[2])
+    if args == ["--extract-go"]:
+        extract_go()
     elif args == ["--check"]:
         committed, fresh = open(SCHEMA).read(), generate()
         if fresh != committed:
@@ -413,7 +481,7 @@ def main():
         with open(SCHEMA, "w") as out:
             out.write(schema)
     else:
-        fail("usage: generate.py [--check | --extract-go API_REPO APIMACHINERY_REPO]")
+        fail("usage: generate.py [--check | --extract-go]")
 
 
 main()

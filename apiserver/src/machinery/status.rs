@@ -54,13 +54,16 @@ impl ApiError {
             .with_details(group, plural, name)
     }
 
-    /// 404 NotFound for a path nobody serves.
-    pub fn no_route(path: &str) -> Self {
-        Self::new(
+    /// 404 NotFound for a path nobody serves (kube-apiserver's words, which
+    /// do not name it).
+    pub fn no_route(_path: &str) -> Self {
+        let mut e = Self::new(
             404,
             "NotFound",
-            format!("the server could not find the requested resource ({path})"),
-        )
+            "the server could not find the requested resource",
+        );
+        e.details = Some(json!({}));
+        e
     }
 
     /// 401 Unauthorized, kube-apiserver's answer to a credential it does
@@ -74,13 +77,16 @@ impl ApiError {
         Self::new(403, "Forbidden", message)
     }
 
-    /// 405 MethodNotAllowed.
-    pub fn method_not_allowed(method: &str) -> Self {
-        Self::new(
+    /// 405 MethodNotAllowed (kube-apiserver's words, which do not name the
+    /// method).
+    pub fn method_not_allowed(_method: &str) -> Self {
+        let mut e = Self::new(
             405,
             "MethodNotAllowed",
-            format!("the server does not allow this method on the requested resource ({method})"),
-        )
+            "the server does not allow this method on the requested resource",
+        );
+        e.details = Some(json!({}));
+        e
     }
 
     /// 409 AlreadyExists.

@@ -363,7 +363,9 @@ pub const BUILTINS: &[Builtin] = &[
         true,
         &["limits"],
     ),
-    ("v1", "Namespace", "namespaces", false, true, true, &["ns"]),
+    // A namespace's spec (its finalizers) drives no metadata.generation:
+    // kube-apiserver gives a namespace none.
+    ("v1", "Namespace", "namespaces", false, true, false, &["ns"]),
     ("v1", "Node", "nodes", false, true, true, &["no"]),
     (
         "v1",

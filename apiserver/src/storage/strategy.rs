@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use crate::machinery::status::ApiError;
 use crate::machinery::validation;
+use crate::registry::fields;
 pub use crate::registry::kind::Subresource;
 use crate::registry::kind::{NameRule, Strategy, namespace_emptied};
 use crate::registry::resources::{ResourceInfo, StorageKey, builtin_resources};
@@ -53,9 +54,21 @@ pub fn check_subresource(
     old: &Value,
     new: &Value,
 ) -> Result<(), ApiError> {
-    info.strategy
-        .check_subresource(sub, old, new)
-        .map_err(|msg| ApiError::invalid(&info.group_kind(), name, msg))
+    let check = |new: &Value| {
+        info.strategy
+            .check_subresource(sub, old, new)
+            .map_err(|msg| ApiError::invalid(&info.group_kind(), name, msg))
+    };
+    if matches!(
+        sub,
+        Subresource::Main | Subresource::Status | Subresource::Scale
+    ) {
+        return check(new);
+    }
+    // Compared as stored: in Go's form, its plain structs written.
+    let mut new = new.clone();
+    fields::write_plain_structs(info, &mut new);
+    check(&new)
 }
 
 /// Validate an object's name and labels for its kind (422 on failure).
@@ -74,8 +87,27 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     })?;
     match &obj["metadata"]["labels"] {
         Value::Null => {}
-        Value::Object(m) => validation::validate_labels(m)
-            .map_err(|e| ApiError::invalid(&info.group_kind(), name, e))?,
+        Value::Object(m) if validation::validate_labels(m).is_ok() => {}
+        Value::Object(m) => {
+            // Every bad label, as kube-apiserver lists them.
+            let mut errs: Vec<String> = m
+                .iter()
+                .filter_map(|(k, v)| {
+                    let one = serde_json::Map::from_iter([(k.clone(), v.clone())]);
+                    validation::validate_labels(&one)
+                        .err()
+                        .map(|e| e.to_string())
+                })
+                .collect();
+            match errs.len() {
+                0 => {}
+                1 => return Err(ApiError::invalid(&info.group_kind(), name, errs.remove(0))),
+                _ => {
+                    let all = format!("[{}]", errs.join(", "));
+                    return Err(ApiError::invalid(&info.group_kind(), name, all));
+                }
+            }
+        }
         _ => {
             return Err(ApiError::bad_request(
                 "metadata.labels must be a map of string keys to string values",
@@ -123,19 +155,30 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     info.strategy.validate(obj)
 }
 
-/// Defaults and resets applied to a new object before it is stored.
-pub fn prepare_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
+/// Defaults and resets applied to a new object as it is decoded, before
+/// its `managedFields` are recorded: the writer owns what defaulting set.
+/// [`finish_create`] comes after.
+pub fn prepare_create(info: &ResourceInfo, obj: &mut Value) {
     if info.status_subresource
         && !info.strategy.status_on_create()
         && let Some(m) = obj.as_object_mut()
     {
         m.remove("status");
     }
-    info.strategy.prepare_create(obj, now);
     if let Some(m) = obj["metadata"].as_object_mut() {
         m.remove("selfLink");
     }
     info.strategy.default(obj);
+    fields::write_plain_structs(info, obj);
+}
+
+/// What kube-apiserver's admission plugins and its strategy's
+/// `PrepareForCreate` set on a new object after its `managedFields` are
+/// recorded (nobody owns them): a pod's status and priority, a
+/// namespace's finalizer.
+pub fn finish_create(info: &ResourceInfo, obj: &mut Value, now: &str) {
+    info.strategy.prepare_create(obj, now);
+    fields::write_plain_structs(info, obj);
 }
 
 /// A custom resource's schema pass over the object a write is about to
@@ -187,6 +230,7 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
             }
             info.strategy.prepare_update(old, &mut new);
             info.strategy.default(&mut new);
+            fields::write_plain_structs(info, &mut new);
             new
         }
         Subresource::Status | Subresource::EphemeralContainers | Subresource::Approval => {
@@ -198,6 +242,7 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
             if let Some(mf) = new["metadata"].get("managedFields") {
                 out["metadata"]["managedFields"] = mf.clone();
             }
+            fields::write_plain_structs(info, &mut out);
             out
         }
     }

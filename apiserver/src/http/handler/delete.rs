@@ -39,6 +39,16 @@ fn admitted_delete(
     request_name: &str,
     spec: &DeleteSpec,
 ) -> Result<Deleted, ApiError> {
+    if let Some(why) = t.info.strategy.undeletable(name) {
+        let plural = &t.info.plural;
+        return Err(
+            ApiError::forbidden(format!("{plural} {name:?} is forbidden: {why}")).with_details(
+                &t.info.group,
+                plural,
+                name,
+            ),
+        );
+    }
     if !req.admission.active() {
         return req.state.store.delete(&t.info, ns, name, spec);
     }

@@ -119,6 +119,32 @@ where
             "only the following media types are accepted: application/json, application/yaml (custom resources have no protobuf form)",
         ));
     }
+    // An object or a collection in no media type it is served in: 406
+    // before anything acts, in kube-apiserver's words (a subresource such
+    // as a pod's log answers text of its own).
+    if let Some(rp) = resource_path
+        && rp.sub.is_none_or(|s| matches!(s, "status" | "scale"))
+        && let Some(accept) = parts
+            .headers
+            .get(header::ACCEPT)
+            .and_then(|a| a.to_str().ok())
+        && !crate::machinery::proto::acceptable(accept)
+    {
+        let builtin = state
+            .registry
+            .get(rp.group, rp.version, rp.plural)
+            .is_none_or(|info| info.builtin);
+        let mut e = ApiError::not_acceptable(format!(
+            "406: Not Acceptable\n\nAvailable representations: application/json, application/yaml{}",
+            if builtin {
+                ", application/vnd.kubernetes.protobuf"
+            } else {
+                ""
+            }
+        ));
+        e.details = Some(serde_json::json!({}));
+        return error_response(&e);
+    }
     let user = match access::admit(
         &state,
         &parts.extensions,

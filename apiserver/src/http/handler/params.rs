@@ -75,10 +75,14 @@ impl Query {
     pub(super) fn int(&self, key: &str) -> Result<Option<i64>, ApiError> {
         self.first(key)
             .map(|v| {
-                v.parse::<i64>().map_err(|_| {
-                    ApiError::bad_request(format!(
-                        "invalid value for {key}: {v:?}: must be an integer"
-                    ))
+                // Go's strconv words it (kube-apiserver's query decoding).
+                v.parse::<i64>().map_err(|e| {
+                    let why = match e.kind() {
+                        std::num::IntErrorKind::PosOverflow
+                        | std::num::IntErrorKind::NegOverflow => "value out of range",
+                        _ => "invalid syntax",
+                    };
+                    ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: {why}"))
                 })
             })
             .transpose()

@@ -127,7 +127,9 @@ fn write(
             }
             let mut new = strategy::prepare_update(&t.info, Subresource::Main, old, new);
             strategy::admit(&t.info, Some(old), &mut new)?;
-            patch::record_update(Some(old), &mut new, &manager, &now, &av, Some("scale"));
+            if patch::tracks_update(old, &new) {
+                patch::record_update(Some(old), &mut new, &manager, &now, &av, Some("scale"));
+            }
             Ok(new)
         })?;
     if opts.commit == Commit::Store {

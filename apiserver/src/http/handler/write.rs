@@ -201,7 +201,7 @@ pub(super) fn create_object(
     }
     strategy::validate(&t.info, obj)?;
     let now = req.now();
-    strategy::prepare_create(&t.info, obj, &now);
+    strategy::prepare_create(&t.info, obj);
     strategy::admit(&t.info, None, obj)?;
     if let Some(e) = Escalation::for_write(req.state, &req.user, &t.info.group, &t.info.plural) {
         e.check(&t.info.plural, obj)?;
@@ -209,6 +209,7 @@ pub(super) fn create_object(
     if obj["metadata"].get("managedFields").is_none() {
         patch::record_update(None, obj, manager, &now, &t.info.api_version(), None);
     }
+    strategy::finish_create(&t.info, obj, &now);
     let name = obj["metadata"]["name"]
         .as_str()
         .unwrap_or_default()
@@ -284,7 +285,9 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
                 new["metadata"]["managedFields"] = mf.clone();
             }
             let sub = t.sub.name();
-            patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
+            if patch::tracks_update(old, &new) {
+                patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
+            }
             req.admission.validate(&at, Some(old), Some(&new))?;
             storage_form(req, t, new)
         })?;
@@ -406,11 +409,11 @@ fn go_map(v: &Value) -> String {
 pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let name = t.name.as_deref().unwrap_or_default().to_string();
     let ct = req.header(header::CONTENT_TYPE);
+    // kube-apiserver's words for a patch type nobody serves.
     let kind = PatchKind::from_content_type(ct).ok_or_else(|| {
-        ApiError::unsupported_media_type(format!(
-            "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/apply-patch+yaml{} (got {ct:?})",
-            if t.info.builtin { ", application/strategic-merge-patch+json" } else { "" }
-        ))
+        let mut e = ApiError::unsupported_media_type("415: Unsupported Media Type");
+        e.details = Some(serde_json::json!({}));
+        e
     })?;
     if kind == PatchKind::Strategic && !t.info.builtin {
         return Err(ApiError::unsupported_media_type(
@@ -485,7 +488,9 @@ pub(super) fn patch(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
                 e.check(&t.info.plural, &new)?;
             }
             allocate(held.as_ref(), &name, Some(old), &mut new)?;
-            patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
+            if patch::tracks_update(old, &new) {
+                patch::record_update(Some(old), &mut new, &manager, &now, &av, sub);
+            }
             req.admission.validate(&at, Some(old), Some(&new))?;
             storage_form(req, t, new)
         })?;

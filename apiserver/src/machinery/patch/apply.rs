@@ -71,11 +71,17 @@ fn check_applied(
             "the applied configuration must be an object".into(),
         ));
     };
-    text(body.get("apiVersion")).ok_or_else(|| missing("apiVersion"))?;
+    let body_version = text(body.get("apiVersion")).ok_or_else(|| missing("apiVersion"))?;
     let body_kind = text(body.get("kind")).ok_or_else(|| missing("kind"))?;
     if !kind.is_empty() && body_kind != kind {
+        // kube-apiserver's words: the body's group/version and kind.
+        let gv = if body_version.contains('/') {
+            body_version.to_string()
+        } else {
+            format!("/{body_version}")
+        };
         return Err(PatchError::Malformed(format!(
-            "the kind {body_kind:?} in the applied configuration does not match {kind:?}"
+            "invalid object type: {gv}, Kind={body_kind}"
         )));
     }
     let meta = match body.entry("metadata").or_insert(Value::Null) {

@@ -30,7 +30,7 @@ pub(super) struct FieldSet(pub(super) BTreeMap<String, FieldSet>);
 static EMPTY: FieldSet = FieldSet(BTreeMap::new());
 
 impl FieldSet {
-    fn from_json(v: &Value, depth: usize) -> FieldSet {
+    pub(super) fn from_json(v: &Value, depth: usize) -> FieldSet {
         match v {
             Value::Object(m) if depth < strategic::MAX_DEPTH => FieldSet(
                 m.iter()
@@ -41,7 +41,7 @@ impl FieldSet {
         }
     }
 
-    fn to_json(&self) -> Value {
+    pub(super) fn to_json(&self) -> Value {
         Value::Object(
             self.0
                 .iter()
@@ -116,10 +116,11 @@ impl FieldSet {
         }
     }
 
-    /// Keeps only the paths that also exist in `existing`.
+    /// Keeps only the paths that also exist in `existing` (and the `.` of a
+    /// node that exists: an `Update` that added it owns it).
     fn retain_existing(&mut self, existing: &FieldSet) {
         self.0.retain(|k, c| match existing.0.get(k) {
-            None => false,
+            None => k == "." && c.is_empty(),
             Some(e) if e.is_empty() => {
                 *c = FieldSet::default();
                 true
@@ -291,7 +292,8 @@ fn key_matches(item: &Value, key: &Map<String, Value>) -> bool {
     key.iter().all(|(k, v)| item.get(k) == Some(v))
 }
 
-fn child<'v>(v: &'v Value, seg: &str) -> Option<&'v Value> {
+/// The value at segment `seg` (`f:`, `k:`, `v:` or `i:`) of `v`.
+pub(super) fn child<'v>(v: &'v Value, seg: &str) -> Option<&'v Value> {
     match decode(seg)? {
         Seg::Field(f) => v.as_object()?.get(&f),
         Seg::Key(k) => v.as_array()?.iter().find(|i| key_matches(i, &k)),
@@ -465,6 +467,18 @@ pub(super) fn parse_entries(managed: Option<&Value>) -> Vec<Entry> {
         .collect()
 }
 
+/// Sorts `managedFields` entries as kube-apiserver writes them: by
+/// operation (`Apply` first), time, manager, apiVersion, subresource.
+pub(super) fn sort_entries(list: &mut [Value]) {
+    let key = |e: &Value| {
+        let f = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+        ["operation", "time", "manager", "apiVersion", "subresource"].map(f)
+    };
+    if !list.is_sorted_by_key(key) {
+        list.sort_by_cached_key(key);
+    }
+}
+
 /// Drops stale paths and empty entries, then stores the entries in
 /// `obj.metadata.managedFields` (removing the key when none are left).
 pub(super) fn write_entries(obj: &mut Value, entries: Vec<Entry>) {
@@ -486,6 +500,7 @@ pub(super) fn write_entries(obj: &mut Value, entries: Vec<Entry>) {
         }
         out.push(e.raw);
     }
+    sort_entries(&mut out);
     let Value::Object(root) = obj else { return };
     if out.is_empty() {
         if let Some(Value::Object(meta)) = root.get_mut("metadata") {

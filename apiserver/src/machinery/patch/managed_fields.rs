@@ -12,8 +12,10 @@
 
 use serde_json::{Map, Value};
 
+use super::added::as_go_compares;
 use super::fieldset::{
-    Entry, FieldSet, changed_fields, excluded, list_fields, parse_entries, write_entries,
+    Entry, FieldSet, changed_fields, excluded, list_fields, parse_entries, sort_entries,
+    write_entries,
 };
 use super::strategic::{self, Path};
 
@@ -28,7 +30,8 @@ use super::strategic::{self, Path};
 /// carries a `managedFields` list different from `old`'s, the client's list
 /// is used as the starting point (as Kubernetes allows). Unlike Kubernetes,
 /// one entry per manager is kept regardless of `apiVersion` (it is updated to
-/// `api_version`). Does nothing when `new` is not an object.
+/// `api_version`). Does nothing when `new` is not an object. See
+/// [`tracks_update`] for when kube-apiserver records one at all.
 pub fn record_update(
     old: Option<&Value>,
     new: &mut Value,
@@ -40,7 +43,8 @@ pub fn record_update(
     let Value::Object(new_map) = &*new else {
         return;
     };
-    let changed = changed_fields(old.and_then(Value::as_object), new_map, &Path::ROOT);
+    let mut changed = changed_fields(old.and_then(Value::as_object), new_map, &Path::ROOT);
+    as_go_compares(&mut changed, old, new, api_version);
     let writer = Writer {
         manager,
         now,
@@ -50,6 +54,19 @@ pub fn record_update(
     if !writer.in_place(new, &changed) {
         writer.general(old, new, &changed);
     }
+}
+
+/// Whether kube-apiserver records an update of `old` to `new` in
+/// `managedFields` (its `skipNonAppliedManager`): not when the object
+/// tracks none (created with nothing to own) and the client sent none.
+#[must_use]
+pub fn tracks_update(old: &Value, new: &Value) -> bool {
+    let none = |v: &Value| {
+        v.pointer("/metadata/managedFields")
+            .and_then(Value::as_array)
+            .is_none_or(Vec::is_empty)
+    };
+    !(none(old) && none(new))
 }
 
 /// Who records an update, and when.
@@ -83,6 +100,10 @@ impl Writer<'_> {
         {
             e.insert("apiVersion".to_string(), self.api_version.into());
             e.insert("time".to_string(), self.now.into());
+            // A later time may move the entry among the others.
+            if let Some(Value::Array(list)) = new.pointer_mut("/metadata/managedFields") {
+                sort_entries(list);
+            }
         }
         true
     }
@@ -188,7 +209,8 @@ fn owns_existing(
             return false;
         }
         let Some(f) = k.strip_prefix("f:") else {
-            return false;
+            // The node itself, owned by the update that added it.
+            return k == "." && c.is_empty();
         };
         let Some(v) = m.get(f).filter(|v| !v.is_null() && !excluded(path, f)) else {
             return false;
@@ -229,6 +251,9 @@ fn has_fields(m: &Map<String, Value>, path: &Path) -> bool {
 fn retained(fields: &Map<String, Value>, existing: &FieldSet, depth: usize) -> bool {
     !existing.is_empty()
         && fields.iter().all(|(k, c)| {
+            if k == "." {
+                return c.as_object().is_some_and(Map::is_empty);
+            }
             let (Value::Object(c), Some(e)) = (c, existing.0.get(k)) else {
                 return false;
             };
@@ -451,17 +476,19 @@ mod tests {
             "metadata": {"name": "c", "uid": "u", "labels": {"a": "1"}}, "data": {"x": "1", "y": "2"}});
         record_update(None, &mut created, "creator", NOW, "v1", None);
         assert_eq!(entry(&created, "creator").unwrap()["operation"], "Update");
-        let want =
-            json!({"f:metadata": {"f:labels": {"f:a": {}}}, "f:data": {"f:x": {}, "f:y": {}}});
+        // The maps it made are its own too (`.`), as kube-apiserver says.
+        let want = json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+            "f:data": {".": {}, "f:x": {}, "f:y": {}}});
         assert_eq!(fields(&created, "creator"), want);
         let mut updated = created.clone();
         updated["data"] = json!({"x": "changed", "z": "3"});
         record_update(Some(&created), &mut updated, "editor", LATER, "v1", None);
-        let want = json!({"f:metadata": {"f:labels": {"f:a": {}}}});
+        let want = json!({"f:metadata": {"f:labels": {".": {}, "f:a": {}}},
+            "f:data": {".": {}}});
         assert_eq!(
             fields(&updated, "creator"),
             want,
-            "changed field moved, removed one dropped"
+            "changed field moved, removed one dropped, the map still its own"
         );
         assert_eq!(
             fields(&updated, "editor"),
@@ -484,9 +511,10 @@ mod tests {
         let list = st["metadata"]["managedFields"].as_array().unwrap();
         let status_entry = list.iter().find(|e| e["subresource"] == "status").unwrap();
         assert_eq!(status_entry["manager"], "editor");
+        // A status the old object lacked (no Go type has it here: added).
         assert_eq!(
             status_entry["fieldsV1"],
-            json!({"f:status": {"f:phase": {}}})
+            json!({"f:status": {".": {}, "f:phase": {}}})
         );
     }
 }

@@ -9,6 +9,7 @@
 //! (Over 800 lines only by its unit tests, which cover every patch type's
 //! edge cases against the real server's answers; the code is 235 lines.)
 
+mod added;
 mod apply;
 mod fieldset;
 mod managed_fields;
@@ -16,7 +17,7 @@ mod path;
 mod strategic;
 
 pub use apply::{ApplyOptions, parse_applied, server_side_apply};
-pub use managed_fields::record_update;
+pub use managed_fields::{record_update, tracks_update};
 pub use strategic::apply_strategic_merge_patch;
 pub(crate) use strategic::{ListStrategy, named_strategy};
 
@@ -613,7 +614,10 @@ spec:
             "f:spec": {"f:template": {"f:spec": {"f:containers": {
                 "k:{\"name\":\"nginx\"}": {".": {}, "f:name": {}, "f:image": {}}}}}}});
         assert_eq!(fields(&obj, "kubectl"), want);
-        let want = json!({"f:metadata": {"f:annotations": {"f:note": {}}}, "f:status": {"f:replicas": {}}});
+        // The annotations it added are its own (`.`); status, a plain Go
+        // struct, every Deployment has.
+        let want = json!({"f:metadata": {"f:annotations": {".": {}, "f:note": {}}},
+            "f:status": {"f:replicas": {}}});
         assert_eq!(fields(&obj, "controller"), want);
     }
 

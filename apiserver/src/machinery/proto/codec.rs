@@ -454,6 +454,8 @@ pub(super) fn encode_message(
                     },
                     repeated: false,
                     omit_zero: false,
+                    always: false,
+                    plain_struct: false,
                 };
                 for (k, item) in map {
                     let mut entry = Vec::new();

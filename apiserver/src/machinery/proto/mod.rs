@@ -107,6 +107,25 @@ pub enum Wants {
     },
 }
 
+/// Whether an `Accept` header takes anything an object is served in:
+/// JSON, YAML or protobuf (with parameters or not), or any type.
+#[must_use]
+pub fn acceptable(accept: &str) -> bool {
+    accept.split(',').any(|r| {
+        let essence = r.split(';').next().unwrap_or("").trim();
+        essence.is_empty()
+            || [
+                "application/json",
+                "application/yaml",
+                MEDIA_TYPE,
+                "*/*",
+                "application/*",
+            ]
+            .iter()
+            .any(|t| essence.eq_ignore_ascii_case(t))
+    })
+}
+
 /// Read an `Accept` header (`application/vnd.kubernetes.protobuf,application/json`).
 #[must_use]
 pub fn wants(accept: &str) -> Wants {

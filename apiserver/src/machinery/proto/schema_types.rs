@@ -12,9 +12,11 @@ pub(crate) struct Message {
 }
 
 /// A field: its tag, JSON name (empty for a Go embedded struct, whose
-/// fields JSON inlines into the parent), type, repetition, and whether it
-/// is a plain Go scalar with `omitempty` (zero means unset: Go writes it
-/// to protobuf anyway, its JSON omits it).
+/// fields JSON inlines into the parent), type, repetition, whether it is a
+/// plain Go scalar with `omitempty` (zero means unset: Go writes it to
+/// protobuf anyway, its JSON omits it), whether Go's JSON always writes it
+/// (`always`: a plain struct, or a field without omitempty, `null` when
+/// nil), and whether it is a plain struct (`{}` when empty).
 #[derive(Debug)]
 pub(crate) struct Field {
     pub tag: u32,
@@ -22,6 +24,8 @@ pub(crate) struct Field {
     pub ty: Ty,
     pub repeated: bool,
     pub omit_zero: bool,
+    pub always: bool,
+    pub plain_struct: bool,
 }
 
 /// A field's type as the wire carries it.
@@ -126,8 +130,8 @@ mod tests {
     }
 
     /// schema.rs is what generate.py wrote from the committed data: its
-    /// header's digest is FNV-1a 64 of its body, then json_names.txt, then
-    /// go_omitempty.txt, as generate.py computes it.
+    /// header's digest is FNV-1a 64 of its body, then json_names.txt,
+    /// go_omitempty.txt and go_always.txt, as generate.py computes it.
     #[test]
     fn the_schema_is_as_generated() {
         let schema = include_str!("schema.rs");
@@ -138,6 +142,7 @@ mod tests {
             body,
             include_str!("../../../proto/json_names.txt"),
             include_str!("../../../proto/go_omitempty.txt"),
+            include_str!("../../../proto/go_always.txt"),
         ] {
             for b in part.bytes() {
                 h = (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3);

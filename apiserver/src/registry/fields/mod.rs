@@ -20,6 +20,7 @@
 //! FieldsV1…) left unchecked inside, as kube-apiserver leaves them.
 //! Custom resources: see [`prune_unknown`].
 
+mod go_zero;
 mod prune;
 mod shape;
 mod strict;
@@ -29,6 +30,13 @@ use serde_json::Value;
 use crate::registry::resources::ResourceInfo;
 use shape::Shape;
 pub(crate) use shape::has_type_meta;
+
+/// Give a built-in object every plain struct its Go type has, `{}` where
+/// absent, as kube-apiserver stores and answers it (a Deployment's
+/// `status`, a container's `resources`); nothing for a custom resource.
+pub fn write_plain_structs(info: &ResourceInfo, obj: &mut Value) {
+    go_zero::write_plain_structs(&info.api_version(), &info.kind, obj);
+}
 
 /// What a write does with unknown and duplicate fields: the
 /// `fieldValidation` query parameter.

@@ -110,7 +110,7 @@ fn field_of(msg: &'static Message, key: &str) -> Option<Shape> {
 
 /// The message behind a message-typed field whose JSON is an object of
 /// fields; None for the types Go decodes on their own.
-fn object_message(name: &str) -> Option<&'static Message> {
+pub(super) fn object_message(name: &str) -> Option<&'static Message> {
     if is_opaque(name) {
         return None;
     }

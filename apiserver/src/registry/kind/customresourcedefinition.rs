@@ -38,6 +38,15 @@ impl KindStrategy for CustomResourceDefinition {
 
     fn default(&self, obj: &mut Value) {
         crate::conversion::default(obj);
+        // `SetDefaults_CustomResourceDefinitionSpec`'s names.
+        let names = &mut obj["spec"]["names"];
+        if let Some(kind) = names["kind"].as_str().filter(|k| !k.is_empty()) {
+            let (singular, list) = (kind.to_lowercase(), format!("{kind}List"));
+            if let Some(n) = names.as_object_mut() {
+                n.entry("singular").or_insert_with(|| singular.into());
+                n.entry("listKind").or_insert_with(|| list.into());
+            }
+        }
     }
 
     fn prepare_create(&self, obj: &mut Value, now: &str) {

@@ -26,6 +26,11 @@ impl KindStrategy for Namespace {
     fn prepare_create(&self, obj: &mut Value, _now: &str) {
         obj["spec"] = json!({"finalizers": [FINALIZER]});
         obj["status"] = json!({"phase": "Active"});
+    }
+
+    /// `SetDefaults_Namespace`: the name as a label, on every write (the
+    /// writer owns it, as it owns every default).
+    fn default(&self, obj: &mut Value) {
         let name = obj["metadata"]["name"].clone();
         let labels = obj["metadata"]
             .as_object_mut()
@@ -39,6 +44,11 @@ impl KindStrategy for Namespace {
         &[
             "create", "delete", "get", "list", "patch", "update", "watch",
         ]
+    }
+
+    fn undeletable(&self, name: &str) -> Option<&'static str> {
+        matches!(name, "default" | "kube-system" | "kube-public")
+            .then_some("this namespace may not be deleted")
     }
 
     fn delete_finalizers(&self) -> &'static [&'static str] {

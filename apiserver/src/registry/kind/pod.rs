@@ -22,10 +22,18 @@ impl KindStrategy for Pod {
 
     fn prepare_create(&self, obj: &mut Value, _now: &str) {
         obj["status"] = json!({"phase": "Pending", "qosClass": "BestEffort"});
+        if let Some(s) = obj.get_mut("spec").filter(|s| s.is_object()) {
+            priority(s);
+            default_toleration_seconds(s);
+        }
     }
 
     fn default(&self, obj: &mut Value) {
         spec(obj, pod_spec);
+        // `SetDefaults_Pod`'s, not the spec's: a template leaves it out.
+        if let Some(s) = obj.get_mut("spec") {
+            or(s, "enableServiceLinks", json!(true));
+        }
     }
 
     fn subresources(&self) -> &'static [ServedSubresource] {
@@ -52,9 +60,13 @@ impl KindStrategy for Pod {
         &["log", "exec", "attach", "portforward", "proxy"]
     }
 
-    /// Ephemeral containers are only added (each with a name and an image,
+    /// An update keeps the pod's containers ([`same_containers`]);
+    /// ephemeral containers are only added (each with a name and an image,
     /// names unique in the pod), never changed or removed.
     fn check_subresource(&self, sub: Subresource, old: &Value, new: &Value) -> Result<(), String> {
+        if sub == Subresource::Main {
+            return same_containers(old, new);
+        }
         if sub != Subresource::EphemeralContainers {
             return Ok(());
         }
@@ -186,8 +198,27 @@ impl KindStrategy for Pod {
         ]
     }
 
+    /// kube-apiserver's pod fields (`pod.ToSelectableFields`).
     fn selectable_fields(&self) -> &'static [&'static str] {
-        &["spec.nodeName", "status.phase"]
+        &[
+            "spec.nodeName",
+            "spec.restartPolicy",
+            "spec.schedulerName",
+            "spec.serviceAccountName",
+            "spec.hostNetwork",
+            "status.phase",
+            "status.podIP",
+            "status.nominatedNodeName",
+        ]
+    }
+
+    /// `spec.hostNetwork` is `false` when absent (a Go bool).
+    fn field_value<'a>(&self, obj: &'a Value, path: &str) -> &'a Value {
+        const FALSE: &Value = &Value::Bool(false);
+        match super::strategy::field_at(obj, path) {
+            Value::Null if path == "spec.hostNetwork" => FALSE,
+            v => v,
+        }
     }
 }
 
@@ -205,7 +236,6 @@ fn pod_spec(spec: &mut Value) {
     or(spec, "terminationGracePeriodSeconds", json!(30));
     or(spec, "securityContext", json!({}));
     or(spec, "schedulerName", json!("default-scheduler"));
-    or(spec, "enableServiceLinks", json!(true));
     for list in ["initContainers", "containers", "ephemeralContainers"] {
         for c in each(spec, list) {
             container(c);
@@ -232,6 +262,75 @@ fn container(c: &mut Value) {
     }
     for p in each(c, "ports") {
         or(p, "protocol", json!("TCP"));
+    }
+}
+
+/// A pod's containers are fixed once it exists: an update may change
+/// their images, never add or remove one (kube-apiserver's
+/// `ValidatePodUpdate`; the rest of what it forbids is not checked).
+fn same_containers(old: &Value, new: &Value) -> Result<(), String> {
+    for list in ["containers", "initContainers"] {
+        let names = |v: &Value| -> Vec<Value> {
+            v["spec"][list]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .map(|c| c["name"].clone())
+                .collect()
+        };
+        if names(old) != names(new) {
+            return Err(format!(
+                "spec.{list}: Forbidden: pod updates may not add or remove containers"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// kube-apiserver's `Priority` admission plugin (on by default), for a pod
+/// that names no PriorityClass or a built-in one: its priority from the
+/// class (0 without one: ward-apiserver serves no PriorityClass, so no
+/// global default exists), preempting lower priorities. A pod naming
+/// another class is left as it is (kube-apiserver reads the class, or
+/// refuses the pod when there is none; docs/apiserver.md).
+fn priority(spec: &mut Value) {
+    let value = match spec["priorityClassName"].as_str().unwrap_or_default() {
+        "" => 0,
+        "system-node-critical" => 2_000_001_000,
+        "system-cluster-critical" => 2_000_000_000,
+        _ => return,
+    };
+    or(spec, "priority", json!(value));
+    or(spec, "preemptionPolicy", json!("PreemptLowerPriority"));
+}
+
+/// kube-apiserver's `DefaultTolerationSeconds` admission plugin (on by
+/// default): a pod that tolerates neither taint gets 300 s of the
+/// `not-ready` and `unreachable` NoExecute taints a node controller puts
+/// on a node it lost.
+fn default_toleration_seconds(spec: &mut Value) {
+    for key in [
+        "node.kubernetes.io/not-ready",
+        "node.kubernetes.io/unreachable",
+    ] {
+        let tolerated = spec["tolerations"].as_array().is_some_and(|ts| {
+            ts.iter().any(|t| {
+                let effect = t["effect"].as_str().unwrap_or_default();
+                let k = t["key"].as_str().unwrap_or_default();
+                let exists = t["operator"].as_str() == Some("Exists");
+                (effect.is_empty() || effect == "NoExecute")
+                    && (k == key || (k.is_empty() && exists))
+            })
+        });
+        if tolerated {
+            continue;
+        }
+        let toleration = json!({"key": key, "operator": "Exists", "effect": "NoExecute",
+            "tolerationSeconds": 300});
+        match spec.get_mut("tolerations").and_then(Value::as_array_mut) {
+            Some(ts) => ts.push(toleration),
+            None => spec["tolerations"] = json!([toleration]),
+        }
     }
 }
 
@@ -349,6 +448,43 @@ fn gates_cell(pod: &Value) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_created_pod_gets_what_the_default_admission_plugins_give() {
+        let mut bare = json!({"spec": {"containers": [{"name": "a"}]}});
+        Pod.prepare_create(&mut bare, "");
+        let spec = &bare["spec"];
+        assert_eq!(spec["priority"], 0);
+        assert_eq!(spec["preemptionPolicy"], "PreemptLowerPriority");
+        let keys: Vec<_> = spec["tolerations"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|t| {
+                assert_eq!(
+                    (&t["effect"], &t["tolerationSeconds"]),
+                    (&json!("NoExecute"), &json!(300))
+                );
+                t["key"].as_str().unwrap()
+            })
+            .collect();
+        assert_eq!(
+            keys,
+            [
+                "node.kubernetes.io/not-ready",
+                "node.kubernetes.io/unreachable"
+            ]
+        );
+        // Tolerating every taint, or naming a class of its own: left alone.
+        let mut own = json!({"spec": {"priorityClassName": "high",
+            "tolerations": [{"operator": "Exists"}]}});
+        Pod.prepare_create(&mut own, "");
+        assert_eq!(
+            own["spec"],
+            json!({"priorityClassName": "high",
+            "tolerations": [{"operator": "Exists"}]})
+        );
+    }
 
     #[test]
     fn the_pod_table_reads_as_kubectl_prints_it() {

@@ -3,8 +3,10 @@
 
 use serde_json::{Value, json};
 
+use super::configmap::config_keys;
 use super::fill::or;
 use super::strategy::{Column, KindStrategy};
+use crate::machinery::status::ApiError;
 
 /// The Secret kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -13,6 +15,10 @@ pub struct Secret;
 impl KindStrategy for Secret {
     fn name(&self) -> &'static str {
         "Secret"
+    }
+
+    fn validate(&self, obj: &Value) -> Result<(), ApiError> {
+        config_keys(obj, "Secret", &["data", "stringData"])
     }
 
     /// Besides the type, kube's conversion of a v1 Secret: each

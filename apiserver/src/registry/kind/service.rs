@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::fill::{each, or, spec};
 use super::strategy::{KindStrategy, NameRule};
+use crate::machinery::status::ApiError;
 
 /// The Service kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -38,6 +39,33 @@ impl KindStrategy for Service {
                 or(p, "targetPort", port);
             }
         });
+    }
+
+    /// Ports in range; a port's `targetPort` defaults to it, and is
+    /// checked as defaulted.
+    fn validate(&self, obj: &Value) -> Result<(), ApiError> {
+        let mut errs = Vec::new();
+        let ports = obj["spec"]["ports"].as_array().into_iter().flatten();
+        for (i, p) in ports.enumerate() {
+            let target = p.get("targetPort").unwrap_or(&p["port"]);
+            for (field, v) in [("port", &p["port"]), ("targetPort", target)] {
+                if let Some(n) = v.as_i64().filter(|n| !(1..=65535).contains(n)) {
+                    errs.push(format!(
+                        "spec.ports[{i}].{field}: Invalid value: {n}: must be between 1 and 65535, inclusive"
+                    ));
+                }
+            }
+        }
+        if errs.is_empty() {
+            return Ok(());
+        }
+        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+        let msg = if errs.len() == 1 {
+            errs.remove(0)
+        } else {
+            format!("[{}]", errs.join(", "))
+        };
+        Err(ApiError::invalid("Service", name, msg))
     }
 
     fn allocates(&self) -> bool {

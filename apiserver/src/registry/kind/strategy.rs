@@ -213,6 +213,14 @@ pub trait KindStrategy: Send + Sync + 'static {
         0
     }
 
+    /// Why the object named `name` may never be deleted (kube-apiserver's
+    /// `NamespaceLifecycle` admission keeps `default`, `kube-system` and
+    /// `kube-public`): the DELETE is refused, 403.
+    fn undeletable(&self, name: &str) -> Option<&'static str> {
+        let _ = name;
+        None
+    }
+
     /// Finalizers every delete of the kind's objects adds.
     fn delete_finalizers(&self) -> &'static [&'static str] {
         &[]

@@ -85,6 +85,14 @@ pub(super) fn parse_checked(
     directive: FieldValidation,
 ) -> Result<(Value, Vec<String>), ApiError> {
     let mut v = parse_body_of(req, t.info.builtin)?;
+    // Go's decoding refuses a value its type cannot hold before anything
+    // else is looked at.
+    if let Some(e) = fields::type_error(&t.info, api_version, kind, &v) {
+        let version = api_version.rsplit('/').next().unwrap_or(api_version);
+        return Err(ApiError::bad_request(format!(
+            "{kind} in version {version:?} cannot be handled as a {kind}: {e}"
+        )));
+    }
     let json = is_json(req).then_some(&req.body[..]);
     let errs = fields::object_errors(&t.info, api_version, kind, json, &mut v, directive);
     if errs.is_empty() {

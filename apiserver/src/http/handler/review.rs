@@ -15,9 +15,11 @@ use http::{Method, StatusCode};
 use serde_json::{Value, json};
 
 use super::body::parse_body;
+use super::params::{WriteOptions, WriteVerb};
 use super::request::Req;
 use super::response::{Resp, json_response};
 use crate::auth::{Attributes, AuthorizationMode, Decision, UserInfo, tokens};
+use crate::machinery::patch;
 use crate::machinery::status::ApiError;
 
 /// Which access review.
@@ -134,9 +136,17 @@ pub(super) fn access(req: &Req<'_>, which: Access<'_>) -> Result<Resp, ApiError>
             ..Attributes::default()
         },
         _ => {
-            return Err(invalid(
-                "spec.resourceAttributes: Invalid value: \"null\": exactly one of nonResourceAttributes or resourceAttributes must be specified",
-            ));
+            // kube-apiserver's words, its kind left empty.
+            let mut e = ApiError::invalid(
+                ".authorization.k8s.io",
+                "",
+                "spec: Invalid value: null: exactly one of nonResourceAttributes or resourceAttributes must be specified",
+            );
+            if let Some(d) = e.details.as_mut().and_then(Value::as_object_mut) {
+                d.remove("kind");
+                d.remove("name");
+            }
+            return Err(e);
         }
     };
     review["status"] = match req.state.auth.authorize(&req.state.store, &user, &attrs) {
@@ -183,7 +193,12 @@ fn posted(req: &Req<'_>, kind: &str, api_version: &str) -> Result<Value, ApiErro
     if !review["metadata"].is_object() {
         review["metadata"] = json!({});
     }
-    review["metadata"]["creationTimestamp"] = Value::Null;
+    // A review is created as any object is, though never stored: its
+    // managedFields recorded (what the client set), as kube-apiserver
+    // answers it.
+    let opts = WriteOptions::from_query(&req.query, WriteVerb::Create)?;
+    let manager = req.field_manager(&opts);
+    patch::record_update(None, &mut review, &manager, &req.now(), api_version, None);
     Ok(review)
 }
 

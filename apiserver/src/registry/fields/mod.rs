@@ -24,6 +24,7 @@ mod go_zero;
 mod prune;
 mod shape;
 mod strict;
+mod types;
 
 use serde_json::Value;
 
@@ -36,6 +37,23 @@ pub(crate) use shape::has_type_meta;
 /// `status`, a container's `resources`); nothing for a custom resource.
 pub fn write_plain_structs(info: &ResourceInfo, obj: &mut Value) {
     go_zero::write_plain_structs(&info.api_version(), &info.kind, obj);
+}
+
+/// The first field of a built-in object (`kind` in `api_version`) whose
+/// JSON type its Go type cannot take, in Go's words (`json: cannot
+/// unmarshal number into Go struct field ConfigMap.data of type string`);
+/// None for a custom resource, or when every field fits.
+#[must_use]
+pub fn type_error(
+    info: &ResourceInfo,
+    api_version: &str,
+    kind: &str,
+    obj: &Value,
+) -> Option<String> {
+    if !info.builtin && kind == info.kind {
+        return None;
+    }
+    types::type_error(Shape::of_kind(api_version, kind)?, obj)
 }
 
 /// What a write does with unknown and duplicate fields: the

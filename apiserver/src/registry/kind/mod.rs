@@ -44,6 +44,7 @@ mod pod;
 mod podtemplate;
 mod replicaset;
 mod replicationcontroller;
+mod rolebinding;
 mod secret;
 mod service;
 mod serviceaccount;
@@ -114,6 +115,8 @@ pub fn builtin(group: &str, plural: &str) -> Strategy {
         }
         ("events.k8s.io", "events") => &event::Event,
         ("networking.k8s.io", "networkpolicies") => &networkpolicy::NetworkPolicy,
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => &rolebinding::ClusterRoleBinding,
+        ("rbac.authorization.k8s.io", "rolebindings") => &rolebinding::RoleBinding,
         _ => &Generic,
     };
     Strategy::new(kind)
@@ -143,7 +146,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(special, 27, "kinds with a file of their own");
+        assert_eq!(special, 29, "kinds with a file of their own");
     }
 
     fn defaulted(group: &str, plural: &str, mut obj: Value) -> Value {

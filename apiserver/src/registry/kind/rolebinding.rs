@@ -1,0 +1,117 @@
+//! RoleBindings and ClusterRoleBindings (`rbac.authorization.k8s.io/v1`):
+//! checked as kube-apiserver's `ValidateRoleBinding` checks them — every
+//! subject a ServiceAccount, User or Group with a name, the role named, of
+//! a kind the binding may refer to, in the RBAC group.
+
+use serde_json::Value;
+
+use super::strategy::KindStrategy;
+use crate::machinery::status::ApiError;
+
+const GROUP: &str = "rbac.authorization.k8s.io";
+
+/// The RoleBinding kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct RoleBinding;
+
+/// The ClusterRoleBinding kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClusterRoleBinding;
+
+impl KindStrategy for RoleBinding {
+    fn name(&self) -> &'static str {
+        "RoleBinding"
+    }
+
+    fn validate(&self, obj: &Value) -> Result<(), ApiError> {
+        validate(obj, "RoleBinding", &["Role", "ClusterRole"])
+    }
+}
+
+impl KindStrategy for ClusterRoleBinding {
+    fn name(&self) -> &'static str {
+        "ClusterRoleBinding"
+    }
+
+    fn validate(&self, obj: &Value) -> Result<(), ApiError> {
+        validate(obj, "ClusterRoleBinding", &["ClusterRole"])
+    }
+}
+
+/// `"a", "b"`, as kube-apiserver lists supported values.
+fn quoted(values: &[&str]) -> String {
+    let q: Vec<String> = values.iter().map(|v| format!("{v:?}")).collect();
+    q.join(", ")
+}
+
+/// The subjects' errors, then the role reference's, as kube-apiserver
+/// lists them.
+fn validate(obj: &Value, kind: &str, role_kinds: &[&str]) -> Result<(), ApiError> {
+    let mut errs = Vec::new();
+    let subjects = obj["subjects"].as_array().into_iter().flatten();
+    for (i, s) in subjects.enumerate() {
+        let subject_kind = s["kind"].as_str().unwrap_or_default();
+        let kinds = ["ServiceAccount", "User", "Group"];
+        if !kinds.contains(&subject_kind) {
+            errs.push(format!(
+                "subjects[{i}].kind: Unsupported value: {subject_kind:?}: supported values: {}",
+                quoted(&kinds)
+            ));
+        }
+        if s["name"].as_str().is_none_or(str::is_empty) {
+            errs.push(format!("subjects[{i}].name: Required value"));
+        }
+    }
+    let role = &obj["roleRef"];
+    let group = role["apiGroup"].as_str().unwrap_or_default();
+    if group != GROUP {
+        errs.push(format!(
+            "roleRef.apiGroup: Unsupported value: {group:?}: supported values: {GROUP:?}"
+        ));
+    }
+    let role_kind = role["kind"].as_str().unwrap_or_default();
+    if !role_kinds.contains(&role_kind) {
+        errs.push(format!(
+            "roleRef.kind: Unsupported value: {role_kind:?}: supported values: {}",
+            quoted(role_kinds)
+        ));
+    }
+    if role["name"].as_str().is_none_or(str::is_empty) {
+        errs.push("roleRef.name: Required value".to_string());
+    }
+    let message = match errs.as_slice() {
+        [] => return Ok(()),
+        [one] => one.clone(),
+        many => format!("[{}]", many.join(", ")),
+    };
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid(&format!("{kind}.{GROUP}"), name, message))
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn subjects_and_the_role_are_checked_as_kube_checks_them() {
+        let ok = json!({"metadata": {"name": "b"},
+            "roleRef": {"apiGroup": GROUP, "kind": "Role", "name": "r"},
+            "subjects": [{"kind": "User", "name": "jane"}]});
+        assert!(RoleBinding.validate(&ok).is_ok());
+        // A ClusterRoleBinding may not refer to a Role.
+        let e = ClusterRoleBinding.validate(&ok).unwrap_err().to_status();
+        assert_eq!(e["details"]["causes"][0]["field"], "roleRef.kind", "{e}");
+        let broken = json!({"metadata": {"name": "broken"},
+            "roleRef": {"apiGroup": GROUP, "kind": "Role"},
+            "subjects": [{"kind": "Robot", "name": "r2"}]});
+        let e = RoleBinding.validate(&broken).unwrap_err().to_status();
+        assert_eq!(
+            e["message"],
+            "RoleBinding.rbac.authorization.k8s.io \"broken\" is invalid: [subjects[0].kind: \
+             Unsupported value: \"Robot\": supported values: \"ServiceAccount\", \"User\", \
+             \"Group\", roleRef.name: Required value]"
+        );
+    }
+}

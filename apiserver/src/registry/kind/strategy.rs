@@ -135,9 +135,11 @@ pub trait KindStrategy: Send + Sync + 'static {
         Ok(())
     }
 
-    /// What a create sets beyond the client's object (a pod starts
-    /// Pending; a namespace gets its finalizer, phase and name label);
-    /// `now` is the creation time.
+    /// What a create sets beyond the client's object and its defaults, as
+    /// kube-apiserver's admission and `PrepareForCreate` do after the
+    /// writer's managedFields are recorded (so nobody owns it): a pod
+    /// starts Pending, with its priority and tolerations; a namespace gets
+    /// its finalizer and phase. `now` is the creation time.
     fn prepare_create(&self, obj: &mut Value, now: &str) {
         let _ = (obj, now);
     }

@@ -90,15 +90,30 @@ impl Query {
 }
 
 /// Parse a `resourceVersion` as the storage does: empty and `0` mean "any",
-/// anything else must be an unsigned integer (400 otherwise).
+/// anything else must be an unsigned integer (400 otherwise, in
+/// kube-apiserver's words: [`unparsable_rv`] after `invalid resource
+/// version: `).
 pub(super) fn resource_version(rv: Option<&str>) -> Result<Option<u64>, ApiError> {
     match rv {
         None | Some("") => Ok(None),
-        Some(rv) => rv
-            .parse::<u64>()
-            .map(Some)
-            .map_err(|_| ApiError::bad_request(format!("invalid resource version: {rv}"))),
+        Some(rv) => rv.parse::<u64>().map(Some).map_err(|_| {
+            let why = unparsable_rv(rv).unwrap_or_default();
+            ApiError::bad_request(format!("invalid resource version: {why}"))
+        }),
     }
+}
+
+/// Why `rv` is not a resourceVersion, as kube-apiserver's storage says it
+/// (a field error around Go's `strconv.ParseUint`); None when it is one.
+fn unparsable_rv(rv: &str) -> Option<String> {
+    let e = rv.parse::<u64>().err()?;
+    let why = match e.kind() {
+        std::num::IntErrorKind::PosOverflow => "value out of range",
+        _ => "invalid syntax",
+    };
+    Some(format!(
+        "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: {why}"
+    ))
 }
 
 /// `resourceVersionMatch`.

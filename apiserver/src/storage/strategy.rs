@@ -75,8 +75,17 @@ pub fn check_subresource(
 pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
     let name = obj["metadata"]["name"].as_str().unwrap_or_default();
     let res = match info.strategy.name_rule() {
-        NameRule::Label => validation::validate_dns1123_label(name),
-        NameRule::Subdomain => validation::validate_dns1123_subdomain(name),
+        NameRule::Label => validation::validate_dns1123_label(name).map_err(|e| e.to_string()),
+        NameRule::Subdomain => {
+            validation::validate_dns1123_subdomain(name).map_err(|e| e.to_string())
+        }
+        NameRule::PathSegment => match name {
+            "." | ".." => Err(format!("may not be '{name}'")),
+            _ => match ["/", "%"].into_iter().find(|c| name.contains(c)) {
+                Some(c) => Err(format!("may not contain '{c}'")),
+                None => Ok(()),
+            },
+        },
     };
     res.map_err(|e| {
         ApiError::invalid(

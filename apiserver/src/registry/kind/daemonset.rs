@@ -15,6 +15,10 @@ impl KindStrategy for DaemonSet {
         "DaemonSet"
     }
 
+    fn validate(&self, obj: &Value) -> Result<(), crate::machinery::status::ApiError> {
+        super::pod::has_containers(obj, "spec.template.spec", "DaemonSet.apps")
+    }
+
     fn default(&self, obj: &mut Value) {
         spec(obj, |spec| {
             or(spec, "revisionHistoryLimit", json!(10));

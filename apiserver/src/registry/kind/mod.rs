@@ -42,9 +42,9 @@ mod persistentvolume;
 mod persistentvolumeclaim;
 mod pod;
 mod podtemplate;
+mod rbac;
 mod replicaset;
 mod replicationcontroller;
-mod rolebinding;
 mod secret;
 mod service;
 mod serviceaccount;
@@ -115,8 +115,10 @@ pub fn builtin(group: &str, plural: &str) -> Strategy {
         }
         ("events.k8s.io", "events") => &event::Event,
         ("networking.k8s.io", "networkpolicies") => &networkpolicy::NetworkPolicy,
-        ("rbac.authorization.k8s.io", "clusterrolebindings") => &rolebinding::ClusterRoleBinding,
-        ("rbac.authorization.k8s.io", "rolebindings") => &rolebinding::RoleBinding,
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => &rbac::ClusterRoleBinding,
+        ("rbac.authorization.k8s.io", "clusterroles") => &rbac::ClusterRole,
+        ("rbac.authorization.k8s.io", "rolebindings") => &rbac::RoleBinding,
+        ("rbac.authorization.k8s.io", "roles") => &rbac::Role,
         _ => &Generic,
     };
     Strategy::new(kind)
@@ -146,7 +148,7 @@ mod tests {
                 );
             }
         }
-        assert_eq!(special, 29, "kinds with a file of their own");
+        assert_eq!(special, 31, "kinds with a file of their own");
     }
 
     fn defaulted(group: &str, plural: &str, mut obj: Value) -> Value {

@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 
 use super::fill::{child, each, or, spec};
 use super::strategy::{Column, KindStrategy, ServedSubresource, Subresource};
+use crate::machinery::status::ApiError;
 
 /// The Pod kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -18,6 +19,10 @@ const CREATE: &[&str] = &["create"];
 impl KindStrategy for Pod {
     fn name(&self) -> &'static str {
         "Pod"
+    }
+
+    fn validate(&self, obj: &Value) -> Result<(), ApiError> {
+        has_containers(obj, "spec", "Pod")
     }
 
     fn prepare_create(&self, obj: &mut Value, _now: &str) {
@@ -263,6 +268,22 @@ fn container(c: &mut Value) {
     for p in each(c, "ports") {
         or(p, "protocol", json!("TCP"));
     }
+}
+
+/// A pod spec at `path` (`spec`, `spec.template.spec`) of an object of
+/// `kind` (group-qualified) has a container: 422 `<path>.containers:
+/// Required value` otherwise, as kube-apiserver's `ValidatePodSpec`.
+pub fn has_containers(obj: &Value, path: &str, kind: &str) -> Result<(), ApiError> {
+    let spec = path.split('.').fold(obj, |v, k| &v[k]);
+    if spec["containers"].as_array().is_some_and(|c| !c.is_empty()) {
+        return Ok(());
+    }
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid(
+        kind,
+        name,
+        format!("{path}.containers: Required value"),
+    ))
 }
 
 /// A pod's containers are fixed once it exists: an update may change

@@ -14,6 +14,10 @@ impl KindStrategy for ReplicaSet {
         "ReplicaSet"
     }
 
+    fn validate(&self, obj: &Value) -> Result<(), crate::machinery::status::ApiError> {
+        super::pod::has_containers(obj, "spec.template.spec", "ReplicaSet.apps")
+    }
+
     fn default(&self, obj: &mut Value) {
         spec(obj, |s| {
             or(s, "replicas", json!(1));

@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::configmap::config_keys;
 use super::fill::or;
-use super::strategy::{Column, KindStrategy};
+use super::strategy::{Column, KindStrategy, Subresource};
 use crate::machinery::status::ApiError;
 
 /// The Secret kind.
@@ -19,6 +19,19 @@ impl KindStrategy for Secret {
 
     fn validate(&self, obj: &Value) -> Result<(), ApiError> {
         config_keys(obj, "Secret", &["data", "stringData"])
+    }
+
+    /// A Secret's `type` never changes (kube-apiserver's
+    /// `ValidateSecretUpdate`); the update's is as defaulted.
+    fn check_subresource(&self, sub: Subresource, old: &Value, new: &Value) -> Result<(), String> {
+        let ty = |v: &Value| v["type"].as_str().unwrap_or("Opaque").to_string();
+        if sub == Subresource::Main && ty(old) != ty(new) {
+            return Err(format!(
+                "type: Invalid value: {:?}: field is immutable",
+                ty(new)
+            ));
+        }
+        Ok(())
     }
 
     /// Besides the type, kube's conversion of a v1 Secret: each

@@ -16,6 +16,10 @@ impl KindStrategy for StatefulSet {
         "StatefulSet"
     }
 
+    fn validate(&self, obj: &Value) -> Result<(), crate::machinery::status::ApiError> {
+        super::pod::has_containers(obj, "spec.template.spec", "StatefulSet.apps")
+    }
+
     fn default(&self, obj: &mut Value) {
         spec(obj, |spec| {
             or(spec, "replicas", json!(1));

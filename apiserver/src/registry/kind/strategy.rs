@@ -87,6 +87,8 @@ pub enum NameRule {
     Subdomain,
     /// A DNS-1123 label (namespaces, services: their names become DNS labels).
     Label,
+    /// Any path segment: not `.` or `..`, no `/` or `%` (RBAC's kinds).
+    PathSegment,
 }
 
 /// One column of a kind's server-side printing (between Name and Age,

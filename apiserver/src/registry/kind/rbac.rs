@@ -1,14 +1,23 @@
-//! RoleBindings and ClusterRoleBindings (`rbac.authorization.k8s.io/v1`):
-//! checked as kube-apiserver's `ValidateRoleBinding` checks them — every
-//! subject a ServiceAccount, User or Group with a name, the role named, of
-//! a kind the binding may refer to, in the RBAC group.
+//! RBAC's kinds (`rbac.authorization.k8s.io/v1`): names that are any path
+//! segment (`clusterRole-1` too), as kube-apiserver's `ValidateRBACName`
+//! takes them; bindings checked as its `ValidateRoleBinding` checks them —
+//! every subject a ServiceAccount, User or Group with a name, the role
+//! named, of a kind the binding may refer to, in the RBAC group.
 
 use serde_json::Value;
 
-use super::strategy::KindStrategy;
+use super::strategy::{KindStrategy, NameRule};
 use crate::machinery::status::ApiError;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
+
+/// The Role kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Role;
+
+/// The ClusterRole kind.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct ClusterRole;
 
 /// The RoleBinding kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -18,9 +27,33 @@ pub struct RoleBinding;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClusterRoleBinding;
 
+impl KindStrategy for Role {
+    fn name(&self) -> &'static str {
+        "Role"
+    }
+
+    fn name_rule(&self) -> NameRule {
+        NameRule::PathSegment
+    }
+}
+
+impl KindStrategy for ClusterRole {
+    fn name(&self) -> &'static str {
+        "ClusterRole"
+    }
+
+    fn name_rule(&self) -> NameRule {
+        NameRule::PathSegment
+    }
+}
+
 impl KindStrategy for RoleBinding {
     fn name(&self) -> &'static str {
         "RoleBinding"
+    }
+
+    fn name_rule(&self) -> NameRule {
+        NameRule::PathSegment
     }
 
     fn validate(&self, obj: &Value) -> Result<(), ApiError> {
@@ -31,6 +64,10 @@ impl KindStrategy for RoleBinding {
 impl KindStrategy for ClusterRoleBinding {
     fn name(&self) -> &'static str {
         "ClusterRoleBinding"
+    }
+
+    fn name_rule(&self) -> NameRule {
+        NameRule::PathSegment
     }
 
     fn validate(&self, obj: &Value) -> Result<(), ApiError> {

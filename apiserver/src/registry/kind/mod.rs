@@ -116,9 +116,9 @@ pub fn builtin(group: &str, plural: &str) -> Strategy {
         ("events.k8s.io", "events") => &event::Event,
         ("networking.k8s.io", "networkpolicies") => &networkpolicy::NetworkPolicy,
         ("rbac.authorization.k8s.io", "clusterrolebindings") => &rbac::ClusterRoleBinding,
-        ("rbac.authorization.k8s.io", "clusterroles") => &rbac::ClusterRole,
+        ("rbac.authorization.k8s.io", "clusterroles") => &rbac::RoleKind("ClusterRole"),
         ("rbac.authorization.k8s.io", "rolebindings") => &rbac::RoleBinding,
-        ("rbac.authorization.k8s.io", "roles") => &rbac::Role,
+        ("rbac.authorization.k8s.io", "roles") => &rbac::RoleKind("Role"),
         _ => &Generic,
     };
     Strategy::new(kind)

@@ -11,13 +11,10 @@ use crate::machinery::status::ApiError;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
 
-/// The Role kind.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct Role;
-
-/// The ClusterRole kind.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClusterRole;
+/// Role and ClusterRole (the kind's name): nothing special but their
+/// names.
+#[derive(Debug, Clone, Copy)]
+pub struct RoleKind(pub &'static str);
 
 /// The RoleBinding kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -27,19 +24,9 @@ pub struct RoleBinding;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ClusterRoleBinding;
 
-impl KindStrategy for Role {
+impl KindStrategy for RoleKind {
     fn name(&self) -> &'static str {
-        "Role"
-    }
-
-    fn name_rule(&self) -> NameRule {
-        NameRule::PathSegment
-    }
-}
-
-impl KindStrategy for ClusterRole {
-    fn name(&self) -> &'static str {
-        "ClusterRole"
+        self.0
     }
 
     fn name_rule(&self) -> NameRule {

@@ -51,6 +51,11 @@ struct Args {
     /// Move pods through kwok-like stages: scheduled, then Running with a podIP.
     #[arg(long)]
     pod_stages: bool,
+    /// Publish no `kube-root-ca.crt` ConfigMap in each namespace: namespaces
+    /// hold only what clients write, as under envtest (which runs no
+    /// controller manager).
+    #[arg(long)]
+    no_root_ca_configmaps: bool,
     /// The range Services' cluster IPs are allocated from (IPv4 CIDR).
     #[arg(long, default_value = "10.96.0.0/12")]
     service_cluster_ip_range: ward_apiserver::ServiceCidr,
@@ -189,6 +194,7 @@ async fn main() -> ExitCode {
         .service_cluster_ip_range(args.service_cluster_ip_range)
         .service_node_port_range(args.service_node_port_range.clone())
         .tls(args.tls)
+        .root_ca_configmaps(!args.no_root_ca_configmaps)
         .authorization_mode(args.authorization_mode)
         .static_tokens(tokens)
         // A gate named again (in the same flag or a later one) takes the

@@ -54,6 +54,8 @@ fn binary_serves_kubectl_and_stops_on_sigint() {
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         assert!(names.contains(&format!("namespace/{ns}")), "{names}");
     }
+    // As on a cluster, every namespace holds the root CA's ConfigMap.
+    assert_eq!(root_ca_configmaps(&kc, &dir), 4);
 
     // It stamps objects with the wall clock, as kube-apiserver does: each
     // creationTimestamp is the whole second of a time between the request
@@ -102,6 +104,65 @@ fn binary_serves_kubectl_and_stops_on_sigint() {
         std::thread::sleep(Duration::from_millis(20));
     };
     assert!(status.success(), "exit status {status}");
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// How many `kube-root-ca.crt` ConfigMaps the server at `kc` holds.
+fn root_ca_configmaps(kc: &std::path::Path, home: &std::path::Path) -> usize {
+    let out = Command::new("kubectl")
+        .args([
+            "get",
+            "configmaps",
+            "-A",
+            "-o",
+            "name",
+            "--request-timeout=20s",
+        ])
+        .env("KUBECONFIG", kc)
+        .env("HOME", home)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let names = String::from_utf8(out.stdout).unwrap();
+    names
+        .lines()
+        .filter(|l| *l == "configmap/kube-root-ca.crt")
+        .count()
+}
+
+/// `--no-root-ca-configmaps`: namespaces hold only what clients write, as
+/// under envtest.
+#[test]
+fn without_root_ca_configmaps_namespaces_hold_only_what_clients_write() {
+    let dir = std::env::temp_dir().join(format!("ward-bin-noca-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let kc = dir.join("kubeconfig");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
+        .args([
+            "--listen",
+            "127.0.0.1:0",
+            "--no-root-ca-configmaps",
+            "--kubeconfig",
+        ])
+        .arg(&kc)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // The first line says it listens, once the kubeconfig is written.
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    assert!(line.starts_with("ward-apiserver listening on"), "{line:?}");
+    let found = root_ca_configmaps(&kc, &dir);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(found, 0);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

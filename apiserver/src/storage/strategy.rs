@@ -14,7 +14,7 @@ use crate::machinery::status::ApiError;
 use crate::machinery::validation;
 use crate::registry::fields;
 pub use crate::registry::kind::Subresource;
-use crate::registry::kind::{NameRule, Strategy, namespace_emptied};
+use crate::registry::kind::{NameRule, Strategy, invalid, namespace_emptied};
 use crate::registry::resources::{ResourceInfo, StorageKey, builtin_resources};
 use crate::storage::store::Rules;
 
@@ -99,7 +99,7 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
         Value::Object(m) if validation::validate_labels(m).is_ok() => {}
         Value::Object(m) => {
             // Every bad label, as kube-apiserver lists them.
-            let mut errs: Vec<String> = m
+            let errs = m
                 .iter()
                 .filter_map(|(k, v)| {
                     let one = serde_json::Map::from_iter([(k.clone(), v.clone())]);
@@ -108,14 +108,7 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
                         .map(|e| e.to_string())
                 })
                 .collect();
-            match errs.len() {
-                0 => {}
-                1 => return Err(ApiError::invalid(&info.group_kind(), name, errs.remove(0))),
-                _ => {
-                    let all = format!("[{}]", errs.join(", "));
-                    return Err(ApiError::invalid(&info.group_kind(), name, all));
-                }
-            }
+            invalid(&info.group_kind(), obj, errs)?;
         }
         _ => {
             return Err(ApiError::bad_request(

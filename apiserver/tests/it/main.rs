@@ -8,29 +8,42 @@
 use ward_apiserver as _;
 
 use std::io::{BufRead, BufReader};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
+
+/// The binary on a free loopback port with `args` and its kubeconfig
+/// written to `kc`, once its first line says where it listens (the
+/// kubeconfig is written by then): the process and that address.
+fn start(kc: &Path, args: &[&str]) -> (Child, String) {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
+        .args(["--listen", "127.0.0.1:0"])
+        .args(args)
+        .arg("--kubeconfig")
+        .arg(kc)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Read through a borrow: the pipe stays open for what it prints later.
+    let mut line = String::new();
+    BufReader::new(child.stdout.as_mut().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr = line
+        .trim()
+        .strip_prefix("ward-apiserver listening on http://")
+        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
+        .to_string();
+    (child, addr)
+}
 
 #[test]
 fn binary_serves_kubectl_and_stops_on_sigint() {
     let dir = std::env::temp_dir().join(format!("ward-bin-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kc = dir.join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
-        .args(["--listen", "127.0.0.1:0", "--kubeconfig"])
-        .arg(&kc)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut out = BufReader::new(child.stdout.take().unwrap());
-    let mut line = String::new();
-    out.read_line(&mut line).unwrap();
-    let addr = line
-        .trim()
-        .strip_prefix("ward-apiserver listening on http://")
-        .unwrap_or_else(|| panic!("unexpected first line {line:?}"))
-        .to_string();
+    let (mut child, addr) = start(&kc, &[]);
     assert!(addr.starts_with("127.0.0.1:"));
     assert!(!addr.ends_with(":0"), "the bound port is printed, not 0");
     let kubeconfig = std::fs::read_to_string(&kc).unwrap();
@@ -108,7 +121,7 @@ fn binary_serves_kubectl_and_stops_on_sigint() {
 }
 
 /// How many `kube-root-ca.crt` ConfigMaps the server at `kc` holds.
-fn root_ca_configmaps(kc: &std::path::Path, home: &std::path::Path) -> usize {
+fn root_ca_configmaps(kc: &Path, home: &Path) -> usize {
     let out = Command::new("kubectl")
         .args([
             "get",
@@ -141,24 +154,7 @@ fn without_root_ca_configmaps_namespaces_hold_only_what_clients_write() {
     let dir = std::env::temp_dir().join(format!("ward-bin-noca-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kc = dir.join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            "--no-root-ca-configmaps",
-            "--kubeconfig",
-        ])
-        .arg(&kc)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    // The first line says it listens, once the kubeconfig is written.
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("ward-apiserver listening on"), "{line:?}");
+    let (mut child, _) = start(&kc, &["--no-root-ca-configmaps"]);
     let found = root_ca_configmaps(&kc, &dir);
     let _ = child.kill();
     let _ = child.wait();
@@ -191,27 +187,14 @@ fn feature_gates_turn_sharded_lists_on_and_unknown_gates_are_refused() {
     let dir = std::env::temp_dir().join(format!("ward-gates-{}", std::process::id()));
     std::fs::create_dir_all(&dir).unwrap();
     let kc = dir.join("kubeconfig");
-    let mut child = Command::new(env!("CARGO_BIN_EXE_ward-apiserver"))
-        .args([
-            "--listen",
-            "127.0.0.1:0",
-            // Go's bool spellings; a gate named twice takes the last value.
-            "--feature-gates",
-            "ShardedListAndWatch=false",
-            "--feature-gates",
-            "ShardedListAndWatch=True",
-        ])
-        .arg("--kubeconfig")
-        .arg(&kc)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::null())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    assert!(line.starts_with("ward-apiserver listening on"), "{line:?}");
+    // Go's bool spellings; a gate named twice takes the last value.
+    let gates = [
+        "--feature-gates",
+        "ShardedListAndWatch=false",
+        "--feature-gates",
+        "ShardedListAndWatch=True",
+    ];
+    let (mut child, _) = start(&kc, &gates);
     let sel = "shardRange(object.metadata.uid,%270x0000000000000000%27,%270x8000000000000000%27)";
     let raw = Command::new("kubectl")
         .args([

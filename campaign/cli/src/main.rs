@@ -320,49 +320,20 @@ async fn run(cli: RunArgs) -> ExitCode {
     // Where the bar is not drawn (output to a file or a pipe, as in CI), a
     // line per run says how far the campaign is.
     let lines = !std::io::stderr().is_terminal();
-    let n = cli.unperturbed.max(1);
-    let mut learnt = 0;
-    let mut findings = 0;
-    // The unperturbed runs first, the seeds beside them as slots free up;
-    // a seed's verdict waits for what the unperturbed runs teach.
-    let swept = process::sweep(
-        &scenario,
-        n,
-        &kinds,
-        &seeds,
-        jobs,
-        |run| {
-            bar.inc(1);
-            learnt += 1;
-            if lines {
-                eprintln!(
-                    "unperturbed run {learnt} of {n}: {:.1}s",
-                    run.phases.total().as_secs_f64()
-                );
-            }
-            if learnt == n {
-                bar.set_message("perturbed");
-            }
-        },
-        |run, v| {
-            bar.inc(1);
-            if lines {
-                eprintln!(
-                    "seed {}: {} ({:.1}s)",
-                    run.seed,
-                    v.word(),
-                    run.phases.total().as_secs_f64()
-                );
-            }
-            if v.is_finding() {
-                findings += 1;
-                bar.set_message(format!("perturbed, {findings} found"));
-            }
-        },
-    )
+    let learned = process::learn(&scenario, cli.unperturbed.max(1), jobs, |run| {
+        bar.inc(1);
+        if lines {
+            eprintln!(
+                "unperturbed run {} of {}: {:.1}s",
+                bar.position(),
+                cli.unperturbed.max(1),
+                run.phases.total().as_secs_f64()
+            );
+        }
+    })
     .await;
-    let swept = match swept {
-        Ok(s) => s,
+    let (oracle, unperturbed) = match learned {
+        Ok(l) => l,
         Err(e) => {
             bar.finish_and_clear();
             eprintln!(
@@ -372,6 +343,24 @@ async fn run(cli: RunArgs) -> ExitCode {
             return ExitCode::from(2);
         }
     };
+    bar.set_message("perturbed");
+    let mut findings = 0;
+    let runs = process::campaign(&scenario, &oracle, &kinds, &seeds, jobs, |run, v| {
+        bar.inc(1);
+        if lines {
+            eprintln!(
+                "seed {}: {} ({:.1}s)",
+                run.seed,
+                v.word(),
+                run.phases.total().as_secs_f64()
+            );
+        }
+        if v.is_finding() {
+            findings += 1;
+            bar.set_message(format!("perturbed, {findings} found"));
+        }
+    })
+    .await;
     bar.finish_and_clear();
     let judged = |v: Vec<_>| {
         v.into_iter()
@@ -381,9 +370,9 @@ async fn run(cli: RunArgs) -> ExitCode {
     let outcome = Outcome {
         controller: cli.controller.clone(),
         perturb: kinds.iter().map(|k| k.kind().to_string()).collect(),
-        unperturbed: judged(swept.unperturbed),
-        noise: swept.oracle.noise(),
-        runs: judged(swept.runs),
+        unperturbed: judged(unperturbed),
+        noise: oracle.noise(),
+        runs: judged(runs),
         seconds: started.elapsed().as_secs_f64(),
         shard,
     };

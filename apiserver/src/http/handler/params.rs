@@ -76,14 +76,8 @@ impl Query {
         self.first(key)
             .map(|v| {
                 // Go's strconv words it (kube-apiserver's query decoding).
-                v.parse::<i64>().map_err(|e| {
-                    let why = match e.kind() {
-                        std::num::IntErrorKind::PosOverflow
-                        | std::num::IntErrorKind::NegOverflow => "value out of range",
-                        _ => "invalid syntax",
-                    };
-                    ApiError::bad_request(format!("strconv.ParseInt: parsing {v:?}: {why}"))
-                })
+                v.parse::<i64>()
+                    .map_err(|e| ApiError::bad_request(strconv("ParseInt", v, &e)))
             })
             .transpose()
     }
@@ -91,29 +85,29 @@ impl Query {
 
 /// Parse a `resourceVersion` as the storage does: empty and `0` mean "any",
 /// anything else must be an unsigned integer (400 otherwise, in
-/// kube-apiserver's words: [`unparsable_rv`] after `invalid resource
-/// version: `).
+/// kube-apiserver's words: a field error around Go's `strconv.ParseUint`).
 pub(super) fn resource_version(rv: Option<&str>) -> Result<Option<u64>, ApiError> {
     match rv {
         None | Some("") => Ok(None),
-        Some(rv) => rv.parse::<u64>().map(Some).map_err(|_| {
-            let why = unparsable_rv(rv).unwrap_or_default();
-            ApiError::bad_request(format!("invalid resource version: {why}"))
+        Some(rv) => rv.parse::<u64>().map(Some).map_err(|e| {
+            ApiError::bad_request(format!(
+                "invalid resource version: resourceVersion: Invalid value: {rv:?}: {}",
+                strconv("ParseUint", rv, &e)
+            ))
         }),
     }
 }
 
-/// Why `rv` is not a resourceVersion, as kube-apiserver's storage says it
-/// (a field error around Go's `strconv.ParseUint`); None when it is one.
-fn unparsable_rv(rv: &str) -> Option<String> {
-    let e = rv.parse::<u64>().err()?;
+/// Go's `strconv.<func>` error for `v` (`strconv.ParseInt: parsing "x":
+/// invalid syntax`).
+fn strconv(func: &str, v: &str, e: &std::num::ParseIntError) -> String {
     let why = match e.kind() {
-        std::num::IntErrorKind::PosOverflow => "value out of range",
+        std::num::IntErrorKind::PosOverflow | std::num::IntErrorKind::NegOverflow => {
+            "value out of range"
+        }
         _ => "invalid syntax",
     };
-    Some(format!(
-        "resourceVersion: Invalid value: {rv:?}: strconv.ParseUint: parsing {rv:?}: {why}"
-    ))
+    format!("strconv.{func}: parsing {v:?}: {why}")
 }
 
 /// `resourceVersionMatch`.

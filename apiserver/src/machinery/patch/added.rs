@@ -41,7 +41,7 @@ impl Go {
     /// The field at segment `seg` (`f:name`) of this struct.
     fn field(self, seg: &str) -> Option<&'static Field> {
         match self {
-            Go::Struct(m) => seg.strip_prefix("f:").and_then(|f| field(m, f)),
+            Go::Struct(m) => seg.strip_prefix("f:").and_then(|f| m.json_field(f)),
             _ => None,
         }
     }
@@ -69,17 +69,6 @@ impl Go {
             Go::Unknown => Go::Unknown,
         }
     }
-}
-
-/// Field `name` of `m` as JSON names it, looked up through embedded
-/// structs (whose fields JSON inlines).
-fn field(m: &'static Message, name: &str) -> Option<&'static Field> {
-    m.fields.iter().find(|f| f.json == name).or_else(|| {
-        m.fields.iter().find_map(|f| match f.ty {
-            Ty::Message(n) if f.json.is_empty() => message(n).and_then(|e| field(e, name)),
-            _ => None,
-        })
-    })
 }
 
 /// `changed` (what an `Update` of the object `new`, of `api_version`,

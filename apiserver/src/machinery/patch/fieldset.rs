@@ -470,12 +470,13 @@ pub(super) fn parse_entries(managed: Option<&Value>) -> Vec<Entry> {
 /// Sorts `managedFields` entries as kube-apiserver writes them: by
 /// operation (`Apply` first), time, manager, apiVersion, subresource.
 pub(super) fn sort_entries(list: &mut [Value]) {
-    let key = |e: &Value| {
-        let f = |k: &str| e.get(k).and_then(Value::as_str).unwrap_or("").to_string();
-        ["operation", "time", "manager", "apiVersion", "subresource"].map(f)
-    };
+    // Borrowed keys: most writes find the list sorted and allocate nothing.
+    fn key(e: &Value) -> [&str; 5] {
+        ["operation", "time", "manager", "apiVersion", "subresource"]
+            .map(|k| e.get(k).and_then(Value::as_str).unwrap_or(""))
+    }
     if !list.is_sorted_by_key(key) {
-        list.sort_by_cached_key(key);
+        list.sort_by(|a, b| key(a).cmp(&key(b)));
     }
 }
 

@@ -100,6 +100,16 @@ impl Message {
     pub(super) fn field(&self, tag: u32) -> Option<&'static Field> {
         self.fields.iter().find(|f| f.tag == tag)
     }
+
+    /// The field JSON names `name`, looked up through Go's embedded
+    /// structs (whose fields JSON inlines: the table gives them an empty
+    /// JSON name).
+    pub(crate) fn json_field(&'static self, name: &str) -> Option<&'static Field> {
+        self.fields.iter().find_map(|f| match f.ty {
+            Ty::Message(n) if f.json.is_empty() => message(n).and_then(|e| e.json_field(name)),
+            _ => (f.json == name).then_some(f),
+        })
+    }
 }
 
 #[cfg(test)]

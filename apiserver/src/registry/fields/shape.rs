@@ -95,17 +95,9 @@ impl Keys {
     }
 }
 
-/// The field `key` of `msg`, looking through Go's embedded structs (whose
-/// fields JSON inlines: the table names them with an empty JSON name).
+/// The field `key` of `msg` ([`Message::json_field`]).
 fn field_of(msg: &'static Message, key: &str) -> Option<Shape> {
-    msg.fields.iter().find_map(|f| {
-        if f.json.is_empty() {
-            let Ty::Message(name) = f.ty else { return None };
-            message(name).and_then(|inner| field_of(inner, key))
-        } else {
-            (f.json == key).then_some(Shape::Field(f.ty, f.repeated))
-        }
-    })
+    msg.json_field(key).map(|f| Shape::Field(f.ty, f.repeated))
 }
 
 /// The message behind a message-typed field whose JSON is an object of

@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::strategy::{Column, KindStrategy};
+use super::strategy::{Column, KindStrategy, invalid};
 use crate::machinery::status::ApiError;
 
 /// The ConfigMap kind.
@@ -58,16 +58,7 @@ pub fn config_keys(obj: &Value, kind: &str, fields: &[&str]) -> Result<(), ApiEr
             errs.push(format!("{f}[{k}]: Invalid value: {k:?}: {why}"));
         }
     }
-    if errs.is_empty() {
-        return Ok(());
-    }
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    let msg = if errs.len() == 1 {
-        errs.remove(0)
-    } else {
-        format!("[{}]", errs.join(", "))
-    };
-    Err(ApiError::invalid(kind, name, msg))
+    invalid(kind, obj, errs)
 }
 
 #[cfg(test)]

@@ -56,7 +56,7 @@ mod webhookconfiguration;
 pub use customresourcedefinition::Definition;
 pub use namespace::emptied as namespace_emptied;
 pub use strategy::{
-    Column, Generic, KindStrategy, NameRule, ServedSubresource, Strategy, Subresource,
+    Column, Generic, KindStrategy, NameRule, ServedSubresource, Strategy, Subresource, invalid,
 };
 
 /// The strategy of the built-in kind `kind` at `api_version` (e.g. `v1`,
@@ -115,9 +115,9 @@ pub fn builtin(group: &str, plural: &str) -> Strategy {
         }
         ("events.k8s.io", "events") => &event::Event,
         ("networking.k8s.io", "networkpolicies") => &networkpolicy::NetworkPolicy,
-        ("rbac.authorization.k8s.io", "clusterrolebindings") => &rbac::ClusterRoleBinding,
+        ("rbac.authorization.k8s.io", "clusterrolebindings") => &rbac::CLUSTER_ROLE_BINDING,
         ("rbac.authorization.k8s.io", "clusterroles") => &rbac::RoleKind("ClusterRole"),
-        ("rbac.authorization.k8s.io", "rolebindings") => &rbac::RoleBinding,
+        ("rbac.authorization.k8s.io", "rolebindings") => &rbac::ROLE_BINDING,
         ("rbac.authorization.k8s.io", "roles") => &rbac::RoleKind("Role"),
         _ => &Generic,
     };

@@ -6,7 +6,7 @@
 
 use serde_json::Value;
 
-use super::strategy::{KindStrategy, NameRule};
+use super::strategy::{KindStrategy, NameRule, invalid};
 use crate::machinery::status::ApiError;
 
 const GROUP: &str = "rbac.authorization.k8s.io";
@@ -16,13 +16,25 @@ const GROUP: &str = "rbac.authorization.k8s.io";
 #[derive(Debug, Clone, Copy)]
 pub struct RoleKind(pub &'static str);
 
-/// The RoleBinding kind.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct RoleBinding;
+/// RoleBinding and ClusterRoleBinding: the kind's name and the role kinds
+/// it may refer to.
+#[derive(Debug, Clone, Copy)]
+pub struct BindingKind {
+    kind: &'static str,
+    role_kinds: &'static [&'static str],
+}
 
-/// The ClusterRoleBinding kind.
-#[derive(Debug, Clone, Copy, Default)]
-pub struct ClusterRoleBinding;
+/// The RoleBinding kind: to a Role or a ClusterRole.
+pub const ROLE_BINDING: BindingKind = BindingKind {
+    kind: "RoleBinding",
+    role_kinds: &["Role", "ClusterRole"],
+};
+
+/// The ClusterRoleBinding kind: to a ClusterRole.
+pub const CLUSTER_ROLE_BINDING: BindingKind = BindingKind {
+    kind: "ClusterRoleBinding",
+    role_kinds: &["ClusterRole"],
+};
 
 impl KindStrategy for RoleKind {
     fn name(&self) -> &'static str {
@@ -34,9 +46,9 @@ impl KindStrategy for RoleKind {
     }
 }
 
-impl KindStrategy for RoleBinding {
+impl KindStrategy for BindingKind {
     fn name(&self) -> &'static str {
-        "RoleBinding"
+        self.kind
     }
 
     fn name_rule(&self) -> NameRule {
@@ -44,21 +56,7 @@ impl KindStrategy for RoleBinding {
     }
 
     fn validate(&self, obj: &Value) -> Result<(), ApiError> {
-        validate(obj, "RoleBinding", &["Role", "ClusterRole"])
-    }
-}
-
-impl KindStrategy for ClusterRoleBinding {
-    fn name(&self) -> &'static str {
-        "ClusterRoleBinding"
-    }
-
-    fn name_rule(&self) -> NameRule {
-        NameRule::PathSegment
-    }
-
-    fn validate(&self, obj: &Value) -> Result<(), ApiError> {
-        validate(obj, "ClusterRoleBinding", &["ClusterRole"])
+        validate(obj, self.kind, self.role_kinds)
     }
 }
 
@@ -103,13 +101,7 @@ fn validate(obj: &Value, kind: &str, role_kinds: &[&str]) -> Result<(), ApiError
     if role["name"].as_str().is_none_or(str::is_empty) {
         errs.push("roleRef.name: Required value".to_string());
     }
-    let message = match errs.as_slice() {
-        [] => return Ok(()),
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    };
-    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-    Err(ApiError::invalid(&format!("{kind}.{GROUP}"), name, message))
+    invalid(&format!("{kind}.{GROUP}"), obj, errs)
 }
 
 #[cfg(test)]
@@ -123,14 +115,14 @@ mod tests {
         let ok = json!({"metadata": {"name": "b"},
             "roleRef": {"apiGroup": GROUP, "kind": "Role", "name": "r"},
             "subjects": [{"kind": "User", "name": "jane"}]});
-        assert!(RoleBinding.validate(&ok).is_ok());
+        assert!(ROLE_BINDING.validate(&ok).is_ok());
         // A ClusterRoleBinding may not refer to a Role.
-        let e = ClusterRoleBinding.validate(&ok).unwrap_err().to_status();
+        let e = CLUSTER_ROLE_BINDING.validate(&ok).unwrap_err().to_status();
         assert_eq!(e["details"]["causes"][0]["field"], "roleRef.kind", "{e}");
         let broken = json!({"metadata": {"name": "broken"},
             "roleRef": {"apiGroup": GROUP, "kind": "Role"},
             "subjects": [{"kind": "Robot", "name": "r2"}]});
-        let e = RoleBinding.validate(&broken).unwrap_err().to_status();
+        let e = ROLE_BINDING.validate(&broken).unwrap_err().to_status();
         assert_eq!(
             e["message"],
             "RoleBinding.rbac.authorization.k8s.io \"broken\" is invalid: [subjects[0].kind: \

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::fill::{each, or, spec};
-use super::strategy::{KindStrategy, NameRule};
+use super::strategy::{KindStrategy, NameRule, invalid};
 use crate::machinery::status::ApiError;
 
 /// The Service kind.
@@ -56,16 +56,7 @@ impl KindStrategy for Service {
                 }
             }
         }
-        if errs.is_empty() {
-            return Ok(());
-        }
-        let name = obj["metadata"]["name"].as_str().unwrap_or_default();
-        let msg = if errs.len() == 1 {
-            errs.remove(0)
-        } else {
-            format!("[{}]", errs.join(", "))
-        };
-        Err(ApiError::invalid("Service", name, msg))
+        invalid("Service", obj, errs)
     }
 
     fn allocates(&self) -> bool {

@@ -324,6 +324,22 @@ impl fmt::Debug for Strategy {
     }
 }
 
+/// A kind's validation errors (`field: Type: detail` each) as
+/// kube-apiserver answers them: nothing when there are none, else 422
+/// naming `obj` as a `kind` (group-qualified) with every error a cause.
+///
+/// # Errors
+/// `errs` is not empty.
+pub fn invalid(kind: &str, obj: &Value, errs: Vec<String>) -> Result<(), ApiError> {
+    let message = match <[String; 1]>::try_from(errs) {
+        Ok([one]) => one,
+        Err(errs) if errs.is_empty() => return Ok(()),
+        Err(many) => format!("[{}]", many.join(", ")),
+    };
+    let name = obj["metadata"]["name"].as_str().unwrap_or_default();
+    Err(ApiError::invalid(kind, name, message))
+}
+
 /// The field at dotted `path` in `obj` (`Null` when absent).
 #[must_use]
 pub fn field_at<'a>(obj: &'a Value, path: &str) -> &'a Value {

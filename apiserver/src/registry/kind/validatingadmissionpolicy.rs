@@ -7,7 +7,7 @@
 
 use serde_json::Value;
 
-use super::strategy::KindStrategy;
+use super::strategy::{KindStrategy, invalid};
 use crate::machinery::status::ApiError;
 use crate::registry::spec::policy as policy_config;
 
@@ -19,26 +19,17 @@ pub struct ValidatingAdmissionPolicy;
 #[derive(Debug, Clone, Copy, Default)]
 pub struct ValidatingAdmissionPolicyBinding;
 
-fn invalid(obj: &Value, kind: &str, errs: &[String]) -> Result<(), ApiError> {
-    let message = match errs {
-        [] => return Ok(()),
-        [one] => one.clone(),
-        many => format!("[{}]", many.join(", ")),
-    };
-    Err(ApiError::invalid(
-        &format!("{kind}.admissionregistration.k8s.io"),
-        obj["metadata"]["name"].as_str().unwrap_or_default(),
-        message,
-    ))
-}
-
 impl KindStrategy for ValidatingAdmissionPolicy {
     fn name(&self) -> &'static str {
         "ValidatingAdmissionPolicy"
     }
 
     fn validate(&self, obj: &Value) -> Result<(), ApiError> {
-        invalid(obj, self.name(), &policy_config::policy_errors(obj))
+        invalid(
+            "ValidatingAdmissionPolicy.admissionregistration.k8s.io",
+            obj,
+            policy_config::policy_errors(obj),
+        )
     }
 
     fn default(&self, obj: &mut Value) {
@@ -52,7 +43,11 @@ impl KindStrategy for ValidatingAdmissionPolicyBinding {
     }
 
     fn validate(&self, obj: &Value) -> Result<(), ApiError> {
-        invalid(obj, self.name(), &policy_config::binding_errors(obj))
+        invalid(
+            "ValidatingAdmissionPolicyBinding.admissionregistration.k8s.io",
+            obj,
+            policy_config::binding_errors(obj),
+        )
     }
 
     fn default(&self, obj: &mut Value) {

@@ -4,6 +4,11 @@
 //! path as client-go adds it, the whole call bounded by `timeoutSeconds`.
 //! Errors read as Go's HTTP client words them, after `Post "<url>": `.
 //!
+//! A 307 or 308 answer is followed with the same POST, up to 10 times, as
+//! Go's client follows it (envtest registers `https://host:port//path`,
+//! and Go's `ServeMux` redirects it to `/path`); other redirects are
+//! answers that are not 2xx.
+//!
 //! One connection per call (kube-apiserver pools them); HTTP/1.1 only.
 
 use std::sync::Arc;
@@ -66,6 +71,42 @@ impl Target {
         t
     }
 
+    /// Where a redirect's `Location` sends a call to this target: a path
+    /// on the same server, or another `https://` URL (its query kept as
+    /// it is, as Go's client does).
+    fn redirected(&self, location: &str) -> Result<Target, String> {
+        if location.starts_with('/') {
+            let origin = self
+                .url
+                .strip_suffix(self.path.as_str())
+                .unwrap_or(&self.url);
+            return Ok(Target {
+                path: location.to_owned(),
+                url: format!("{origin}{location}"),
+                ..self.clone()
+            });
+        }
+        let rest = location
+            .strip_prefix("https://")
+            .ok_or_else(|| format!("unsupported protocol scheme in {location:?}"))?;
+        let (authority, path) = match rest.find('/') {
+            Some(i) => (&rest[..i], &rest[i..]),
+            None => (rest, "/"),
+        };
+        let (host, port) = split_host_port(authority)?;
+        let host = if host.contains(':') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        Ok(Target {
+            dial: format!("{host}:{port}"),
+            server_name: host.trim_matches(['[', ']']).to_owned(),
+            path: path.to_owned(),
+            url: location.to_owned(),
+        })
+    }
+
     fn new(host: &str, port: u16, server_name: &str, path: &str, timeout: Duration) -> Target {
         let host = if host.contains(':') {
             format!("[{host}]")
@@ -118,13 +159,40 @@ pub async fn post(
     body: Vec<u8>,
     timeout: Duration,
 ) -> Result<Bytes, String> {
-    match tokio::time::timeout(timeout, exchange(target, ca_bundle, body)).await {
+    let calls = async {
+        let mut at = std::borrow::Cow::Borrowed(target);
+        for _ in 0..=MAX_REDIRECTS {
+            match exchange(&at, ca_bundle, body.clone()).await? {
+                Answer::Body(bytes) => return Ok(bytes),
+                Answer::Redirect(location) => {
+                    let next = at
+                        .redirected(&location)
+                        .map_err(|e| format!("Post {:?}: {e}", at.url))?;
+                    at = std::borrow::Cow::Owned(next);
+                }
+            }
+        }
+        Err(format!(
+            "Post {:?}: stopped after {MAX_REDIRECTS} redirects",
+            at.url
+        ))
+    };
+    match tokio::time::timeout(timeout, calls).await {
         Ok(r) => r,
         Err(_) => Err(format!("Post {:?}: context deadline exceeded", target.url)),
     }
 }
 
-async fn exchange(target: &Target, ca_bundle: &[u8], body: Vec<u8>) -> Result<Bytes, String> {
+/// The redirects followed before a call fails (Go's client's limit).
+const MAX_REDIRECTS: usize = 10;
+
+/// What one exchange got: the body of a 2xx, or where a 307/308 sends it.
+enum Answer {
+    Body(Bytes),
+    Redirect(String),
+}
+
+async fn exchange(target: &Target, ca_bundle: &[u8], body: Vec<u8>) -> Result<Answer, String> {
     let post = |e: String| format!("Post {:?}: {e}", target.url);
     let config = client_config(ca_bundle).map_err(post)?;
     let tcp = tokio::net::TcpStream::connect(&target.dial)
@@ -163,6 +231,12 @@ async fn exchange(target: &Target, ca_bundle: &[u8], body: Vec<u8>) -> Result<By
         .await
         .map_err(|e| post(e.to_string()))?;
     let status = resp.status();
+    if matches!(status.as_u16(), 307 | 308)
+        && let Some(location) = resp.headers().get(http::header::LOCATION)
+    {
+        let location = location.to_str().map_err(|e| post(e.to_string()))?;
+        return Ok(Answer::Redirect(location.to_owned()));
+    }
     let content_type = resp
         .headers()
         .get(http::header::CONTENT_TYPE)
@@ -183,7 +257,7 @@ async fn exchange(target: &Target, ca_bundle: &[u8], body: Vec<u8>) -> Result<By
             status.as_u16()
         ));
     }
-    Ok(bytes)
+    Ok(Answer::Body(bytes))
 }
 
 /// client-go's words for an answer that is not 2xx: a Failure Status's
@@ -212,18 +286,16 @@ fn not_success(code: u16, body: &[u8]) -> String {
 
 fn client_config(ca_bundle: &[u8]) -> Result<Arc<rustls::ClientConfig>, String> {
     use pki_types::pem::PemObject as _;
-    let mut roots = rustls::RootCertStore::empty();
-    for cert in pki_types::CertificateDer::pem_slice_iter(ca_bundle) {
-        let cert = cert.map_err(|e| format!("invalid caBundle: {e}"))?;
-        roots
-            .add(cert)
-            .map_err(|e| format!("invalid caBundle: {e}"))?;
-    }
+    let certificates = pki_types::CertificateDer::pem_slice_iter(ca_bundle)
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|e| format!("invalid caBundle: {e}"))?;
     let provider = Arc::new(rustls::crypto::ring::default_provider());
+    let trust = super::trust::Bundle::new(certificates, provider.clone())?;
     let mut config = rustls::ClientConfig::builder_with_provider(provider)
         .with_safe_default_protocol_versions()
         .map_err(|e| e.to_string())?
-        .with_root_certificates(roots)
+        .dangerous()
+        .with_custom_certificate_verifier(Arc::new(trust))
         .with_no_client_auth();
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
     Ok(Arc::new(config))
@@ -274,6 +346,31 @@ mod tests {
         assert_eq!(s.server_name, "hook.d.svc");
         assert_eq!(s.url, "https://hook.d.svc:9443/v?timeout=5s");
         assert!(Target::of_url("http://x/", Duration::from_secs(1)).is_err());
+    }
+
+    #[test]
+    fn a_redirect_goes_to_a_path_of_the_same_server_or_to_another_url() {
+        let t = Target::of_url("https://127.0.0.1:8443//mutate", Duration::from_secs(10)).unwrap();
+        let r = t.redirected("/mutate?timeout=10s").unwrap();
+        assert_eq!(
+            (r.dial.as_str(), r.server_name.as_str()),
+            ("127.0.0.1:8443", "127.0.0.1")
+        );
+        assert_eq!(r.path, "/mutate?timeout=10s");
+        assert_eq!(r.url, "https://127.0.0.1:8443/mutate?timeout=10s");
+        let s = Target::of_service("10.0.0.1", 9443, "hook", "d", "//v", Duration::from_secs(5));
+        let r = s.redirected("/v?timeout=5s").unwrap();
+        assert_eq!(
+            (r.dial.as_str(), r.server_name.as_str()),
+            ("10.0.0.1:9443", "hook.d.svc")
+        );
+        assert_eq!(r.url, "https://hook.d.svc:9443/v?timeout=5s");
+        let r = t.redirected("https://[::1]:9000/x").unwrap();
+        assert_eq!(
+            (r.dial.as_str(), r.server_name.as_str(), r.path.as_str()),
+            ("[::1]:9000", "::1", "/x")
+        );
+        assert!(t.redirected("http://elsewhere/").is_err());
     }
 
     #[tokio::test]

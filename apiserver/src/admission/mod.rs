@@ -47,6 +47,7 @@ mod context;
 mod dispatch;
 pub mod matching;
 pub mod policy;
+mod trust;
 /// ValidatingAdmissionPolicies and bindings as registered.
 pub use crate::registry::spec::policy as policy_config;
 pub mod review;
@@ -478,7 +479,7 @@ impl Admission {
         }
         if !conversion.by_webhook() {
             let mut out = obj.clone();
-            out["apiVersion"] = desired.into();
+            conversion.rewrite(&mut out, desired);
             return Ok(out);
         }
         let mut rounds = self.rounds();

@@ -5,6 +5,9 @@
 //! is stored. `strategy: None` rewrites `apiVersion` only;
 //! `strategy: Webhook` sends a ConversionReview v1 to the CRD's conversion
 //! webhook over HTTPS (the admission webhooks' client, [`crate::admission::call`]).
+//! A built-in kind served in a second group ([`Builtin`]: `events.k8s.io`
+//! Events) converts the same way, field by field, into the group it is
+//! stored in.
 //!
 //! Where each conversion happens: a write's (the stored object into the
 //! request's version before a patch or an update applies, the result into
@@ -15,4 +18,4 @@
 
 mod webhook;
 
-pub use crate::registry::spec::conversion::{Conversion, default, errors};
+pub use crate::registry::spec::conversion::{Builtin, Conversion, default, errors};

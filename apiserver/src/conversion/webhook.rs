@@ -28,7 +28,7 @@ impl Conversion {
             return Ok(objects
                 .into_iter()
                 .map(|mut o| {
-                    o["apiVersion"] = desired.into();
+                    self.rewrite(&mut o, desired);
                     o
                 })
                 .collect());

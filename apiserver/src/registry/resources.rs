@@ -47,8 +47,9 @@ pub struct ResourceInfo {
     /// validated by it. `None` for built-ins.
     pub schema: Option<Arc<crate::schema::VersionSchema>>,
     /// How a custom resource defined in several versions converts between
-    /// them (`conversion/`); `None` for built-ins and CRDs of one
-    /// version.
+    /// them (`conversion/`), or a built-in kind into the group it is
+    /// stored in (`events.k8s.io` Events); `None` for the other built-ins
+    /// and CRDs of one version.
     pub conversion: Option<Arc<crate::conversion::Conversion>>,
     /// A custom resource's `selectableFields` as field selectors name them
     /// (`spec.color`): read from each object's JSON when a list or watch
@@ -141,11 +142,16 @@ impl ResourceInfo {
         }
     }
 
-    /// The storage key: objects of all versions of a group/resource share one store.
+    /// The storage key: objects of all versions of a group/resource share
+    /// one store (and a built-in kind served in a second group, the first
+    /// group's: [`crate::conversion::Builtin`]).
     #[must_use]
     pub fn storage_key(&self) -> StorageKey {
+        let builtin = self.conversion.as_ref().and_then(|c| c.builtin);
         StorageKey {
-            group: self.group.clone(),
+            group: builtin
+                .map_or(self.group.as_str(), |b| b.storage_group())
+                .into(),
             plural: self.plural.clone(),
         }
     }
@@ -197,7 +203,8 @@ fn builtin(
         scale: None,
         strategy: crate::registry::kind::builtin(group, plural),
         schema: None,
-        conversion: None,
+        conversion: crate::conversion::Builtin::of(group, plural)
+            .map(|b| Arc::new(crate::conversion::Conversion::of_builtin(b, kind))),
         selectable_fields: Vec::new(),
     }
 }

@@ -23,6 +23,10 @@ pub struct ObjectFilter {
     /// The custom resource's selectable fields `fields` names: read from
     /// each object's JSON (built-in kinds' are indexed as stored).
     pub custom_fields: Vec<String>,
+    /// A built-in kind served from another group's storage: `fields`
+    /// names its fields, the stored objects are indexed by that group's
+    /// (`regarding.name` is `involvedObject.name`).
+    pub stored_in: Option<crate::conversion::Builtin>,
 }
 
 impl ObjectFilter {
@@ -60,6 +64,7 @@ impl ObjectFilter {
             fields,
             shard: None,
             custom_fields,
+            stored_in: info.conversion.as_ref().and_then(|c| c.builtin),
         })
     }
 
@@ -95,9 +100,10 @@ impl ObjectFilter {
                 .map(|(_, v)| v.as_str())
         };
         self.labels.matches(|k| o.label(k))
-            && self
-                .fields
-                .matches(|f| custom_field(f).or_else(|| o.field(f)))
+            && self.fields.matches(|f| match self.stored_in {
+                Some(b) => o.field(b.stored_field_label(f)),
+                None => custom_field(f).or_else(|| o.field(f)),
+            })
             && self.shard.as_ref().is_none_or(|s| match s.field() {
                 ShardField::Uid => s.matches_hash(crate::machinery::shard::hash_display(o.uid)),
                 ShardField::Namespace => s.matches_value(o.namespace()),

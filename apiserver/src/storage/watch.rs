@@ -88,7 +88,7 @@ fn rendered(spec: &WatchSpec, o: &StoredObject) -> Bytes {
         {
             o.raw.clone()
         }
-        None => o.bytes_at(&spec.info.api_version()),
+        None => o.served_bytes(&spec.info, &spec.info.api_version()),
         Some(Render::Metadata) => crate::storage::partial::partial_of_one(o),
         Some(Render::Table) => crate::storage::table::table_line_of_one(&spec.info, o),
     }

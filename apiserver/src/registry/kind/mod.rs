@@ -32,7 +32,7 @@ mod cronjob;
 mod customresourcedefinition;
 mod daemonset;
 mod deployment;
-mod event;
+pub(crate) mod event;
 mod fill;
 mod job;
 mod namespace;

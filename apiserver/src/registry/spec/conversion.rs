@@ -14,16 +14,73 @@ use super::webhook::{Endpoint, client};
 /// fixed timeout).
 pub const WEBHOOK_TIMEOUT: Duration = Duration::from_secs(30);
 
-/// A CRD's `spec.conversion` and storage version.
+/// A CRD's `spec.conversion` and storage version, or a built-in kind's
+/// conversion into the group it is stored in ([`Builtin`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Conversion {
-    /// The storage version's apiVersion (`group/version`).
+    /// The storage version's apiVersion (`group/version`, `v1` for the
+    /// core group).
     pub storage: String,
     /// The conversion webhook (`strategy: Webhook`); None for `strategy: None`.
     pub webhook: Option<Webhook>,
+    /// A built-in kind's field-by-field conversion; None for CRDs.
+    pub builtin: Option<Builtin>,
     /// The kind (`spec.names.kind`), as errors name it
     /// (`<group>/<version>, Kind=<kind>`).
     pub kind: String,
+}
+
+/// A built-in kind kube-apiserver serves in a second group from the
+/// storage of the first, converting field by field on every read and
+/// write (its generated conversions): one object, a resourceVersion and
+/// a uid, whichever group a client reads it through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[non_exhaustive]
+pub enum Builtin {
+    /// `events.k8s.io/v1` Events, stored as core `v1` Events
+    /// (`regarding` is `involvedObject`, `note` is `message`, ...).
+    Events,
+}
+
+impl Builtin {
+    /// The built-in conversion of the resource `group`/`plural`, if it is
+    /// stored in another group.
+    #[must_use]
+    pub fn of(group: &str, plural: &str) -> Option<Builtin> {
+        (group == "events.k8s.io" && plural == "events").then_some(Builtin::Events)
+    }
+
+    /// The group whose storage the resource shares.
+    #[must_use]
+    pub fn storage_group(self) -> &'static str {
+        match self {
+            Builtin::Events => "",
+        }
+    }
+
+    /// The apiVersion objects are stored at.
+    #[must_use]
+    pub fn storage_api_version(self) -> &'static str {
+        match self {
+            Builtin::Events => "v1",
+        }
+    }
+
+    /// The stored kind's name for a field label a selector names (its
+    /// field label conversion): `regarding.name` is `involvedObject.name`.
+    #[must_use]
+    pub fn stored_field_label(self, label: &str) -> &str {
+        match self {
+            Builtin::Events => crate::registry::kind::event::core_field_label(label),
+        }
+    }
+
+    /// `obj` (in either group's form) rewritten into `desired`'s form.
+    pub fn convert(self, obj: &mut Value, desired: &str) {
+        match self {
+            Builtin::Events => crate::registry::kind::event::convert(obj, desired),
+        }
+    }
 }
 
 /// A conversion webhook.
@@ -105,6 +162,7 @@ impl Conversion {
         Conversion {
             storage: format!("{group}/{storage}"),
             webhook,
+            builtin: None,
             kind: spec["names"]["kind"]
                 .as_str()
                 .unwrap_or_default()
@@ -112,11 +170,31 @@ impl Conversion {
         }
     }
 
+    /// A built-in kind's conversion into its storage group.
+    #[must_use]
+    pub fn of_builtin(builtin: Builtin, kind: &str) -> Conversion {
+        Conversion {
+            storage: builtin.storage_api_version().to_owned(),
+            webhook: None,
+            builtin: Some(builtin),
+            kind: kind.to_owned(),
+        }
+    }
+
     /// Whether converting needs the webhook (else only `apiVersion`
-    /// changes).
+    /// changes, and a built-in kind's fields).
     #[must_use]
     pub fn by_webhook(&self) -> bool {
         self.webhook.is_some()
+    }
+
+    /// `obj` in `desired` without a webhook: its `apiVersion` rewritten,
+    /// and a built-in kind's fields converted.
+    pub fn rewrite(&self, obj: &mut Value, desired: &str) {
+        match self.builtin {
+            Some(b) => b.convert(obj, desired),
+            None => obj["apiVersion"] = desired.into(),
+        }
     }
 }
 

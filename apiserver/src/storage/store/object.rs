@@ -252,9 +252,16 @@ impl StoredObject {
         info: &crate::registry::resources::ResourceInfo,
         api_version: &str,
     ) -> Bytes {
-        if info.conversion.as_ref().is_some_and(|c| c.by_webhook()) {
-            // Converted by the webhook once rendered: served as stored.
-            return self.raw.clone();
+        if let Some(c) = &info.conversion {
+            if c.by_webhook() {
+                // Converted by the webhook once rendered: served as stored.
+                return self.raw.clone();
+            }
+            if let Some(b) = c.builtin.filter(|_| self.api_version() != api_version) {
+                let mut v = self.value();
+                b.convert(&mut v, api_version);
+                return Bytes::from(serde_json::to_vec(&v).unwrap_or_default());
+            }
         }
         match &info.schema {
             Some(s) if s.defaults_on_read(self.rv) => {

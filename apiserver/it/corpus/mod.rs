@@ -506,8 +506,12 @@ async fn ward_apiserver_answers_the_corpus_as_kube_apiserver_did() {
         return record(kubeconfig.to_str().unwrap(), &areas).await;
     }
     // Authorized as kube-apiserver is (`--authorization-mode=RBAC`); the
-    // in-process client is the admin, in system:masters.
-    let config = ServerConfig::default().authorization_mode(AuthorizationMode::Rbac);
+    // in-process client is the admin, in system:masters. The recorded
+    // server runs as envtest runs it, without kube-controller-manager:
+    // namespaces hold no `kube-root-ca.crt`.
+    let config = ServerConfig::default()
+        .authorization_mode(AuthorizationMode::Rbac)
+        .root_ca_configmaps(false);
     let server = ApiServer::start(config).await.unwrap();
     let ours = run_all(&server.client(), &areas, PATIENCE_HERE).await;
     // ward-apiserver's answers beside kube-apiserver's, for a diff.

@@ -144,7 +144,7 @@ impl ResourceInfo {
 
     /// The storage key: objects of all versions of a group/resource share
     /// one store (and a built-in kind served in a second group, the first
-    /// group's: [`crate::conversion::Builtin`]).
+    /// group's: `conversion::Builtin`).
     #[must_use]
     pub fn storage_key(&self) -> StorageKey {
         let builtin = self.conversion.as_ref().and_then(|c| c.builtin);

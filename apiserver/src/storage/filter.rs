@@ -53,9 +53,7 @@ impl ObjectFilter {
             }
             let ok = matches!(f, "metadata.name" | "metadata.namespace") || extra.contains(&f);
             if !ok {
-                return Err(ApiError::bad_request(format!(
-                    "field label not supported: {f}"
-                )));
+                return Err(ApiError::bad_request(unsupported_field(info, f)));
             }
         }
         Ok(ObjectFilter {
@@ -108,5 +106,19 @@ impl ObjectFilter {
                 ShardField::Uid => s.matches_hash(crate::machinery::shard::hash_display(o.uid)),
                 ShardField::Namespace => s.matches_value(o.namespace()),
             })
+    }
+}
+
+/// kube-apiserver's words for a field selector on a field the kind does
+/// not select on: a built-in kind with selectable fields of its own has a
+/// field label conversion that says `field label not supported`; the
+/// others fall back to the default one, which names the two every kind has.
+fn unsupported_field(info: &ResourceInfo, f: &str) -> String {
+    if info.builtin && info.strategy.selectable_fields().is_empty() {
+        format!(
+            "{f:?} is not a known field selector: only \"metadata.name\", \"metadata.namespace\""
+        )
+    } else {
+        format!("field label not supported: {f}")
     }
 }

@@ -128,7 +128,7 @@ impl KindStrategy for Pod {
     /// Only pods that are scheduled and not finished have a grace period:
     /// the request's, else the pod's `terminationGracePeriodSeconds`, else
     /// 30 s.
-    fn grace(&self, obj: &Value, requested: Option<i64>) -> i64 {
+    fn grace(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
         let scheduled = obj["spec"]["nodeName"]
             .as_str()
             .is_some_and(|n| !n.is_empty());
@@ -137,12 +137,12 @@ impl KindStrategy for Pod {
             Some("Succeeded" | "Failed")
         );
         if !scheduled || finished {
-            return 0;
+            return Some(0);
         }
-        requested
+        let grace = requested
             .or_else(|| obj["spec"]["terminationGracePeriodSeconds"].as_i64())
-            .unwrap_or(30)
-            .max(0)
+            .unwrap_or(30);
+        Some(grace.max(0))
     }
 
     fn returns_deleted_object(&self) -> bool {

@@ -211,10 +211,14 @@ pub trait KindStrategy: Send + Sync + 'static {
     }
 
     /// The grace period in seconds a delete asking for `requested` gives
-    /// `obj` as it is now; 0 removes it at once.
-    fn grace(&self, obj: &Value, requested: Option<i64>) -> i64 {
+    /// `obj` as it is now, for a kind deleted gracefully (pods); 0 removes
+    /// it at once, in the state a graceful deletion leaves
+    /// (`deletionTimestamp` now, `deletionGracePeriodSeconds: 0`), as
+    /// kube-apiserver answers it. None for the other kinds: removed at once,
+    /// as they are.
+    fn grace(&self, obj: &Value, requested: Option<i64>) -> Option<i64> {
         let _ = (obj, requested);
-        0
+        None
     }
 
     /// Why the object named `name` may never be deleted (kube-apiserver's
@@ -368,7 +372,7 @@ mod tests {
         g.prepare_create(&mut obj, "2020-01-01T00:00:00Z");
         g.default(&mut obj);
         assert_eq!(obj, before);
-        assert_eq!(g.grace(&obj, Some(30)), 0);
+        assert_eq!(g.grace(&obj, Some(30)), None);
         assert_eq!(g.verbs(), ALL_VERBS);
         assert!(g.delete_finalizers().is_empty() && g.columns().is_empty());
         assert_eq!(format!("{g:?}"), "Strategy(generic)");

@@ -69,7 +69,8 @@ impl Store {
             let v = old.value();
             let mut fin: Vec<String> = old.finalizers().map(String::from).collect();
             let kind = self.rules.strategy(key);
-            let grace = kind.grace(&v, spec.grace_period_seconds);
+            let graceful = kind.grace(&v, spec.grace_period_seconds);
+            let grace = graceful.unwrap_or(0);
             if old.terminating {
                 // A later delete may shorten a grace period, never lengthen it.
                 let current = v["metadata"]["deletionGracePeriodSeconds"]
@@ -86,22 +87,26 @@ impl Store {
                     }
                 }
             }
-            Ok(self.mark_or_remove(key, v, fin, grace))
+            Ok(self.mark_or_remove(key, v, fin, grace, graceful.is_some()))
         })?;
         Ok(deleted(written))
     }
 
     /// Remove the object when nothing holds it (no finalizers, no grace
     /// period left), else mark it terminating: deletionTimestamp = now +
-    /// grace, deletionGracePeriodSeconds = grace, finalizers `fin`.
+    /// grace, deletionGracePeriodSeconds = grace, finalizers `fin`. An
+    /// object of a `graceful` kind is removed marked (grace 0), as
+    /// kube-apiserver's graceful deletion leaves it.
     fn mark_or_remove(
         &self,
         key: &StorageKey,
         mut v: Value,
         fin: Vec<String>,
         grace: i64,
+        graceful: bool,
     ) -> Change {
-        if fin.is_empty() && grace == 0 {
+        let remove = fin.is_empty() && grace == 0;
+        if remove && !graceful {
             return Change::Remove(v);
         }
         let at = self
@@ -119,16 +124,19 @@ impl Store {
         if m.get("deletionTimestamp").is_none_or(Value::is_null) && generation > 0 {
             m.insert("generation".into(), (generation + 1).into());
         }
-        if fin.is_empty() {
-            m.remove("finalizers");
-        } else {
-            m.insert("finalizers".into(), fin.into());
-        }
         m.insert(
             "deletionTimestamp".into(),
             crate::machinery::clock::format_time(at).into(),
         );
         m.insert("deletionGracePeriodSeconds".into(), grace.into());
+        if remove {
+            return Change::Remove(v);
+        }
+        if fin.is_empty() {
+            m.remove("finalizers");
+        } else {
+            m.insert("finalizers".into(), fin.into());
+        }
         self.rules.strategy(key).mark_terminating(&mut v);
         Change::Put(v)
     }
@@ -148,7 +156,7 @@ impl Store {
                 .filter(|o| o.uid.is(uid) && o.terminating)
                 .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
             let fin = old.finalizers().map(String::from).collect();
-            Ok(self.mark_or_remove(&key, old.value(), fin, 0))
+            Ok(self.mark_or_remove(&key, old.value(), fin, 0, false))
         })?;
         Ok(deleted(written))
     }

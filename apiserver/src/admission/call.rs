@@ -43,14 +43,7 @@ impl Target {
     ///
     /// A URL that registration would have refused.
     pub fn of_url(url: &str, timeout: Duration) -> Result<Target, String> {
-        let rest = url
-            .strip_prefix("https://")
-            .ok_or_else(|| format!("unsupported protocol scheme in {url:?}"))?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        let (host, port) = split_host_port(authority)?;
+        let (host, port, path) = split_url(url)?;
         Ok(Target::new(&host, port, &host, path, timeout))
     }
 
@@ -86,14 +79,7 @@ impl Target {
                 ..self.clone()
             });
         }
-        let rest = location
-            .strip_prefix("https://")
-            .ok_or_else(|| format!("unsupported protocol scheme in {location:?}"))?;
-        let (authority, path) = match rest.find('/') {
-            Some(i) => (&rest[..i], &rest[i..]),
-            None => (rest, "/"),
-        };
-        let (host, port) = split_host_port(authority)?;
+        let (host, port, path) = split_url(location)?;
         let host = if host.contains(':') {
             format!("[{host}]")
         } else {
@@ -121,6 +107,20 @@ impl Target {
             path,
         }
     }
+}
+
+/// An `https://` URL's host, port (443 when absent) and path (`/` when
+/// absent), query included.
+fn split_url(url: &str) -> Result<(String, u16, &str), String> {
+    let rest = url
+        .strip_prefix("https://")
+        .ok_or_else(|| format!("unsupported protocol scheme in {url:?}"))?;
+    let (authority, path) = match rest.find('/') {
+        Some(i) => (&rest[..i], &rest[i..]),
+        None => (rest, "/"),
+    };
+    let (host, port) = split_host_port(authority)?;
+    Ok((host, port, path))
 }
 
 fn split_host_port(authority: &str) -> Result<(String, u16), String> {

@@ -137,31 +137,9 @@ impl ServerCertVerifier for Bundle {
 /// A certificate's validity period (notBefore, notAfter) in Unix seconds.
 fn validity(der: &[u8]) -> Option<(u64, u64)> {
     use yasna::tags::{TAG_GENERALIZEDTIME, TAG_UTCTIME};
-    let tbs = yasna::parse_der(der, |r| {
-        r.read_sequence(|r| {
-            let tbs = r.next().read_der()?;
-            r.next().read_der()?;
-            r.next().read_der()?;
-            Ok(tbs)
-        })
-    })
-    .ok()?;
-    // tbsCertificate: [0] version, serialNumber, signature, issuer,
-    // validity, ...: the validity is its fourth untagged element.
-    let validity = yasna::parse_der(&tbs, |r| {
-        r.read_sequence(|r| {
-            let mut untagged = Vec::new();
-            while let Some(element) = r.read_optional(|r| r.read_der())? {
-                if element.first().is_some_and(|t| t & 0xc0 != 0x80) {
-                    untagged.push(element);
-                }
-            }
-            Ok(untagged)
-        })
-    })
-    .ok()?
-    .into_iter()
-    .nth(3)?;
+    let validity = crate::machinery::certificate::tbs_elements(der)?
+        .into_iter()
+        .nth(crate::machinery::certificate::VALIDITY)?;
     let seconds = |t: i64| u64::try_from(t).ok();
     yasna::parse_der(&validity, |r| {
         r.read_sequence(|r| {

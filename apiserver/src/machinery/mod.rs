@@ -4,6 +4,7 @@
 //!
 //! Nothing here knows a kind, the store or a request.
 
+pub mod certificate;
 pub mod clock;
 pub mod patch;
 pub mod proto;

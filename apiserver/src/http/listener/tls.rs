@@ -177,33 +177,9 @@ impl Tls {
 pub fn certificate_user(der: &[u8]) -> Option<(String, Vec<String>)> {
     const CN: &[u64] = &[2, 5, 4, 3];
     const O: &[u64] = &[2, 5, 4, 10];
-    let subject = yasna::parse_der(der, |r| {
-        r.read_sequence(|r| {
-            let tbs = r.next().read_der()?;
-            // signatureAlgorithm, signatureValue
-            r.next().read_der()?;
-            r.next().read_der()?;
-            Ok(tbs)
-        })
-    })
-    .ok()?;
-    // tbsCertificate: [0] version, serialNumber, signature, issuer,
-    // validity, subject, ...; the subject is its fifth untagged element.
-    let subject = yasna::parse_der(&subject, |r| {
-        r.read_sequence(|r| {
-            let mut untagged = Vec::new();
-            while let Some(element) = r.read_optional(|r| r.read_der())? {
-                // Context-specific tags (version, unique ids, extensions).
-                if element.first().is_some_and(|t| t & 0xc0 != 0x80) {
-                    untagged.push(element);
-                }
-            }
-            Ok(untagged)
-        })
-    })
-    .ok()?
-    .into_iter()
-    .nth(4)?;
+    let subject = crate::machinery::certificate::tbs_elements(der)?
+        .into_iter()
+        .nth(crate::machinery::certificate::SUBJECT)?;
     let mut attributes = Vec::new();
     yasna::parse_der(&subject, |r| {
         r.read_sequence_of(|r| {

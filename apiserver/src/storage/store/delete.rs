@@ -36,7 +36,9 @@ impl Store {
         name: &str,
         spec: &DeleteSpec,
     ) -> Result<Deleted, ApiError> {
+        let mut then_remove = false;
         let written = self.write(key, ns, name, spec.commit, |old| {
+            then_remove = false;
             let old = old.ok_or_else(|| ApiError::not_found(&key.group, &key.plural, name))?;
             // Worded as kube-apiserver's storage words a failed precondition,
             // its details naming the object's kind (not its resource).
@@ -87,9 +89,40 @@ impl Store {
                     }
                 }
             }
-            Ok(self.mark_or_remove(key, v, fin, grace, graceful.is_some()))
+            let change = self.mark_or_remove(key, v, fin, grace, graceful.is_some());
+            Ok(first_of_two(
+                change,
+                graceful.is_some(),
+                spec.commit,
+                &mut then_remove,
+            ))
         })?;
+        if then_remove {
+            return Ok(self.remove_marked(key, ns, name, written.object));
+        }
         Ok(deleted(written))
+    }
+
+    /// The second write of a graceful kind's removal: `marked` (grace 0, no
+    /// finalizers) goes. Removed meanwhile, it is reported removed; a
+    /// successor of the same name is left alone.
+    fn remove_marked(
+        &self,
+        key: &StorageKey,
+        ns: &str,
+        name: &str,
+        marked: Arc<StoredObject>,
+    ) -> Deleted {
+        let written = self.write(key, ns, name, Commit::Store, |old| match old {
+            Some(o) if o.uid == marked.uid && o.finalizers().next().is_none() => {
+                Ok(Change::Remove(o.value()))
+            }
+            _ => Err(ApiError::not_found(&key.group, &key.plural, name)),
+        });
+        match written {
+            Ok(w) => deleted(w),
+            Err(_) => Deleted::Removed(marked),
+        }
     }
 
     /// Remove the object when nothing holds it (no finalizers, no grace
@@ -151,13 +184,19 @@ impl Store {
         uid: &str,
     ) -> Result<Deleted, ApiError> {
         let key = info.storage_key();
+        let mut then_remove = false;
         let written = self.write(&key, ns, name, Commit::Store, |old| {
+            then_remove = false;
             let old = old
                 .filter(|o| o.uid.is(uid) && o.terminating)
                 .ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
             let fin = old.finalizers().map(String::from).collect();
-            Ok(self.mark_or_remove(&key, old.value(), fin, 0, false))
+            let change = self.mark_or_remove(&key, old.value(), fin, 0, true);
+            Ok(first_of_two(change, true, Commit::Store, &mut then_remove))
         })?;
+        if then_remove {
+            return Ok(self.remove_marked(&key, ns, name, written.object));
+        }
         Ok(deleted(written))
     }
 
@@ -257,6 +296,21 @@ impl Store {
     }
 }
 
+/// kube-apiserver removes an object of a `graceful` kind in two writes,
+/// each with its own resourceVersion: marked with grace 0 (MODIFIED), then
+/// removed (DELETED). So the removal `change` becomes the marking, and
+/// `then_remove` asks for the second write. A dry run answers the marked
+/// object at once.
+fn first_of_two(change: Change, graceful: bool, commit: Commit, then_remove: &mut bool) -> Change {
+    match change {
+        Change::Remove(v) if graceful && commit == Commit::Store => {
+            *then_remove = true;
+            Change::Put(v)
+        }
+        change => change,
+    }
+}
+
 fn deleted(w: Written) -> Deleted {
     if w.removed {
         Deleted::Removed(w.object)
@@ -347,6 +401,56 @@ mod tests {
             kinds,
             [EventType::Modified, EventType::Modified, EventType::Deleted]
         );
+    }
+
+    #[test]
+    fn a_pod_deleted_at_once_is_marked_then_removed_in_two_writes() {
+        let s = store();
+        let pods = info("pods");
+        let pod = |name: &str| {
+            json!({"apiVersion": "v1", "kind": "Pod",
+                   "metadata": {"name": name, "namespace": "default"},
+                   "spec": {"containers": [{"name": "a", "image": "busybox"}]}})
+        };
+        s.create(&pods, pod("unbound")).unwrap();
+        let before = s.current_rv();
+        let (_, mut rx) = s.watch_from(&pods.storage_key(), before).unwrap();
+        let Deleted::Removed(gone) = s
+            .delete(&pods, "default", "unbound", &DeleteSpec::default())
+            .unwrap()
+        else {
+            panic!("an unscheduled pod goes at once")
+        };
+        let events: Vec<_> = std::iter::from_fn(|| rx.try_recv().ok()).collect();
+        let seen: Vec<(EventType, u64, Value)> = events
+            .iter()
+            .map(|e| {
+                let m = e.object.value()["metadata"].clone();
+                (e.kind, e.object.rv, m["deletionGracePeriodSeconds"].clone())
+            })
+            .collect();
+        assert_eq!(
+            seen,
+            [
+                (EventType::Modified, before + 1, json!(0)),
+                (EventType::Deleted, before + 2, json!(0)),
+            ]
+        );
+        assert_eq!(gone.rv, before + 2);
+        assert!(s.get(&pods.storage_key(), "default", "unbound").is_none());
+
+        // A dry run writes nothing and answers the marked pod as removed.
+        s.create(&pods, pod("dry")).unwrap();
+        let rv = s.current_rv();
+        let dry = DeleteSpec {
+            commit: Commit::DryRun,
+            ..DeleteSpec::default()
+        };
+        let Deleted::Removed(answer) = s.delete(&pods, "default", "dry", &dry).unwrap() else {
+            panic!("a dry run answers the removal")
+        };
+        assert!(!answer.value()["metadata"]["deletionTimestamp"].is_null());
+        assert_eq!(s.current_rv(), rv);
     }
 
     #[test]

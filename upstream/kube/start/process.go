@@ -77,7 +77,7 @@ func (p *process) awaitReady(ctx context.Context, timeout time.Duration, url str
 		client.Transport = &http.Transport{TLSClientConfig: config}
 	}
 	deadline := time.After(timeout)
-	tick := time.NewTicker(100 * time.Millisecond)
+	tick := time.NewTicker(10 * time.Millisecond)
 	defer tick.Stop()
 	last := "no answer yet"
 	for {

@@ -4,7 +4,8 @@
 //! custom resources whose CRD declares `subresources.scale`.
 //!
 //! GET answers the Scale; PUT takes a Scale; PATCH (merge, JSON or
-//! strategic) patches the Scale as it is now. A write changes only the
+//! strategic) patches the Scale as it is now; an apply (server-side apply)
+//! applies a Scale, its conflicts those over the object's replicas. A write changes only the
 //! replicas at the spec path, in one optimistic update of the object: a
 //! Scale's `metadata.resourceVersion`, when given, must be the object's
 //! (409), and `spec.replicas` must be a non-negative integer (422).
@@ -57,13 +58,14 @@ pub(super) fn serve(req: &Req<'_>, t: &Target, action: Action) -> Result<Resp, A
         }
         Action::Patch => {
             let ct = req.header(header::CONTENT_TYPE);
-            let kind = PatchKind::from_content_type(ct)
-                .filter(|k| *k != PatchKind::Apply)
-                .ok_or_else(|| {
-                    ApiError::unsupported_media_type(format!(
-                        "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json (got {ct:?})"
-                    ))
-                })?;
+            let kind = PatchKind::from_content_type(ct).ok_or_else(|| {
+                ApiError::unsupported_media_type(format!(
+                    "the body of the request was in an unknown format - accepted media types include: application/json-patch+json, application/merge-patch+json, application/strategic-merge-patch+json, application/apply-patch+yaml (got {ct:?})"
+                ))
+            })?;
+            if kind == PatchKind::Apply {
+                return apply(req, t, paths);
+            }
             let opts = WriteOptions::from_query(&req.query, WriteVerb::Patch)?;
             let dups = patch_duplicates(kind, &req.body, opts.field_validation);
             let warnings = RefCell::new(Vec::new());
@@ -91,6 +93,72 @@ pub(super) fn serve(req: &Req<'_>, t: &Target, action: Action) -> Result<Resp, A
         }
         _ => Err(ApiError::method_not_allowed(req.method.as_str())),
     }
+}
+
+/// Server-side apply of a Scale: the parent's managers own its replicas as
+/// kube-apiserver's ScaleHandler shows them to the Scale
+/// ([`patch::apply_to_scale`]); the replicas and the managedFields the
+/// apply leaves are written to the object in one optimistic update.
+fn apply(req: &Req<'_>, t: &Target, paths: &ScalePaths) -> Result<Resp, ApiError> {
+    let opts = WriteOptions::from_query(&req.query, WriteVerb::Apply)?;
+    let name = t.name.as_deref().unwrap_or_default();
+    // WriteOptions refuses an apply without a field manager.
+    let manager = req.field_manager(&opts);
+    let now = req.state.store.clock().rfc3339();
+    let av = t.info.api_version();
+    let replicas: Vec<&str> = paths
+        .spec_replicas
+        .split('.')
+        .filter(|s| !s.is_empty())
+        .collect();
+    let apply_opts = patch::ApplyOptions {
+        manager: &manager,
+        force: opts.force,
+        now: &now,
+        api_version: &av,
+        kind: "Scale",
+        name,
+        subresource: Some("scale"),
+    };
+    // The applied Scale's resourceVersion, when given, is a precondition.
+    let rv = patch::parse_applied(&req.body)
+        .ok()
+        .and_then(|b| b["metadata"]["resourceVersion"].as_str().map(String::from))
+        .filter(|rv| !rv.is_empty());
+    let stored = req
+        .state
+        .store
+        .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
+            let done = patch::apply_to_scale(
+                old,
+                &scale_of(old, paths),
+                &replicas,
+                &req.body,
+                &apply_opts,
+            )
+            .map_err(|e| patch_error(t, name, e))?;
+            let n = replicas_of(&t.info, name, &done.scale)?;
+            let mut new = old.clone();
+            strategy::put_field(&mut new, &pointer(&paths.spec_replicas), Some(n.into()));
+            strategy::put_field(
+                &mut new,
+                "/metadata/managedFields",
+                Some(done.managed_fields).filter(|m| !m.is_null()),
+            );
+            if let Some(rv) = &rv {
+                new["metadata"]["resourceVersion"] = rv.as_str().into();
+            }
+            let mut new = strategy::prepare_update(&t.info, Subresource::Main, old, new);
+            strategy::admit(&t.info, Some(old), &mut new)?;
+            Ok(new)
+        })?;
+    if opts.commit == Commit::Store {
+        committed(req, t, &stored);
+    }
+    Ok(json_response(
+        StatusCode::OK,
+        &scale_of(&stored.value(), paths),
+    ))
 }
 
 /// Update the object's replicas to those of the Scale `to_scale` makes

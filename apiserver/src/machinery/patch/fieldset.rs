@@ -83,6 +83,24 @@ impl FieldSet {
         }
     }
 
+    /// The set holding the one field at `path`.
+    pub(super) fn of_path(path: &[String]) -> FieldSet {
+        path.iter().rev().fold(FieldSet::default(), |inner, seg| {
+            FieldSet(BTreeMap::from([(seg.clone(), inner)]))
+        })
+    }
+
+    /// Whether the field at `path` is in the set (owned as itself or as a
+    /// whole parent; a `.` marker's parent counts).
+    pub(super) fn has_path(&self, path: &[String]) -> bool {
+        let Some((first, rest)) = path.split_first() else {
+            return true;
+        };
+        self.0
+            .get(first)
+            .is_some_and(|c| rest.is_empty() || c.has_path(rest))
+    }
+
     /// Removes the node at `path` and any ancestors it leaves childless.
     pub(super) fn remove_path(&mut self, path: &[String]) {
         let Some((first, rest)) = path.split_first() else {
@@ -426,6 +444,34 @@ impl Entry {
             && self.str_field("manager") == manager
             && self.str_field("operation") == operation
             && self.str_field("subresource") == subresource.unwrap_or("")
+    }
+
+    /// This entry's manager at `api_version`, owning `set`.
+    pub(super) fn with(&self, api_version: &str, set: FieldSet) -> Entry {
+        let mut raw = self.raw.clone();
+        if let Value::Object(m) = &mut raw {
+            m.insert("apiVersion".to_string(), json!(api_version));
+        }
+        Entry {
+            raw,
+            set: Some(set),
+        }
+    }
+
+    /// This entry without its `time` (kube-apiserver's ScaleHandler gives
+    /// a manager new to the parent none).
+    pub(super) fn without_time(mut self) -> Entry {
+        if let Value::Object(m) = &mut self.raw {
+            m.remove("time");
+        }
+        self
+    }
+
+    /// Whether `other` is the same manager (manager, operation, subresource).
+    pub(super) fn same_manager(&self, other: &Entry) -> bool {
+        ["manager", "operation", "subresource"]
+            .iter()
+            .all(|f| self.str_field(f) == other.str_field(f))
     }
 
     pub(super) fn touch(&mut self, api_version: &str, now: &str) {

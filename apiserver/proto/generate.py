@@ -81,7 +81,7 @@ GO_ALWAYS = os.path.join(HERE, "go_always.txt")
 # k8s-pb's prefix for them, whether its omitempty scalars are taken).
 GO_MODULES = [("k8s.io/api", "", "api", True),
               ("k8s.io/apimachinery", "pkg", "apimachinery.pkg", True),
-              ("k8s.io/apiextensions-apiserver", "pkg", "apiextensions_apiserver.pkg", False)]
+              ("k8s.io/apiextensions-apiserver", "pkg", "apiextensions_apiserver.pkg", True)]
 DISCOVERY = os.path.join(ROOT, "apiserver/src/http/discovery.rs")
 
 PB = ("k8s-pb", "0.9.0")  # generated from Kubernetes v1.35.0's protos
@@ -439,8 +439,7 @@ def extract_go():
             "# from the Go types of these modules, each field from the first that\n"
             "# has it (the served release, then the one k8s-pb's protos are from):\n"
             + "".join(releases) + tags
-            + "# Messages from apiextensions-apiserver and kube-aggregator are not\n"
-            + "# read: they keep their zeros.\n"
+            + "# Messages from kube-aggregator are not read: they keep their zeros.\n"
             + "".join(omit_lines))
     with open(GO_ALWAYS, "w") as out:
         out.write(

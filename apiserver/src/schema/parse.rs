@@ -342,7 +342,10 @@ fn strings(s: &[&str]) -> Vec<String> {
     s.iter().map(|s| (*s).to_string()).collect()
 }
 
-/// What apiextensions refuses in any schema.
+/// What apiextensions refuses in any schema. As there, a zero value is
+/// not set: an empty `id`, an empty `patternProperties`, `definitions` or
+/// `dependencies`, a null `additionalItems` or `$ref` (Go's zero values,
+/// which a protobuf body carries).
 fn unsupported(obj: &Map<String, Value>, path: &Path, errs: &mut Vec<FieldError>) {
     for key in [
         "id",
@@ -352,7 +355,13 @@ fn unsupported(obj: &Map<String, Value>, path: &Path, errs: &mut Vec<FieldError>
         "dependencies",
         "$ref",
     ] {
-        if obj.contains_key(key) {
+        let set = match obj.get(key) {
+            None | Some(Value::Null) => false,
+            Some(Value::String(s)) if key == "id" => !s.is_empty(),
+            Some(Value::Object(m)) if key != "additionalItems" => !m.is_empty(),
+            Some(_) => true,
+        };
+        if set {
             errs.push(FieldError::forbidden(
                 &path.child(key),
                 format!("{key} is not supported"),
@@ -623,6 +632,19 @@ mod tests {
             errors(json!({"type": "object", "properties": {"n": {"type": "strin"}}})),
             [
                 ".properties[n].type: Unsupported value: \"strin\": supported values: \"array\", \"boolean\", \"integer\", \"number\", \"object\", \"string\""
+            ]
+        );
+        // Go's zero values (a protobuf body carries them) are not set.
+        assert!(
+            errors(json!({"type": "object", "id": "", "patternProperties": {},
+                "definitions": {}, "dependencies": {}, "additionalItems": null}))
+            .is_empty()
+        );
+        assert_eq!(
+            errors(json!({"type": "object", "id": "x", "patternProperties": {"^a": {}}})),
+            [
+                ".id: Forbidden: id is not supported",
+                ".patternProperties: Forbidden: patternProperties is not supported",
             ]
         );
         assert_eq!(

@@ -8,7 +8,7 @@
 // from the first release that has it. The digest is FNV-1a 64 of this
 // file after the header, then json_names.txt, go_omitempty.txt and
 // go_always.txt:
-// digest: 8ae05cfc42073ffe
+// digest: d6828830827ac335
 
 use super::schema_types::{Field, Message, Ty::*};
 
@@ -3218,9 +3218,9 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition", fields: &[
         Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "format", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "description", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 5, json: "priority", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "format", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
+        Field { tag: 4, json: "description", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
+        Field { tag: 5, json: "priority", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "jsonPath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion", fields: &[
@@ -3236,9 +3236,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 6, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
+        Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
+        Field { tag: 6, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionList", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ListMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -3246,10 +3246,10 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames", fields: &[
         Field { tag: 1, json: "plural", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "singular", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "singular", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "shortNames", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 5, json: "listKind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 5, json: "listKind", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "categories", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec", fields: &[
@@ -3258,19 +3258,19 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 4, json: "scope", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 7, json: "versions", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion"), repeated: true, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 9, json: "conversion", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion"), repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 10, json: "preserveUnknownFields", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 10, json: "preserveUnknownFields", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus", fields: &[
         Field { tag: 1, json: "conditions", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition"), repeated: true, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "acceptedNames", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 3, json: "storedVersions", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
-        Field { tag: 4, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 4, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion", fields: &[
         Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "served", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "storage", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 7, json: "deprecated", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 7, json: "deprecated", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 8, json: "deprecationWarning", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "schema", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "subresources", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresources"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -3292,31 +3292,31 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "openAPIV3Schema", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaProps"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation", fields: &[
-        Field { tag: 1, json: "description", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "url", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "description", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
+        Field { tag: 2, json: "url", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.Json", fields: &[
         Field { tag: 1, json: "raw", ty: Bytes, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaProps", fields: &[
-        Field { tag: 1, json: "id", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "$schema", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "id", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
+        Field { tag: 2, json: "$schema", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "$ref", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "description", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 5, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 6, json: "format", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 7, json: "title", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 4, json: "description", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
+        Field { tag: 5, json: "type", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
+        Field { tag: 6, json: "format", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
+        Field { tag: 7, json: "title", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 8, json: "default", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.Json"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 9, json: "maximum", ty: Double, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 10, json: "exclusiveMaximum", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 10, json: "exclusiveMaximum", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 11, json: "minimum", ty: Double, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 12, json: "exclusiveMinimum", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 12, json: "exclusiveMinimum", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 13, json: "maxLength", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 14, json: "minLength", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 15, json: "pattern", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 15, json: "pattern", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 16, json: "maxItems", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 17, json: "minItems", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 18, json: "uniqueItems", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 18, json: "uniqueItems", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 19, json: "multipleOf", ty: Double, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 20, json: "enum", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.Json"), repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 21, json: "maxProperties", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -3335,10 +3335,10 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 34, json: "definitions", ty: MapMessage("apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaProps"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 35, json: "externalDocs", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.ExternalDocumentation"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 36, json: "example", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.Json"), repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 37, json: "nullable", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 37, json: "nullable", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 38, json: "x-kubernetes-preserve-unknown-fields", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 39, json: "x-kubernetes-embedded-resource", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 40, json: "x-kubernetes-int-or-string", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 39, json: "x-kubernetes-embedded-resource", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
+        Field { tag: 40, json: "x-kubernetes-int-or-string", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 41, json: "x-kubernetes-list-map-keys", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 42, json: "x-kubernetes-list-type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 43, json: "x-kubernetes-map-type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -3367,10 +3367,10 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.ValidationRule", fields: &[
         Field { tag: 1, json: "rule", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "message", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "messageExpression", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
+        Field { tag: 3, json: "messageExpression", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 5, json: "fieldPath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 5, json: "fieldPath", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "optionalOldSelf", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookClientConfig", fields: &[

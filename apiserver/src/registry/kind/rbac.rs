@@ -55,6 +55,32 @@ impl KindStrategy for BindingKind {
         NameRule::PathSegment
     }
 
+    /// kube-apiserver's `SetDefaults_RoleBinding` and `SetDefaults_Subject`:
+    /// a role reference without `apiGroup` is in the RBAC group, and so is
+    /// a User or Group subject without one.
+    fn default(&self, obj: &mut Value) {
+        let empty = |v: &Value| v.as_str().is_none_or(str::is_empty);
+        if let Some(role) = obj.get_mut("roleRef").and_then(Value::as_object_mut)
+            && role.get("apiGroup").is_none_or(empty)
+        {
+            role.insert("apiGroup".into(), GROUP.into());
+        }
+        let subjects = obj.get_mut("subjects").and_then(Value::as_array_mut);
+        for s in subjects
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_object_mut)
+        {
+            if matches!(
+                s.get("kind").and_then(Value::as_str),
+                Some("User" | "Group")
+            ) && s.get("apiGroup").is_none_or(empty)
+            {
+                s.insert("apiGroup".into(), GROUP.into());
+            }
+        }
+    }
+
     fn validate(&self, obj: &Value) -> Result<(), ApiError> {
         validate(obj, self.kind, self.role_kinds)
     }
@@ -85,7 +111,12 @@ fn validate(obj: &Value, kind: &str, role_kinds: &[&str]) -> Result<(), ApiError
         }
     }
     let role = &obj["roleRef"];
-    let group = role["apiGroup"].as_str().unwrap_or_default();
+    // Checked as defaulted (`default` fills an empty group before the
+    // object is stored; kube-apiserver defaults before it validates).
+    let group = role["apiGroup"]
+        .as_str()
+        .filter(|g| !g.is_empty())
+        .unwrap_or(GROUP);
     if group != GROUP {
         errs.push(format!(
             "roleRef.apiGroup: Unsupported value: {group:?}: supported values: {GROUP:?}"
@@ -129,5 +160,23 @@ mod tests {
              Unsupported value: \"Robot\": supported values: \"ServiceAccount\", \"User\", \
              \"Group\", roleRef.name: Required value]"
         );
+    }
+
+    #[test]
+    fn the_role_and_user_or_group_subjects_default_to_the_rbac_group() {
+        let mut b = json!({"roleRef": {"kind": "Role", "name": "r"},
+            "subjects": [{"kind": "User", "name": "jane"}, {"kind": "Group", "name": "g", "apiGroup": ""},
+                {"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}]});
+        // Valid before defaulting too: kube-apiserver defaults first.
+        assert!(ROLE_BINDING.validate(&b).is_ok());
+        ROLE_BINDING.default(&mut b);
+        assert_eq!(
+            b,
+            json!({"roleRef": {"apiGroup": GROUP, "kind": "Role", "name": "r"},
+            "subjects": [{"kind": "User", "name": "jane", "apiGroup": GROUP},
+                {"kind": "Group", "name": "g", "apiGroup": GROUP},
+                {"kind": "ServiceAccount", "name": "sa", "namespace": "ns"}]})
+        );
+        assert!(ROLE_BINDING.validate(&b).is_ok());
     }
 }

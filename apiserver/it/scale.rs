@@ -98,13 +98,14 @@ async fn bad_scales_are_refused_and_change_nothing() {
     let other = json!({"kind": "Scale", "apiVersion": "autoscaling/v1",
         "metadata": {"name": "other"}, "spec": {"replicas": 1}});
     rejected(&s, "PUT", SCALE, JSON, &other, 400).await;
+    // An apply names its field manager, to /scale too.
     rejected(
         &s,
         "PATCH",
         SCALE,
         APPLY,
         &json!({"spec": {"replicas": 1}}),
-        415,
+        422,
     )
     .await;
     rejected(&s, "POST", SCALE, JSON, &json!({}), 405).await;

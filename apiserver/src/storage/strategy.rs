@@ -215,7 +215,10 @@ pub fn admit(info: &ResourceInfo, old: Option<&Value>, obj: &mut Value) -> Resul
 /// Build the stored object of an update from the old object and the
 /// client's `new` one: a write to the object keeps the old status (when a
 /// status subresource exists), a write to `/status` keeps everything but
-/// status (`ephemeralcontainers`, `approval`: everything but their field).
+/// status and, for a built-in kind, the metadata its status strategy lets
+/// through (`registry::kind::status_metadata`: labels, annotations,
+/// finalizers, owner references for most);
+/// `ephemeralcontainers`, `approval`: everything but their field.
 #[must_use]
 pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut new: Value) -> Value {
     match sub {
@@ -239,6 +242,12 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
             let mut out = old.clone();
             let field = sub.owned_field();
             put_field(&mut out, field, new.pointer(field).cloned());
+            if sub == Subresource::Status && info.builtin {
+                for f in crate::registry::kind::status_metadata(&info.group, &info.plural) {
+                    let at = format!("/metadata/{f}");
+                    put_field(&mut out, &at, new.pointer(&at).cloned());
+                }
+            }
             // The rv the client sent stays a precondition; managedFields follow the write.
             out["metadata"]["resourceVersion"] = new["metadata"]["resourceVersion"].clone();
             if let Some(mf) = new["metadata"].get("managedFields") {
@@ -371,5 +380,45 @@ impl Rules for ClusterRules {
                 "annotations": {"kubernetes.io/description": "Contains a CA bundle that can be used to verify the kube-apiserver when using internal endpoints such as the internal service IP or kubernetes.default.svc. No other usage is guaranteed across distributions of Kubernetes clusters."}},
             "data": {"ca.crt": &*self.ca_pem}});
         vec![(self.configmaps.clone(), configmap)]
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn info(group: &str, plural: &str) -> ResourceInfo {
+        builtin_resources()
+            .into_iter()
+            .find(|r| r.group == group && r.plural == plural)
+            .unwrap()
+    }
+
+    /// A `/status` write takes the metadata the kind's status strategy
+    /// lets through, and nothing else but status.
+    #[test]
+    fn a_status_write_takes_the_metadata_its_kind_lets_through() {
+        let old = json!({"metadata": {"name": "d", "labels": {"a": "1"}, "annotations": {"x": "old"}},
+            "spec": {"replicas": 1}, "status": {}});
+        let new = json!({"metadata": {"name": "d", "labels": {"a": "2"}, "annotations": {"x": "new"},
+            "finalizers": ["f/x"]}, "spec": {"replicas": 9}, "status": {"replicas": 3}});
+        let sub = Subresource::Status;
+        let ns = prepare_update(&info("", "namespaces"), sub, &old, new.clone());
+        assert_eq!(ns["metadata"]["labels"], json!({"a": "2"}));
+        assert_eq!(ns["metadata"]["annotations"], json!({"x": "new"}));
+        assert_eq!(ns["metadata"]["finalizers"], json!(["f/x"]));
+        assert_eq!(ns["spec"], json!({"replicas": 1}));
+        assert_eq!(ns["status"], json!({"replicas": 3}));
+        // A Deployment keeps its labels.
+        let d = prepare_update(&info("apps", "deployments"), sub, &old, new.clone());
+        assert_eq!(d["metadata"]["labels"], json!({"a": "1"}));
+        assert_eq!(d["metadata"]["annotations"], json!({"x": "new"}));
+        // A custom resource takes only status.
+        let mut cr = info("apps", "deployments");
+        cr.builtin = false;
+        let c = prepare_update(&cr, sub, &old, new);
+        assert_eq!(c["metadata"]["annotations"], json!({"x": "old"}));
+        assert!(c["metadata"].get("finalizers").is_none());
+        assert_eq!(c["status"], json!({"replicas": 3}));
     }
 }

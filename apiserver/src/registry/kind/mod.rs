@@ -124,6 +124,28 @@ pub fn builtin(group: &str, plural: &str) -> Strategy {
     Strategy::new(kind)
 }
 
+/// The metadata a write to a built-in kind's `/status` takes from the
+/// client, as kube-apiserver's status strategies leave it: most reset only
+/// the spec, so labels, annotations, finalizers and owner references pass
+/// (a status PUT without labels removes them there too); a Deployment's
+/// keeps its labels, a Pod's its owner references; the kinds whose
+/// strategy resets the whole metadata (`ResetObjectMetaForStatus`,
+/// FlowSchemas, APIServices) take none, as custom resources do.
+#[must_use]
+pub fn status_metadata(group: &str, plural: &str) -> &'static [&'static str] {
+    match (group, plural) {
+        ("apps", "deployments") => &["annotations", "finalizers", "ownerReferences"],
+        ("", "pods") => &["labels", "annotations", "finalizers"],
+        ("admissionregistration.k8s.io", "validatingadmissionpolicies")
+        | ("apiregistration.k8s.io" | "flowcontrol.apiserver.k8s.io", _)
+        | ("networking.k8s.io", "servicecidrs")
+        | ("storage.k8s.io", "volumeattachments" | "csinodes")
+        | ("resource.k8s.io" | "internal.apiserver.k8s.io" | "scheduling.k8s.io", _)
+        | ("certificates.k8s.io", "podcertificaterequests") => &[],
+        _ => &["labels", "annotations", "finalizers", "ownerReferences"],
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use serde_json::{Value, json};

@@ -242,10 +242,15 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
             let mut out = old.clone();
             let field = sub.owned_field();
             put_field(&mut out, field, new.pointer(field).cloned());
-            if sub == Subresource::Status && info.builtin {
+            if sub == Subresource::Status
+                && info.builtin
+                && let Some(meta) = out["metadata"].as_object_mut()
+            {
                 for f in crate::registry::kind::status_metadata(&info.group, &info.plural) {
-                    let at = format!("/metadata/{f}");
-                    put_field(&mut out, &at, new.pointer(&at).cloned());
+                    match new["metadata"].get(*f) {
+                        Some(v) => meta.insert((*f).to_string(), v.clone()),
+                        None => meta.remove(*f),
+                    };
                 }
             }
             // The rv the client sent stays a precondition; managedFields follow the write.

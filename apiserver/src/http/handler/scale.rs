@@ -53,7 +53,7 @@ pub(super) fn serve(req: &Req<'_>, t: &Target, action: Action) -> Result<Resp, A
             let opts = WriteOptions::from_query(&req.query, WriteVerb::Update)?;
             let (body, warnings) =
                 parse_checked(req, t, SCALE_VERSION, "Scale", opts.field_validation)?;
-            let resp = write(req, t, paths, &opts, |_| Ok(body.clone()))?;
+            let resp = write(req, t, paths, &opts, |_, _| Ok(Scaled::to(body.clone())))?;
             Ok(with_warnings(resp, &warnings))
         }
         Action::Patch => {
@@ -69,8 +69,7 @@ pub(super) fn serve(req: &Req<'_>, t: &Target, action: Action) -> Result<Resp, A
             let opts = WriteOptions::from_query(&req.query, WriteVerb::Patch)?;
             let dups = patch_duplicates(kind, &req.body, opts.field_validation);
             let warnings = RefCell::new(Vec::new());
-            let resp = write(req, t, paths, &opts, |current| {
-                let mut scale = current.clone();
+            let resp = write(req, t, paths, &opts, |_, mut scale| {
                 match kind {
                     PatchKind::Json => patch::apply_json_patch(&mut scale, &req.body),
                     PatchKind::Strategic => {
@@ -87,7 +86,7 @@ pub(super) fn serve(req: &Req<'_>, t: &Target, action: Action) -> Result<Resp, A
                     &mut scale,
                     |v| fields::prune_kind(SCALE_VERSION, "Scale", v),
                 )?;
-                Ok(scale)
+                Ok(Scaled::to(scale))
             })?;
             Ok(with_warnings(resp, &warnings.into_inner()))
         }
@@ -97,8 +96,8 @@ pub(super) fn serve(req: &Req<'_>, t: &Target, action: Action) -> Result<Resp, A
 
 /// Server-side apply of a Scale: the parent's managers own its replicas as
 /// kube-apiserver's ScaleHandler shows them to the Scale
-/// ([`patch::apply_to_scale`]); the replicas and the managedFields the
-/// apply leaves are written to the object in one optimistic update.
+/// ([`patch::apply_to_scale`]); the managedFields the apply leaves are the
+/// object's.
 fn apply(req: &Req<'_>, t: &Target, paths: &ScalePaths) -> Result<Resp, ApiError> {
     let opts = WriteOptions::from_query(&req.query, WriteVerb::Apply)?;
     let name = t.name.as_deref().unwrap_or_default();
@@ -123,52 +122,48 @@ fn apply(req: &Req<'_>, t: &Target, paths: &ScalePaths) -> Result<Resp, ApiError
     // The applied Scale's resourceVersion, when given, is a precondition.
     let rv = patch::parse_applied(&req.body)
         .ok()
-        .and_then(|b| b["metadata"]["resourceVersion"].as_str().map(String::from))
-        .filter(|rv| !rv.is_empty());
-    let stored = req
-        .state
-        .store
-        .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
-            let done = patch::apply_to_scale(
-                old,
-                &scale_of(old, paths),
-                &replicas,
-                &req.body,
-                &apply_opts,
-            )
+        .map(|b| b["metadata"]["resourceVersion"].clone());
+    write(req, t, paths, &opts, |old, scale| {
+        let done = patch::apply_to_scale(old, &scale, &replicas, &req.body, &apply_opts)
             .map_err(|e| patch_error(t, name, e))?;
-            let n = replicas_of(&t.info, name, &done.scale)?;
-            let mut new = old.clone();
-            strategy::put_field(&mut new, &pointer(&paths.spec_replicas), Some(n.into()));
-            strategy::put_field(
-                &mut new,
-                "/metadata/managedFields",
-                Some(done.managed_fields).filter(|m| !m.is_null()),
-            );
-            if let Some(rv) = &rv {
-                new["metadata"]["resourceVersion"] = rv.as_str().into();
-            }
-            let mut new = strategy::prepare_update(&t.info, Subresource::Main, old, new);
-            strategy::admit(&t.info, Some(old), &mut new)?;
-            Ok(new)
-        })?;
-    if opts.commit == Commit::Store {
-        committed(req, t, &stored);
+        let mut scale = done.scale;
+        if let Some(rv) = &rv {
+            scale["metadata"]["resourceVersion"] = rv.clone();
+        }
+        Ok(Scaled {
+            scale,
+            managed_fields: Some(done.managed_fields),
+        })
+    })
+}
+
+/// What a write makes of the object's Scale.
+struct Scaled {
+    /// The Scale to store (its replicas; its resourceVersion, when given,
+    /// a precondition).
+    scale: Value,
+    /// The object's managedFields an apply leaves (None: recorded as an
+    /// update by the request's manager).
+    managed_fields: Option<Value>,
+}
+
+impl Scaled {
+    fn to(scale: Value) -> Self {
+        Scaled {
+            scale,
+            managed_fields: None,
+        }
     }
-    Ok(json_response(
-        StatusCode::OK,
-        &scale_of(&stored.value(), paths),
-    ))
 }
 
 /// Update the object's replicas to those of the Scale `to_scale` makes
-/// from its current Scale; answer the Scale of the result.
+/// from the object and its current Scale; answer the Scale of the result.
 fn write(
     req: &Req<'_>,
     t: &Target,
     paths: &ScalePaths,
     opts: &WriteOptions,
-    to_scale: impl Fn(&Value) -> Result<Value, ApiError>,
+    to_scale: impl Fn(&Value, Value) -> Result<Scaled, ApiError>,
 ) -> Result<Resp, ApiError> {
     let name = t.name.as_deref().unwrap_or_default();
     let manager = req.field_manager(opts);
@@ -178,7 +173,10 @@ fn write(
         .state
         .store
         .update_with(&t.info, ns_of(t), name, opts.commit, |old| {
-            let scale = to_scale(&scale_of(old, paths))?;
+            let Scaled {
+                scale,
+                managed_fields,
+            } = to_scale(old, scale_of(old, paths))?;
             let replicas = replicas_of(&t.info, name, &scale)?;
             let mut new = old.clone();
             strategy::put_field(
@@ -193,9 +191,14 @@ fn write(
             {
                 new["metadata"]["resourceVersion"] = rv.into();
             }
+            let applied = managed_fields.is_some();
+            if let Some(managed) = managed_fields {
+                let managed = Some(managed).filter(|m| !m.is_null());
+                strategy::put_field(&mut new, "/metadata/managedFields", managed);
+            }
             let mut new = strategy::prepare_update(&t.info, Subresource::Main, old, new);
             strategy::admit(&t.info, Some(old), &mut new)?;
-            if patch::tracks_update(old, &new) {
+            if !applied && patch::tracks_update(old, &new) {
                 patch::record_update(Some(old), &mut new, &manager, &now, &av, Some("scale"));
             }
             Ok(new)

@@ -17,8 +17,9 @@
 //! only a subresource named `*`, as in kube); resourceNames only when the
 //! request names an object; nonResourceURLs exactly or by a trailing `*`.
 //! Non-resource requests have no namespace, so only ClusterRoleBindings
-//! grant them. No user or group is special: `system:masters` may do
-//! anything only through the bootstrap ClusterRoleBinding `cluster-admin`.
+//! grant them. No user or group is special here: `system:masters` is
+//! allowed before RBAC is asked (`auth::Auth::authorize`), and through
+//! the bootstrap ClusterRoleBinding `cluster-admin` too.
 //!
 //! **Aggregation.** kube-controller-manager's clusterrole-aggregation
 //! controller overwrites the rules of a ClusterRole with an

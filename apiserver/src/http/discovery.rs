@@ -36,16 +36,74 @@ pub fn core_versions(server_address: &str) -> Value {
     })
 }
 
+/// The reviews (`http::handler::review`): group (all at `v1`), plural,
+/// kind, namespaced. Each is only created, answered and never stored, so
+/// none is in the registry; discovery lists them as kube-apiserver does,
+/// with the one verb `create`.
+const REVIEWS: &[(&str, &str, &str, bool)] = &[
+    (
+        "authentication.k8s.io",
+        "selfsubjectreviews",
+        "SelfSubjectReview",
+        false,
+    ),
+    (
+        "authentication.k8s.io",
+        "tokenreviews",
+        "TokenReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "localsubjectaccessreviews",
+        "LocalSubjectAccessReview",
+        true,
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectaccessreviews",
+        "SelfSubjectAccessReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "selfsubjectrulesreviews",
+        "SelfSubjectRulesReview",
+        false,
+    ),
+    (
+        "authorization.k8s.io",
+        "subjectaccessreviews",
+        "SubjectAccessReview",
+        false,
+    ),
+];
+
+/// The reviews of one group version.
+fn reviews<'a>(
+    group: &'a str,
+    version: &'a str,
+) -> impl Iterator<Item = &'static (&'static str, &'static str, &'static str, bool)> + 'a {
+    REVIEWS
+        .iter()
+        .filter(move |(g, ..)| *g == group && version == "v1")
+}
+
 /// Groups (other than core) with their versions, ordered.
 fn groups(registry: &Registry) -> BTreeMap<String, Vec<String>> {
     let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for r in registry.all() {
-        if r.group.is_empty() {
+    let served = registry.all();
+    let stored = served
+        .iter()
+        .map(|r| (r.group.as_str(), r.version.as_str()));
+    let reviewed = REVIEWS.iter().map(|(group, ..)| (*group, "v1"));
+    for (group, version) in stored.chain(reviewed) {
+        if group.is_empty() {
             continue;
         }
-        let v = g.entry(r.group.clone()).or_default();
-        if !v.contains(&r.version) {
-            v.push(r.version.clone());
+        let v = g.entry(group.to_string()).or_default();
+        if !v.iter().any(|x| x == version) {
+            v.push(version.to_string());
         }
     }
     for versions in g.values_mut() {
@@ -148,6 +206,17 @@ pub fn resource_list(registry: &Registry, group: &str, version: &str) -> Option<
         .iter()
         .filter(|r| r.group == group && r.version == version)
         .flat_map(|r| resource_json(r))
+        .chain(
+            reviews(group, version).map(|&(_, plural, kind, namespaced)| {
+                json!({
+                    "name": plural,
+                    "singularName": kind.to_lowercase(),
+                    "namespaced": namespaced,
+                    "kind": kind,
+                    "verbs": ["create"],
+                })
+            }),
+        )
         .collect();
     if rs.is_empty() {
         return None;
@@ -224,6 +293,15 @@ fn aggregated_group(registry: &Registry, name: &str, versions: &[String]) -> Val
                 .iter()
                 .filter(|r| r.group == name && &r.version == v)
                 .map(|r| aggregated_resource(r))
+                .chain(reviews(name, v).map(|&(group, plural, kind, namespaced)| {
+                    json!({
+                        "resource": plural,
+                        "responseKind": {"group": group, "version": "v1", "kind": kind},
+                        "scope": if namespaced { "Namespaced" } else { "Cluster" },
+                        "singularResource": kind.to_lowercase(),
+                        "verbs": ["create"],
+                    })
+                }))
                 .collect();
             json!({"version": v, "resources": rs, "freshness": "Current"})
         })
@@ -286,5 +364,33 @@ mod tests {
         assert!(names.contains(&"pods/status"));
         assert!(resource_list(&reg, "nope.io", "v1").is_none());
         assert!(group(&reg, "apps").is_some());
+    }
+
+    #[test]
+    fn reviews_are_listed_with_create_only() {
+        let reg = Registry::with_builtins();
+        let l = resource_list(&reg, "authentication.k8s.io", "v1").unwrap();
+        assert_eq!(
+            l["resources"][1],
+            json!({"name": "tokenreviews", "singularName": "tokenreview", "namespaced": false,
+                "kind": "TokenReview", "verbs": ["create"]})
+        );
+        let g = group(&reg, "authorization.k8s.io").unwrap();
+        assert_eq!(
+            g["preferredVersion"]["groupVersion"],
+            "authorization.k8s.io/v1"
+        );
+        let all = aggregated_groups(&reg);
+        let authz = all["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|g| g["metadata"]["name"] == "authorization.k8s.io")
+            .unwrap();
+        assert_eq!(
+            authz["versions"][0]["resources"][0]["scope"], "Namespaced",
+            "localsubjectaccessreviews"
+        );
+        assert!(resource_list(&reg, "authentication.k8s.io", "v2").is_none());
     }
 }

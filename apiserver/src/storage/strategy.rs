@@ -218,7 +218,8 @@ pub fn admit(info: &ResourceInfo, old: Option<&Value>, obj: &mut Value) -> Resul
 /// status and, for a built-in kind, the metadata its status strategy lets
 /// through (`registry::kind::status_metadata`: labels, annotations,
 /// finalizers, owner references for most);
-/// `ephemeralcontainers`, `approval`: everything but their field.
+/// `ephemeralcontainers`, `approval`: everything but their field;
+/// `finalize`: everything but status.
 #[must_use]
 pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut new: Value) -> Value {
     match sub {
@@ -234,6 +235,16 @@ pub fn prepare_update(info: &ResourceInfo, sub: Subresource, old: &Value, mut ne
                 }
             }
             info.strategy.prepare_update(old, &mut new);
+            info.strategy.default(&mut new);
+            fields::write_plain_structs(info, &mut new);
+            new
+        }
+        // `namespaces/finalize`: the whole object but its status, as the
+        // client sent it (spec.finalizers too, which an update keeps).
+        Subresource::Finalize => {
+            if let Some(s) = old.get("status") {
+                new["status"] = s.clone();
+            }
             info.strategy.default(&mut new);
             fields::write_plain_structs(info, &mut new);
             new

@@ -530,8 +530,18 @@ fn action(method: &Method, t: &Target) -> Result<Action, ApiError> {
         (&Method::DELETE, true, Subresource::Main) => Some(Action::Delete),
         _ => None,
     };
+    // A subresource's own verbs (`namespaces/finalize`: update only).
+    let verbs = match t.sub.name() {
+        None => t.info.verbs(),
+        Some(name) => t
+            .info
+            .subresources()
+            .into_iter()
+            .find(|s| s.name == name)
+            .map_or(&[][..], |s| s.verbs),
+    };
     action
-        .filter(|a| t.info.verbs().contains(&a.verb()))
+        .filter(|a| verbs.contains(&a.verb()))
         .ok_or_else(|| ApiError::method_not_allowed(method.as_str()))
 }
 

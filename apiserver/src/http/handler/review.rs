@@ -149,10 +149,14 @@ pub(super) fn access(req: &Req<'_>, which: Access<'_>) -> Result<Resp, ApiError>
             return Err(e);
         }
     };
-    review["status"] = match req.state.auth.authorize(&req.state.store, &user, &attrs) {
-        Decision::Allow(reason) => json!({"allowed": true, "reason": reason}),
-        Decision::Deny(reason) => json!({"allowed": false, "reason": reason}),
+    let (allowed, reason) = match req.state.auth.authorize(&req.state.store, &user, &attrs) {
+        Decision::Allow(reason) => (true, reason),
+        Decision::Deny(reason) => (false, reason),
     };
+    review["status"] = json!({"allowed": allowed});
+    if !reason.is_empty() {
+        review["status"]["reason"] = reason.into();
+    }
     Ok(json_response(StatusCode::CREATED, &review))
 }
 
@@ -184,6 +188,11 @@ fn posted(req: &Req<'_>, kind: &str, api_version: &str) -> Result<Value, ApiErro
     if req.method != Method::POST {
         return Err(ApiError::method_not_allowed(req.method.as_str()));
     }
+    if only_transformed(req.header(http::header::ACCEPT)) {
+        return Err(ApiError::not_acceptable(
+            "only the following media types are accepted: application/json, application/yaml, application/vnd.kubernetes.protobuf",
+        ));
+    }
     let mut review = parse_body(req)?;
     if !review.is_object() {
         return Err(ApiError::bad_request(format!("a {kind} must be an object")));
@@ -200,6 +209,19 @@ fn posted(req: &Req<'_>, kind: &str, api_version: &str) -> Result<Value, ApiErro
     let manager = req.field_manager(&opts);
     patch::record_update(None, &mut review, &manager, &req.now(), api_version, None);
     Ok(review)
+}
+
+/// Whether an Accept header takes a review only transformed (a Table, a
+/// PartialObjectMetadata), which a review has no form of: kube-apiserver
+/// refuses it (406) before it acts.
+fn only_transformed(accept: &str) -> bool {
+    !accept.trim().is_empty()
+        && accept.split(',').all(|range| {
+            range
+                .split(';')
+                .skip(1)
+                .any(|p| p.trim().to_ascii_lowercase().starts_with("as="))
+        })
 }
 
 /// A user as authentication.k8s.io's `UserInfo`.
@@ -224,4 +246,24 @@ fn strings(v: &Value) -> Vec<String> {
                 .collect()
         })
         .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_review_is_never_a_table() {
+        assert!(only_transformed(
+            "application/json;as=Table;v=v1;g=meta.k8s.io"
+        ));
+        assert!(only_transformed(
+            "application/json;as=Table;v=v1;g=meta.k8s.io, application/json;as=PartialObjectMetadata;v=v1;g=meta.k8s.io"
+        ));
+        assert!(!only_transformed(
+            "application/json;as=Table;v=v1;g=meta.k8s.io, application/json"
+        ));
+        assert!(!only_transformed(""));
+        assert!(!only_transformed("*/*"));
+    }
 }

@@ -251,7 +251,9 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             "metadata.resourceVersion: Invalid value: 0x0: must be specified for an update",
         ));
     }
-    if t.sub == Subresource::Main {
+    // `namespaces/finalize` writes the whole object (but its status).
+    let whole = matches!(t.sub, Subresource::Main | Subresource::Finalize);
+    if whole {
         strategy::validate(&t.info, &body)?;
     }
     let manager = req.field_manager(&opts);
@@ -268,7 +270,7 @@ pub(super) fn update(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
             let mut body = body.clone();
             if req.admission.mutate(&at, Some(old), &mut body)? {
                 check_identity(t, &mut body, Some(name))?;
-                if t.sub == Subresource::Main {
+                if whole {
                     strategy::validate(&t.info, &body)?;
                 }
             }
@@ -610,7 +612,11 @@ fn apply_field_errors(
     directive: FieldValidation,
 ) -> Result<Vec<String>, ApiError> {
     if let Ok(mut applied) = patch::parse_applied(&req.body) {
-        let pruned = fields::prune_unknown(&t.info, &mut applied);
+        let mut pruned = fields::prune_unknown(&t.info, &mut applied);
+        if !t.info.builtin {
+            pruned.extend(fields::prune_object_meta(&mut applied));
+            pruned.sort();
+        }
         if !pruned.is_empty() {
             // structured-merge-diff's paths start with a dot.
             let errs: Vec<String> = pruned

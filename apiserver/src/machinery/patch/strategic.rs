@@ -68,6 +68,10 @@ pub(crate) fn named_strategy(field: &str) -> Option<ListStrategy> {
 
 /// The strategy the merge-key table gives to list `field` found in the map at `parent`.
 fn table_strategy(parent: &Path, field: &str, items: &[Value]) -> ListStrategy {
+    if field == "finalizers" && parent.is_top_level("spec") {
+        // A Namespace's spec.finalizers: atomic, unlike metadata's set.
+        return ListStrategy::Atomic;
+    }
     if field != "ports" {
         // tolerations, volumeClaimTemplates, args, command, … are atomic.
         return named_strategy(field).unwrap_or(ListStrategy::Atomic);

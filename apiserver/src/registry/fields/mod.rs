@@ -197,6 +197,24 @@ pub fn object_errors(
     }
 }
 
+/// The fields of an object's `metadata` that Go's `ObjectMeta` does not
+/// have, dropped from `obj` (paths from the object's root): what
+/// server-side apply's typed conversion refuses in a custom resource,
+/// whose schema leaves `metadata` to ObjectMeta.
+#[must_use]
+pub fn prune_object_meta(obj: &mut Value) -> Vec<String> {
+    use crate::machinery::proto::Ty;
+    let mut out = Vec::new();
+    if let Some(meta) = obj.get_mut("metadata") {
+        let shape = Shape::Field(
+            Ty::Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"),
+            false,
+        );
+        prune::prune(shape, meta, &mut "metadata".to_string(), &mut out);
+    }
+    out
+}
+
 /// `unknown field "path"` for each path.
 #[must_use]
 pub fn unknown(paths: &[String]) -> Vec<String> {
@@ -229,6 +247,21 @@ pub fn strict_message(errs: &[String]) -> String {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn object_meta_keeps_only_its_fields() {
+        let mut obj = serde_json::json!({"metadata": {"name": "a", "unknownMeta": 1,
+            "labels": {"x": "y"}, "ownerReferences": [{"name": "o", "bogus": true}]}});
+        assert_eq!(
+            super::prune_object_meta(&mut obj),
+            ["metadata.ownerReferences[0].bogus", "metadata.unknownMeta"]
+        );
+        assert_eq!(
+            obj,
+            serde_json::json!({"metadata": {"name": "a", "labels": {"x": "y"},
+                "ownerReferences": [{"name": "o"}]}})
+        );
+    }
+
     use super::*;
 
     #[test]

@@ -28,6 +28,8 @@ pub enum Subresource {
     EphemeralContainers,
     /// `certificatesigningrequests/approval`: only `status.conditions`.
     Approval,
+    /// `namespaces/finalize`: only `spec.finalizers` (PUT only).
+    Finalize,
 }
 
 impl Subresource {
@@ -40,6 +42,7 @@ impl Subresource {
             Subresource::Scale => Some("scale"),
             Subresource::EphemeralContainers => Some("ephemeralcontainers"),
             Subresource::Approval => Some("approval"),
+            Subresource::Finalize => Some("finalize"),
         }
     }
 
@@ -52,6 +55,7 @@ impl Subresource {
             "scale" => Some(Subresource::Scale),
             "ephemeralcontainers" => Some(Subresource::EphemeralContainers),
             "approval" => Some(Subresource::Approval),
+            "finalize" => Some(Subresource::Finalize),
             _ => None,
         }
     }
@@ -62,6 +66,7 @@ impl Subresource {
         match self {
             Subresource::EphemeralContainers => "/spec/ephemeralContainers",
             Subresource::Approval => "/status/conditions",
+            Subresource::Finalize => "/spec/finalizers",
             _ => "/status",
         }
     }
@@ -229,9 +234,12 @@ pub trait KindStrategy: Send + Sync + 'static {
         None
     }
 
-    /// Finalizers every delete of the kind's objects adds.
-    fn delete_finalizers(&self) -> &'static [&'static str] {
-        &[]
+    /// Whether something of the kind's own, beyond `metadata.finalizers`,
+    /// holds a terminating `obj` (a namespace's `spec.finalizers`): it is
+    /// removed only once nothing does.
+    fn held(&self, obj: &Value) -> bool {
+        let _ = obj;
+        false
     }
 
     /// What else changes when `obj` starts terminating (beyond its
@@ -374,7 +382,7 @@ mod tests {
         assert_eq!(obj, before);
         assert_eq!(g.grace(&obj, Some(30)), None);
         assert_eq!(g.verbs(), ALL_VERBS);
-        assert!(g.delete_finalizers().is_empty() && g.columns().is_empty());
+        assert!(!g.held(&obj) && g.columns().is_empty());
         assert_eq!(format!("{g:?}"), "Strategy(generic)");
         assert_eq!(g, Strategy::default());
     }

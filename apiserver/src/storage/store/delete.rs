@@ -82,10 +82,9 @@ impl Store {
                     return Ok(Change::Keep(old.clone()));
                 }
             } else {
-                let add = spec.add_finalizers.iter().map(String::as_str);
-                for f in add.chain(kind.delete_finalizers().iter().copied()) {
-                    if !fin.iter().any(|x| x == f) {
-                        fin.push(f.to_string());
+                for f in &spec.add_finalizers {
+                    if !fin.contains(f) {
+                        fin.push(f.clone());
                     }
                 }
             }
@@ -138,7 +137,7 @@ impl Store {
         grace: i64,
         graceful: bool,
     ) -> Change {
-        let remove = fin.is_empty() && grace == 0;
+        let remove = fin.is_empty() && grace == 0 && !self.rules.strategy(key).held(&v);
         if remove && !graceful {
             return Change::Remove(v);
         }
@@ -256,17 +255,18 @@ impl Store {
             let Some(old) = old.filter(|o| o.terminating) else {
                 return Err(ApiError::not_found("", "namespaces", ns));
             };
-            let mut v = old.value();
-            let before = old.finalizers().count();
+            let before = old.value();
+            let mut v = before.clone();
             self.rules.namespace_emptied(&mut v);
-            let fin = finalizers(&v);
-            Ok(if fin.is_empty() {
-                Change::Remove(v)
-            } else if fin.len() == before {
-                Change::Keep(old.clone())
-            } else {
-                Change::Put(v)
-            })
+            Ok(
+                if finalizers(&v).is_empty() && !self.rules.strategy(&key).held(&v) {
+                    Change::Remove(v)
+                } else if v == before {
+                    Change::Keep(old.clone())
+                } else {
+                    Change::Put(v)
+                },
+            )
         });
     }
 
@@ -488,7 +488,8 @@ mod tests {
         let cms = info("configmaps");
         s.create(
             &nsi,
-            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"}}),
+            json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": "team"},
+                "spec": {"finalizers": ["kubernetes"]}}),
         )
         .unwrap();
         let mut held = cm("held");
@@ -524,7 +525,8 @@ mod tests {
         for ns in ["a", "b"] {
             s.create(
                 &nsi,
-                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns}}),
+                json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": ns},
+                    "spec": {"finalizers": ["kubernetes", "x.io/held"]}}),
             )
             .unwrap();
             let mut held = cm("held");
@@ -534,18 +536,30 @@ mod tests {
             s.delete(&nsi, "", ns, &DeleteSpec::default()).unwrap();
             let v = s.get(&namespaces_key(), "", ns).unwrap().value();
             assert_eq!(v["status"]["phase"], "Terminating");
-            assert_eq!(v["metadata"]["finalizers"], json!(["kubernetes"]));
+            assert_eq!(v["metadata"]["finalizers"], Value::Null);
+            assert_eq!(v["spec"]["finalizers"], json!(["kubernetes", "x.io/held"]));
         }
-        // The last finalizer removed, and a dropped collection.
+        // The last finalizer removed, and a dropped collection: each
+        // namespace is emptied and drops `kubernetes`, held by the other.
         s.update(&cms, "a", "held", |old| {
             let mut n = old.clone();
             n["metadata"]["finalizers"] = json!([]);
             Ok(n)
         })
         .unwrap();
-        assert!(s.get(&namespaces_key(), "", "a").is_none());
         s.drop_collection(&cms.storage_key());
-        assert!(s.get(&namespaces_key(), "", "b").is_none());
+        for ns in ["a", "b"] {
+            let v = s.get(&namespaces_key(), "", ns).unwrap().value();
+            assert_eq!(v["spec"]["finalizers"], json!(["x.io/held"]));
+            // As `namespaces/finalize` lets its owner drop it: it goes.
+            s.update(&nsi, "", ns, |old| {
+                let mut n = old.clone();
+                n["spec"] = json!({});
+                Ok(n)
+            })
+            .unwrap();
+            assert!(s.get(&namespaces_key(), "", ns).is_none());
+        }
         assert!(s.get(&cms.storage_key(), "b", "held").is_none());
     }
 }

@@ -391,6 +391,7 @@ impl Store {
             };
             let remove = old.terminating
                 && finalizers(&new).is_empty()
+                && !info.strategy.held(&new)
                 && new["metadata"]["deletionGracePeriodSeconds"]
                     .as_i64()
                     .unwrap_or(0)

@@ -5,13 +5,16 @@
 //! the list kind (`WidgetList`: `items` of the kind, ListMeta). Both are
 //! named by the reversed group (`dev.ward.example.v1.Widget`).
 //!
-//! For Swagger 2.0 ([`to_v2`]) the schema keeps what OpenAPI v2 can say
-//! and this server encodes as gnostic protobuf — types, formats,
-//! properties, items, additionalProperties, required, descriptions and
-//! vendor extensions — as kube-apiserver drops v3-only keywords
-//! (`nullable`, `oneOf`, `anyOf`, `not`…) from its v2 form; value
-//! constraints (`enum`, `minimum`, `pattern`, defaults…) are dropped too
-//! (kube keeps them), since no v2 client here reads them.
+//! For Swagger 2.0 ([`definitions_v2`]) the kind's schema is made as
+//! kube-apiserver's `BuildOpenAPIV2` makes it (`ToStructuralOpenAPIV2`,
+//! then `PruneDefaults`): the junctors (`allOf`, `oneOf`, `anyOf`,
+//! `not`) and defaults dropped; a `nullable` node loses its type, items
+//! and properties, a node keeping unknown fields its items and
+//! properties (and the type `object`), an array left without items its
+//! type; a kind without a schema, or keeping unknown fields at its root,
+//! is only `type: object`. Every embedded resource gets `apiVersion`,
+//! `kind` and `metadata`, and requires the first two. Value constraints
+//! (`enum`, `pattern`, `minimum`…) stay, as there.
 
 use serde_json::{Map, Value, json};
 
@@ -46,11 +49,13 @@ pub(crate) fn definitions(r: &ResourceInfo) -> [(String, Value); 2] {
     type_meta(&mut list);
     list.insert(
         "items".into(),
-        json!({"type": "array", "items": reference(&name(r, &r.kind))}),
+        json!({"type": "array", "items": reference(&name(r, &r.kind)),
+            "description": format!("List of {}. {CONVENTIONS}", r.plural)}),
     );
     list.insert("metadata".into(), reference(LIST_META));
     let list = json!({
         "type": "object",
+        "description": format!("{} is a list of {}", r.list_kind, r.kind),
         "required": ["items"],
         "properties": list,
         "x-kubernetes-group-version-kind": gvk(&r.list_kind),
@@ -58,13 +63,158 @@ pub(crate) fn definitions(r: &ResourceInfo) -> [(String, Value); 2] {
     [(name(r, &r.kind), schema), (name(r, &r.list_kind), list)]
 }
 
-fn type_meta(props: &mut Map<String, Value>) {
-    props.insert("apiVersion".into(), json!({"type": "string"}));
-    props.insert("kind".into(), json!({"type": "string"}));
+/// The kind's and its list's definitions in Swagger 2.0's form (see the
+/// module's docs), their `$ref`s still to `#/components/schemas/`.
+#[must_use]
+pub(crate) fn definitions_v2(r: &ResourceInfo) -> [(String, Value); 2] {
+    let [(kind, _), (list_name, list)] = definitions(r);
+    let raw = r.schema.as_ref().map(|s| &s.raw).filter(|s| s.is_object());
+    let mut schema = match raw {
+        Some(s) if s["x-kubernetes-preserve-unknown-fields"] != true => {
+            let mut s = v2_node(s);
+            if let Some(props) = s
+                .as_object_mut()
+                .map(|o| o.entry("properties").or_insert_with(|| json!({})))
+                && let Value::Object(props) = props
+            {
+                type_meta(props);
+                props.insert("metadata".into(), object_meta_v2());
+            }
+            embedded_meta(&mut s);
+            s
+        }
+        _ => json!({"type": "object"}),
+    };
+    schema["x-kubernetes-group-version-kind"] =
+        json!([{"group": r.group, "version": r.version, "kind": r.kind}]);
+    [(kind, schema), (list_name, list)]
 }
 
-/// The Swagger 2.0 form of a schema: only the keywords kept (see the
-/// module's docs), recursively.
+/// One node of a structural schema as `ToStructuralOpenAPIV2` and
+/// `PruneDefaults` leave it, its children first.
+fn v2_node(s: &Value) -> Value {
+    let Some(o) = s.as_object() else {
+        return s.clone();
+    };
+    let mut out = Map::new();
+    for (k, v) in o {
+        let kept = match k.as_str() {
+            "allOf" | "oneOf" | "anyOf" | "not" | "nullable" | "default" => None,
+            "properties" => v
+                .as_object()
+                .map(|p| Value::Object(p.iter().map(|(k, s)| (k.clone(), v2_node(s))).collect())),
+            "items" | "additionalProperties" if v.is_object() => Some(v2_node(v)),
+            _ => Some(v.clone()),
+        };
+        if let Some(v) = kept {
+            out.insert(k.clone(), v);
+        }
+    }
+    let is = |v: &Value, k: &str| v.get(k) == Some(&Value::Bool(true));
+    let preserve = is(s, "x-kubernetes-preserve-unknown-fields");
+    if is(s, "nullable") || preserve {
+        if is(s, "nullable") {
+            out.remove("type");
+        }
+        out.remove("items");
+        out.remove("properties");
+    }
+    if (!out.contains_key("items") && out.get("type") == Some(&json!("array")))
+        || (preserve && out.get("type") == Some(&json!("object")))
+    {
+        out.remove("type");
+    }
+    // A nullable property is not required; nor is anything of a map
+    // whose values are nullable.
+    let nullable_values = o
+        .get("additionalProperties")
+        .is_some_and(|a| is(a, "nullable"));
+    if let Some(Value::Array(required)) = out.get_mut("required") {
+        let props = out_props(o);
+        required.retain(|f| {
+            f.as_str()
+                .and_then(|f| props.and_then(|p| p.get(f)))
+                .is_none_or(|p| !is(p, "nullable"))
+        });
+    }
+    if nullable_values {
+        out.remove("required");
+    }
+    Value::Object(out)
+}
+
+/// The properties of a node as written (before its own transformation).
+fn out_props(o: &Map<String, Value>) -> Option<&Map<String, Value>> {
+    if o.get("nullable") == Some(&Value::Bool(true))
+        || o.get("x-kubernetes-preserve-unknown-fields") == Some(&Value::Bool(true))
+    {
+        return None;
+    }
+    o.get("properties").and_then(Value::as_object)
+}
+
+/// `addEmbeddedProperties`: every embedded resource (one that does not
+/// keep unknown fields) gets `apiVersion`, `kind` and `metadata`, and
+/// requires `kind` and `apiVersion`.
+fn embedded_meta(s: &mut Value) {
+    let Some(o) = s.as_object_mut() else { return };
+    if let Some(Value::Object(props)) = o.get_mut("properties") {
+        props.values_mut().for_each(embedded_meta);
+    }
+    for k in ["items", "additionalProperties"] {
+        if let Some(v) = o.get_mut(k) {
+            embedded_meta(v);
+        }
+    }
+    let is = |k: &str| o.get(k) == Some(&Value::Bool(true));
+    if is("x-kubernetes-preserve-unknown-fields") || !is("x-kubernetes-embedded-resource") {
+        return;
+    }
+    if let Value::Object(props) = o.entry("properties").or_insert_with(|| json!({})) {
+        props.insert(
+            "apiVersion".into(),
+            json!({"type": "string", "description": format!("apiVersion defines the versioned schema of this representation of an object. {CONVENTIONS}#resources")}),
+        );
+        props.insert(
+            "kind".into(),
+            json!({"type": "string", "description": format!("kind is a string value representing the type of this object. In CamelCase. {CONVENTIONS}#types-kinds")}),
+        );
+        props.insert("metadata".into(), object_meta_v2());
+    }
+    if let Value::Array(required) = o.entry("required").or_insert_with(|| json!([])) {
+        for f in ["kind", "apiVersion"] {
+            if !required.iter().any(|r| r == f) {
+                required.push(f.into());
+            }
+        }
+    }
+}
+
+/// Where the API conventions explain a field (kube's descriptions end so).
+const CONVENTIONS: &str = "More info: https://git.k8s.io/community/contributors/devel/sig-architecture/api-conventions.md";
+
+/// A kind's `apiVersion` and `kind`, described as TypeMeta's.
+fn type_meta(props: &mut Map<String, Value>) {
+    props.insert(
+        "apiVersion".into(),
+        json!({"type": "string", "description": format!("APIVersion defines the versioned schema of this representation of an object. Servers should convert recognized schemas to the latest internal value, and may reject unrecognized values. {CONVENTIONS}#resources")}),
+    );
+    props.insert(
+        "kind".into(),
+        json!({"type": "string", "description": format!("Kind is a string value representing the REST resource this object represents. Servers may infer this from the endpoint the client submits requests to. Cannot be updated. In CamelCase. {CONVENTIONS}#types-kinds")}),
+    );
+}
+
+/// A kind's `metadata` in Swagger 2.0: the ObjectMeta `$ref`, described.
+fn object_meta_v2() -> Value {
+    let mut m = reference(OBJECT_META);
+    m["description"] = format!("Standard object's metadata. {CONVENTIONS}#metadata").into();
+    m
+}
+
+/// The Swagger 2.0 form of a built-in definition: types, formats,
+/// properties, items, additionalProperties, required, descriptions and
+/// vendor extensions, recursively.
 #[must_use]
 pub(crate) fn to_v2(schema: &Value) -> Value {
     let Some(o) = schema.as_object() else {
@@ -139,10 +289,57 @@ pub(super) mod tests {
             l["properties"]["items"]["items"]["$ref"],
             "#/components/schemas/dev.ward.example.v1.Widget"
         );
-        let v2 = to_v2(&s);
+        let [(_, v2), _] = definitions_v2(&r);
         let size = &v2["properties"]["spec"]["properties"]["size"];
-        assert_eq!(size, &json!({"type": "integer"}));
+        assert_eq!(size, &json!({"type": "integer", "minimum": 1}));
         assert!(v2.get("x-kubernetes-group-version-kind").is_some());
+    }
+
+    #[test]
+    fn the_v2_schema_is_what_kube_apiserver_publishes() {
+        let raw = json!({"type": "object", "description": "Foo", "properties": {
+            "spec": {"type": "object", "required": ["a", "n"], "properties": {
+                "a": {"type": "string", "enum": ["x", "y"], "default": "x", "pattern": "^[xy]$"},
+                "n": {"type": "object", "nullable": true, "properties": {"b": {"type": "string"}}},
+                "free": {"type": "object", "x-kubernetes-preserve-unknown-fields": true,
+                    "properties": {"c": {"type": "string"}}},
+                "list": {"type": "array", "items": {"type": "string"}, "x-kubernetes-list-type": "set"},
+                "one": {"type": "string", "anyOf": [{"pattern": "a"}, {"pattern": "b"}]},
+                "tmpl": {"type": "object", "x-kubernetes-embedded-resource": true,
+                    "properties": {"spec": {"type": "object"}}}}}}});
+        let [(_, s), _] = definitions_v2(&widgets(Some(raw)));
+        let spec = &s["properties"]["spec"];
+        assert_eq!(s["description"], "Foo");
+        assert_eq!(
+            spec["required"],
+            json!(["a"]),
+            "a nullable property is not required"
+        );
+        let p = &spec["properties"];
+        assert_eq!(
+            p["a"],
+            json!({"type": "string", "enum": ["x", "y"], "pattern": "^[xy]$"})
+        );
+        assert_eq!(p["n"], json!({}));
+        assert_eq!(
+            p["free"],
+            json!({"x-kubernetes-preserve-unknown-fields": true})
+        );
+        assert_eq!(p["list"]["x-kubernetes-list-type"], "set");
+        assert_eq!(p["one"], json!({"type": "string"}));
+        assert_eq!(p["tmpl"]["required"], json!(["kind", "apiVersion"]));
+        assert!(p["tmpl"]["properties"]["metadata"]["$ref"].is_string());
+        assert_eq!(s["properties"]["kind"]["type"], "string");
+        assert!(s["properties"]["metadata"]["description"].is_string());
+        let free = json!({"type": "object", "x-kubernetes-preserve-unknown-fields": true});
+        for r in [widgets(None), widgets(Some(free))] {
+            let [(_, s), _] = definitions_v2(&r);
+            assert_eq!(
+                s,
+                json!({"type": "object", "x-kubernetes-group-version-kind":
+                    [{"group": "example.ward.dev", "version": "v1", "kind": "Widget"}]})
+            );
+        }
     }
 
     #[test]

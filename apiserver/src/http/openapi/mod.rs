@@ -154,26 +154,35 @@ fn refs(v: &Value, out: &mut Vec<String>) {
     }
 }
 
-/// A definition in Swagger 2.0's form: what v2 can say (see
-/// [`custom::to_v2`]), its `$ref`s to `#/definitions/`.
-fn to_v2(v: &Value) -> Value {
-    fn rebase(v: &mut Value) {
-        match v {
-            Value::Object(m) => {
-                if let Some(Value::String(r)) = m.get_mut("$ref")
-                    && let Some(name) = r.strip_prefix(builtin::REFS)
-                {
-                    *r = format!("#/definitions/{name}");
-                }
-                m.values_mut().for_each(rebase);
-            }
-            Value::Array(a) => a.iter_mut().for_each(rebase),
-            _ => {}
-        }
+/// [`definitions`] in Swagger 2.0's form: a custom resource's as
+/// [`custom::definitions_v2`] makes them, a built-in's with what
+/// [`custom::to_v2`] keeps; every `$ref` to `#/definitions/`.
+fn definitions_v2(registry: &Registry, rs: &[std::sync::Arc<ResourceInfo>]) -> Map<String, Value> {
+    let mut out: Map<String, Value> = definitions(registry, rs)
+        .iter()
+        .map(|(k, d)| (k.clone(), custom::to_v2(d)))
+        .collect();
+    for r in rs.iter().filter(|r| !r.builtin) {
+        out.extend(custom::definitions_v2(r));
     }
-    let mut v = custom::to_v2(v);
-    rebase(&mut v);
-    v
+    out.values_mut().for_each(rebase);
+    out
+}
+
+/// `$ref`s to `#/components/schemas/` rebased to `#/definitions/`.
+fn rebase(v: &mut Value) {
+    match v {
+        Value::Object(m) => {
+            if let Some(Value::String(r)) = m.get_mut("$ref")
+                && let Some(name) = r.strip_prefix(builtin::REFS)
+            {
+                *r = format!("#/definitions/{name}");
+            }
+            m.values_mut().for_each(rebase);
+        }
+        Value::Array(a) => a.iter_mut().for_each(rebase),
+        _ => {}
+    }
 }
 
 fn parameters() -> Value {
@@ -306,10 +315,7 @@ pub fn v2(registry: &Registry) -> Value {
         "swagger": "2.0",
         "info": {"title": "Kubernetes", "version": format!("v1.{}.0", crate::http::discovery::KUBE_MINOR)},
         "paths": paths,
-        "definitions": definitions(registry, &rs)
-            .iter()
-            .map(|(k, d)| (k.clone(), to_v2(d)))
-            .collect::<Map<_, _>>(),
+        "definitions": definitions_v2(registry, &rs),
     })
 }
 
@@ -372,8 +378,10 @@ mod tests {
         let w = &defs["dev.ward.example.v1.Widget"];
         assert_eq!(
             w["properties"]["spec"]["properties"]["size"],
-            json!({"type": "integer"})
+            json!({"type": "integer", "minimum": 0}),
+            "a constraint kept, a default dropped"
         );
+        assert_eq!(w["properties"]["spec"]["properties"]["color"], json!({}));
         assert_eq!(
             w["properties"]["metadata"]["$ref"],
             format!("#/definitions/{}", builtin::OBJECT_META)

@@ -484,6 +484,11 @@ pub(super) fn put_len(tag: u32, bytes: &[u8], out: &mut Vec<u8>) {
     out.extend_from_slice(bytes);
 }
 
+pub(super) fn put_double(tag: u32, v: f64, out: &mut Vec<u8>) {
+    encode_key(tag, WireType::SixtyFourBit, out);
+    out.extend_from_slice(&v.to_le_bytes());
+}
+
 pub(super) fn put_varint(tag: u32, v: u64, out: &mut Vec<u8>) {
     encode_key(tag, WireType::Varint, out);
     encode_varint(v, out);

@@ -18,7 +18,7 @@
 use serde_json::{Map, Value};
 
 use super::ProtoError;
-use super::codec::{put_len, put_varint};
+use super::codec::{put_double, put_len, put_varint};
 
 /// The media type kubectl asks for.
 pub const MEDIA_TYPE: &str = "application/com.github.proto-openapi.spec.v2@v1.0+protobuf";
@@ -152,12 +152,17 @@ fn query(p: &Value, out: &mut Vec<u8>) -> Result<(), ProtoError> {
     Ok(())
 }
 
-/// Schema { _ref = 1, format = 2, title = 3, description = 4,
-/// required = 19, additional_properties = 21 (AdditionalPropertiesItem
+/// Schema { _ref = 1, format = 2, title = 3, description = 4, Any
+/// default = 5, multiple_of = 6, maximum = 7, exclusive_maximum = 8,
+/// minimum = 9, exclusive_minimum = 10, max_length = 11, min_length = 12,
+/// pattern = 13, max_items = 14, min_items = 15, unique_items = 16,
+/// max_properties = 17, min_properties = 18, required = 19, repeated Any
+/// enum = 20, additional_properties = 21 (AdditionalPropertiesItem
 /// { Schema schema = 1 | bool boolean = 2 }), type = 22 (TypeItem
 /// { repeated value = 1 }), items = 23 (ItemsItem { repeated Schema
 /// schema = 1 }), properties = 25 (Properties { repeated NamedSchema
-/// additional_properties = 1 }), vendor_extension = 31 }.
+/// additional_properties = 1 }), external_docs = 29 (ExternalDocs
+/// { description = 1, url = 2 }), Any example = 30, vendor_extension = 31 }.
 fn schema(s: &Value, out: &mut Vec<u8>) -> Result<(), ProtoError> {
     for (k, v) in obj(s, "a schema")? {
         match k.as_str() {
@@ -165,6 +170,32 @@ fn schema(s: &Value, out: &mut Vec<u8>) -> Result<(), ProtoError> {
             "format" => put_len(2, text(v, k)?.as_bytes(), out),
             "title" => put_len(3, text(v, k)?.as_bytes(), out),
             "description" => put_len(4, text(v, k)?.as_bytes(), out),
+            "default" => any(5, v, out),
+            "multipleOf" => put_double(6, number(v, k)?, out),
+            "maximum" => put_double(7, number(v, k)?, out),
+            "exclusiveMaximum" => put_varint(8, u64::from(flag(v, k)?), out),
+            "minimum" => put_double(9, number(v, k)?, out),
+            "exclusiveMinimum" => put_varint(10, u64::from(flag(v, k)?), out),
+            "maxLength" => put_varint(11, count(v, k)?, out),
+            "minLength" => put_varint(12, count(v, k)?, out),
+            "pattern" => put_len(13, text(v, k)?.as_bytes(), out),
+            "maxItems" => put_varint(14, count(v, k)?, out),
+            "minItems" => put_varint(15, count(v, k)?, out),
+            "uniqueItems" => put_varint(16, u64::from(flag(v, k)?), out),
+            "maxProperties" => put_varint(17, count(v, k)?, out),
+            "minProperties" => put_varint(18, count(v, k)?, out),
+            "enum" => list(v, k)?.iter().for_each(|e| any(20, e, out)),
+            "externalDocs" => nested(29, out, |o| {
+                for (k, v) in obj(v, k)? {
+                    match k.as_str() {
+                        "description" => put_len(1, text(v, k)?.as_bytes(), o),
+                        "url" => put_len(2, text(v, k)?.as_bytes(), o),
+                        _ => return Err(unknown("externalDocs", k)),
+                    }
+                }
+                Ok(())
+            })?,
+            "example" => any(30, v, out),
             "required" => {
                 for r in list(v, k)? {
                     put_len(19, text(r, k)?.as_bytes(), out);
@@ -205,6 +236,14 @@ fn schema(s: &Value, out: &mut Vec<u8>) -> Result<(), ProtoError> {
         }
     }
     Ok(())
+}
+
+/// A value of the schema's own (a default, an enum member, an example):
+/// `Any { yaml = 2 }`, JSON text, which is YAML.
+fn any(tag: u32, v: &Value, out: &mut Vec<u8>) {
+    let mut inner = Vec::new();
+    put_len(2, v.to_string().as_bytes(), &mut inner);
+    put_len(tag, &inner, out);
 }
 
 /// A vendor extension: NamedAny { name = 1, Any value = 2 }, the value as
@@ -253,6 +292,16 @@ fn list<'a>(v: &'a Value, key: &str) -> Result<&'a Vec<Value>, ProtoError> {
 fn text<'a>(v: &'a Value, key: &str) -> Result<&'a str, ProtoError> {
     v.as_str()
         .ok_or_else(|| ProtoError::Type(format!("{key:?} is not a string")))
+}
+
+fn number(v: &Value, key: &str) -> Result<f64, ProtoError> {
+    v.as_f64()
+        .ok_or_else(|| ProtoError::Type(format!("{key:?} is not a number")))
+}
+
+fn count(v: &Value, key: &str) -> Result<u64, ProtoError> {
+    v.as_u64()
+        .ok_or_else(|| ProtoError::Type(format!("{key:?} is not a count")))
 }
 
 fn flag(v: &Value, key: &str) -> Result<bool, ProtoError> {
@@ -386,12 +435,35 @@ mod tests {
     }
 
     #[test]
+    fn value_constraints_are_gnostic_fields() {
+        let doc = json!({"definitions": {"X": {"enum": ["a", 1], "pattern": "^a", "minimum": 1.5,
+            "exclusiveMinimum": true, "maxLength": 3, "default": {"k": "v"}}}});
+        let pb = encode(&doc).expect("encodes");
+        let s = one(one(one(&pb, 9), 1), 2);
+        let members: Vec<&str> = all(s, 20).into_iter().map(|a| string(a, 2)).collect();
+        assert_eq!(members, ["\"a\"", "1"]);
+        assert_eq!(string(s, 13), "^a");
+        assert_eq!(string(one(s, 5), 2), r#"{"k":"v"}"#);
+        let f: Vec<_> = fields(s).map(|f| f.expect("valid")).collect();
+        assert!(f.iter().any(|(t, w)| *t == 9 && matches!(w, Wire::Fixed64(b) if f64::from_bits(*b) == 1.5)));
+        assert!(
+            f.iter()
+                .any(|(t, w)| *t == 10 && matches!(w, Wire::Varint(1)))
+        );
+        assert!(
+            f.iter()
+                .any(|(t, w)| *t == 11 && matches!(w, Wire::Varint(3)))
+        );
+    }
+
+    #[test]
     fn a_key_without_an_encoding_is_an_error_not_dropped() {
         for doc in [
             json!({"swagger": "2.0", "basePath": "/"}),
             json!({"paths": {"/x": {"trace": {}}}}),
             json!({"paths": {"/x": {"get": {"summary": "s"}}}}),
-            json!({"definitions": {"X": {"minimum": 1}}}),
+            json!({"definitions": {"X": {"oneOf": []}}}),
+            json!({"definitions": {"X": {"minLength": -1}}}),
             json!({"definitions": {"X": {"properties": {"a": {"nullable": true}}}}}),
             json!({"swagger": 2}),
         ] {

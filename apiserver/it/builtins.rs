@@ -103,11 +103,6 @@ fn ga_listable() -> Vec<Meta> {
 /// Not served, and why.
 const NOT_SERVED: &[(&str, &str, &str)] = &[
     (
-        "autoscaling/v1",
-        "HorizontalPodAutoscaler",
-        "no conversion between versions: v2 is served",
-    ),
-    (
         "admissionregistration.k8s.io/v1",
         "MutatingAdmissionPolicy",
         "GA after 1.33",
@@ -242,4 +237,55 @@ async fn a_fresh_server_serves_workloads_and_rbac_and_holds_the_bootstrap_object
     for ns in ["default", "kube-system", "kube-public", "kube-node-lease"] {
         Api::<Namespace>::all(client.clone()).get(ns).await.unwrap();
     }
+}
+
+/// An HPA written at `autoscaling/v1` is one object with its `v2` form: a
+/// v2 client's metrics survive a v1 client's read-modify-write.
+#[tokio::test]
+async fn a_horizontal_pod_autoscaler_is_served_at_v1_and_v2() {
+    use k8s_openapi::api::autoscaling::{v1, v2};
+    let server = ApiServer::start_in_process().await;
+    let client = server.client();
+    let old = Api::<v1::HorizontalPodAutoscaler>::namespaced(client.clone(), "default");
+    let new = Api::<v2::HorizontalPodAutoscaler>::namespaced(client.clone(), "default");
+    let hpa: v1::HorizontalPodAutoscaler = serde_json::from_value(serde_json::json!({
+        "metadata": {"name": "web"},
+        "spec": {"scaleTargetRef": {"apiVersion": "apps/v1", "kind": "Deployment", "name": "web"},
+                 "maxReplicas": 4, "targetCPUUtilizationPercentage": 70}
+    }))
+    .unwrap();
+    let created = old.create(&PostParams::default(), &hpa).await.unwrap();
+    let mut at_v2 = new.get("web").await.unwrap();
+    assert_eq!(at_v2.metadata.uid, created.metadata.uid);
+    let metrics = at_v2.spec.metrics.clone().unwrap();
+    let cpu = metrics[0].resource.as_ref().unwrap();
+    assert_eq!(
+        (cpu.name.as_str(), cpu.target.average_utilization),
+        ("cpu", Some(70))
+    );
+    let memory: v2::MetricSpec = serde_json::from_value(serde_json::json!({"type": "Resource",
+        "resource": {"name": "memory", "target": {"type": "AverageValue", "averageValue": "1Gi"}}}))
+    .unwrap();
+    at_v2.spec.metrics = Some(vec![memory, metrics[0].clone()]);
+    new.replace("web", &PostParams::default(), &at_v2)
+        .await
+        .unwrap();
+    let mut at_v1 = old.get("web").await.unwrap();
+    let spec = &mut at_v1.spec;
+    assert_eq!(spec.target_cpu_utilization_percentage, Some(70));
+    spec.max_replicas = 6;
+    old.replace("web", &PostParams::default(), &at_v1)
+        .await
+        .unwrap();
+    let after = new.get("web").await.unwrap();
+    let spec = after.spec;
+    assert_eq!(spec.max_replicas, 6);
+    let names: Vec<String> = spec
+        .metrics
+        .unwrap()
+        .iter()
+        .map(|m| m.resource.as_ref().unwrap().name.clone())
+        .collect();
+    assert_eq!(names, ["memory", "cpu"]);
+    assert!(after.metadata.annotations.is_none_or(|a| a.is_empty()));
 }

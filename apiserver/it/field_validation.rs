@@ -624,6 +624,7 @@ fn every_field_of_every_built_in_kind_is_known() {
         k8s_openapi::api::apps::v1::Deployment,
         k8s_openapi::api::apps::v1::ReplicaSet,
         k8s_openapi::api::apps::v1::StatefulSet,
+        k8s_openapi::api::autoscaling::v1::HorizontalPodAutoscaler,
         k8s_openapi::api::autoscaling::v1::Scale,
         k8s_openapi::api::autoscaling::v2::HorizontalPodAutoscaler,
         k8s_openapi::api::batch::v1::CronJob,

@@ -6,8 +6,8 @@
 //! has a `status` (served as the `/status` subresource) and a `spec`
 //! (which drives `metadata.generation`), read from its fields; and the
 //! short names kubectl knows it by, which k8s-openapi does not carry.
-//! `autoscaling/v1` HorizontalPodAutoscaler is left out: this server does
-//! not convert between versions, and v2 is the one clients use.
+//! `autoscaling/v1` HorizontalPodAutoscalers are stored at `autoscaling/v2`
+//! and converted (`registry::kind::horizontalpodautoscaler`).
 //! `apiserver/it/builtins.rs` checks every row against k8s-openapi's own
 //! constants, and that no other GA listable type is missing.
 
@@ -123,6 +123,15 @@ pub const BUILTINS: &[Builtin] = &[
         true,
         true,
         &["sts"],
+    ),
+    (
+        "autoscaling/v1",
+        "HorizontalPodAutoscaler",
+        "horizontalpodautoscalers",
+        true,
+        true,
+        true,
+        &["hpa"],
     ),
     (
         "autoscaling/v2",

@@ -203,7 +203,7 @@ fn builtin(
         scale: None,
         strategy: crate::registry::kind::builtin(group, plural),
         schema: None,
-        conversion: crate::conversion::Builtin::of(group, plural)
+        conversion: crate::conversion::Builtin::of(group, version, plural)
             .map(|b| Arc::new(crate::conversion::Conversion::of_builtin(b, kind))),
         selectable_fields: Vec::new(),
     }

@@ -34,6 +34,7 @@ mod daemonset;
 mod deployment;
 pub(crate) mod event;
 mod fill;
+pub(crate) mod horizontalpodautoscaler;
 mod job;
 mod namespace;
 mod networkpolicy;

@@ -40,14 +40,24 @@ pub enum Builtin {
     /// `events.k8s.io/v1` Events, stored as core `v1` Events
     /// (`regarding` is `involvedObject`, `note` is `message`, ...).
     Events,
+    /// `autoscaling/v1` HorizontalPodAutoscalers, stored at
+    /// `autoscaling/v2` (`targetCPUUtilizationPercentage` is a `cpu`
+    /// metric, ...).
+    HorizontalPodAutoscalers,
 }
 
 impl Builtin {
-    /// The built-in conversion of the resource `group`/`plural`, if it is
-    /// stored in another group.
+    /// The built-in conversion of the resource `group`/`version`/`plural`,
+    /// if it is stored in another group or version.
     #[must_use]
-    pub fn of(group: &str, plural: &str) -> Option<Builtin> {
-        (group == "events.k8s.io" && plural == "events").then_some(Builtin::Events)
+    pub fn of(group: &str, version: &str, plural: &str) -> Option<Builtin> {
+        match (group, version, plural) {
+            ("events.k8s.io", _, "events") => Some(Builtin::Events),
+            ("autoscaling", "v1", "horizontalpodautoscalers") => {
+                Some(Builtin::HorizontalPodAutoscalers)
+            }
+            _ => None,
+        }
     }
 
     /// The group whose storage the resource shares.
@@ -55,6 +65,7 @@ impl Builtin {
     pub fn storage_group(self) -> &'static str {
         match self {
             Builtin::Events => "",
+            Builtin::HorizontalPodAutoscalers => "autoscaling",
         }
     }
 
@@ -63,6 +74,7 @@ impl Builtin {
     pub fn storage_api_version(self) -> &'static str {
         match self {
             Builtin::Events => "v1",
+            Builtin::HorizontalPodAutoscalers => "autoscaling/v2",
         }
     }
 
@@ -72,6 +84,7 @@ impl Builtin {
     pub fn stored_field_label(self, label: &str) -> &str {
         match self {
             Builtin::Events => crate::registry::kind::event::core_field_label(label),
+            Builtin::HorizontalPodAutoscalers => label,
         }
     }
 
@@ -79,6 +92,9 @@ impl Builtin {
     pub fn convert(self, obj: &mut Value, desired: &str) {
         match self {
             Builtin::Events => crate::registry::kind::event::convert(obj, desired),
+            Builtin::HorizontalPodAutoscalers => {
+                crate::registry::kind::horizontalpodautoscaler::convert(obj, desired);
+            }
         }
     }
 }

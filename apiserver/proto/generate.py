@@ -42,6 +42,11 @@ Inputs, every one pinned:
   objects in that form, so a write that adds such a field does not own it
   with a `.` entry of its own in `managedFields`, as it does a map, a list
   or a pointer struct it adds.
+- go_docs.txt: the API documentation of those modules' types and fields
+  at the served release (their `types_swagger_doc_generated.go`), which
+  kube-apiserver publishes as OpenAPI descriptions and `kubectl explain`
+  prints: one JSON array per line, [message, JSON field name or "" for
+  the type, text], for the messages schema.rs has.
 
 schema.rs's header names these inputs and carries an FNV-1a 64 digest of
 its body and the two data files; a Rust test (schema_types.rs) recomputes
@@ -77,6 +82,7 @@ SCHEMA = os.path.join(ROOT, "apiserver/src/machinery/proto/schema.rs")
 NAMES = os.path.join(HERE, "json_names.txt")
 GO_DATA = os.path.join(HERE, "go_omitempty.txt")
 GO_ALWAYS = os.path.join(HERE, "go_always.txt")
+GO_DOCS = os.path.join(HERE, "go_docs.txt")
 # The Go modules --extract-go reads: (module, folder of its API packages,
 # k8s-pb's prefix for them, whether its omitempty scalars are taken).
 GO_MODULES = [("k8s.io/api", "", "api", True),
@@ -104,6 +110,8 @@ FIELD_RE = re.compile(r"#\[prost\((?P<attr>[^]]*)\)\]\s*pub (?P<name>r#\w+|\w+):
 RESOURCE_RE = re.compile(
     r"impl crate::Resource for (\w+) \{\s*const API_VERSION: &'static str = \"([^\"]*)\";")
 GO_STRUCT_RE = re.compile(r"^type (\w+) struct \{\n(.*?)^\}", re.S | re.M)
+SWAGGER_MAP_RE = re.compile(r"^var map_(\w+) = map\[string\]string\{\n(.*?)^\}", re.S | re.M)
+SWAGGER_ENTRY_RE = re.compile(r'^\s*"((?:[^"\\]|\\.)*)":\s*"((?:[^"\\]|\\.)*)",$', re.M)
 GO_FIELD_RE = re.compile(r"^\s+(?:\w+\s+)?(?P<ty>[*\w.\[\]]+)\s+`(?P<tags>[^`]*)`", re.M)
 
 
@@ -385,6 +393,26 @@ def go_structs(folder, under, prefix):
     return out
 
 
+def go_docs(folder, under, prefix):
+    """{(module.Type, json field or ""): text} of the swagger docs Go
+    generates beside the types in `folder`/`under`."""
+    out = {}
+    root = os.path.join(folder, under)
+    for here, _, files in os.walk(root):
+        if "types_swagger_doc_generated.go" not in files:
+            continue
+        dirs = os.path.relpath(here, root).split(os.sep)
+        module = ".".join([prefix] + [d for d in dirs if d != "."])
+        with open(os.path.join(here, "types_swagger_doc_generated.go")) as f:
+            source = f.read()
+        for mm in SWAGGER_MAP_RE.finditer(source):
+            for em in SWAGGER_ENTRY_RE.finditer(mm.group(2)):
+                # Go's interpreted string literals escape as JSON does here.
+                key, text = (json.loads(f'"{g}"') for g in em.groups())
+                out[(f"{module}.{mm.group(1)}", key)] = text
+    return out
+
+
 def extract_go():
     """Write go_omitempty.txt and go_always.txt from the Go types at
     RELEASES' tags, and check json_names.txt against their json tags."""
@@ -402,6 +430,10 @@ def extract_go():
             line += f"\n#     {module} {tag} {digest}"
         sources.append((source, omitting))
         releases.append(line + "\n")
+    docs = {}
+    for module, under, prefix, _ in GO_MODULES:
+        folder, _ = go_module(module, RELEASES[0][2])
+        docs.update(go_docs(folder, under, prefix))
     omit_lines, plain_lines, go_names = [], [], {}
     for name in sorted(messages):
         module, msg = name.rsplit(".", 1)
@@ -454,6 +486,16 @@ def extract_go():
             + "".join(releases) + tags
             + "# Messages from kube-aggregator are not read.\n"
             + "".join(plain_lines))
+    with open(GO_DOCS, "w") as out:
+        out.write(
+            "# The API documentation of the messages in\n"
+            "# apiserver/src/machinery/proto/schema.rs, as kube-apiserver publishes it in\n"
+            "# its OpenAPI documents: [message (k8s-pb's name), JSON field (\"\" for the\n"
+            "# type), text] per line. Taken by `generate.py --extract-go` from the\n"
+            "# types_swagger_doc_generated.go files of these modules:\n"
+            + releases[0] + "".join(
+                json.dumps([m, k, t], ensure_ascii=False) + "\n"
+                for (m, k), t in sorted(docs.items()) if m in messages))
     wrong = [f"  {m} {f}: listed {j}, Go says {go_names[(m, f)]}"
              for (m, f), j in sorted(read_listed_names().items())
              if go_names.get((m, f)) not in (None, "", "-", j)]

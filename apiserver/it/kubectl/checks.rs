@@ -59,10 +59,17 @@ spec:
 }
 
 /// `kubectl explain` lists the fields of built-in kinds (from /openapi/v3,
-/// which every kubectl from 1.27 reads for it) and of a custom resource
-/// (its CRD's schema).
+/// which every kubectl from 1.27 reads for it), with kube's descriptions
+/// (from /openapi/v2 too), and of a custom resource (its CRD's schema).
 pub(super) async fn explain(k: &Ctl) {
     let out = k.ok(&["explain", "deployment.spec"]).await;
+    says(
+        &out,
+        "DeploymentSpec is the specification of the desired behavior",
+    );
+    says(&out, "Number of desired pods.");
+    let v2 = ["explain", "deployment.spec", "--output=plaintext-openapiv2"];
+    says(&k.ok(&v2).await, "Number of desired pods.");
     for f in [
         "replicas\t<integer>",
         "selector\t<LabelSelector>",
@@ -85,9 +92,12 @@ pub(super) async fn explain(k: &Ctl) {
     let out = k.ok(&["explain", "widgets.spec"]).await;
     says(&out, "size\t<integer>");
     says(&out, "color\t<string>");
+    let out = k.ok(&["explain", "widgets"]).await;
+    says(&out, "metadata\t<ObjectMeta>");
+    says(&out, "APIVersion defines the versioned schema");
     says(
-        &k.ok(&["explain", "widgets"]).await,
-        "metadata\t<ObjectMeta>",
+        &k.ok(&["explain", "widgets.metadata"]).await,
+        "Standard object's metadata",
     );
     k.ok(&["delete", crd]).await;
 }

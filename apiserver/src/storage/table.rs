@@ -4,7 +4,7 @@
 use bytes::Bytes;
 use serde_json::{Value, json};
 
-use crate::registry::kind::Column;
+use crate::registry::kind::{Column, ColumnDoc};
 use crate::registry::resources::ResourceInfo;
 use crate::storage::store::StoredObject;
 
@@ -23,11 +23,16 @@ fn columns(info: &ResourceInfo) -> impl Iterator<Item = (Column, u8)> {
     let name = Column {
         name: "Name",
         format: "name",
+        doc: ColumnDoc::Field("apimachinery.pkg.apis.meta.v1.ObjectMeta", "name"),
         cell: |obj| Value::String(obj["metadata"]["name"].as_str().unwrap_or("").to_string()),
     };
     let age = Column {
         name: "Age",
         format: "",
+        doc: ColumnDoc::Field(
+            "apimachinery.pkg.apis.meta.v1.ObjectMeta",
+            "creationTimestamp",
+        ),
         cell: |obj| age(obj["metadata"]["creationTimestamp"].as_str().unwrap_or("")).into(),
     };
     std::iter::once(name)
@@ -68,7 +73,7 @@ fn row(info: &ResourceInfo, obj: &Value) -> Value {
 pub fn table(info: &ResourceInfo, objects: &[Value], meta: Value) -> Value {
     let defs: Vec<Value> = columns(info)
         .map(|(c, priority)| {
-            json!({"name": c.name, "type": "string", "format": c.format, "description": "", "priority": priority})
+            json!({"name": c.name, "type": "string", "format": c.format, "description": c.doc.text(), "priority": priority})
         })
         .collect();
     json!({

@@ -11,8 +11,13 @@
 //! IntOrString `int-or-string` (with `x-kubernetes-int-or-string`),
 //! RawExtension, FieldsV1 and apiextensions' JSON free objects.
 //!
-//! Approximate: the table has no descriptions (none are served), no
-//! `required` lists and no defaults; list fields carry kube's
+//! Each definition and field carries kube's description
+//! (`apiserver/proto/go_docs.txt`, the Go types' swagger docs at the
+//! served release); a described `$ref` is `allOf` that one `$ref`, as
+//! kube-openapi's v3 builder wraps it (v2 keeps the `$ref` beside the
+//! description).
+//!
+//! Approximate: the table has no `required` lists and no defaults; list fields carry kube's
 //! `x-kubernetes-patch-strategy`/`x-kubernetes-patch-merge-key` only as
 //! this server's strategic merge applies them (its merge-key table, see
 //! [`crate::machinery::patch`]), so a kubectl computing a patch from the schema and
@@ -26,7 +31,7 @@ use std::sync::LazyLock;
 use serde_json::{Map, Value, json};
 
 use crate::machinery::patch::ListStrategy;
-use crate::machinery::proto::{Field, Message, Ty, message};
+use crate::machinery::proto::{Field, Message, Ty, doc, message};
 
 /// Where the v3 documents' `$ref`s point (v2's are rebased, see
 /// [`super::rebase`]).
@@ -56,6 +61,19 @@ pub(crate) fn definition_name(name: &str) -> String {
 /// A `$ref` to the definition of the message `name`.
 pub(crate) fn reference(definition: &str) -> Value {
     json!({"$ref": format!("{REFS}{definition}")})
+}
+
+/// `schema` with `description` (when there is one): a `$ref` wrapped in
+/// `allOf`, as OpenAPI v3 ignores a `$ref`'s siblings.
+pub(crate) fn described(schema: Value, description: Option<&str>) -> Value {
+    let Some(d) = description else { return schema };
+    let mut out = if schema.get("$ref").is_some() {
+        json!({"allOf": [schema]})
+    } else {
+        schema
+    };
+    out["description"] = d.into();
+    out
 }
 
 /// Every message's definition, by definition name: built once.
@@ -108,11 +126,16 @@ fn strings() -> Value {
 fn object(m: &Message) -> Value {
     let mut props = Map::new();
     if crate::registry::fields::has_type_meta(m) {
-        props.insert("apiVersion".into(), json!({"type": "string"}));
-        props.insert("kind".into(), json!({"type": "string"}));
+        for f in ["apiVersion", "kind"] {
+            let d = doc(&format!("{META}.TypeMeta"), f);
+            props.insert(f.into(), described(json!({"type": "string"}), d));
+        }
     }
     fields(m, m, &mut props);
-    json!({"type": "object", "properties": props})
+    described(
+        json!({"type": "object", "properties": props}),
+        doc(m.name, ""),
+    )
 }
 
 /// The fields of `m` (of `owner`, which inlines it when Go embeds it).
@@ -126,7 +149,10 @@ fn fields(owner: &Message, m: &Message, props: &mut Map<String, Value>) {
             }
             continue;
         }
-        props.insert(f.json.to_string(), field(owner, f));
+        props.insert(
+            f.json.to_string(),
+            described(field(owner, f), doc(m.name, f.json)),
+        );
     }
 }
 
@@ -225,18 +251,32 @@ mod tests {
     fn a_deployment_has_typed_fields_and_refs() {
         let d = def("io.k8s.api.apps.v1.Deployment");
         assert_eq!(d["properties"]["apiVersion"]["type"], "string");
+        assert!(
+            d["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("Deployment enables declarative updates")
+        );
+        // A described `$ref` is `allOf` that one `$ref`.
         assert_eq!(
-            d["properties"]["metadata"]["$ref"],
+            d["properties"]["metadata"]["allOf"][0]["$ref"],
             format!("{REFS}{OBJECT_META}")
         );
+        assert!(
+            d["properties"]["metadata"]["description"]
+                .as_str()
+                .unwrap()
+                .starts_with("Standard object's metadata.")
+        );
         assert_eq!(
-            d["properties"]["spec"]["$ref"],
+            d["properties"]["spec"]["allOf"][0]["$ref"],
             "#/components/schemas/io.k8s.api.apps.v1.DeploymentSpec"
         );
         let spec = &def("io.k8s.api.apps.v1.DeploymentSpec")["properties"];
         assert_eq!(
             spec["replicas"],
-            json!({"type": "integer", "format": "int32"})
+            json!({"type": "integer", "format": "int32", "description": "Number of desired pods. \
+                This is a pointer to distinguish between explicit zero and not specified. Defaults to 1."})
         );
         for f in ["selector", "template", "strategy", "minReadySeconds"] {
             assert!(spec.get(f).is_some(), "{f}");
@@ -267,13 +307,13 @@ mod tests {
     fn maps_and_types_with_their_own_json() {
         let meta = &def(OBJECT_META)["properties"];
         assert_eq!(
-            meta["labels"],
-            json!({"type": "object", "additionalProperties": {"type": "string"}})
+            meta["labels"]["additionalProperties"],
+            json!({"type": "string"})
         );
         assert_eq!(meta["generation"]["format"], "int64");
         assert_eq!(meta["finalizers"]["x-kubernetes-patch-strategy"], "merge");
         assert_eq!(
-            meta["creationTimestamp"]["$ref"],
+            meta["creationTimestamp"]["allOf"][0]["$ref"],
             format!("{REFS}io.k8s.apimachinery.pkg.apis.meta.v1.Time")
         );
         assert_eq!(
@@ -282,7 +322,7 @@ mod tests {
         );
         let port = &def("io.k8s.api.core.v1.ServicePort")["properties"]["targetPort"];
         assert_eq!(
-            port["$ref"],
+            port["allOf"][0]["$ref"],
             format!("{REFS}io.k8s.apimachinery.pkg.util.intstr.IntOrString")
         );
         let ios = def("io.k8s.apimachinery.pkg.util.intstr.IntOrString");

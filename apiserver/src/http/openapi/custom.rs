@@ -18,7 +18,7 @@
 
 use serde_json::{Map, Value, json};
 
-use super::builtin::{LIST_META, OBJECT_META, reference};
+use super::builtin::{LIST_META, OBJECT_META, described, reference};
 use crate::registry::resources::ResourceInfo;
 
 /// The definition name of a custom resource's kind (or of `kind`):
@@ -42,7 +42,10 @@ pub(crate) fn definitions(r: &ResourceInfo) -> [(String, Value); 2] {
         .map(|o| o.entry("properties").or_insert_with(|| json!({})));
     if let Some(Value::Object(props)) = props {
         type_meta(props);
-        props.insert("metadata".into(), reference(OBJECT_META));
+        props.insert(
+            "metadata".into(),
+            described(reference(OBJECT_META), Some(&object_meta_doc())),
+        );
     }
     schema["x-kubernetes-group-version-kind"] = gvk(&r.kind);
     let mut list = Map::new();
@@ -205,22 +208,33 @@ fn type_meta(props: &mut Map<String, Value>) {
     );
 }
 
+/// How kube-apiserver describes a custom resource's `metadata`.
+fn object_meta_doc() -> String {
+    format!("Standard object's metadata. {CONVENTIONS}#metadata")
+}
+
 /// A kind's `metadata` in Swagger 2.0: the ObjectMeta `$ref`, described.
 fn object_meta_v2() -> Value {
     let mut m = reference(OBJECT_META);
-    m["description"] = format!("Standard object's metadata. {CONVENTIONS}#metadata").into();
+    m["description"] = object_meta_doc().into();
     m
 }
 
 /// The Swagger 2.0 form of a built-in definition: types, formats,
 /// properties, items, additionalProperties, required, descriptions and
-/// vendor extensions, recursively.
+/// vendor extensions, recursively; a described `$ref` (`allOf` one
+/// `$ref`) is the `$ref` beside its description.
 #[must_use]
 pub(crate) fn to_v2(schema: &Value) -> Value {
     let Some(o) = schema.as_object() else {
         return schema.clone();
     };
     let mut out = Map::new();
+    if let Some([one]) = o.get("allOf").and_then(Value::as_array).map(Vec::as_slice)
+        && let Some(r) = one.get("$ref")
+    {
+        out.insert("$ref".into(), r.clone());
+    }
     for (k, v) in o {
         let kept = match k.as_str() {
             "type" | "format" | "title" | "description" | "$ref" => {
@@ -278,7 +292,7 @@ pub(super) mod tests {
         assert_eq!(s["properties"]["spec"]["properties"]["size"]["minimum"], 1);
         assert_eq!(s["properties"]["kind"]["type"], "string");
         assert_eq!(
-            s["properties"]["metadata"]["$ref"],
+            s["properties"]["metadata"]["allOf"][0]["$ref"],
             format!("#/components/schemas/{OBJECT_META}")
         );
         assert_eq!(

@@ -38,6 +38,7 @@
 //! their zeros.
 
 mod codec;
+mod docs;
 pub mod openapi_v2;
 // Generated, one line per field: left as the generator writes it.
 #[rustfmt::skip]
@@ -45,6 +46,7 @@ mod schema;
 mod schema_types;
 
 pub use codec::{decode_object, encode_object};
+pub(crate) use docs::doc;
 // The field table, for the field checks (`crate::registry::fields`).
 pub(crate) use schema_types::{Field, Message, Ty, all_messages, message, message_of_kind};
 

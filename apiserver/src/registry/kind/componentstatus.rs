@@ -4,7 +4,7 @@
 
 use serde_json::Value;
 
-use super::strategy::{Column, KindStrategy};
+use super::strategy::{Column, ColumnDoc, KindStrategy};
 
 /// The ComponentStatus kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -24,6 +24,7 @@ impl KindStrategy for ComponentStatus {
             Column {
                 name: "Status",
                 format: "",
+                doc: ColumnDoc::Text("Status of the component conditions"),
                 cell: |cs| match healthy(cs)["status"].as_str() {
                     Some("True") => "Healthy".into(),
                     _ => "Unhealthy".into(),
@@ -32,11 +33,13 @@ impl KindStrategy for ComponentStatus {
             Column {
                 name: "Message",
                 format: "",
+                doc: ColumnDoc::Text("Message of the component conditions"),
                 cell: |cs| healthy(cs)["message"].as_str().unwrap_or_default().into(),
             },
             Column {
                 name: "Error",
                 format: "",
+                doc: ColumnDoc::Text("Error of the component conditions"),
                 cell: |cs| healthy(cs)["error"].as_str().unwrap_or_default().into(),
             },
         ]

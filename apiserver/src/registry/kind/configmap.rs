@@ -2,7 +2,7 @@
 
 use serde_json::Value;
 
-use super::strategy::{Column, KindStrategy, invalid};
+use super::strategy::{Column, ColumnDoc, KindStrategy, invalid};
 use crate::machinery::status::ApiError;
 
 /// The ConfigMap kind.
@@ -13,6 +13,7 @@ pub struct ConfigMap;
 pub const DATA: Column = Column {
     name: "Data",
     format: "",
+    doc: ColumnDoc::Field("api.core.v1.ConfigMap", "data"),
     cell: |obj: &Value| obj["data"].as_object().map_or(0, |m| m.len()).into(),
 };
 

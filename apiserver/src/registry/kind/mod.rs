@@ -57,7 +57,8 @@ mod webhookconfiguration;
 pub use customresourcedefinition::Definition;
 pub use namespace::emptied as namespace_emptied;
 pub use strategy::{
-    Column, Generic, KindStrategy, NameRule, ServedSubresource, Strategy, Subresource, invalid,
+    Column, ColumnDoc, Generic, KindStrategy, NameRule, ServedSubresource, Strategy, Subresource,
+    invalid,
 };
 
 /// The strategy of the built-in kind `kind` at `api_version` (e.g. `v1`,

@@ -8,7 +8,9 @@
 
 use serde_json::{Value, json};
 
-use super::strategy::{Column, KindStrategy, NameRule, ServedSubresource, phase_or_terminating};
+use super::strategy::{
+    Column, ColumnDoc, KindStrategy, NameRule, ServedSubresource, phase_or_terminating,
+};
 use crate::machinery::status::ApiError;
 use crate::machinery::validation::label_key_errors;
 
@@ -133,6 +135,7 @@ impl KindStrategy for Namespace {
         &[Column {
             name: "Status",
             format: "",
+            doc: ColumnDoc::Text("The status of the namespace"),
             cell: phase_or_terminating,
         }]
     }

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::fill::or;
-use super::strategy::{Column, KindStrategy, field_at};
+use super::strategy::{Column, ColumnDoc, KindStrategy, field_at};
 
 /// The Node kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -31,6 +31,7 @@ impl KindStrategy for Node {
         &[Column {
             name: "Status",
             format: "",
+            doc: ColumnDoc::Text("The status of the node"),
             cell: status_cell,
         }]
     }

@@ -6,7 +6,7 @@
 use serde_json::{Value, json};
 
 use super::fill::{child, each, or, spec};
-use super::strategy::{Column, KindStrategy, ServedSubresource, Subresource};
+use super::strategy::{Column, ColumnDoc, KindStrategy, ServedSubresource, Subresource};
 use crate::machinery::status::ApiError;
 
 /// The Pod kind.
@@ -155,16 +155,23 @@ impl KindStrategy for Pod {
             Column {
                 name: "Ready",
                 format: "",
+                doc: ColumnDoc::Text(
+                    "The aggregate readiness state of this pod for accepting traffic.",
+                ),
                 cell: ready_cell,
             },
             Column {
                 name: "Status",
                 format: "",
+                doc: ColumnDoc::Text("The aggregate status of the containers in this pod."),
                 cell: status_cell,
             },
             Column {
                 name: "Restarts",
                 format: "",
+                doc: ColumnDoc::Text(
+                    "The number of times the containers in this pod have been restarted and when the last container in this pod has restarted.",
+                ),
                 cell: |pod| {
                     let statuses = pod["status"]["containerStatuses"].as_array();
                     let counts = statuses
@@ -183,21 +190,25 @@ impl KindStrategy for Pod {
             Column {
                 name: "IP",
                 format: "",
+                doc: ColumnDoc::Field("api.core.v1.PodStatus", "podIP"),
                 cell: |pod| or_none(&pod["status"]["podIP"]),
             },
             Column {
                 name: "Node",
                 format: "",
+                doc: ColumnDoc::Field("api.core.v1.PodSpec", "nodeName"),
                 cell: |pod| or_none(&pod["spec"]["nodeName"]),
             },
             Column {
                 name: "Nominated Node",
                 format: "",
+                doc: ColumnDoc::Field("api.core.v1.PodStatus", "nominatedNodeName"),
                 cell: |pod| or_none(&pod["status"]["nominatedNodeName"]),
             },
             Column {
                 name: "Readiness Gates",
                 format: "",
+                doc: ColumnDoc::Field("api.core.v1.PodSpec", "readinessGates"),
                 cell: gates_cell,
             },
         ]

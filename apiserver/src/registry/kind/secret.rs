@@ -5,7 +5,7 @@ use serde_json::{Value, json};
 
 use super::configmap::config_keys;
 use super::fill::or;
-use super::strategy::{Column, KindStrategy, Subresource};
+use super::strategy::{Column, ColumnDoc, KindStrategy, Subresource};
 use crate::machinery::status::ApiError;
 
 /// The Secret kind.
@@ -58,7 +58,10 @@ impl KindStrategy for Secret {
     }
 
     fn columns(&self) -> &'static [Column] {
-        &[super::configmap::DATA]
+        &[Column {
+            doc: ColumnDoc::Field("api.core.v1.Secret", "data"),
+            ..super::configmap::DATA
+        }]
     }
 }
 

@@ -5,7 +5,7 @@
 use serde_json::{Value, json};
 
 use super::fill::{child, or, spec};
-use super::strategy::{Column, KindStrategy};
+use super::strategy::{Column, ColumnDoc, KindStrategy};
 
 /// The StatefulSet kind.
 #[derive(Debug, Clone, Copy, Default)]
@@ -46,6 +46,7 @@ impl KindStrategy for StatefulSet {
         &[Column {
             name: "Ready",
             format: "",
+            doc: ColumnDoc::Text("Number of the pod with ready state"),
             cell: |obj| {
                 format!(
                     "{}/{}",

@@ -104,8 +104,34 @@ pub struct Column {
     pub name: &'static str,
     /// The OpenAPI format of its cells (`""` for plain strings).
     pub format: &'static str,
+    /// What its definition says it shows.
+    pub doc: ColumnDoc,
     /// The cell for one object.
     pub cell: fn(&Value) -> Value,
+}
+
+/// What a column's definition says it shows, as kube-apiserver's printers
+/// word it: in words of their own, or a field's API documentation.
+#[derive(Debug, Clone, Copy)]
+pub enum ColumnDoc {
+    /// The printer's own words.
+    Text(&'static str),
+    /// The documentation of a field: its message (k8s-pb's name) and JSON
+    /// name.
+    Field(&'static str, &'static str),
+}
+
+impl ColumnDoc {
+    /// The description (empty when the field has no documentation).
+    #[must_use]
+    pub fn text(self) -> &'static str {
+        match self {
+            ColumnDoc::Text(t) => t,
+            ColumnDoc::Field(message, field) => {
+                crate::machinery::proto::doc(message, field).unwrap_or_default()
+            }
+        }
+    }
 }
 
 /// The verbs of a kind that serves them all.

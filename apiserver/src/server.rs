@@ -185,6 +185,17 @@ impl ServerConfig {
         self
     }
 
+    /// Compact the watch history this often, as kube-apiserver compacts
+    /// etcd every 5 minutes: a resourceVersion is then served for one to
+    /// two intervals (a list at it, a watch from it, a continue token of
+    /// it is 410 after). Default `None`: only [`Self::watch_history`]
+    /// bounds it (the `ward-apiserver` binary compacts every 5 minutes).
+    #[must_use]
+    pub fn compaction_interval(mut self, every: Option<std::time::Duration>) -> Self {
+        self.store.compaction_interval = every;
+        self
+    }
+
     /// How many events a watcher may lag before it is cut off with 410. Default 16 384.
     #[must_use]
     pub fn watch_buffer(mut self, n: usize) -> Self {

@@ -36,6 +36,12 @@ struct Args {
     /// Past events kept for watches to resume from.
     #[arg(long, default_value_t = 10_000)]
     watch_history: usize,
+    /// Compact the history every N seconds, as kube-apiserver compacts
+    /// etcd (`--etcd-compaction-interval`, 5 minutes): a resourceVersion
+    /// older than one to two intervals is then 410. 0: never (only
+    /// --watch-history bounds it).
+    #[arg(long, default_value_t = 300)]
+    compaction_interval_seconds: u64,
     /// Start with this fault configuration (JSON, the body `PUT /ward/v1/faults` takes).
     #[arg(long)]
     faults: Option<PathBuf>,
@@ -191,6 +197,10 @@ async fn main() -> ExitCode {
         .seed(args.seed)
         .max_body_bytes(args.max_body_bytes)
         .watch_history(args.watch_history)
+        .compaction_interval(
+            (args.compaction_interval_seconds > 0)
+                .then(|| std::time::Duration::from_secs(args.compaction_interval_seconds)),
+        )
         .service_cluster_ip_range(args.service_cluster_ip_range)
         .service_node_port_range(args.service_node_port_range.clone())
         .tls(args.tls)

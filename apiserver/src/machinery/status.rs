@@ -18,6 +18,9 @@ pub struct ApiError {
     pub message: String,
     /// Optional `details` (name, group, kind).
     pub details: Option<Value>,
+    /// The Status's `metadata.continue`: on a 410 for a continue token
+    /// too old to be served, the token to go on with, inconsistently.
+    pub continue_token: Option<String>,
 }
 
 impl ApiError {
@@ -27,6 +30,7 @@ impl ApiError {
             reason: Cow::Borrowed(reason),
             message: message.into(),
             details: None,
+            continue_token: None,
         }
     }
 
@@ -253,6 +257,7 @@ impl ApiError {
             reason: Cow::Owned(status["reason"].as_str().unwrap_or_default().to_owned()),
             message: status["message"].as_str().unwrap_or_default().to_owned(),
             details: status.get("details").filter(|d| d.is_object()).cloned(),
+            continue_token: None,
         }
     }
 
@@ -270,6 +275,9 @@ impl ApiError {
         });
         if let Some(d) = &self.details {
             s["details"] = d.clone();
+        }
+        if let Some(token) = &self.continue_token {
+            s["metadata"]["continue"] = token.clone().into();
         }
         if self.reason.is_empty() {
             // Go's `omitempty`: an unknown reason is absent.

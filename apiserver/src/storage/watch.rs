@@ -559,6 +559,7 @@ mod tests {
             StoreConfig {
                 history: 2,
                 watch_buffer: 16,
+                compaction_interval: None,
             },
             Clock::new(),
             Arc::new(crate::storage::strategy::KindRules),
@@ -584,6 +585,7 @@ mod tests {
             StoreConfig {
                 history: 100,
                 watch_buffer: 16,
+                compaction_interval: None,
             },
             Clock::new(),
             Arc::new(crate::storage::strategy::KindRules),

@@ -32,7 +32,9 @@ pub(super) fn get(req: &Req<'_>, t: &Target, opts: &GetOptions) -> Result<Resp, 
 }
 
 /// kube-apiserver's answer to a `continue` token older than the history
-/// kept (410). Unlike it, no token to continue inconsistently comes with it.
+/// kept (410), which carries a token to continue inconsistently: the
+/// latest state from the same key (its resourceVersion 0 here, -1 in
+/// kube's tokens).
 const CONTINUE_EXPIRED: &str = "The provided continue parameter is too old to display a consistent list result. You can start a new list without the continue parameter, or use the continue token in this response to retrieve the remainder of the results. Continuing with the provided token results in an inconsistent list - objects that were created, modified, or deleted between the time the first chunk was returned and now may show up in the list.";
 
 /// A list: the latest state, or one snapshot paged through
@@ -71,7 +73,13 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
             reached(rv)?;
             at(rv).map_err(|floor| too_old(rv, floor))?
         }
-        (None, ReadAt::Continue(rv)) => at(rv).map_err(|_| ApiError::expired(CONTINUE_EXPIRED))?,
+        // A token to continue inconsistently: the latest state.
+        (None, ReadAt::Continue(0)) => latest(),
+        (None, ReadAt::Continue(rv)) => at(rv).map_err(|_| {
+            let mut e = ApiError::expired(CONTINUE_EXPIRED);
+            e.continue_token = after.map(|(ns, n)| encode_continue(0, ns, n));
+            e
+        })?,
     };
     // The list's metadata, whatever form the items take.
     let mut meta = json!({"resourceVersion": page.rv.to_string()});

@@ -8,6 +8,34 @@ use tokio::sync::broadcast;
 use super::*;
 
 impl Store {
+    /// Compact the history when [`StoreConfig::compaction_interval`] has
+    /// passed since the last compaction: what is not newer than the
+    /// resourceVersion that one saw is dropped (the floor rises to it), as
+    /// kube-apiserver's compactor does every interval. Run lazily, at
+    /// every write and every read of the history, with the store's clock.
+    pub(super) fn compact_if_due(&self, inner: &mut Inner) {
+        let Some(every) = self.config.compaction_interval else {
+            return;
+        };
+        let now = self.clock.now();
+        match inner.compaction {
+            None => inner.compaction = Some((now, inner.rv)),
+            Some((at, to)) => {
+                let since = now.duration_since(at);
+                if since
+                    < jiff::SignedDuration::try_from(every).unwrap_or(jiff::SignedDuration::MAX)
+                {
+                    return;
+                }
+                while inner.history.front().is_some_and(|e| e.object.rv <= to) {
+                    inner.history.pop_front();
+                }
+                inner.floor = inner.floor.max(to);
+                inner.compaction = Some((now, inner.rv));
+            }
+        }
+    }
+
     /// [`Store::list`] as of resourceVersion `at`: a page of one snapshot
     /// (a continued list, an exact read, a stale view), whatever was written
     /// since. `Err` carries the oldest rv still served when `at` is too old.
@@ -28,7 +56,8 @@ impl Store {
     ) -> Result<ListPage, u64> {
         use std::cmp::Ordering;
         use std::ops::Bound;
-        let inner = self.lock();
+        let mut inner = self.lock();
+        self.compact_if_due(&mut inner);
         if at < inner.floor {
             return Err(inner.floor);
         }
@@ -106,7 +135,8 @@ impl Store {
         ),
         u64,
     > {
-        let inner = self.lock();
+        let mut inner = self.lock();
+        self.compact_if_due(&mut inner);
         if from < inner.floor {
             return Err(inner.floor);
         }
@@ -138,7 +168,8 @@ impl Store {
     /// view), rebuilt by undoing the retained events newer than `at`.
     /// `Err` carries the oldest rv still served when `at` is too old.
     pub fn state_at(&self, key: &StorageKey, at: u64) -> Result<Vec<Arc<StoredObject>>, u64> {
-        let inner = self.lock();
+        let mut inner = self.lock();
+        self.compact_if_due(&mut inner);
         if at < inner.floor {
             return Err(inner.floor);
         }

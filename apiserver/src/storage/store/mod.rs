@@ -103,6 +103,13 @@ pub struct StoreConfig {
     pub history: usize,
     /// How far a watcher may fall behind before it is cut off with 410.
     pub watch_buffer: usize,
+    /// Compact the history this often, as kube-apiserver compacts etcd
+    /// (`--etcd-compaction-interval`, 5 minutes there): each compaction
+    /// drops what is older than the resourceVersion the previous one saw,
+    /// so a version is served for one to two intervals (then a list at it,
+    /// a watch from it or a continue token of it is 410). `None`: only
+    /// `history` bounds it.
+    pub compaction_interval: Option<std::time::Duration>,
 }
 
 impl Default for StoreConfig {
@@ -110,6 +117,7 @@ impl Default for StoreConfig {
         StoreConfig {
             history: 10_000,
             watch_buffer: 16_384,
+            compaction_interval: None,
         }
     }
 }
@@ -129,6 +137,9 @@ struct Inner {
     /// Keyed by a shared copy of the collection key, which events carry.
     collections: BTreeMap<Arc<StorageKey>, Collection>,
     history: VecDeque<Arc<Event>>,
+    /// When the last compaction ran, and the resourceVersion then: what
+    /// the next one compacts to ([`StoreConfig::compaction_interval`]).
+    compaction: Option<(jiff::Timestamp, u64)>,
     /// Counters of writes per API group or resource
     /// ([`Store::writes_to_group`], [`Store::writes_to`]): the group and,
     /// for one resource's, its plural.
@@ -329,6 +340,7 @@ impl Store {
                 floor: 0,
                 collections: BTreeMap::new(),
                 history: VecDeque::new(),
+                compaction: None,
                 write_counters: Vec::new(),
             }),
             events,
@@ -455,6 +467,7 @@ pub(crate) mod testing {
             StoreConfig {
                 history: 8,
                 watch_buffer: 16,
+                compaction_interval: None,
             },
             Clock::new(),
             Arc::new(crate::storage::strategy::KindRules),

@@ -233,6 +233,7 @@ impl Store {
                 inner.floor = old.object.rv;
             }
         }
+        self.compact_if_due(inner);
         // No receivers is fine: nobody watches yet.
         let _ = self.events.send(event);
     }

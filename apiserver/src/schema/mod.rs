@@ -78,6 +78,44 @@ impl VersionSchema {
         pruned
     }
 
+    /// Hand `f` the `metadata` of every embedded resource in `obj`
+    /// (`x-kubernetes-embedded-resource`, where the schema places one),
+    /// with its path (`spec.template.metadata`, `spec.list[0].metadata`).
+    pub fn each_embedded_metadata(&self, obj: &mut Value, f: &mut dyn FnMut(&str, &mut Value)) {
+        fn walk(s: &Schema, v: &mut Value, path: &str, f: &mut dyn FnMut(&str, &mut Value)) {
+            let at = |k: &str| {
+                if path.is_empty() {
+                    k.to_string()
+                } else {
+                    format!("{path}.{k}")
+                }
+            };
+            match v {
+                Value::Object(m) => {
+                    if s.embedded
+                        && let Some(meta) = m.get_mut("metadata")
+                    {
+                        f(&at("metadata"), meta);
+                    }
+                    for (k, child) in m.iter_mut() {
+                        if let Some(ps) = s.property(k) {
+                            walk(ps, child, &at(k), f);
+                        }
+                    }
+                }
+                Value::Array(items) => {
+                    if let Some(is) = &s.items {
+                        for (i, item) in items.iter_mut().enumerate() {
+                            walk(is, item, &format!("{path}[{i}]"), f);
+                        }
+                    }
+                }
+                _ => {}
+            }
+        }
+        walk(&self.root, obj, "", f);
+    }
+
     /// [`VersionSchema::prune`] of a patched object whose stored version
     /// is `old`, walking only what differs from it (when `old` was written
     /// under this schema, so pruned by it).
@@ -161,4 +199,37 @@ pub fn compile(raw: &Value, path: &Path) -> Result<VersionSchema, Vec<FieldError
         root,
         since: 0,
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use serde_json::json;
+
+    use super::*;
+
+    #[test]
+    fn embedded_resources_metadata_is_found_where_the_schema_puts_it() {
+        let raw = json!({"type": "object", "properties": {"spec": {"type": "object", "properties": {
+            "template": {"type": "object", "x-kubernetes-embedded-resource": true,
+                "x-kubernetes-preserve-unknown-fields": true},
+            "list": {"type": "array", "items": {"type": "object",
+                "x-kubernetes-embedded-resource": true, "x-kubernetes-preserve-unknown-fields": true}},
+            "plain": {"type": "object", "x-kubernetes-preserve-unknown-fields": true}}}}});
+        let schema = compile(&raw, &Path::new("schema")).unwrap();
+        let mut obj = json!({"metadata": {"name": "root"}, "spec": {
+            "template": {"metadata": {"name": "t"}},
+            "list": [{"kind": "X"}, {"metadata": {"name": "l1"}}],
+            "plain": {"metadata": {"name": "not a resource"}}}});
+        let mut seen = Vec::new();
+        schema.each_embedded_metadata(&mut obj, &mut |path, meta| {
+            seen.push((path.to_string(), meta["name"].clone()));
+        });
+        assert_eq!(
+            seen,
+            [
+                ("spec.list[1].metadata".to_string(), json!("l1")),
+                ("spec.template.metadata".to_string(), json!("t")),
+            ]
+        );
+    }
 }

@@ -614,7 +614,14 @@ fn apply_field_errors(
     if let Ok(mut applied) = patch::parse_applied(&req.body) {
         let mut pruned = fields::prune_unknown(&t.info, &mut applied);
         if !t.info.builtin {
-            pruned.extend(fields::prune_object_meta(&mut applied));
+            if let Some(meta) = applied.get_mut("metadata") {
+                pruned.extend(fields::prune_object_meta(meta, "metadata"));
+            }
+            if let Some(schema) = &t.info.schema {
+                schema.each_embedded_metadata(&mut applied, &mut |path, meta| {
+                    pruned.extend(fields::prune_object_meta(meta, path));
+                });
+            }
             pruned.sort();
         }
         if !pruned.is_empty() {

@@ -197,21 +197,19 @@ pub fn object_errors(
     }
 }
 
-/// The fields of an object's `metadata` that Go's `ObjectMeta` does not
-/// have, dropped from `obj` (paths from the object's root): what
-/// server-side apply's typed conversion refuses in a custom resource,
-/// whose schema leaves `metadata` to ObjectMeta.
+/// The fields of a `metadata` (at `path`) that Go's `ObjectMeta` does not
+/// have, dropped from it: what server-side apply's typed conversion
+/// refuses in a custom resource, whose schema leaves the `metadata` of
+/// its root and of its embedded resources to ObjectMeta.
 #[must_use]
-pub fn prune_object_meta(obj: &mut Value) -> Vec<String> {
+pub fn prune_object_meta(meta: &mut Value, path: &str) -> Vec<String> {
     use crate::machinery::proto::Ty;
     let mut out = Vec::new();
-    if let Some(meta) = obj.get_mut("metadata") {
-        let shape = Shape::Field(
-            Ty::Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"),
-            false,
-        );
-        prune::prune(shape, meta, &mut "metadata".to_string(), &mut out);
-    }
+    let shape = Shape::Field(
+        Ty::Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"),
+        false,
+    );
+    prune::prune(shape, meta, &mut path.to_string(), &mut out);
     out
 }
 
@@ -252,7 +250,7 @@ mod tests {
         let mut obj = serde_json::json!({"metadata": {"name": "a", "unknownMeta": 1,
             "labels": {"x": "y"}, "ownerReferences": [{"name": "o", "bogus": true}]}});
         assert_eq!(
-            super::prune_object_meta(&mut obj),
+            super::prune_object_meta(&mut obj["metadata"], "metadata"),
             ["metadata.ownerReferences[0].bogus", "metadata.unknownMeta"]
         );
         assert_eq!(

@@ -5,7 +5,7 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::registry::resources::{Registry, ResourceInfo};
+use crate::registry::resources::{Registry, ResourceInfo, version_priority};
 
 /// The Kubernetes version this server reports.
 pub const KUBE_MINOR: &str = "33";
@@ -112,26 +112,6 @@ fn groups(registry: &Registry) -> BTreeMap<String, Vec<String>> {
     g
 }
 
-/// Kubernetes version ordering: GA > beta > alpha, higher numbers first.
-fn version_priority(v: &str) -> (u8, u32, u32) {
-    let Some(rest) = v.strip_prefix('v') else {
-        return (0, 0, 0);
-    };
-    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
-    let major = digits.parse().unwrap_or(0);
-    let tail = &rest[digits.len()..];
-    let (level, n) = if tail.is_empty() {
-        (3, 0)
-    } else if let Some(b) = tail.strip_prefix("beta") {
-        (2, b.parse().unwrap_or(0))
-    } else if let Some(a) = tail.strip_prefix("alpha") {
-        (1, a.parse().unwrap_or(0))
-    } else {
-        (0, 0)
-    };
-    (level, major, n)
-}
-
 fn group_json(name: &str, versions: &[String]) -> Value {
     let vs: Vec<Value> = versions
         .iter()
@@ -165,6 +145,27 @@ pub fn group(registry: &Registry, name: &str) -> Option<Value> {
     Some(g)
 }
 
+/// kube-apiserver's `storageVersionHash` of a resource: the first 8 bytes
+/// of the SHA-256 of the `group/version/Kind` its objects are stored at,
+/// in base64 (a storage migrator compares it); none for what is not
+/// stored. CRDs are stored at `v1beta1` there, as the hash says.
+fn storage_version_hash(r: &ResourceInfo) -> Option<String> {
+    use base64::Engine;
+    if r.group.is_empty() && r.plural == "componentstatuses" {
+        return None;
+    }
+    let stored = match (r.group.as_str(), r.plural.as_str()) {
+        ("apiextensions.k8s.io", "customresourcedefinitions") => {
+            "apiextensions.k8s.io/v1beta1".to_string()
+        }
+        _ => r.storage_api_version(),
+    };
+    let (group, version) = stored.rsplit_once('/').unwrap_or(("", &stored));
+    let gvk = format!("{group}/{version}/{}", r.kind);
+    let digest = ring::digest::digest(&ring::digest::SHA256, gvk.as_bytes());
+    Some(base64::engine::general_purpose::STANDARD.encode(&digest.as_ref()[..8]))
+}
+
 fn resource_json(r: &ResourceInfo) -> Vec<Value> {
     let mut main = json!({
         "name": r.plural,
@@ -173,6 +174,9 @@ fn resource_json(r: &ResourceInfo) -> Vec<Value> {
         "kind": r.kind,
         "verbs": r.verbs(),
     });
+    if let Some(hash) = storage_version_hash(r) {
+        main["storageVersionHash"] = hash.into();
+    }
     if !r.short_names.is_empty() {
         main["shortNames"] = json!(r.short_names);
     }
@@ -364,6 +368,34 @@ mod tests {
         assert!(names.contains(&"pods/status"));
         assert!(resource_list(&reg, "nope.io", "v1").is_none());
         assert!(group(&reg, "apps").is_some());
+    }
+
+    #[test]
+    fn storage_version_hashes_are_kubes() {
+        let reg = Registry::with_builtins();
+        let hash =
+            |g: &str, v: &str, plural: &str| storage_version_hash(&reg.get(g, v, plural).unwrap());
+        // As kube-apiserver v1.37.2 answers them.
+        assert_eq!(
+            hash("apps", "v1", "controllerrevisions").unwrap(),
+            "85nkx63pcBU="
+        );
+        assert_eq!(
+            hash("coordination.k8s.io", "v1", "leases").unwrap(),
+            "gqkMMb/YqFM="
+        );
+        let crds = hash("apiextensions.k8s.io", "v1", "customresourcedefinitions");
+        assert_eq!(crds.unwrap(), "jfWCUB31mvA=");
+        // Stored as core v1 Events, and at autoscaling/v2.
+        assert_eq!(
+            hash("events.k8s.io", "v1", "events").unwrap(),
+            "r2yiGXH7wu8="
+        );
+        assert_eq!(
+            hash("autoscaling", "v1", "horizontalpodautoscalers"),
+            hash("autoscaling", "v2", "horizontalpodautoscalers")
+        );
+        assert_eq!(hash("", "v1", "componentstatuses"), None);
     }
 
     #[test]

@@ -436,6 +436,17 @@ pub const SCALED: &[(&str, &str)] = &[
     ("", "replicationcontrollers"),
 ];
 
+/// The `api-extensions` category: what extends the API (CRDs, API
+/// services, admission webhooks and policies), as kube-apiserver lists it.
+pub const API_EXTENSIONS_CATEGORY: &[&str] = &[
+    "customresourcedefinitions",
+    "apiservices",
+    "mutatingwebhookconfigurations",
+    "validatingwebhookconfigurations",
+    "validatingadmissionpolicies",
+    "validatingadmissionpolicybindings",
+];
+
 /// kubectl's `all` category: the workloads and services `kubectl get all` lists.
 pub const ALL_CATEGORY: &[&str] = &[
     "pods",

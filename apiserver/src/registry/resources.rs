@@ -56,6 +56,13 @@ pub struct ResourceInfo {
     /// selects on one. Empty for built-ins (theirs are the strategy's
     /// `selectable_fields`).
     pub selectable_fields: Vec<String>,
+    /// The columns a custom resource's Tables print, after Name (its CRD
+    /// version's `additionalPrinterColumns`, else Age); empty for a
+    /// built-in kind, whose strategy has its columns.
+    pub printer_columns: Vec<crate::registry::kind::PrinterColumn>,
+    /// The warning every answer at this version carries (a custom
+    /// resource's `deprecated` CRD version); `None` for the others.
+    pub deprecation: Option<String>,
 }
 
 /// The fields behind a `/scale` subresource, as JSON paths (`.spec.replicas`),
@@ -156,6 +163,16 @@ impl ResourceInfo {
         }
     }
 
+    /// The apiVersion its objects are stored at: a CRD's storage version,
+    /// or the version a built-in kind is converted to for storage.
+    #[must_use]
+    pub fn storage_api_version(&self) -> String {
+        match &self.conversion {
+            Some(c) => c.storage.clone(),
+            None => self.api_version(),
+        }
+    }
+
     /// The verbs discovery advertises, and the only ones the handler
     /// routes (405 for the others): the kind's
     /// (`KindStrategy::verbs`).
@@ -206,6 +223,8 @@ fn builtin(
         conversion: crate::conversion::Builtin::of(group, version, plural)
             .map(|b| Arc::new(crate::conversion::Conversion::of_builtin(b, kind))),
         selectable_fields: Vec::new(),
+        printer_columns: Vec::new(),
+        deprecation: None,
     }
 }
 
@@ -223,6 +242,9 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
                 if crate::registry::builtins::ALL_CATEGORY.contains(&plural) {
                     r.categories.push("all".into());
                 }
+                if crate::registry::builtins::API_EXTENSIONS_CATEGORY.contains(&plural) {
+                    r.categories.push("api-extensions".into());
+                }
                 if crate::registry::builtins::SCALED.contains(&(group, plural)) {
                     r.scale = Some(ScalePaths::workload());
                 }
@@ -230,6 +252,28 @@ pub fn builtin_resources() -> Vec<ResourceInfo> {
             },
         )
         .collect()
+}
+
+/// Kubernetes version ordering (`CompareKubeAwareVersionStrings`): GA >
+/// beta > alpha, higher numbers first; a version of another form below.
+#[must_use]
+pub fn version_priority(v: &str) -> (u8, u32, u32) {
+    let Some(rest) = v.strip_prefix('v') else {
+        return (0, 0, 0);
+    };
+    let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+    let major = digits.parse().unwrap_or(0);
+    let tail = &rest[digits.len()..];
+    let (level, n) = if tail.is_empty() {
+        (3, 0)
+    } else if let Some(b) = tail.strip_prefix("beta") {
+        (2, b.parse().unwrap_or(0))
+    } else if let Some(a) = tail.strip_prefix("alpha") {
+        (1, a.parse().unwrap_or(0))
+    } else {
+        (0, 0)
+    };
+    (level, major, n)
 }
 
 /// Served resources by group, then version, then plural.

@@ -68,6 +68,8 @@ pub fn resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
             schema: Some(v.schema.clone()),
             conversion: conversion.clone(),
             selectable_fields: v.selectable_fields.clone(),
+            printer_columns: v.printer_columns.clone(),
+            deprecation: v.deprecation.clone(),
         })
         .collect())
 }
@@ -78,9 +80,46 @@ pub fn resources(crd: &Value) -> Result<Vec<ResourceInfo>, ApiError> {
 pub fn settle(registry: &Registry, store: &Store, crd: &Value) {
     let name = crd["metadata"]["name"].as_str().unwrap_or_default();
     match store.get(&crd_key(), "", name) {
-        Some(current) => serve(registry, &current.value()),
+        Some(current) => {
+            let current = current.value();
+            serve(registry, &current);
+            establish(registry, store, &current);
+        }
         None => forget(registry, store, crd),
     }
+}
+
+/// kube-apiserver's naming and establishing controllers: a CRD not yet
+/// accepted gets its names accepted and is `Established`, in a status
+/// write of the server's own (manager `kube-apiserver`), as a client
+/// watching it sees there.
+fn establish(registry: &Registry, store: &Store, crd: &Value) {
+    const AV: &str = "apiextensions.k8s.io/v1";
+    if crate::registry::kind::established(crd) {
+        return;
+    }
+    let Some(info) = registry.get("apiextensions.k8s.io", "v1", "customresourcedefinitions") else {
+        return;
+    };
+    let name = crd["metadata"]["name"].as_str().unwrap_or_default();
+    let now = store.clock().rfc3339();
+    // Gone or accepted meanwhile: nothing to do.
+    let _ = store.update(&info, "", name, |old| {
+        let mut new = old.clone();
+        if crate::registry::kind::established(old) {
+            return Ok(new);
+        }
+        crate::registry::kind::accept_crd(&mut new, &now);
+        crate::machinery::patch::record_update(
+            Some(old),
+            &mut new,
+            "kube-apiserver",
+            &now,
+            AV,
+            Some("status"),
+        );
+        Ok(new)
+    });
 }
 
 /// Serve the resources a stored CRD defines, replacing older versions of

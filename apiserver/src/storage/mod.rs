@@ -9,6 +9,7 @@
 pub mod crd;
 pub mod filter;
 pub mod partial;
+mod printer;
 pub mod render;
 pub mod store;
 pub mod strategy;

@@ -56,7 +56,14 @@ fn age(ts: &str) -> String {
 }
 
 fn row(info: &ResourceInfo, obj: &Value) -> Value {
-    let cells: Vec<Value> = columns(info).map(|(c, _)| (c.cell)(obj)).collect();
+    let cells: Vec<Value> = if info.builtin {
+        columns(info).map(|(c, _)| (c.cell)(obj)).collect()
+    } else {
+        let name = obj["metadata"]["name"].clone();
+        std::iter::once(name)
+            .chain(super::printer::cells(&info.printer_columns, obj, age))
+            .collect()
+    };
     json!({
         "cells": cells,
         "object": {
@@ -71,11 +78,16 @@ fn row(info: &ResourceInfo, obj: &Value) -> Value {
 /// continue).
 #[must_use]
 pub fn table(info: &ResourceInfo, objects: &[Value], meta: Value) -> Value {
-    let defs: Vec<Value> = columns(info)
+    let mut defs: Vec<Value> = columns(info)
         .map(|(c, priority)| {
             json!({"name": c.name, "type": "string", "format": c.format, "description": c.doc.text(), "priority": priority})
         })
         .collect();
+    if !info.builtin {
+        // A custom resource's: Name, then its CRD's columns.
+        defs.truncate(1);
+        defs.extend(super::printer::definitions(&info.printer_columns));
+    }
     json!({
         "kind": "Table",
         "apiVersion": "meta.k8s.io/v1",

@@ -546,14 +546,29 @@ fn action(method: &Method, t: &Target) -> Result<Action, ApiError> {
 }
 
 fn resource(req: &Req<'_>, path: &str, p: ResourcePath<'_>) -> Result<Resp, ApiError> {
-    let ResourcePath {
-        namespace, name, ..
-    } = p;
     let info = req
         .state
         .registry
         .get(p.group, p.version, p.plural)
         .ok_or_else(|| ApiError::no_route(path))?;
+    // A deprecated CRD version's warning, on every answer it serves.
+    let warning = info.deprecation.clone();
+    let resp = served(req, path, p, info)?;
+    Ok(match warning {
+        Some(w) => response::with_warnings(resp, &[w]),
+        None => resp,
+    })
+}
+
+fn served(
+    req: &Req<'_>,
+    path: &str,
+    p: ResourcePath<'_>,
+    info: std::sync::Arc<ResourceInfo>,
+) -> Result<Resp, ApiError> {
+    let ResourcePath {
+        namespace, name, ..
+    } = p;
     if namespace.is_some() && !info.namespaced {
         return Err(ApiError::no_route(path));
     }

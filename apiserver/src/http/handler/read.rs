@@ -113,6 +113,11 @@ pub(super) fn list(req: &Req<'_>, t: &Target, opts: &ListOptions) -> Result<Resp
         ));
     }
     let api_version = t.info.api_version();
+    if !t.info.builtin && meta.get("continue").is_none() {
+        // A custom resource's list is unstructured there: its `continue`
+        // is written, empty, when there is none.
+        meta["continue"] = "".into();
+    }
     let list = crate::storage::render::list_json(
         &t.info.list_kind,
         &api_version,

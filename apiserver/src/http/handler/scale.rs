@@ -200,6 +200,7 @@ fn write(
             strategy::admit(&t.info, Some(old), &mut new)?;
             if !applied && patch::tracks_update(old, &new) {
                 patch::record_update(Some(old), &mut new, &manager, &now, &av, Some("scale"));
+                patch::untimed(&mut new, "scale");
             }
             Ok(new)
         })?;

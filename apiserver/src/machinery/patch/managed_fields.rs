@@ -56,6 +56,24 @@ pub fn record_update(
     }
 }
 
+/// The entries of `obj` for `subresource` without their `time`, the list
+/// sorted again: kube-apiserver's ScaleHandler copies a Scale's entries
+/// back onto the object without it.
+pub fn untimed(obj: &mut Value, subresource: &str) {
+    let Some(list) = obj
+        .pointer_mut("/metadata/managedFields")
+        .and_then(Value::as_array_mut)
+    else {
+        return;
+    };
+    for e in list.iter_mut().filter(|e| e["subresource"] == subresource) {
+        if let Some(e) = e.as_object_mut() {
+            e.remove("time");
+        }
+    }
+    sort_entries(list);
+}
+
 /// Whether kube-apiserver records an update of `old` to `new` in
 /// `managedFields` (its `skipNonAppliedManager`): not when the object
 /// tracks none (created with nothing to own) and the client sent none.

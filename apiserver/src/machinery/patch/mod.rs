@@ -18,7 +18,7 @@ mod scale;
 mod strategic;
 
 pub use apply::{ApplyOptions, parse_applied, server_side_apply};
-pub use managed_fields::{record_update, tracks_update};
+pub use managed_fields::{record_update, tracks_update, untimed};
 pub use scale::apply_to_scale;
 pub use strategic::apply_strategic_merge_patch;
 pub(crate) use strategic::{ListStrategy, named_strategy};

@@ -1,8 +1,11 @@
 //! CustomResourceDefinitions (`apiextensions.k8s.io/v1`): valid only when
-//! they say what to serve ([`Definition::parse`]), accepted on every
-//! write ([`accept`]: conditions `NamesAccepted` and `Established`,
-//! accepted names, stored versions). Serving what a CRD defines is
-//! `crate::storage::crd`'s, above the resource table.
+//! they say what to serve ([`Definition::parse`]), created with no names
+//! accepted yet, as kube-apiserver answers a create before its naming
+//! controller runs, then accepted by a status write of the server's own
+//! (`crate::storage::crd`) and again on every update ([`accept`]:
+//! conditions `NamesAccepted` and `Established`, accepted names, stored
+//! versions). Serving what a CRD defines is `crate::storage::crd`'s, above
+//! the resource table.
 
 use std::sync::Arc;
 
@@ -49,8 +52,12 @@ impl KindStrategy for CustomResourceDefinition {
         }
     }
 
-    fn prepare_create(&self, obj: &mut Value, now: &str) {
-        accept(obj, now);
+    /// Nothing accepted yet: the names and conditions come with the
+    /// server's own status write right after ([`accept`]).
+    fn prepare_create(&self, obj: &mut Value, _now: &str) {
+        accept(obj, "");
+        obj["status"]["acceptedNames"] = json!({"kind": "", "plural": ""});
+        obj["status"]["conditions"] = Value::Null;
     }
 
     /// Accepted again, keeping the time it was first accepted.
@@ -119,6 +126,90 @@ pub struct DefinedVersion {
     /// Its `selectableFields`, as field selectors name them (`spec.color`
     /// for the jsonPath `.spec.color`).
     pub selectable_fields: Vec<String>,
+    /// Its `additionalPrinterColumns`, or the Age column kube-apiserver
+    /// serves when it has none.
+    pub printer_columns: Vec<PrinterColumn>,
+    /// What every answer at a `deprecated` version warns: its
+    /// `deprecationWarning`, or kube-apiserver's default.
+    pub deprecation: Option<String>,
+}
+
+/// A column a custom resource's Tables print (`additionalPrinterColumns`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PrinterColumn {
+    /// The header.
+    pub name: String,
+    /// `string`, `integer`, `number`, `boolean` or `date`.
+    pub type_: String,
+    /// The OpenAPI format of its cells.
+    pub format: String,
+    /// What it shows: the CRD's description, else kube's words naming
+    /// the path.
+    pub description: String,
+    /// 0, or more for what only `-o wide` shows.
+    pub priority: i64,
+    /// Where each object's cell is read (`.spec.color`).
+    pub json_path: String,
+}
+
+/// kube-apiserver's warning for a deprecated version without one of its
+/// own: `group/v1beta1 Kind is deprecated`, naming the newest served
+/// version newer than it that is not deprecated, when there is one.
+fn default_deprecation(group: &str, kind: &str, version: &str, versions: &[Value]) -> String {
+    use crate::registry::resources::version_priority;
+    let newer = versions
+        .iter()
+        .filter(|v| v["served"] == true && v["deprecated"] != true)
+        .filter_map(|v| v["name"].as_str())
+        .filter(|v| version_priority(v) > version_priority(version))
+        .max_by_key(|v| version_priority(v));
+    let mut msg = format!("{group}/{version} {kind} is deprecated");
+    if let Some(newer) = newer {
+        msg.push_str(&format!("; use {group}/{newer} {kind}"));
+    }
+    msg
+}
+
+/// A version's printer columns (`additionalPrinterColumns`), or kube's
+/// default Age column.
+fn printer_columns(columns: &Value) -> Vec<PrinterColumn> {
+    let text = |c: &Value, k: &str| c[k].as_str().unwrap_or_default().to_string();
+    let defined: Vec<PrinterColumn> = columns
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|c| {
+            let json_path = text(c, "jsonPath");
+            PrinterColumn {
+                name: text(c, "name"),
+                type_: text(c, "type"),
+                format: text(c, "format"),
+                description: Some(text(c, "description"))
+                    .filter(|d| !d.is_empty())
+                    .unwrap_or_else(|| {
+                        format!(
+                            "Custom resource definition column (in JSONPath format): {json_path}"
+                        )
+                    }),
+                priority: c["priority"].as_i64().unwrap_or(0),
+                json_path,
+            }
+        })
+        .collect();
+    if !defined.is_empty() {
+        return defined;
+    }
+    let meta = "apimachinery.pkg.apis.meta.v1.ObjectMeta";
+    vec![PrinterColumn {
+        name: "Age".into(),
+        type_: "date".into(),
+        format: String::new(),
+        description: crate::machinery::proto::doc(meta, "creationTimestamp")
+            .unwrap_or_default()
+            .into(),
+        priority: 0,
+        json_path: ".metadata.creationTimestamp".into(),
+    }]
 }
 
 impl Definition {
@@ -226,6 +317,13 @@ impl Definition {
                 status: v["subresources"]["status"].is_object(),
                 scale: scale_paths(&v["subresources"]["scale"]),
                 selectable_fields,
+                printer_columns: printer_columns(&v["additionalPrinterColumns"]),
+                deprecation: (v["deprecated"] == true).then(|| {
+                    v["deprecationWarning"].as_str().map_or_else(
+                        || default_deprecation(group, kind, vname, &versions),
+                        String::from,
+                    )
+                }),
             });
         }
         if !schema_errors.is_empty() {
@@ -374,6 +472,14 @@ fn scale_paths(scale: &Value) -> Option<[String; 3]> {
     ])
 }
 
+/// Whether `crd` has been accepted and established.
+#[must_use]
+pub fn established(crd: &Value) -> bool {
+    crd["status"]["conditions"]
+        .as_array()
+        .is_some_and(|c| c.iter().any(|c| c["type"] == "Established"))
+}
+
 /// Accept a CRD as the real server does at once when its names do not
 /// conflict: `acceptedNames`, `storedVersions` and the `NamesAccepted` and
 /// `Established` conditions (at `now`).
@@ -409,4 +515,44 @@ pub fn accept(crd: &mut Value, now: &str) {
             cond("Established", "InitialNamesAccepted", "the initial names have been accepted"),
         ],
     });
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_deprecated_version_names_the_newest_served_one() {
+        let versions = json!([
+            {"name": "v1alpha1", "served": true, "deprecated": true},
+            {"name": "v1beta1", "served": true},
+            {"name": "v1", "served": true},
+            {"name": "v2", "served": false},
+        ]);
+        let versions = versions.as_array().unwrap();
+        assert_eq!(
+            default_deprecation("g.io", "W", "v1alpha1", versions),
+            "g.io/v1alpha1 W is deprecated; use g.io/v1 W"
+        );
+        assert_eq!(
+            default_deprecation("g.io", "W", "v1", versions),
+            "g.io/v1 W is deprecated"
+        );
+    }
+
+    #[test]
+    fn printer_columns_default_to_age() {
+        let age = printer_columns(&Value::Null);
+        assert_eq!(
+            (age[0].name.as_str(), age[0].type_.as_str()),
+            ("Age", "date")
+        );
+        let defined = printer_columns(&json!([{"name": "Color", "type": "string",
+            "jsonPath": ".spec.color", "priority": 1}]));
+        assert_eq!(
+            defined[0].description,
+            "Custom resource definition column (in JSONPath format): .spec.color"
+        );
+        assert_eq!(defined[0].priority, 1);
+    }
 }

@@ -54,7 +54,7 @@ mod strategy;
 mod validatingadmissionpolicy;
 mod webhookconfiguration;
 
-pub use customresourcedefinition::Definition;
+pub use customresourcedefinition::{Definition, PrinterColumn, accept as accept_crd, established};
 pub use namespace::emptied as namespace_emptied;
 pub use strategy::{
     Column, ColumnDoc, Generic, KindStrategy, NameRule, ServedSubresource, Strategy, Subresource,

@@ -5,7 +5,8 @@ use std::collections::BTreeMap;
 
 use serde_json::{Value, json};
 
-use crate::registry::resources::{Registry, ResourceInfo, version_priority};
+use crate::registry::resources::{Registry, ResourceInfo};
+use crate::registry::versions::version_priority;
 
 /// The Kubernetes version this server reports.
 pub const KUBE_MINOR: &str = "33";
@@ -346,13 +347,6 @@ pub fn aggregated_groups(registry: &Registry) -> Value {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn version_order_prefers_ga() {
-        let mut v = vec!["v1alpha1", "v1", "v2beta1", "v1beta1"];
-        v.sort_by_key(|v| std::cmp::Reverse(version_priority(v)));
-        assert_eq!(v, ["v1", "v2beta1", "v1beta1", "v1alpha1"]);
-    }
 
     #[test]
     fn core_list_has_pods_and_status() {

@@ -12,3 +12,4 @@ pub mod fields;
 pub mod kind;
 pub mod resources;
 pub mod spec;
+pub mod versions;

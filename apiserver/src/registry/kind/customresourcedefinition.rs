@@ -156,7 +156,7 @@ pub struct PrinterColumn {
 /// own: `group/v1beta1 Kind is deprecated`, naming the newest served
 /// version newer than it that is not deprecated, when there is one.
 fn default_deprecation(group: &str, kind: &str, version: &str, versions: &[Value]) -> String {
-    use crate::registry::resources::version_priority;
+    use crate::registry::versions::version_priority;
     let newer = versions
         .iter()
         .filter(|v| v["served"] == true && v["deprecated"] != true)

@@ -42,6 +42,10 @@ Inputs, every one pinned:
   objects in that form, so a write that adds such a field does not own it
   with a `.` entry of its own in `managedFields`, as it does a map, a list
   or a pointer struct it adds.
+- go_atomic.txt: the Go struct types marked `+structType=atomic` (a
+  LabelSelector, an ObjectReference, a RoleRef...), which Kubernetes'
+  field manager owns whole (`f:selector: {}`), for the messages
+  schema.rs has.
 - go_docs.txt: the API documentation of those modules' types and fields
   at the served release (their `types_swagger_doc_generated.go`), which
   kube-apiserver publishes as OpenAPI descriptions and `kubectl explain`
@@ -83,6 +87,8 @@ NAMES = os.path.join(HERE, "json_names.txt")
 GO_DATA = os.path.join(HERE, "go_omitempty.txt")
 GO_ALWAYS = os.path.join(HERE, "go_always.txt")
 GO_DOCS = os.path.join(HERE, "go_docs.txt")
+GO_ATOMIC = os.path.join(HERE, "go_atomic.txt")
+ATOMIC_RE = re.compile(r"((?:^//.*\n)+)type (\w+) struct \{", re.M)
 # The Go modules --extract-go reads: (module, folder of its API packages,
 # k8s-pb's prefix for them, whether its omitempty scalars are taken).
 GO_MODULES = [("k8s.io/api", "", "api", True),
@@ -393,6 +399,26 @@ def go_structs(folder, under, prefix):
     return out
 
 
+def go_atomic(folder, under, prefix):
+    """The module.Type names of the structs marked `+structType=atomic`
+    in the hand-written Go files in `folder`/`under`."""
+    out = set()
+    root = os.path.join(folder, under)
+    for here, _, files in os.walk(root):
+        for base in files:
+            if (not base.endswith(".go") or base.endswith("_test.go")
+                    or "generated" in base):
+                continue
+            dirs = os.path.relpath(here, root).split(os.sep)
+            module = ".".join([prefix] + [d for d in dirs if d != "."])
+            with open(os.path.join(here, base)) as f:
+                source = f.read()
+            for m in ATOMIC_RE.finditer(source):
+                if re.search(r"^//\s*\+structType=atomic\s*$", m.group(1), re.M):
+                    out.add(f"{module}.{m.group(2)}")
+    return out
+
+
 def go_docs(folder, under, prefix):
     """{(module.Type, json field or ""): text} of the swagger docs Go
     generates beside the types in `folder`/`under`."""
@@ -430,10 +456,11 @@ def extract_go():
             line += f"\n#     {module} {tag} {digest}"
         sources.append((source, omitting))
         releases.append(line + "\n")
-    docs = {}
+    docs, atomic = {}, set()
     for module, under, prefix, _ in GO_MODULES:
         folder, _ = go_module(module, RELEASES[0][2])
         docs.update(go_docs(folder, under, prefix))
+        atomic |= go_atomic(folder, under, prefix)
     omit_lines, plain_lines, go_names = [], [], {}
     for name in sorted(messages):
         module, msg = name.rsplit(".", 1)
@@ -486,6 +513,12 @@ def extract_go():
             + "".join(releases) + tags
             + "# Messages from kube-aggregator are not read.\n"
             + "".join(plain_lines))
+    with open(GO_ATOMIC, "w") as out:
+        out.write(
+            "# The messages of apiserver/src/machinery/proto/schema.rs whose Go struct\n"
+            "# is marked `+structType=atomic`: Kubernetes' field manager owns one\n"
+            "# whole. Taken by `generate.py --extract-go` from these modules:\n"
+            + releases[0] + "".join(f"{m}\n" for m in sorted(atomic) if m in messages))
     with open(GO_DOCS, "w") as out:
         out.write(
             "# The API documentation of the messages in\n"

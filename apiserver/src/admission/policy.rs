@@ -309,12 +309,17 @@ pub fn denial(
         (n, _) => n,
     };
     let gr = crate::machinery::status::group_resource(r.group, r.resource);
+    let mut details = serde_json::json!({"name": name, "kind": r.resource,
+                                         "causes": [{"message": full}]});
+    // Go's omitempty: the core group is no `group`.
+    if !r.group.is_empty() {
+        details["group"] = r.group.into();
+    }
     ApiError::from_status(&serde_json::json!({
         "code": code_of(reason),
         "reason": reason,
         "message": format!("{gr} {name:?} is forbidden: {full}"),
-        "details": {"name": name, "group": r.group, "kind": r.resource,
-                    "causes": [{"message": full}]},
+        "details": details,
     }))
 }
 

@@ -185,7 +185,10 @@ fn resource_json(r: &ResourceInfo) -> Vec<Value> {
         main["categories"] = json!(r.categories);
     }
     let mut out = vec![main];
-    for sub in r.subresources() {
+    // In name order, as kube-apiserver lists them (`scale` before `status`).
+    let mut subresources = r.subresources();
+    subresources.sort_by_key(|s| s.name);
+    for sub in subresources {
         let mut entry = json!({
             "name": format!("{}/{}", r.plural, sub.name),
             "singularName": "",

@@ -88,6 +88,31 @@ pub(super) fn as_go_compares(
     mark(changed, Some(old.unwrap_or(&empty)), new, go, true, &empty);
 }
 
+/// `set` (the fields an object of `api_version`/`kind` sets) with every
+/// atomic struct a leaf (`f:selector: {}`; in a list, each item), as the
+/// field manager owns one whole: an applied configuration's set.
+pub(super) fn atomic_leaves(set: &mut FieldSet, api_version: &str, kind: &str) {
+    fn walk(set: &mut FieldSet, go: Go) {
+        for (seg, node) in &mut set.0 {
+            if let Some(f) = go.field(seg)
+                && let Ty::Message(n) = f.ty
+                && crate::machinery::proto::atomic(n)
+            {
+                if f.repeated {
+                    node.0.values_mut().for_each(|item| item.0.clear());
+                } else {
+                    node.0.clear();
+                }
+                continue;
+            }
+            walk(node, go.enter(seg));
+        }
+    }
+    if let Some(m) = message_of_kind(api_version, kind) {
+        walk(set, Go::Struct(m));
+    }
+}
+
 /// `old`: the old object's node here, `None` when it was not there (so
 /// neither is anything below it).
 fn mark(set: &mut FieldSet, old: Option<&Value>, new: &Value, go: Go, top: bool, empty: &Value) {
@@ -103,6 +128,18 @@ fn mark(set: &mut FieldSet, old: Option<&Value>, new: &Value, go: Go, top: bool,
         if node.is_empty() {
             // A leaf: an empty plain struct Go had already is no change.
             return !(was.is_none() && plain && nv.as_object().is_some_and(|m| m.is_empty()));
+        }
+        // An atomic struct is owned whole; in a list, each item whole.
+        if let Some(f) = field
+            && let Ty::Message(n) = f.ty
+            && crate::machinery::proto::atomic(n)
+        {
+            if f.repeated {
+                node.0.values_mut().for_each(|item| item.0.clear());
+            } else {
+                node.0.clear();
+            }
+            return true;
         }
         // Every object, a custom resource too, has its metadata.
         let metadata = top && seg == "f:metadata";
@@ -127,6 +164,25 @@ mod tests {
         let av = new["apiVersion"].as_str().unwrap().to_string();
         as_go_compares(&mut set, old.as_ref(), &new, &av);
         set.to_json()
+    }
+
+    #[test]
+    fn an_atomic_struct_is_owned_whole() {
+        let new = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": "d"},
+            "spec": {"selector": {"matchLabels": {"a": "1"}}}});
+        let changed = json!({"f:spec": {"f:selector": {"f:matchLabels": {"f:a": {}}}}});
+        assert_eq!(
+            marked(None, new, changed.clone()),
+            json!({"f:spec": {"f:selector": {}}})
+        );
+        let mut set = FieldSet::from_json(&changed, 0);
+        atomic_leaves(&mut set, "apps/v1", "Deployment");
+        assert_eq!(set.to_json(), json!({"f:spec": {"f:selector": {}}}));
+        // A list of atomic structs: each item whole.
+        let binding = json!({"f:subjects": {"k:{\"name\":\"a\"}": {".": {}, "f:kind": {}}}});
+        let mut set = FieldSet::from_json(&binding, 0);
+        atomic_leaves(&mut set, "rbac.authorization.k8s.io/v1", "RoleBinding");
+        assert_eq!(set.to_json(), json!({"f:subjects": {"k:{\"name\":\"a\"}": {}}}));
     }
 
     #[test]

@@ -192,7 +192,8 @@ pub fn server_side_apply(
     } else {
         body.clone()
     };
-    let new_set = fields_of(&effective, &Path::ROOT);
+    let mut new_set = fields_of(&effective, &Path::ROOT);
+    super::added::atomic_leaves(&mut new_set, api_version, kind);
     let mut mine = Entry::new(manager, "Apply", api_version, now, subresource);
 
     let Some(live) = live.filter(|l| l.is_object()) else {

@@ -46,7 +46,7 @@ mod schema;
 mod schema_types;
 
 pub use codec::{decode_object, encode_object};
-pub(crate) use docs::doc;
+pub(crate) use docs::{atomic, doc};
 // The field table, for the field checks (`crate::registry::fields`).
 pub(crate) use schema_types::{Field, Message, Ty, all_messages, message, message_of_kind};
 

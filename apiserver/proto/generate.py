@@ -321,7 +321,7 @@ def render(messages, modules, omit, plain):
             omit_zero = f["tag"] in omit.get(name, ())
             tags = plain.get(name, ())
             struct = f"{f['tag']}s" in tags
-            always = struct or f["tag"] in tags
+            always = struct or f["tag"] in tags or f"{f['tag']}z" in tags
             body.append(f'        Field {{ tag: {f["tag"]}, json: "{f["json"]}", ty: {f["ty"]}, '
                         f'repeated: {str(f["repeated"]).lower()}, '
                         f'omit_zero: {str(omit_zero).lower()}, always: {str(always).lower()}, '
@@ -480,9 +480,22 @@ def extract_go():
                 omit.append(f["tag"])
             # Written whatever its value: a plain struct (omitempty never
             # leaves one out) or anything without omitempty, unless
-            # omitzero leaves its zero out. Scalars hold no fields: left out.
+            # omitzero leaves its zero out; a plain scalar without
+            # omitempty (`z`: its zero, "" or 0 or false, is written).
             struct = f["ty"].startswith("Message(") and single and plain_type
-            if not scalar and not omitzero and (struct or not omitempty):
+            time = f["ty"] in ('Message("apimachinery.pkg.apis.meta.v1.Time")',
+                               'Message("apimachinery.pkg.apis.meta.v1.MicroTime")')
+            if scalar and plain_type and not omitempty and not omitzero:
+                plain.append((f["tag"], "z"))
+            elif time:
+                # A plain Time is a struct to Go: omitempty never leaves it
+                # out (its zero is `null`), omitzero does, as the later
+                # releases add it (`creationTimestamp`).
+                later = any(s.get(key, {}).get(f["tag"], (0, 0, (0, 0, False)))[2][2]
+                            for s, _ in sources)
+                if single and plain_type and not later:
+                    plain.append((f["tag"], "z"))
+            elif not scalar and not omitzero and (struct or not omitempty):
                 plain.append((f["tag"], "s" if struct else ""))
         if omit:
             omit_lines.append(f"{name} {' '.join(map(str, sorted(omit)))}\n")
@@ -505,7 +518,9 @@ def extract_go():
             "# The maps, lists and structs Go's JSON always writes, of the messages\n"
             "# in apiserver/src/machinery/proto/schema.rs: a message (k8s-pb's name),\n"
             "# then those fields' protobuf tags: a plain (non-pointer) struct (`s`),\n"
-            "# which omitempty never leaves out (`{}` when empty), and a field without\n"
+            "# which omitempty never leaves out (`{}` when empty), a plain scalar or\n"
+            "# Time without omitempty (`z`: its zero, or null, written), and any other\n"
+            "# field without\n"
             "# omitempty (`null` when nil). Kubernetes' field manager compares\n"
             "# objects in that form, so a write that adds one owns no `.` entry for it.\n"
             "# Taken by `generate.py --extract-go` from the Go types of these\n"

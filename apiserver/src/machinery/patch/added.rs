@@ -126,8 +126,11 @@ fn mark(set: &mut FieldSet, old: Option<&Value>, new: &Value, go: Go, top: bool,
         let written = old.is_some() && field.is_some_and(|f| f.always);
         let plain = old.is_some() && field.is_some_and(|f| f.plain_struct);
         if node.is_empty() {
-            // A leaf: an empty plain struct Go had already is no change.
-            return !(was.is_none() && plain && nv.as_object().is_some_and(|m| m.is_empty()));
+            // A leaf: an empty plain struct, or a zero Go writes, that Go
+            // had already is no change.
+            let empty_struct = plain && nv.as_object().is_some_and(|m| m.is_empty());
+            let zero = old.is_some() && field.and_then(|f| f.written_zero()).as_ref() == Some(nv);
+            return !(was.is_none() && (empty_struct || zero));
         }
         // An atomic struct is owned whole; in a list, each item whole.
         if let Some(f) = field
@@ -182,7 +185,10 @@ mod tests {
         let binding = json!({"f:subjects": {"k:{\"name\":\"a\"}": {".": {}, "f:kind": {}}}});
         let mut set = FieldSet::from_json(&binding, 0);
         atomic_leaves(&mut set, "rbac.authorization.k8s.io/v1", "RoleBinding");
-        assert_eq!(set.to_json(), json!({"f:subjects": {"k:{\"name\":\"a\"}": {}}}));
+        assert_eq!(
+            set.to_json(),
+            json!({"f:subjects": {"k:{\"name\":\"a\"}": {}}})
+        );
     }
 
     #[test]

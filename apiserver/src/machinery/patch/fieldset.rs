@@ -412,6 +412,11 @@ pub(super) struct Entry {
 }
 
 impl Entry {
+    /// The entry's `apiVersion`, when it has one.
+    pub(super) fn api_version(&self) -> Option<&str> {
+        self.raw.get("apiVersion").and_then(Value::as_str)
+    }
+
     pub(super) fn new(
         manager: &str,
         operation: &str,

@@ -135,6 +135,11 @@ impl Writer<'_> {
             Some(m) if Some(m) != old_managed => parse_entries(Some(m)),
             _ => parse_entries(old_managed),
         };
+        // An entry of another group (a core Event's, written through
+        // events.k8s.io) names fields this group's form does not have:
+        // kube-apiserver cannot convert it, and drops it.
+        let group = group_of(self.api_version);
+        entries.retain(|e| e.api_version().is_none_or(|av| group_of(av) == group));
         let (manager, sub) = (self.manager, self.subresource);
         let me = entries.iter().position(|e| e.is(manager, "Update", sub));
         for (i, e) in entries.iter_mut().enumerate() {
@@ -162,6 +167,11 @@ impl Writer<'_> {
     }
 }
 
+/// The API group of an apiVersion (`""` for the core `v1`).
+fn group_of(api_version: &str) -> &str {
+    api_version.rsplit_once('/').map_or("", |(g, _)| g)
+}
+
 /// Whether the general path would leave the `managedFields` `list` of `obj`
 /// as it is, apart from the writer's `apiVersion` and `time`: every entry
 /// is already in the form `write_entries` gives it and owns only fields that
@@ -182,6 +192,9 @@ fn unchanged_entries(
         let Some(name) = text("manager") else {
             continue;
         };
+        if text("apiVersion").is_some_and(|av| group_of(av) != group_of(writer.api_version)) {
+            return None;
+        }
         let fields = raw.get("fieldsV1").and_then(Value::as_object)?;
         if fields.is_empty()
             || text("fieldsType") != Some("FieldsV1")

@@ -8,7 +8,7 @@
 // from the first release that has it. The digest is FNV-1a 64 of this
 // file after the header, then json_names.txt, go_omitempty.txt and
 // go_always.txt:
-// digest: d6828830827ac335
+// digest: e6282f2cf41956cf
 
 use super::schema_types::{Field, Message, Ty::*};
 
@@ -41,7 +41,7 @@ pub(super) static MODULES: &[(&str, &str)] = &[
 /// Every message (`module.Message`) with its fields, sorted by name.
 pub(super) static MESSAGES: &[Message] = &[
     Message { name: "api.admission.v1.AdmissionRequest", fields: &[
-        Field { tag: 1, json: "uid", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "uid", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "kind", ty: Message("apimachinery.pkg.apis.meta.v1.GroupVersionKind"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 3, json: "resource", ty: Message("apimachinery.pkg.apis.meta.v1.GroupVersionResource"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 4, json: "subResource", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -50,7 +50,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 15, json: "requestSubResource", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "name", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "namespace", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 7, json: "operation", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 7, json: "operation", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 8, json: "userInfo", ty: Message("api.authentication.v1.UserInfo"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 9, json: "object", ty: Message("apimachinery.pkg.runtime.RawExtension"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 10, json: "oldObject", ty: Message("apimachinery.pkg.runtime.RawExtension"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -58,8 +58,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 12, json: "options", ty: Message("apimachinery.pkg.runtime.RawExtension"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.admission.v1.AdmissionResponse", fields: &[
-        Field { tag: 1, json: "uid", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "allowed", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "uid", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "allowed", ty: Bool, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "status", ty: Message("apimachinery.pkg.apis.meta.v1.Status"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "patch", ty: Bytes, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "patchType", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -71,16 +71,16 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "response", ty: Message("api.admission.v1.AdmissionResponse"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.admissionregistration.v1.AuditAnnotation", fields: &[
-        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "valueExpression", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "valueExpression", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.admissionregistration.v1.ExpressionWarning", fields: &[
-        Field { tag: 2, json: "fieldRef", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "warning", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "fieldRef", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "warning", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.admissionregistration.v1.MatchCondition", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "expression", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "expression", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.admissionregistration.v1.MatchResources", fields: &[
         Field { tag: 1, json: "namespaceSelector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -90,7 +90,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 7, json: "matchPolicy", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.admissionregistration.v1.MutatingWebhook", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "clientConfig", ty: Message("api.admissionregistration.v1.WebhookClientConfig"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 3, json: "rules", ty: Message("api.admissionregistration.v1.RuleWithOperations"), repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "failurePolicy", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -136,8 +136,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "", ty: Message("api.admissionregistration.v1.Rule"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.admissionregistration.v1.ServiceReference", fields: &[
-        Field { tag: 1, json: "namespace", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "namespace", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "port", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -182,7 +182,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "conditions", ty: Message("apimachinery.pkg.apis.meta.v1.Condition"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.admissionregistration.v1.ValidatingWebhook", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "clientConfig", ty: Message("api.admissionregistration.v1.WebhookClientConfig"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 3, json: "rules", ty: Message("api.admissionregistration.v1.RuleWithOperations"), repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "failurePolicy", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -203,14 +203,14 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.admissionregistration.v1.ValidatingWebhookConfiguration"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.admissionregistration.v1.Validation", fields: &[
-        Field { tag: 1, json: "expression", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "expression", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "reason", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "messageExpression", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.admissionregistration.v1.Variable", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "expression", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "expression", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.admissionregistration.v1.WebhookClientConfig", fields: &[
         Field { tag: 3, json: "url", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -226,30 +226,30 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.apidiscovery.v2.APIGroupDiscovery"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.apidiscovery.v2.APIResourceDiscovery", fields: &[
-        Field { tag: 1, json: "resource", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "resource", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "responseKind", ty: Message("apimachinery.pkg.apis.meta.v1.GroupVersionKind"), repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "scope", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "singularResource", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "scope", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "singularResource", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "verbs", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 6, json: "shortNames", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 7, json: "categories", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 8, json: "subresources", ty: Message("api.apidiscovery.v2.APISubresourceDiscovery"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.apidiscovery.v2.APISubresourceDiscovery", fields: &[
-        Field { tag: 1, json: "subresource", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "subresource", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "responseKind", ty: Message("apimachinery.pkg.apis.meta.v1.GroupVersionKind"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "acceptedTypes", ty: Message("apimachinery.pkg.apis.meta.v1.GroupVersionKind"), repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "verbs", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.apidiscovery.v2.APIVersionDiscovery", fields: &[
-        Field { tag: 1, json: "version", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "version", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "resources", ty: Message("api.apidiscovery.v2.APIResourceDiscovery"), repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "freshness", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.apps.v1.ControllerRevision", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 2, json: "data", ty: Message("apimachinery.pkg.runtime.RawExtension"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 3, json: "revision", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "revision", ty: Int64, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.apps.v1.ControllerRevisionList", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ListMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -261,9 +261,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("api.apps.v1.DaemonSetStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.apps.v1.DaemonSetCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -279,10 +279,10 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 6, json: "revisionHistoryLimit", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.apps.v1.DaemonSetStatus", fields: &[
-        Field { tag: 1, json: "currentNumberScheduled", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "numberMisscheduled", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "desiredNumberScheduled", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "numberReady", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "currentNumberScheduled", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "numberMisscheduled", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "desiredNumberScheduled", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "numberReady", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "updatedNumberScheduled", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 7, json: "numberAvailable", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -300,10 +300,10 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("api.apps.v1.DeploymentStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.apps.v1.DeploymentCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 6, json: "lastUpdateTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 7, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 6, json: "lastUpdateTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 7, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -342,9 +342,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("api.apps.v1.ReplicaSetStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.apps.v1.ReplicaSetCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -359,7 +359,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "template", ty: Message("api.core.v1.PodTemplateSpec"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.apps.v1.ReplicaSetStatus", fields: &[
-        Field { tag: 1, json: "replicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "replicas", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fullyLabeledReplicas", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "readyReplicas", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "availableReplicas", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -385,9 +385,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("api.apps.v1.StatefulSetStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.apps.v1.StatefulSetCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -396,7 +396,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.apps.v1.StatefulSet"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.apps.v1.StatefulSetOrdinals", fields: &[
-        Field { tag: 1, json: "start", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "start", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.apps.v1.StatefulSetPersistentVolumeClaimRetentionPolicy", fields: &[
         Field { tag: 1, json: "whenDeleted", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -407,7 +407,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "selector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "template", ty: Message("api.core.v1.PodTemplateSpec"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 4, json: "volumeClaimTemplates", ty: Message("api.core.v1.PersistentVolumeClaim"), repeated: true, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 5, json: "serviceName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 5, json: "serviceName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 6, json: "podManagementPolicy", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 7, json: "updateStrategy", ty: Message("api.apps.v1.StatefulSetUpdateStrategy"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 8, json: "revisionHistoryLimit", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -417,7 +417,7 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.apps.v1.StatefulSetStatus", fields: &[
         Field { tag: 1, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 2, json: "replicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "replicas", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "readyReplicas", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "currentReplicas", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "updatedReplicas", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -425,7 +425,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 7, json: "updateRevision", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 9, json: "collisionCount", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 10, json: "conditions", ty: Message("api.apps.v1.StatefulSetCondition"), repeated: true, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 11, json: "availableReplicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 11, json: "availableReplicas", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.apps.v1.StatefulSetUpdateStrategy", fields: &[
         Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -458,8 +458,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "boundObjectRef", ty: Message("api.authentication.v1.BoundObjectReference"), repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.authentication.v1.TokenRequestStatus", fields: &[
-        Field { tag: 1, json: "token", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "expirationTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "token", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "expirationTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.authentication.v1.TokenReview", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -554,7 +554,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 6, json: "uid", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.authorization.v1.SubjectAccessReviewStatus", fields: &[
-        Field { tag: 1, json: "allowed", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "allowed", ty: Bool, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "denied", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 2, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "evaluationError", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -562,34 +562,34 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "api.authorization.v1.SubjectRulesReviewStatus", fields: &[
         Field { tag: 1, json: "resourceRules", ty: Message("api.authorization.v1.ResourceRule"), repeated: true, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "nonResourceRules", ty: Message("api.authorization.v1.NonResourceRule"), repeated: true, omit_zero: false, always: true, plain_struct: false },
-        Field { tag: 3, json: "incomplete", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "incomplete", ty: Bool, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "evaluationError", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.ContainerResourceMetricSource", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "targetAverageUtilization", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "targetAverageValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 5, json: "container", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 5, json: "container", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.ContainerResourceMetricStatus", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "currentAverageUtilization", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "currentAverageValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 4, json: "container", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 4, json: "container", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.CrossVersionObjectReference", fields: &[
-        Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "apiVersion", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.ExternalMetricSource", fields: &[
-        Field { tag: 1, json: "metricName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "metricName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "metricSelector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "targetValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "targetAverageValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.ExternalMetricStatus", fields: &[
-        Field { tag: 1, json: "metricName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "metricName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "metricSelector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "currentValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 4, json: "currentAverageValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -600,9 +600,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("api.autoscaling.v1.HorizontalPodAutoscalerStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.autoscaling.v1.HorizontalPodAutoscalerCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -613,18 +613,18 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "api.autoscaling.v1.HorizontalPodAutoscalerSpec", fields: &[
         Field { tag: 1, json: "scaleTargetRef", ty: Message("api.autoscaling.v1.CrossVersionObjectReference"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 2, json: "minReplicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "maxReplicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "maxReplicas", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "targetCPUUtilizationPercentage", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.HorizontalPodAutoscalerStatus", fields: &[
         Field { tag: 1, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "lastScaleTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "currentReplicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "desiredReplicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "currentReplicas", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "desiredReplicas", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "currentCPUUtilizationPercentage", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.MetricSpec", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "object", ty: Message("api.autoscaling.v1.ObjectMetricSource"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "pods", ty: Message("api.autoscaling.v1.PodsMetricSource"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "resource", ty: Message("api.autoscaling.v1.ResourceMetricSource"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -632,7 +632,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 5, json: "external", ty: Message("api.autoscaling.v1.ExternalMetricSource"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.MetricStatus", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "object", ty: Message("api.autoscaling.v1.ObjectMetricStatus"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "pods", ty: Message("api.autoscaling.v1.PodsMetricStatus"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "resource", ty: Message("api.autoscaling.v1.ResourceMetricStatus"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -641,35 +641,35 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.autoscaling.v1.ObjectMetricSource", fields: &[
         Field { tag: 1, json: "target", ty: Message("api.autoscaling.v1.CrossVersionObjectReference"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "metricName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "metricName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "targetValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 4, json: "selector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "averageValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.ObjectMetricStatus", fields: &[
         Field { tag: 1, json: "target", ty: Message("api.autoscaling.v1.CrossVersionObjectReference"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "metricName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "metricName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "currentValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 4, json: "selector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "averageValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.PodsMetricSource", fields: &[
-        Field { tag: 1, json: "metricName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "metricName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "targetAverageValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 3, json: "selector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.PodsMetricStatus", fields: &[
-        Field { tag: 1, json: "metricName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "metricName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "currentAverageValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 3, json: "selector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.ResourceMetricSource", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "targetAverageUtilization", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "targetAverageValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.ResourceMetricStatus", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "currentAverageUtilization", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "currentAverageValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
@@ -682,22 +682,22 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "replicas", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v1.ScaleStatus", fields: &[
-        Field { tag: 1, json: "replicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "replicas", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "selector", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v2.ContainerResourceMetricSource", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "target", ty: Message("api.autoscaling.v2.MetricTarget"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 3, json: "container", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "container", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v2.ContainerResourceMetricStatus", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "current", ty: Message("api.autoscaling.v2.MetricValueStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 3, json: "container", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "container", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v2.CrossVersionObjectReference", fields: &[
-        Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "apiVersion", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v2.ExternalMetricSource", fields: &[
@@ -718,9 +718,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "scaleDown", ty: Message("api.autoscaling.v2.HpaScalingRules"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v2.HorizontalPodAutoscalerCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -731,7 +731,7 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "api.autoscaling.v2.HorizontalPodAutoscalerSpec", fields: &[
         Field { tag: 1, json: "scaleTargetRef", ty: Message("api.autoscaling.v2.CrossVersionObjectReference"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 2, json: "minReplicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "maxReplicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "maxReplicas", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "metrics", ty: Message("api.autoscaling.v2.MetricSpec"), repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "behavior", ty: Message("api.autoscaling.v2.HorizontalPodAutoscalerBehavior"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -739,14 +739,14 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "lastScaleTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "currentReplicas", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 4, json: "desiredReplicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 4, json: "desiredReplicas", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "currentMetrics", ty: Message("api.autoscaling.v2.MetricStatus"), repeated: true, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 6, json: "conditions", ty: Message("api.autoscaling.v2.HorizontalPodAutoscalerCondition"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v2.HpaScalingPolicy", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "value", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "periodSeconds", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "value", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "periodSeconds", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v2.HpaScalingRules", fields: &[
         Field { tag: 3, json: "stabilizationWindowSeconds", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -755,11 +755,11 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 4, json: "tolerance", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v2.MetricIdentifier", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "selector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v2.MetricSpec", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "object", ty: Message("api.autoscaling.v2.ObjectMetricSource"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "pods", ty: Message("api.autoscaling.v2.PodsMetricSource"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "resource", ty: Message("api.autoscaling.v2.ResourceMetricSource"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -767,7 +767,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 5, json: "external", ty: Message("api.autoscaling.v2.ExternalMetricSource"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v2.MetricStatus", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "object", ty: Message("api.autoscaling.v2.ObjectMetricStatus"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "pods", ty: Message("api.autoscaling.v2.PodsMetricStatus"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "resource", ty: Message("api.autoscaling.v2.ResourceMetricStatus"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -775,7 +775,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 5, json: "external", ty: Message("api.autoscaling.v2.ExternalMetricStatus"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.autoscaling.v2.MetricTarget", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "value", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "averageValue", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "averageUtilization", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -804,11 +804,11 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "current", ty: Message("api.autoscaling.v2.MetricValueStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.autoscaling.v2.ResourceMetricSource", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "target", ty: Message("api.autoscaling.v2.MetricTarget"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.autoscaling.v2.ResourceMetricStatus", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "current", ty: Message("api.autoscaling.v2.MetricValueStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.batch.v1.CronJob", fields: &[
@@ -821,7 +821,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.batch.v1.CronJob"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.batch.v1.CronJobSpec", fields: &[
-        Field { tag: 1, json: "schedule", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "schedule", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 8, json: "timeZone", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "startingDeadlineSeconds", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "concurrencyPolicy", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -841,10 +841,10 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("api.batch.v1.JobStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.batch.v1.JobCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastProbeTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lastProbeTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -892,15 +892,15 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.batch.v1.PodFailurePolicyOnExitCodesRequirement", fields: &[
         Field { tag: 1, json: "containerName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "operator", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "operator", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "values", ty: Int32, repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.batch.v1.PodFailurePolicyOnPodConditionsPattern", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.batch.v1.PodFailurePolicyRule", fields: &[
-        Field { tag: 1, json: "action", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "action", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "onExitCodes", ty: Message("api.batch.v1.PodFailurePolicyOnExitCodesRequirement"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "onPodConditions", ty: Message("api.batch.v1.PodFailurePolicyOnPodConditionsPattern"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -921,12 +921,12 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("api.certificates.v1.CertificateSigningRequestStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.certificates.v1.CertificateSigningRequestCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 6, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 6, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 4, json: "lastUpdateTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 5, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 4, json: "lastUpdateTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 5, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.certificates.v1.CertificateSigningRequestList", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ListMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -934,7 +934,7 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.certificates.v1.CertificateSigningRequestSpec", fields: &[
         Field { tag: 1, json: "request", ty: Bytes, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 7, json: "signerName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 7, json: "signerName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 8, json: "expirationSeconds", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "usages", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "username", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -972,39 +972,39 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "podAntiAffinity", ty: Message("api.core.v1.PodAntiAffinity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.AppArmorProfile", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "localhostProfile", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.AttachedVolume", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "devicePath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "devicePath", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.AvoidPods", fields: &[
         Field { tag: 1, json: "preferAvoidPods", ty: Message("api.core.v1.PreferAvoidPodsEntry"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.AwsElasticBlockStoreVolumeSource", fields: &[
-        Field { tag: 1, json: "volumeID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "volumeID", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "partition", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.AzureDiskVolumeSource", fields: &[
-        Field { tag: 1, json: "diskName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "diskURI", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "diskName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "diskURI", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "cachingMode", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "fsType", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "readOnly", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 6, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.AzureFilePersistentVolumeSource", fields: &[
-        Field { tag: 1, json: "secretName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "shareName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "secretName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "shareName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "secretNamespace", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.AzureFileVolumeSource", fields: &[
-        Field { tag: 1, json: "secretName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "shareName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "secretName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "shareName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.Binding", fields: &[
@@ -1012,8 +1012,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "target", ty: Message("api.core.v1.ObjectReference"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.CSIPersistentVolumeSource", fields: &[
-        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "volumeHandle", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "volumeHandle", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "volumeAttributes", ty: MapString, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -1024,7 +1024,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 10, json: "nodeExpandSecretRef", ty: Message("api.core.v1.SecretReference"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.CSIVolumeSource", fields: &[
-        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "readOnly", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "fsType", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "volumeAttributes", ty: MapString, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -1051,13 +1051,13 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 6, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.CinderPersistentVolumeSource", fields: &[
-        Field { tag: 1, json: "volumeID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "volumeID", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "secretRef", ty: Message("api.core.v1.SecretReference"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.CinderVolumeSource", fields: &[
-        Field { tag: 1, json: "volumeID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "volumeID", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "secretRef", ty: Message("api.core.v1.LocalObjectReference"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -1070,11 +1070,11 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "signerName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "labelSelector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "optional", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 4, json: "path", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ComponentCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "error", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -1098,7 +1098,7 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.core.v1.ConfigMapKeySelector", fields: &[
         Field { tag: 1, json: "", ty: Message("api.core.v1.LocalObjectReference"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "key", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "key", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "optional", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ConfigMapList", fields: &[
@@ -1106,11 +1106,11 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.core.v1.ConfigMap"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ConfigMapNodeConfigSource", fields: &[
-        Field { tag: 1, json: "namespace", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "namespace", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "uid", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "resourceVersion", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 5, json: "kubeletConfigKey", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 5, json: "kubeletConfigKey", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ConfigMapProjection", fields: &[
         Field { tag: 1, json: "", ty: Message("api.core.v1.LocalObjectReference"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -1124,7 +1124,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 4, json: "optional", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.Container", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "image", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "command", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "args", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
@@ -1151,9 +1151,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 18, json: "tty", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ContainerExtendedResourceRequest", fields: &[
-        Field { tag: 1, json: "containerName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "resourceName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "requestName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "containerName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "resourceName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "requestName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ContainerImage", fields: &[
         Field { tag: 1, json: "names", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
@@ -1162,13 +1162,13 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "api.core.v1.ContainerPort", fields: &[
         Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 2, json: "hostPort", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 3, json: "containerPort", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "containerPort", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "protocol", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "hostIP", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ContainerResizePolicy", fields: &[
-        Field { tag: 1, json: "resourceName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "restartPolicy", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "resourceName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "restartPolicy", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ContainerRestartRule", fields: &[
         Field { tag: 1, json: "action", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -1184,15 +1184,15 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "terminated", ty: Message("api.core.v1.ContainerStateTerminated"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ContainerStateRunning", fields: &[
-        Field { tag: 1, json: "startedAt", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "startedAt", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ContainerStateTerminated", fields: &[
-        Field { tag: 1, json: "exitCode", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "exitCode", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "signal", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 5, json: "startedAt", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 6, json: "finishedAt", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 5, json: "startedAt", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 6, json: "finishedAt", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 7, json: "containerID", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ContainerStateWaiting", fields: &[
@@ -1200,13 +1200,13 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ContainerStatus", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "state", ty: Message("api.core.v1.ContainerState"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 3, json: "lastState", ty: Message("api.core.v1.ContainerState"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 4, json: "ready", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 5, json: "restartCount", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 6, json: "image", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 7, json: "imageID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 4, json: "ready", ty: Bool, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 5, json: "restartCount", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 6, json: "image", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 7, json: "imageID", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 8, json: "containerID", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 9, json: "started", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 10, json: "allocatedResources", ty: MapMessage("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -1220,13 +1220,13 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "linux", ty: Message("api.core.v1.LinuxContainerUser"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.DaemonEndpoint", fields: &[
-        Field { tag: 1, json: "Port", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "Port", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.DownwardAPIProjection", fields: &[
         Field { tag: 1, json: "items", ty: Message("api.core.v1.DownwardAPIVolumeFile"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.DownwardAPIVolumeFile", fields: &[
-        Field { tag: 1, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "path", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fieldRef", ty: Message("api.core.v1.ObjectFieldSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "resourceFieldRef", ty: Message("api.core.v1.ResourceFieldSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "mode", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -1240,14 +1240,14 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "sizeLimit", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.EndpointAddress", fields: &[
-        Field { tag: 1, json: "ip", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "ip", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "hostname", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "nodeName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "targetRef", ty: Message("api.core.v1.ObjectReference"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.EndpointPort", fields: &[
         Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 2, json: "port", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "port", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "protocol", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "appProtocol", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -1270,7 +1270,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "secretRef", ty: Message("api.core.v1.SecretEnvSource"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.EnvVar", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "value", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "valueFrom", ty: Message("api.core.v1.EnvVarSource"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -1286,7 +1286,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "targetContainerName", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.EphemeralContainerCommon", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "image", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "command", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "args", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
@@ -1321,16 +1321,16 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "source", ty: Message("api.core.v1.EventSource"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 6, json: "firstTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 7, json: "lastTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 6, json: "firstTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 7, json: "lastTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 8, json: "count", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 9, json: "type", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 10, json: "eventTime", ty: Message("apimachinery.pkg.apis.meta.v1.MicroTime"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 10, json: "eventTime", ty: Message("apimachinery.pkg.apis.meta.v1.MicroTime"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 11, json: "series", ty: Message("api.core.v1.EventSeries"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 12, json: "action", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 13, json: "related", ty: Message("api.core.v1.ObjectReference"), repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 14, json: "reportingComponent", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 15, json: "reportingInstance", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 14, json: "reportingComponent", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 15, json: "reportingInstance", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.EventList", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ListMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -1338,7 +1338,7 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.core.v1.EventSeries", fields: &[
         Field { tag: 1, json: "count", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 2, json: "lastObservedTime", ty: Message("apimachinery.pkg.apis.meta.v1.MicroTime"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 2, json: "lastObservedTime", ty: Message("apimachinery.pkg.apis.meta.v1.MicroTime"), repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.EventSource", fields: &[
         Field { tag: 1, json: "component", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -1355,20 +1355,20 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 5, json: "wwids", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.FileKeySelector", fields: &[
-        Field { tag: 1, json: "volumeName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "key", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "volumeName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "path", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "key", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "optional", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.FlexPersistentVolumeSource", fields: &[
-        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "secretRef", ty: Message("api.core.v1.SecretReference"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "options", ty: MapString, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.FlexVolumeSource", fields: &[
-        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "secretRef", ty: Message("api.core.v1.LocalObjectReference"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -1379,40 +1379,40 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "datasetUUID", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.GcePersistentDiskVolumeSource", fields: &[
-        Field { tag: 1, json: "pdName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "pdName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "partition", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.GitRepoVolumeSource", fields: &[
-        Field { tag: 1, json: "repository", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "repository", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "revision", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "directory", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.GlusterfsPersistentVolumeSource", fields: &[
-        Field { tag: 1, json: "endpoints", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "endpoints", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "path", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "endpointsNamespace", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.GlusterfsVolumeSource", fields: &[
-        Field { tag: 1, json: "endpoints", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "endpoints", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "path", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.GrpcAction", fields: &[
-        Field { tag: 1, json: "port", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "port", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "service", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.HostAlias", fields: &[
-        Field { tag: 1, json: "ip", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "ip", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "hostnames", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.HostIp", fields: &[
-        Field { tag: 1, json: "ip", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "ip", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.HostPathVolumeSource", fields: &[
-        Field { tag: 1, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "path", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.HttpGetAction", fields: &[
@@ -1423,17 +1423,17 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 5, json: "httpHeaders", ty: Message("api.core.v1.HttpHeader"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.HttpHeader", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "value", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "value", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ImageVolumeSource", fields: &[
         Field { tag: 1, json: "reference", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 2, json: "pullPolicy", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.IscsiPersistentVolumeSource", fields: &[
-        Field { tag: 1, json: "targetPortal", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "iqn", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lun", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "targetPortal", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "iqn", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lun", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "iscsiInterface", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -1444,9 +1444,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 12, json: "initiatorName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.IscsiVolumeSource", fields: &[
-        Field { tag: 1, json: "targetPortal", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "iqn", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lun", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "targetPortal", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "iqn", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lun", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "iscsiInterface", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -1457,8 +1457,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 12, json: "initiatorName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.KeyToPath", fields: &[
-        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "path", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "mode", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.Lifecycle", fields: &[
@@ -1477,7 +1477,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "spec", ty: Message("api.core.v1.LimitRangeSpec"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.LimitRangeItem", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "max", ty: MapMessage("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "min", ty: MapMessage("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "default", ty: MapMessage("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -1492,8 +1492,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "limits", ty: Message("api.core.v1.LimitRangeItem"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.LinuxContainerUser", fields: &[
-        Field { tag: 1, json: "uid", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "gid", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "uid", ty: Int64, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "gid", ty: Int64, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "supplementalGroups", ty: Int64, repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.List", fields: &[
@@ -1513,12 +1513,12 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.LocalVolumeSource", fields: &[
-        Field { tag: 1, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "path", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fsType", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ModifyVolumeStatus", fields: &[
         Field { tag: 1, json: "targetVolumeAttributesClassName", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.Namespace", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -1526,9 +1526,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("api.core.v1.NamespaceStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.NamespaceCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -1544,8 +1544,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "conditions", ty: Message("api.core.v1.NamespaceCondition"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.NfsVolumeSource", fields: &[
-        Field { tag: 1, json: "server", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "server", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "path", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.Node", fields: &[
@@ -1554,18 +1554,18 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("api.core.v1.NodeStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.NodeAddress", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "address", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "address", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.NodeAffinity", fields: &[
         Field { tag: 1, json: "requiredDuringSchedulingIgnoredDuringExecution", ty: Message("api.core.v1.NodeSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "preferredDuringSchedulingIgnoredDuringExecution", ty: Message("api.core.v1.PreferredSchedulingTerm"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.NodeCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastHeartbeatTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lastHeartbeatTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -1592,7 +1592,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "path", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.NodeRuntimeHandler", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "features", ty: Message("api.core.v1.NodeRuntimeHandlerFeatures"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.NodeRuntimeHandlerFeatures", fields: &[
@@ -1603,8 +1603,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "nodeSelectorTerms", ty: Message("api.core.v1.NodeSelectorTerm"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.NodeSelectorRequirement", fields: &[
-        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "operator", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "operator", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "values", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.NodeSelectorTerm", fields: &[
@@ -1640,21 +1640,21 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "capacity", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.NodeSystemInfo", fields: &[
-        Field { tag: 1, json: "machineID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "systemUUID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "bootID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "kernelVersion", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 5, json: "osImage", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 6, json: "containerRuntimeVersion", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 7, json: "kubeletVersion", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 8, json: "kubeProxyVersion", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 9, json: "operatingSystem", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 10, json: "architecture", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "machineID", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "systemUUID", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "bootID", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "kernelVersion", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 5, json: "osImage", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 6, json: "containerRuntimeVersion", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 7, json: "kubeletVersion", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 8, json: "kubeProxyVersion", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 9, json: "operatingSystem", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 10, json: "architecture", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 11, json: "swap", ty: Message("api.core.v1.NodeSwapStatus"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ObjectFieldSelector", fields: &[
         Field { tag: 1, json: "apiVersion", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 2, json: "fieldPath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "fieldPath", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ObjectReference", fields: &[
         Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -1676,10 +1676,10 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("api.core.v1.PersistentVolumeClaimStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.PersistentVolumeClaimCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastProbeTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lastProbeTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -1713,7 +1713,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "spec", ty: Message("api.core.v1.PersistentVolumeClaimSpec"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.PersistentVolumeClaimVolumeSource", fields: &[
-        Field { tag: 1, json: "claimName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "claimName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PersistentVolumeList", fields: &[
@@ -1763,7 +1763,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 4, json: "lastPhaseTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PhotonPersistentDiskVolumeSource", fields: &[
-        Field { tag: 1, json: "pdID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "pdID", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.Pod", fields: &[
@@ -1778,7 +1778,7 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "api.core.v1.PodAffinityTerm", fields: &[
         Field { tag: 1, json: "labelSelector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "namespaces", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "topologyKey", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "topologyKey", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "namespaceSelector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "matchLabelKeys", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 6, json: "mismatchLabelKeys", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
@@ -1804,11 +1804,11 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 7, json: "userAnnotations", ty: MapString, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PodCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 7, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastProbeTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lastProbeTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -1831,10 +1831,10 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.core.v1.PodExtendedResourceClaimStatus", fields: &[
         Field { tag: 1, json: "requestMappings", ty: Message("api.core.v1.ContainerExtendedResourceRequest"), repeated: true, omit_zero: false, always: true, plain_struct: false },
-        Field { tag: 2, json: "resourceClaimName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "resourceClaimName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PodIp", fields: &[
-        Field { tag: 1, json: "ip", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "ip", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PodList", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ListMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -1853,7 +1853,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 10, json: "stream", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PodOs", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PodPortForwardOptions", fields: &[
         Field { tag: 1, json: "ports", ty: Int32, repeated: true, omit_zero: false, always: false, plain_struct: false },
@@ -1862,19 +1862,19 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "path", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PodReadinessGate", fields: &[
-        Field { tag: 1, json: "conditionType", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "conditionType", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PodResourceClaim", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "resourceClaimName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "resourceClaimTemplateName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PodResourceClaimStatus", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "resourceClaimName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PodSchedulingGate", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PodSecurityContext", fields: &[
         Field { tag: 1, json: "seLinuxOptions", ty: Message("api.core.v1.SeLinuxOptions"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -1977,12 +1977,12 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "spec", ty: Message("api.core.v1.PodSpec"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.PortStatus", fields: &[
-        Field { tag: 1, json: "port", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "protocol", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "port", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "protocol", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "error", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PortworxVolumeSource", fields: &[
-        Field { tag: 1, json: "volumeID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "volumeID", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -1991,12 +1991,12 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.core.v1.PreferAvoidPodsEntry", fields: &[
         Field { tag: 1, json: "podSignature", ty: Message("api.core.v1.PodSignature"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "evictionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 2, json: "evictionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.PreferredSchedulingTerm", fields: &[
-        Field { tag: 1, json: "weight", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "weight", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "preference", ty: Message("api.core.v1.NodeSelectorTerm"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.Probe", fields: &[
@@ -2019,8 +2019,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "defaultMode", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.QuobyteVolumeSource", fields: &[
-        Field { tag: 1, json: "registry", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "volume", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "registry", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "volume", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "user", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "group", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -2028,12 +2028,12 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.core.v1.RangeAllocation", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "range", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "range", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "data", ty: Bytes, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.RbdPersistentVolumeSource", fields: &[
         Field { tag: 1, json: "monitors", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
-        Field { tag: 2, json: "image", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "image", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "pool", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "user", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -2043,7 +2043,7 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.core.v1.RbdVolumeSource", fields: &[
         Field { tag: 1, json: "monitors", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
-        Field { tag: 2, json: "image", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "image", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "pool", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "user", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -2057,9 +2057,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("api.core.v1.ReplicationControllerStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.ReplicationControllerCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -2074,7 +2074,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "template", ty: Message("api.core.v1.PodTemplateSpec"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ReplicationControllerStatus", fields: &[
-        Field { tag: 1, json: "replicas", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "replicas", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fullyLabeledReplicas", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "readyReplicas", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "availableReplicas", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -2082,16 +2082,16 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 6, json: "conditions", ty: Message("api.core.v1.ReplicationControllerCondition"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ResourceClaim", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "request", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ResourceFieldSelector", fields: &[
         Field { tag: 1, json: "containerName", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 2, json: "resource", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "resource", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "divisor", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.ResourceHealth", fields: &[
-        Field { tag: 1, json: "resourceID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "resourceID", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "health", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ResourceQuota", fields: &[
@@ -2118,12 +2118,12 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "claims", ty: Message("api.core.v1.ResourceClaim"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ResourceStatus", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "resources", ty: Message("api.core.v1.ResourceHealth"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ScaleIoPersistentVolumeSource", fields: &[
-        Field { tag: 1, json: "gateway", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "system", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "gateway", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "system", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "secretRef", ty: Message("api.core.v1.SecretReference"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "sslEnabled", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "protectionDomain", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -2134,8 +2134,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 10, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ScaleIoVolumeSource", fields: &[
-        Field { tag: 1, json: "gateway", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "system", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "gateway", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "system", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "secretRef", ty: Message("api.core.v1.LocalObjectReference"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "sslEnabled", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "protectionDomain", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -2149,8 +2149,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "matchExpressions", ty: Message("api.core.v1.ScopedResourceSelectorRequirement"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ScopedResourceSelectorRequirement", fields: &[
-        Field { tag: 1, json: "scopeName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "operator", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "scopeName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "operator", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "values", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.SeLinuxOptions", fields: &[
@@ -2160,7 +2160,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 4, json: "level", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.SeccompProfile", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "localhostProfile", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.Secret", fields: &[
@@ -2176,7 +2176,7 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.core.v1.SecretKeySelector", fields: &[
         Field { tag: 1, json: "", ty: Message("api.core.v1.LocalObjectReference"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "key", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "key", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "optional", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.SecretList", fields: &[
@@ -2233,7 +2233,7 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "api.core.v1.ServiceAccountTokenProjection", fields: &[
         Field { tag: 1, json: "audience", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 2, json: "expirationSeconds", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "path", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.ServiceList", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ListMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -2243,7 +2243,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 2, json: "protocol", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "appProtocol", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "port", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "port", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "targetPort", ty: Message("apimachinery.pkg.util.intstr.IntOrString"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 5, json: "nodePort", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -2280,7 +2280,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "clientIP", ty: Message("api.core.v1.ClientIpConfig"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.SleepAction", fields: &[
-        Field { tag: 1, json: "seconds", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "seconds", ty: Int64, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.StorageOsPersistentVolumeSource", fields: &[
         Field { tag: 1, json: "volumeName", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -2297,13 +2297,13 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 5, json: "secretRef", ty: Message("api.core.v1.LocalObjectReference"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.Sysctl", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "value", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "value", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.Taint", fields: &[
-        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "value", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 3, json: "effect", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "effect", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "timeAdded", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.TcpSocketAction", fields: &[
@@ -2318,16 +2318,16 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 5, json: "tolerationSeconds", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.TopologySelectorLabelRequirement", fields: &[
-        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "values", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.TopologySelectorTerm", fields: &[
         Field { tag: 1, json: "matchLabelExpressions", ty: Message("api.core.v1.TopologySelectorLabelRequirement"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.TopologySpreadConstraint", fields: &[
-        Field { tag: 1, json: "maxSkew", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "topologyKey", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "whenUnsatisfiable", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "maxSkew", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "topologyKey", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "whenUnsatisfiable", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "labelSelector", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "minDomains", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 6, json: "nodeAffinityPolicy", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -2336,35 +2336,35 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.core.v1.TypedLocalObjectReference", fields: &[
         Field { tag: 1, json: "apiGroup", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.TypedObjectReference", fields: &[
         Field { tag: 1, json: "apiGroup", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "namespace", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.Volume", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "", ty: Message("api.core.v1.VolumeSource"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.VolumeDevice", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "devicePath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "devicePath", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.core.v1.VolumeMount", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 7, json: "recursiveReadOnly", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "mountPath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "mountPath", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "subPath", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "mountPropagation", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 6, json: "subPathExpr", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.VolumeMountStatus", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "mountPath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "mountPath", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "readOnly", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "recursiveReadOnly", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -2416,13 +2416,13 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 30, json: "image", ty: Message("api.core.v1.ImageVolumeSource"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.VsphereVirtualDiskVolumeSource", fields: &[
-        Field { tag: 1, json: "volumePath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "volumePath", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "fsType", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "storagePolicyName", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "storagePolicyID", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.WeightedPodAffinityTerm", fields: &[
-        Field { tag: 1, json: "weight", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "weight", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "podAffinityTerm", ty: Message("api.core.v1.PodAffinityTerm"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.core.v1.WindowsSecurityContextOptions", fields: &[
@@ -2432,8 +2432,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 4, json: "hostProcess", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.core.v1.WorkloadReference", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "podGroup", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "podGroup", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "podGroupReplicaKey", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.discovery.v1.Endpoint", fields: &[
@@ -2463,7 +2463,7 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.discovery.v1.EndpointSlice", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 4, json: "addressType", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 4, json: "addressType", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "endpoints", ty: Message("api.discovery.v1.Endpoint"), repeated: true, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "ports", ty: Message("api.discovery.v1.EndpointPort"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
@@ -2472,14 +2472,14 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.discovery.v1.EndpointSlice"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.discovery.v1.ForNode", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.discovery.v1.ForZone", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.events.v1.Event", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "eventTime", ty: Message("apimachinery.pkg.apis.meta.v1.MicroTime"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 2, json: "eventTime", ty: Message("apimachinery.pkg.apis.meta.v1.MicroTime"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "series", ty: Message("api.events.v1.EventSeries"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "reportingController", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "reportingInstance", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -2490,8 +2490,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 10, json: "note", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 11, json: "type", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 12, json: "deprecatedSource", ty: Message("api.core.v1.EventSource"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 13, json: "deprecatedFirstTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 14, json: "deprecatedLastTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 13, json: "deprecatedFirstTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 14, json: "deprecatedLastTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 15, json: "deprecatedCount", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.events.v1.EventList", fields: &[
@@ -2499,15 +2499,15 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.events.v1.Event"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.events.v1.EventSeries", fields: &[
-        Field { tag: 1, json: "count", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "lastObservedTime", ty: Message("apimachinery.pkg.apis.meta.v1.MicroTime"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "count", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "lastObservedTime", ty: Message("apimachinery.pkg.apis.meta.v1.MicroTime"), repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.ExemptPriorityLevelConfiguration", fields: &[
         Field { tag: 1, json: "nominalConcurrencyShares", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "lendablePercent", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.FlowDistinguisherMethod", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.FlowSchema", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -2517,7 +2517,7 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "api.flowcontrol.v1.FlowSchemaCondition", fields: &[
         Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -2527,7 +2527,7 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.flowcontrol.v1.FlowSchemaSpec", fields: &[
         Field { tag: 1, json: "priorityLevelConfiguration", ty: Message("api.flowcontrol.v1.PriorityLevelConfigurationReference"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "matchingPrecedence", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "matchingPrecedence", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "distinguisherMethod", ty: Message("api.flowcontrol.v1.FlowDistinguisherMethod"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "rules", ty: Message("api.flowcontrol.v1.PolicyRulesWithSubjects"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -2535,10 +2535,10 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "conditions", ty: Message("api.flowcontrol.v1.FlowSchemaCondition"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.GroupSubject", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.LimitResponse", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "queuing", ty: Message("api.flowcontrol.v1.QueuingConfiguration"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.LimitedPriorityLevelConfiguration", fields: &[
@@ -2564,7 +2564,7 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "api.flowcontrol.v1.PriorityLevelConfigurationCondition", fields: &[
         Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
@@ -2573,10 +2573,10 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.flowcontrol.v1.PriorityLevelConfiguration"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.PriorityLevelConfigurationReference", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.PriorityLevelConfigurationSpec", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "limited", ty: Message("api.flowcontrol.v1.LimitedPriorityLevelConfiguration"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "exempt", ty: Message("api.flowcontrol.v1.ExemptPriorityLevelConfiguration"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -2584,9 +2584,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "conditions", ty: Message("api.flowcontrol.v1.PriorityLevelConfigurationCondition"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.QueuingConfiguration", fields: &[
-        Field { tag: 1, json: "queues", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "handSize", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "queueLengthLimit", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "queues", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "handSize", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "queueLengthLimit", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.ResourcePolicyRule", fields: &[
         Field { tag: 1, json: "verbs", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
@@ -2596,17 +2596,17 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 5, json: "namespaces", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.ServiceAccountSubject", fields: &[
-        Field { tag: 1, json: "namespace", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "namespace", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.Subject", fields: &[
-        Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "user", ty: Message("api.flowcontrol.v1.UserSubject"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "group", ty: Message("api.flowcontrol.v1.GroupSubject"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "serviceAccount", ty: Message("api.flowcontrol.v1.ServiceAccountSubject"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.flowcontrol.v1.UserSubject", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.networking.v1.HttpIngressPath", fields: &[
         Field { tag: 1, json: "path", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -2646,8 +2646,8 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.networking.v1.IngressClassParametersReference", fields: &[
         Field { tag: 1, json: "apiGroup", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "scope", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "namespace", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -2668,8 +2668,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "ingress", ty: Message("api.networking.v1.IngressLoadBalancerIngress"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.networking.v1.IngressPortStatus", fields: &[
-        Field { tag: 1, json: "port", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "protocol", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "port", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "protocol", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "error", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.networking.v1.IngressRule", fields: &[
@@ -2680,7 +2680,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "http", ty: Message("api.networking.v1.HttpIngressRuleValue"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.networking.v1.IngressServiceBackend", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "port", ty: Message("api.networking.v1.ServiceBackendPort"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.networking.v1.IngressSpec", fields: &[
@@ -2697,7 +2697,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "secretName", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.networking.v1.IpBlock", fields: &[
-        Field { tag: 1, json: "cidr", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "cidr", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "except", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.networking.v1.NetworkPolicy", fields: &[
@@ -2762,7 +2762,7 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.node.v1.RuntimeClass", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "handler", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "handler", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "overhead", ty: Message("api.node.v1.Overhead"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "scheduling", ty: Message("api.node.v1.Scheduling"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -2796,10 +2796,10 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "api.policy.v1.PodDisruptionBudgetStatus", fields: &[
         Field { tag: 1, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 2, json: "disruptedPods", ty: MapMessage("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "disruptionsAllowed", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "currentHealthy", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 5, json: "desiredHealthy", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 6, json: "expectedPods", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "disruptionsAllowed", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "currentHealthy", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 5, json: "desiredHealthy", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 6, json: "expectedPods", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 7, json: "conditions", ty: Message("apimachinery.pkg.apis.meta.v1.Condition"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.rbac.v1.AggregationRule", fields: &[
@@ -2848,20 +2848,20 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.rbac.v1.Role"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.rbac.v1.RoleRef", fields: &[
-        Field { tag: 1, json: "apiGroup", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "apiGroup", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.rbac.v1.Subject", fields: &[
-        Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "apiGroup", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "namespace", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.AllocatedDeviceStatus", fields: &[
-        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "pool", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "device", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "pool", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "device", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 7, json: "shareID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "conditions", ty: Message("apimachinery.pkg.apis.meta.v1.Condition"), repeated: true, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "data", ty: Message("apimachinery.pkg.runtime.RawExtension"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -2886,17 +2886,17 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "requests", ty: MapMessage("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.CelDeviceSelector", fields: &[
-        Field { tag: 1, json: "expression", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "expression", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.Counter", fields: &[
         Field { tag: 1, json: "value", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.resource.v1.CounterSet", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "counters", ty: MapMessage("api.resource.v1.Counter"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.Device", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "attributes", ty: MapMessage("api.resource.v1.DeviceAttribute"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "capacity", ty: MapMessage("api.resource.v1.DeviceCapacity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "consumesCounters", ty: Message("api.resource.v1.DeviceCounterConsumption"), repeated: true, omit_zero: false, always: false, plain_struct: false },
@@ -2910,7 +2910,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 12, json: "allowMultipleAllocations", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.DeviceAllocationConfiguration", fields: &[
-        Field { tag: 1, json: "source", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "source", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "requests", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "", ty: Message("api.resource.v1.DeviceConfiguration"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
@@ -2962,19 +2962,19 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "distinctAttribute", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.DeviceCounterConsumption", fields: &[
-        Field { tag: 1, json: "counterSet", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "counterSet", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "counters", ty: MapMessage("api.resource.v1.Counter"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.DeviceRequest", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "exactly", ty: Message("api.resource.v1.ExactDeviceRequest"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "firstAvailable", ty: Message("api.resource.v1.DeviceSubRequest"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.DeviceRequestAllocationResult", fields: &[
-        Field { tag: 1, json: "request", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "driver", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "pool", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "device", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "request", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "driver", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "pool", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "device", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "adminAccess", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 6, json: "tolerations", ty: Message("api.resource.v1.DeviceToleration"), repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 7, json: "bindingConditions", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
@@ -2986,8 +2986,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "cel", ty: Message("api.resource.v1.CelDeviceSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.DeviceSubRequest", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "deviceClassName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "deviceClassName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "selectors", ty: Message("api.resource.v1.DeviceSelector"), repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "allocationMode", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "count", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -2995,9 +2995,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 7, json: "capacity", ty: Message("api.resource.v1.CapacityRequirements"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.DeviceTaint", fields: &[
-        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "value", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 3, json: "effect", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "effect", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "timeAdded", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.DeviceToleration", fields: &[
@@ -3008,7 +3008,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 5, json: "tolerationSeconds", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.ExactDeviceRequest", fields: &[
-        Field { tag: 1, json: "deviceClassName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "deviceClassName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "selectors", ty: Message("api.resource.v1.DeviceSelector"), repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "allocationMode", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "count", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -3022,7 +3022,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "hardwareAddress", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.OpaqueDeviceConfiguration", fields: &[
-        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "parameters", ty: Message("apimachinery.pkg.runtime.RawExtension"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.resource.v1.ResourceClaim", fields: &[
@@ -3032,9 +3032,9 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.resource.v1.ResourceClaimConsumerReference", fields: &[
         Field { tag: 1, json: "apiGroup", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 3, json: "resource", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 5, json: "uid", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "resource", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 5, json: "uid", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.ResourceClaimList", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ListMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -3061,9 +3061,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "spec", ty: Message("api.resource.v1.ResourceClaimSpec"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.resource.v1.ResourcePool", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "generation", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "resourceSliceCount", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "generation", ty: Int64, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "resourceSliceCount", ty: Int64, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.ResourceSlice", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -3074,7 +3074,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.resource.v1.ResourceSlice"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.resource.v1.ResourceSliceSpec", fields: &[
-        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "driver", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "pool", ty: Message("api.resource.v1.ResourcePool"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 3, json: "nodeName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "nodeSelector", ty: Message("api.core.v1.NodeSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -3085,7 +3085,7 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.scheduling.v1.PriorityClass", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "value", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "value", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "globalDefault", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "description", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "preemptionPolicy", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -3119,8 +3119,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "spec", ty: Message("api.storage.v1.CSINodeSpec"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "api.storage.v1.CSINodeDriver", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "nodeID", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "nodeID", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "topologyKeys", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "allocatable", ty: Message("api.storage.v1.VolumeNodeResources"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -3134,7 +3134,7 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "api.storage.v1.CSIStorageCapacity", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 2, json: "nodeTopology", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelector"), repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "storageClassName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "storageClassName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "capacity", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "maximumVolumeSize", ty: Message("apimachinery.pkg.api.resource.Quantity"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -3144,7 +3144,7 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "api.storage.v1.StorageClass", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "provisioner", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "provisioner", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "parameters", ty: MapString, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "reclaimPolicy", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 5, json: "mountOptions", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
@@ -3157,7 +3157,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.storage.v1.StorageClass"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.storage.v1.TokenRequest", fields: &[
-        Field { tag: 1, json: "audience", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "audience", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "expirationSeconds", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.storage.v1.VolumeAttachment", fields: &[
@@ -3174,19 +3174,19 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "inlineVolumeSpec", ty: Message("api.core.v1.PersistentVolumeSpec"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.storage.v1.VolumeAttachmentSpec", fields: &[
-        Field { tag: 1, json: "attacher", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "attacher", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "source", ty: Message("api.storage.v1.VolumeAttachmentSource"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 3, json: "nodeName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "nodeName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.storage.v1.VolumeAttachmentStatus", fields: &[
-        Field { tag: 1, json: "attached", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "attached", ty: Bool, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "attachmentMetadata", ty: MapString, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 3, json: "attachError", ty: Message("api.storage.v1.VolumeError"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "detachError", ty: Message("api.storage.v1.VolumeError"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.storage.v1.VolumeAttributesClass", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 2, json: "driverName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "driverName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "parameters", ty: MapString, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "api.storage.v1.VolumeAttributesClassList", fields: &[
@@ -3194,7 +3194,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("api.storage.v1.VolumeAttributesClass"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "api.storage.v1.VolumeError", fields: &[
-        Field { tag: 1, json: "time", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "time", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "errorCode", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -3202,12 +3202,12 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "count", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.ConversionRequest", fields: &[
-        Field { tag: 1, json: "uid", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "desiredAPIVersion", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "uid", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "desiredAPIVersion", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "objects", ty: Message("apimachinery.pkg.runtime.RawExtension"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.ConversionResponse", fields: &[
-        Field { tag: 1, json: "uid", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "uid", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "convertedObjects", ty: Message("apimachinery.pkg.runtime.RawExtension"), repeated: true, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "result", ty: Message("apimachinery.pkg.apis.meta.v1.Status"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
@@ -3216,15 +3216,15 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "response", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.ConversionResponse"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceColumnDefinition", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "format", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "description", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "priority", ty: Int32, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 6, json: "jsonPath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 6, json: "jsonPath", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion", fields: &[
-        Field { tag: 1, json: "strategy", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "strategy", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "webhook", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.WebhookConversion"), repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition", fields: &[
@@ -3233,9 +3233,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 3, json: "status", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionStatus"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionCondition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 5, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -3245,17 +3245,17 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "items", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinition"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames", fields: &[
-        Field { tag: 1, json: "plural", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "plural", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "singular", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "shortNames", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 4, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 5, json: "listKind", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "categories", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionSpec", fields: &[
-        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "names", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionNames"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 4, json: "scope", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 4, json: "scope", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 7, json: "versions", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion"), repeated: true, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 9, json: "conversion", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceConversion"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 10, json: "preserveUnknownFields", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -3267,9 +3267,9 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 4, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceDefinitionVersion", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "served", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "storage", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "served", ty: Bool, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "storage", ty: Bool, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 7, json: "deprecated", ty: Bool, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 8, json: "deprecationWarning", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "schema", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceValidation"), repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -3278,8 +3278,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 9, json: "selectableFields", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.SelectableField"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceScale", fields: &[
-        Field { tag: 1, json: "specReplicasPath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "statusReplicasPath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "specReplicasPath", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "statusReplicasPath", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "labelSelectorPath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.CustomResourceSubresourceStatus", fields: &[
@@ -3349,7 +3349,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "jSONSchemas", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaProps"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrBool", fields: &[
-        Field { tag: 1, json: "allows", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "allows", ty: Bool, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "schema", ty: Message("apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaProps"), repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.JsonSchemaPropsOrStringArray", fields: &[
@@ -3357,16 +3357,16 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "property", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.SelectableField", fields: &[
-        Field { tag: 1, json: "jsonPath", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "jsonPath", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.ServiceReference", fields: &[
-        Field { tag: 1, json: "namespace", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "namespace", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "path", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 4, json: "port", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apiextensions_apiserver.pkg.apis.apiextensions.v1.ValidationRule", fields: &[
-        Field { tag: 1, json: "rule", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "rule", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "message", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 3, json: "messageExpression", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 4, json: "reason", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -3389,7 +3389,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "string", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.APIGroup", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "versions", ty: Message("apimachinery.pkg.apis.meta.v1.GroupVersionForDiscovery"), repeated: true, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "preferredVersion", ty: Message("apimachinery.pkg.apis.meta.v1.GroupVersionForDiscovery"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 4, json: "serverAddressByClientCIDRs", ty: Message("apimachinery.pkg.apis.meta.v1.ServerAddressByClientCIDR"), repeated: true, omit_zero: false, always: false, plain_struct: false },
@@ -3398,19 +3398,19 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "groups", ty: Message("apimachinery.pkg.apis.meta.v1.APIGroup"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.APIResource", fields: &[
-        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 6, json: "singularName", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "namespaced", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 6, json: "singularName", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "namespaced", ty: Bool, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 8, json: "group", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 9, json: "version", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 3, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 4, json: "verbs", ty: Message("apimachinery.pkg.apis.meta.v1.Verbs"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 5, json: "shortNames", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 7, json: "categories", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 10, json: "storageVersionHash", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.APIResourceList", fields: &[
-        Field { tag: 1, json: "groupVersion", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "groupVersion", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "resources", ty: Message("apimachinery.pkg.apis.meta.v1.APIResource"), repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.APIVersions", fields: &[
@@ -3419,16 +3419,16 @@ pub(super) static MESSAGES: &[Message] = &[
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.ApplyOptions", fields: &[
         Field { tag: 1, json: "dryRun", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "force", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "fieldManager", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 2, json: "force", ty: Bool, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "fieldManager", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.Condition", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "status", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "observedGeneration", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
-        Field { tag: 5, json: "reason", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 6, json: "message", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 4, json: "lastTransitionTime", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 5, json: "reason", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 6, json: "message", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.CreateOptions", fields: &[
         Field { tag: 1, json: "dryRun", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
@@ -3444,11 +3444,11 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 6, json: "ignoreStoreReadErrorWithClusterBreakingPotential", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.Duration", fields: &[
-        Field { tag: 1, json: "duration", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "duration", ty: Int64, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.FieldSelectorRequirement", fields: &[
-        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "operator", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "operator", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "values", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.FieldsV1", fields: &[
@@ -3458,38 +3458,38 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "resourceVersion", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.GroupKind", fields: &[
-        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.GroupResource", fields: &[
-        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "resource", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "resource", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.GroupVersion", fields: &[
-        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "version", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "version", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.GroupVersionForDiscovery", fields: &[
-        Field { tag: 1, json: "groupVersion", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "version", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "groupVersion", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "version", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.GroupVersionKind", fields: &[
-        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "version", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "version", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.GroupVersionResource", fields: &[
-        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "version", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "resource", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "group", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "version", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "resource", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.LabelSelector", fields: &[
         Field { tag: 1, json: "matchLabels", ty: MapString, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 2, json: "matchExpressions", ty: Message("apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.LabelSelectorRequirement", fields: &[
-        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "operator", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "key", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "operator", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 3, json: "values", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.List", fields: &[
@@ -3535,7 +3535,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 5, json: "uid", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 6, json: "resourceVersion", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
         Field { tag: 7, json: "generation", ty: Int64, repeated: false, omit_zero: true, always: false, plain_struct: false },
-        Field { tag: 8, json: "creationTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: true, plain_struct: true },
+        Field { tag: 8, json: "creationTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 9, json: "deletionTimestamp", ty: Message("apimachinery.pkg.apis.meta.v1.Time"), repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 10, json: "deletionGracePeriodSeconds", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 11, json: "labels", ty: MapString, repeated: false, omit_zero: false, always: false, plain_struct: false },
@@ -3545,10 +3545,10 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 17, json: "managedFields", ty: Message("apimachinery.pkg.apis.meta.v1.ManagedFieldsEntry"), repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.OwnerReference", fields: &[
-        Field { tag: 5, json: "apiVersion", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "uid", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 5, json: "apiVersion", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "name", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "uid", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 6, json: "controller", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
         Field { tag: 7, json: "blockOwnerDeletion", ty: Bool, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
@@ -3575,8 +3575,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "paths", ty: String, repeated: true, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.ServerAddressByClientCIDR", fields: &[
-        Field { tag: 1, json: "clientCIDR", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "serverAddress", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "clientCIDR", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "serverAddress", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.Status", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ListMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
@@ -3607,8 +3607,8 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 2, json: "nanos", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.Timestamp", fields: &[
-        Field { tag: 1, json: "seconds", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "nanos", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "seconds", ty: Int64, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "nanos", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.TypeMeta", fields: &[
         Field { tag: 1, json: "kind", ty: String, repeated: false, omit_zero: true, always: false, plain_struct: false },
@@ -3623,7 +3623,7 @@ pub(super) static MESSAGES: &[Message] = &[
         Field { tag: 1, json: "items", ty: String, repeated: true, omit_zero: false, always: false, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.apis.meta.v1.WatchEvent", fields: &[
-        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
         Field { tag: 2, json: "object", ty: Message("apimachinery.pkg.runtime.RawExtension"), repeated: false, omit_zero: false, always: true, plain_struct: true },
     ] },
     Message { name: "apimachinery.pkg.runtime.RawExtension", fields: &[
@@ -3636,13 +3636,13 @@ pub(super) static MESSAGES: &[Message] = &[
     Message { name: "apimachinery.pkg.runtime.Unknown", fields: &[
         Field { tag: 1, json: "typeMeta", ty: Message("apimachinery.pkg.runtime.TypeMeta"), repeated: false, omit_zero: false, always: true, plain_struct: true },
         Field { tag: 2, json: "raw", ty: Bytes, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "contentEncoding", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 4, json: "contentType", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 3, json: "contentEncoding", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 4, json: "contentType", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "apimachinery.pkg.util.intstr.IntOrString", fields: &[
-        Field { tag: 1, json: "type", ty: Int64, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 2, json: "intVal", ty: Int32, repeated: false, omit_zero: false, always: false, plain_struct: false },
-        Field { tag: 3, json: "strVal", ty: String, repeated: false, omit_zero: false, always: false, plain_struct: false },
+        Field { tag: 1, json: "type", ty: Int64, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 2, json: "intVal", ty: Int32, repeated: false, omit_zero: false, always: true, plain_struct: false },
+        Field { tag: 3, json: "strVal", ty: String, repeated: false, omit_zero: false, always: true, plain_struct: false },
     ] },
     Message { name: "kube_aggregator.pkg.apis.apiregistration.v1.APIService", fields: &[
         Field { tag: 1, json: "metadata", ty: Message("apimachinery.pkg.apis.meta.v1.ObjectMeta"), repeated: false, omit_zero: false, always: false, plain_struct: false },

@@ -95,6 +95,28 @@ pub(crate) fn message_of_kind(api_version: &str, kind: &str) -> Option<&'static 
     })
 }
 
+impl Field {
+    /// What Go's JSON writes for this field left at its zero, when it
+    /// writes one (`always`): a plain scalar's zero (`""`, `0`, `false`),
+    /// a Time's `null`. Plain structs are `write_plain_structs`'.
+    #[must_use]
+    pub(crate) fn written_zero(&self) -> Option<serde_json::Value> {
+        use serde_json::Value;
+        if !self.always || self.repeated || self.json.is_empty() {
+            return None;
+        }
+        Some(match self.ty {
+            Ty::String => "".into(),
+            Ty::Bool => false.into(),
+            Ty::Int32 | Ty::Int64 | Ty::Double => 0.into(),
+            Ty::Message(
+                "apimachinery.pkg.apis.meta.v1.Time" | "apimachinery.pkg.apis.meta.v1.MicroTime",
+            ) => Value::Null,
+            _ => return None,
+        })
+    }
+}
+
 impl Message {
     /// The field with `tag`.
     pub(super) fn field(&self, tag: u32) -> Option<&'static Field> {

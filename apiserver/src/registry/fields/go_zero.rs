@@ -1,10 +1,13 @@
-//! The plain structs Go's JSON always writes: a built-in object as
+//! The zero values Go's JSON always writes: a built-in object as
 //! kube-apiserver stores and answers it has each plain (non-pointer)
 //! struct field of its Go type, `{}` when empty (omitempty never leaves a
-//! struct out): a Deployment's `status`, a container's `resources`.
-//! Which fields those are comes from the generated protobuf table
-//! (`Field::plain_struct`); the types Go writes on their own (Time,
-//! Quantity, IntOrString…) are left as they are.
+//! struct out): a Deployment's `status`, a container's `resources`; each
+//! plain scalar without omitempty, at its zero (`""`, `0`, `false`: an
+//! Event's `reportingComponent`, a DaemonSet's `status.numberReady`); and
+//! each Time without omitempty, `null` (an Event's `eventTime`). Which
+//! fields those are comes from the generated protobuf table
+//! (`Field::plain_struct`, `Field::always`); the other types Go writes on
+//! their own (Quantity, IntOrString…) are left as they are.
 
 use serde_json::{Map, Value};
 
@@ -22,6 +25,10 @@ pub(crate) fn write_plain_structs(api_version: &str, kind: &str, obj: &mut Value
 
 fn fill(msg: &'static Message, obj: &mut Map<String, Value>) {
     for f in msg.fields {
+        if let Some(zero) = f.written_zero() {
+            obj.entry(f.json).or_insert(zero);
+            continue;
+        }
         let (Ty::Message(name) | Ty::MapMessage(name)) = f.ty else {
             continue;
         };

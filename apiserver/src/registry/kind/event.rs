@@ -125,6 +125,18 @@ pub(crate) fn convert(obj: &mut Value, desired: &str) {
                 }
             }
         }
+        // The core Event writes these without omitempty, the
+        // events.k8s.io one with it: an empty one is left out there.
+        for (core, events) in [
+            ("reportingComponent", "reportingController"),
+            ("reportingInstance", "reportingInstance"),
+        ] {
+            if to_core {
+                map.entry(core).or_insert_with(|| "".into());
+            } else if map.get(events).is_some_and(|v| v == "") {
+                map.remove(events);
+            }
+        }
     }
     obj["apiVersion"] = desired.into();
 }
@@ -142,7 +154,7 @@ mod tests {
             "metadata": {"name": "e", "namespace": "default"},
             "involvedObject": {"kind": "Pod", "name": "p"},
             "message": "m", "reason": "R", "type": "Normal", "count": 2,
-            "source": {"component": "c"}, "reportingComponent": "rc",
+            "source": {"component": "c"}, "reportingComponent": "rc", "reportingInstance": "",
             "firstTimestamp": "2026-01-01T00:00:00Z",
         });
         let mut events = core.clone();

@@ -60,7 +60,9 @@ impl Subresource {
         }
     }
 
-    /// The one field a write to this subresource may change, as a JSON pointer.
+    /// The one field a write to this subresource is for, as a JSON pointer
+    /// (`finalize` writes the whole object but its status, as
+    /// kube-apiserver's does: `storage::strategy::prepare_update`).
     #[must_use]
     pub fn owned_field(self) -> &'static str {
         match self {

@@ -369,33 +369,39 @@ def go_module(module, tag):
     return info["Dir"], info["Sum"]
 
 
+def go_sources(folder, under, prefix):
+    """(k8s-pb module, text) of each hand-written Go file in
+    `folder`/`under` (not a test, not generated)."""
+    root = os.path.join(folder, under)
+    for here, _, files in os.walk(root):
+        dirs = os.path.relpath(here, root).split(os.sep)
+        module = ".".join([prefix] + [d for d in dirs if d != "."])
+        for base in files:
+            if (not base.endswith(".go") or base.endswith("_test.go")
+                    or "generated" in base):
+                continue
+            with open(os.path.join(here, base)) as f:
+                yield module, f.read()
+
+
 def go_structs(folder, under, prefix):
     """(module, lowercased struct) -> {protobuf tag: (json name, plain type
     with omitempty, omitempty, omitzero)} of the hand-written Go files in
     `folder`/`under` (plain: not a pointer, slice or map)."""
     out = {}
-    root = os.path.join(folder, under)
-    for here, _, files in os.walk(root):
-        for base in files:
-            if (not base.endswith(".go") or base.endswith("_test.go")
-                    or "generated" in base):
-                continue
-            dirs = os.path.relpath(here, root).split(os.sep)
-            module = ".".join([prefix] + [d for d in dirs if d != "."])
-            with open(os.path.join(here, base)) as f:
-                source = f.read()
-            for sm in GO_STRUCT_RE.finditer(source):
-                fields = out.setdefault((module, sm.group(1).lower()), {})
-                for fm in GO_FIELD_RE.finditer(sm.group(2)):
-                    proto = re.search(r'protobuf:"\w+,(\d+),', fm.group("tags"))
-                    js = re.search(r'json:"([^",]*)([^"]*)"', fm.group("tags"))
-                    if proto:
-                        plain = not fm.group("ty").startswith(("*", "[", "map["))
-                        options = js.group(2) if js else ""
-                        omitempty = "omitempty" in options
-                        fields[int(proto.group(1))] = (js.group(1) if js else None,
-                                                       plain and omitempty,
-                                                       (plain, omitempty, "omitzero" in options))
+    for module, source in go_sources(folder, under, prefix):
+        for sm in GO_STRUCT_RE.finditer(source):
+            fields = out.setdefault((module, sm.group(1).lower()), {})
+            for fm in GO_FIELD_RE.finditer(sm.group(2)):
+                proto = re.search(r'protobuf:"\w+,(\d+),', fm.group("tags"))
+                js = re.search(r'json:"([^",]*)([^"]*)"', fm.group("tags"))
+                if proto:
+                    plain = not fm.group("ty").startswith(("*", "[", "map["))
+                    options = js.group(2) if js else ""
+                    omitempty = "omitempty" in options
+                    fields[int(proto.group(1))] = (js.group(1) if js else None,
+                                                   plain and omitempty,
+                                                   (plain, omitempty, "omitzero" in options))
     return out
 
 
@@ -403,19 +409,10 @@ def go_atomic(folder, under, prefix):
     """The module.Type names of the structs marked `+structType=atomic`
     in the hand-written Go files in `folder`/`under`."""
     out = set()
-    root = os.path.join(folder, under)
-    for here, _, files in os.walk(root):
-        for base in files:
-            if (not base.endswith(".go") or base.endswith("_test.go")
-                    or "generated" in base):
-                continue
-            dirs = os.path.relpath(here, root).split(os.sep)
-            module = ".".join([prefix] + [d for d in dirs if d != "."])
-            with open(os.path.join(here, base)) as f:
-                source = f.read()
-            for m in ATOMIC_RE.finditer(source):
-                if re.search(r"^//\s*\+structType=atomic\s*$", m.group(1), re.M):
-                    out.add(f"{module}.{m.group(2)}")
+    for module, source in go_sources(folder, under, prefix):
+        for m in ATOMIC_RE.finditer(source):
+            if re.search(r"^//\s*\+structType=atomic\s*$", m.group(1), re.M):
+                out.add(f"{module}.{m.group(2)}")
     return out
 
 

@@ -88,24 +88,31 @@ pub(super) fn as_go_compares(
     mark(changed, Some(old.unwrap_or(&empty)), new, go, true, &empty);
 }
 
+/// Make `node`, the fields below `field`, a leaf when `field` holds an
+/// atomic struct (in a list, each item a leaf): whether it did.
+fn owned_whole(field: Option<&Field>, node: &mut FieldSet) -> bool {
+    let Some(f) = field else { return false };
+    let Ty::Message(n) = f.ty else { return false };
+    if !crate::machinery::proto::atomic(n) {
+        return false;
+    }
+    if f.repeated {
+        node.0.values_mut().for_each(|item| item.0.clear());
+    } else {
+        node.0.clear();
+    }
+    true
+}
+
 /// `set` (the fields an object of `api_version`/`kind` sets) with every
 /// atomic struct a leaf (`f:selector: {}`; in a list, each item), as the
 /// field manager owns one whole: an applied configuration's set.
 pub(super) fn atomic_leaves(set: &mut FieldSet, api_version: &str, kind: &str) {
     fn walk(set: &mut FieldSet, go: Go) {
         for (seg, node) in &mut set.0 {
-            if let Some(f) = go.field(seg)
-                && let Ty::Message(n) = f.ty
-                && crate::machinery::proto::atomic(n)
-            {
-                if f.repeated {
-                    node.0.values_mut().for_each(|item| item.0.clear());
-                } else {
-                    node.0.clear();
-                }
-                continue;
+            if !owned_whole(go.field(seg), node) {
+                walk(node, go.enter(seg));
             }
-            walk(node, go.enter(seg));
         }
     }
     if let Some(m) = message_of_kind(api_version, kind) {
@@ -132,16 +139,7 @@ fn mark(set: &mut FieldSet, old: Option<&Value>, new: &Value, go: Go, top: bool,
             let zero = old.is_some() && field.and_then(|f| f.written_zero()).as_ref() == Some(nv);
             return !(was.is_none() && (empty_struct || zero));
         }
-        // An atomic struct is owned whole; in a list, each item whole.
-        if let Some(f) = field
-            && let Ty::Message(n) = f.ty
-            && crate::machinery::proto::atomic(n)
-        {
-            if f.repeated {
-                node.0.values_mut().for_each(|item| item.0.clear());
-            } else {
-                node.0.clear();
-            }
+        if owned_whole(field, node) {
             return true;
         }
         // Every object, a custom resource too, has its metadata.

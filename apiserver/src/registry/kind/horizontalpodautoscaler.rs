@@ -19,6 +19,22 @@ const CURRENT_METRICS: &str = "autoscaling.alpha.kubernetes.io/current-metrics";
 const BEHAVIOR: &str = "autoscaling.alpha.kubernetes.io/behavior";
 const CONDITIONS: &str = "autoscaling.alpha.kubernetes.io/conditions";
 
+/// The spec and status fields both versions have, as they are.
+const SPEC: [&str; 3] = ["scaleTargetRef", "minReplicas", "maxReplicas"];
+const STATUS: [&str; 4] = [
+    "observedGeneration",
+    "lastScaleTime",
+    "currentReplicas",
+    "desiredReplicas",
+];
+
+/// The fields `keys` of `from` that it has.
+fn common(from: &Map<String, Value>, keys: &[&str]) -> Map<String, Value> {
+    keys.iter()
+        .filter_map(|k| from.get(*k).map(|v| ((*k).to_string(), v.clone())))
+        .collect()
+}
+
 /// The utilization an `autoscaling/v1` object without a target aims at.
 const DEFAULT_CPU_UTILIZATION: i64 = 80;
 
@@ -62,28 +78,16 @@ fn to_v1(obj: &mut Value) {
     if let Some(b) = spec.get("behavior").filter(|b| !b.is_null()) {
         notes.insert(BEHAVIOR.into(), b.to_string().into());
     }
-    let mut v1_spec = Map::new();
-    for k in ["scaleTargetRef", "minReplicas", "maxReplicas"] {
-        if let Some(v) = spec.get(k) {
-            v1_spec.insert(k.into(), v.clone());
-        }
-    }
+    let mut v1_spec = spec
+        .as_object()
+        .map(|m| common(m, &SPEC))
+        .unwrap_or_default();
     if let Some(cpu) = cpu {
         v1_spec.insert("targetCPUUtilizationPercentage".into(), cpu);
     }
     obj["spec"] = Value::Object(v1_spec);
     if let Value::Object(s) = &status {
-        let mut v1_status = Map::new();
-        for k in [
-            "observedGeneration",
-            "lastScaleTime",
-            "currentReplicas",
-            "desiredReplicas",
-        ] {
-            if let Some(v) = s.get(k) {
-                v1_status.insert(k.into(), v.clone());
-            }
-        }
+        let mut v1_status = common(s, &STATUS);
         let current = s.get("currentMetrics").and_then(Value::as_array);
         if let Some(cpu) = current
             .into_iter()
@@ -130,12 +134,10 @@ fn to_v2(obj: &mut Value) {
     );
     tidy_annotations(obj);
     let spec = obj["spec"].take();
-    let mut v2_spec = Map::new();
-    for k in ["scaleTargetRef", "minReplicas", "maxReplicas"] {
-        if let Some(v) = spec.get(k) {
-            v2_spec.insert(k.into(), v.clone());
-        }
-    }
+    let mut v2_spec = spec
+        .as_object()
+        .map(|m| common(m, &SPEC))
+        .unwrap_or_default();
     let mut metrics: Vec<Value> = others
         .and_then(|o| o.as_array().cloned())
         .unwrap_or_default();
@@ -152,17 +154,7 @@ fn to_v2(obj: &mut Value) {
     obj["spec"] = Value::Object(v2_spec);
     let status = obj["status"].take();
     if let Value::Object(s) = status {
-        let mut v2_status = Map::new();
-        for k in [
-            "observedGeneration",
-            "lastScaleTime",
-            "currentReplicas",
-            "desiredReplicas",
-        ] {
-            if let Some(v) = s.get(k) {
-                v2_status.insert(k.into(), v.clone());
-            }
-        }
+        let mut v2_status = common(&s, &STATUS);
         let current = match (current, s.get("currentCPUUtilizationPercentage")) {
             (Some(c), _) => Some(c),
             (None, Some(u)) if !u.is_null() => {

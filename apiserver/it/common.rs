@@ -107,6 +107,22 @@ pub fn assert_status(r: &Reply, code: Option<u16>, what: &str) -> Value {
     s
 }
 
+/// Whether `r` is kube-apiserver's plain-text `404 page not found`, its
+/// answer for a path outside the API it serves.
+pub fn is_page_not_found(r: &Reply) -> bool {
+    r.code == StatusCode::NOT_FOUND
+        && r.content_type == "text/plain; charset=utf-8"
+        && r.body == "404 page not found\n"
+}
+
+/// A refusal: a 4xx with a `metav1.Status` body ([`assert_status`]), or
+/// the plain-text 404 of a path outside the API ([`is_page_not_found`]).
+pub fn assert_refused(r: &Reply, what: &str) {
+    if !is_page_not_found(r) {
+        assert_status(r, None, what);
+    }
+}
+
 /// The reason the real server gives with each code these tests expect.
 pub fn reason(code: u16) -> &'static str {
     match code {

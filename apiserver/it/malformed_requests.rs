@@ -365,7 +365,7 @@ async fn one_defect_is_refused_and_writes_nothing() {
             };
             assert_eq!(snapshot(&s), before, "{what}: the store changed");
             let reply = reply.unwrap_or_else(|| panic!("{what}: accepted with {code}"));
-            assert_status(&reply, None, &what);
+            assert_refused(&reply, &what);
         }
     }
     // Nearly every generated request reaches the server (the http crate
@@ -555,7 +555,7 @@ async fn send_and_check(s: &ApiServer, g: &Gen, what: &str) -> Outcome {
             wrote: after != before,
         },
         Some(reply) => {
-            assert_status(&reply, None, what);
+            assert_refused(&reply, what);
             assert_eq!(
                 after, before,
                 "{what}: refused with {code} yet the store changed"

@@ -511,10 +511,12 @@ async fn ward_apiserver_answers_the_corpus_as_kube_apiserver_did() {
     // Authorized as kube-apiserver is (`--authorization-mode=RBAC`); the
     // in-process client is the admin, in system:masters. The recorded
     // server runs as envtest runs it, without kube-controller-manager:
-    // namespaces hold no `kube-root-ca.crt`.
+    // namespaces hold no `kube-root-ca.crt`. It listens (on loopback), as
+    // discovery names the address a server listens on.
     let config = ServerConfig::default()
         .authorization_mode(AuthorizationMode::Rbac)
-        .root_ca_configmaps(false);
+        .root_ca_configmaps(false)
+        .listen(([127, 0, 0, 1], 0).into());
     let server = ApiServer::start(config).await.unwrap();
     let ours = run_all(&server.client(), &areas, PATIENCE_HERE).await;
     // ward-apiserver's answers beside kube-apiserver's, for a diff.

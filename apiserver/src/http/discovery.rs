@@ -90,6 +90,13 @@ fn reviews<'a>(
         .filter(move |(g, ..)| *g == group && version == "v1")
 }
 
+/// Whether `group`/`version` is served: a resource of it, or a review.
+#[must_use]
+pub fn serves(registry: &Registry, group: &str, version: &str) -> bool {
+    reviews(group, version).next().is_some()
+        || registry.group_versions(group).iter().any(|v| v == version)
+}
+
 /// Groups (other than core) with their versions, ordered.
 fn groups(registry: &Registry) -> BTreeMap<String, Vec<String>> {
     let mut g: BTreeMap<String, Vec<String>> = BTreeMap::new();

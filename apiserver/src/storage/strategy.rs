@@ -133,6 +133,13 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
                 "metadata.finalizers must be a list of strings",
             ));
         }
+        let names: Vec<&str> = f
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+            .collect();
+        invalid(&info.group_kind(), obj, finalizer_errors(info, &names))?;
     }
     // At most one controller (apimachinery's ValidateOwnerReferences).
     let controllers: Vec<String> = obj["metadata"]["ownerReferences"]
@@ -155,6 +162,62 @@ pub fn validate(info: &ResourceInfo, obj: &Value) -> Result<(), ApiError> {
         ));
     }
     info.strategy.validate(obj)
+}
+
+/// What kube says of an object's finalizers: each a qualified name, not
+/// both `orphan` and `foregroundDeletion` (apimachinery's
+/// `ValidateFinalizers`, for every object); and where the group's
+/// validation uses `pkg/apis/core/validation`'s `ValidateObjectMeta` (most
+/// built-in groups), a name without a `/` one of the standard three.
+fn finalizer_errors(info: &ResourceInfo, names: &[&str]) -> Vec<String> {
+    const STANDARD: [&str; 3] = ["kubernetes", "orphan", "foregroundDeletion"];
+    const CORE_META_GROUPS: [&str; 16] = [
+        "",
+        "apps",
+        "autoscaling",
+        "batch",
+        "certificates.k8s.io",
+        "discovery.k8s.io",
+        "events.k8s.io",
+        "flowcontrol.apiserver.k8s.io",
+        "internal.apiserver.k8s.io",
+        "networking.k8s.io",
+        "node.k8s.io",
+        "rbac.authorization.k8s.io",
+        "resource.k8s.io",
+        "scheduling.k8s.io",
+        "storage.k8s.io",
+        "storagemigration.k8s.io",
+    ];
+    let mut errs: Vec<String> = names
+        .iter()
+        .flat_map(|f| {
+            validation::label_key_errors(f)
+                .into_iter()
+                .map(move |m| format!("metadata.finalizers: Invalid value: {f:?}: {m}"))
+        })
+        .collect();
+    if names.contains(&"orphan") && names.contains(&"foregroundDeletion") {
+        let list: Vec<String> = names.iter().map(|f| format!("{f:?}")).collect();
+        errs.push(format!(
+            "metadata.finalizers: Invalid value: []string{{{}}}: finalizer orphan and foregroundDeletion cannot be both set",
+            list.join(", ")
+        ));
+    }
+    if info.schema.is_none() && CORE_META_GROUPS.contains(&info.group.as_str()) {
+        errs.extend(
+            names
+                .iter()
+                .enumerate()
+                .filter(|(_, f)| !f.contains('/') && !STANDARD.contains(f))
+                .map(|(i, f)| {
+                    format!(
+                        "metadata.finalizers[{i}]: Invalid value: {f:?}: name is neither a standard finalizer name nor is it fully qualified"
+                    )
+                }),
+        );
+    }
+    errs
 }
 
 /// Defaults and resets applied to a new object as it is decoded, before
@@ -408,6 +471,32 @@ mod tests {
             .into_iter()
             .find(|r| r.group == group && r.plural == plural)
             .unwrap()
+    }
+
+    /// Finalizer names as kube validates them: qualified everywhere, the
+    /// standard three or prefixed where the group uses core's validation.
+    #[test]
+    fn finalizer_names_are_checked_as_kube_checks_them() {
+        let cm = |fs: Value| json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "a", "finalizers": fs}});
+        let cms = info("", "configmaps");
+        assert!(validate(&cms, &cm(json!(["kubernetes", "orphan", "example.com/x"]))).is_ok());
+        let e = validate(&cms, &cm(json!(["x/y", "plain"]))).unwrap_err();
+        assert_eq!(
+            e.message,
+            "ConfigMap \"a\" is invalid: metadata.finalizers[1]: Invalid value: \"plain\": name is neither a standard finalizer name nor is it fully qualified"
+        );
+        let e = validate(&cms, &cm(json!(["orphan", "foregroundDeletion"]))).unwrap_err();
+        assert!(e.message.ends_with("metadata.finalizers: Invalid value: []string{\"orphan\", \"foregroundDeletion\"}: finalizer orphan and foregroundDeletion cannot be both set"), "{}", e.message);
+        let e = validate(&cms, &cm(json!(["a b/c"]))).unwrap_err();
+        assert!(
+            e.message
+                .contains("metadata.finalizers: Invalid value: \"a b/c\": prefix part"),
+            "{}",
+            e.message
+        );
+        // A Lease is validated by apimachinery alone: a plain name passes.
+        let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "a", "finalizers": ["plain"]}});
+        assert!(validate(&info("coordination.k8s.io", "leases"), &lease).is_ok());
     }
 
     /// A `/status` write takes the metadata the kind's status strategy

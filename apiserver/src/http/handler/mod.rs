@@ -36,7 +36,7 @@ use crate::machinery::status::ApiError;
 use crate::registry::kind::Subresource;
 use crate::registry::resources::ResourceInfo;
 use request::{Action, Req, ResourcePath, Target};
-use response::{Resp, Streamed, bytes_response, json_response};
+use response::{Resp, Streamed, bytes_response, json_response, page_not_found};
 
 pub use crate::faults::ClientId;
 pub use response::error_response;
@@ -471,8 +471,11 @@ fn route(
         ["api"] => found(Some(discovery::core_versions(&st.config.server_address))),
         ["apis"] => found(Some(discovery::group_list(reg))),
         ["api", v] => found(discovery::resource_list(reg, "", v)),
-        ["apis", g] => found(discovery::group(reg, g)),
-        ["apis", g, v] => found(discovery::resource_list(reg, g, v)),
+        ["apis", g] => {
+            discovery::group(reg, g).map_or_else(|| Ok(page_not_found()), |d| found(Some(d)))
+        }
+        ["apis", g, v] => discovery::resource_list(reg, g, v)
+            .map_or_else(|| Ok(page_not_found()), |d| found(Some(d))),
         ["openapi", "v2"] => openapi_v2(req, st),
         ["openapi", "v3"] => shared(Some(st.openapi.index(reg))),
         ["openapi", "v3", "api", v] => shared(st.openapi.document(reg, "", v)),
@@ -503,11 +506,18 @@ fn route(
             "v1",
             "selfsubjectrulesreviews",
         ] => review::rules(req),
-        ["api", ..] | ["apis", _, _, ..] => {
+        ["api", ..] => {
             let p = resource_path.ok_or_else(|| ApiError::no_route(path))?;
             resource(req, path, p)
         }
-        _ => Err(ApiError::no_route(path)),
+        // Below a group version nobody serves, kube's legacy `/api` handler
+        // does not answer: Go's text 404 does (below `/api`, a Status).
+        ["apis", g, v, ..] if !discovery::serves(reg, g, v) => Ok(page_not_found()),
+        ["apis", _, _, ..] => {
+            let p = resource_path.ok_or_else(|| ApiError::no_route(path))?;
+            resource(req, path, p)
+        }
+        _ => Ok(page_not_found()),
     }
 }
 

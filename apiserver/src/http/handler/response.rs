@@ -30,6 +30,19 @@ pub(super) fn bytes_response(code: StatusCode, body: Bytes) -> Resp {
         .expect("static response parts are valid")
 }
 
+/// What kube-apiserver answers for a path outside the API it serves (an
+/// unknown top-level path, group or group version): Go's plain-text
+/// `404 page not found`, not a `metav1.Status` — a client reading the
+/// body as a Status finds none, there as here.
+pub(super) fn page_not_found() -> Resp {
+    Response::builder()
+        .status(StatusCode::NOT_FOUND)
+        .header(header::CONTENT_TYPE, "text/plain; charset=utf-8")
+        .header(header::X_CONTENT_TYPE_OPTIONS, "nosniff")
+        .body(Body::from("404 page not found\n"))
+        .expect("static response parts are valid")
+}
+
 /// The response for an error: its status code and a `metav1.Status` body.
 #[must_use]
 pub fn error_response(e: &ApiError) -> Resp {

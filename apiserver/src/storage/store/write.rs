@@ -383,8 +383,10 @@ impl Store {
     {
         let key = info.storage_key();
         let ns = if info.namespaced { ns } else { "" };
+        let mut had_rv = 0;
         let written = self.write(&key, ns, name, mode, |old| {
             let old = old.ok_or_else(|| ApiError::not_found(&info.group, &info.plural, name))?;
+            had_rv = old.rv;
             let old_v = old.value();
             let new = f(&old_v)?;
             let Some(new) = Self::checked_update(info, name, old, &old_v, new)? else {
@@ -403,6 +405,13 @@ impl Store {
                 Change::Put(new)
             })
         })?;
+        if written.removed && mode == Commit::Store {
+            // As kube answers an update that lets a terminating object go:
+            // the object as the update made it, at the resourceVersion it
+            // had (the removal is the write; its DELETED event carries it).
+            let strategy = self.rules.strategy(&key);
+            return Ok(Prepared::new(&written.object.value(), 0, &*strategy).finish(had_rv));
+        }
         Ok(written.object)
     }
 

@@ -73,6 +73,25 @@ fn path(p: PathBuf) -> String {
     p.to_str().unwrap().to_string()
 }
 
+/// The steps an LWS campaign runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Steps {
+    /// The seed issue's (`upstream/lws/workload.yaml`): the new object
+    /// comes as soon as the server shows the old set terminating.
+    Issue,
+    /// The same, with 500 ms for the controller's cache to see the set
+    /// terminating before the new object comes. v0.8.0's fix reads the
+    /// set's `deletionTimestamp` from its StatefulSet informer's cache,
+    /// while the new object comes on its LeaderWorkerSet informer: on a
+    /// loaded machine the second can be ahead of the first, and v0.8.0
+    /// takes the terminating set's key as v0.7.0 does (seen in CI, four
+    /// campaigns side by side on 2 cores) — a race in the fix itself.
+    CacheCaughtUp,
+    /// Only the object made and waited for (3 s): for a controller that
+    /// cannot act.
+    Unbound,
+}
+
 /// `ward-campaign` over LWS `version` on the seed's workload, as on a
 /// cluster: its ServiceAccount given the module's ClusterRole (unless
 /// `unbound`), RBAC enforced, over HTTPS; `seeds` perturbed seeds after
@@ -82,10 +101,11 @@ fn lws_campaign(
     version: &str,
     seeds: &str,
     perturb: &str,
-    unbound: bool,
+    steps: Steps,
 ) -> Option<(Option<serde_json::Value>, String)> {
     let (binary, module) = lws(version)?;
-    let dir = scratch(&format!("lws-{version}-{unbound}"));
+    let unbound = steps == Steps::Unbound;
+    let dir = scratch(&format!("lws-{version}-{steps:?}"));
     let here = upstream().join("lws");
     let json = dir.join("out.json");
     let mut args: Vec<String> = vec![
@@ -103,16 +123,34 @@ fn lws_campaign(
     }
     // Unbound, the controller never makes the StatefulSet the workload
     // waits for: a short wait says so sooner than the workload's 20s.
-    let workload = if unbound {
-        let w = dir.join("workload.yaml");
-        let lws = path(here.join("lws.yaml"));
-        let steps = format!(
-            "steps:\n  - apply: {lws}\n  - wait: {{apiVersion: apps/v1, kind: StatefulSet, name: test, timeout: 3s}}\n"
-        );
-        std::fs::write(&w, steps).unwrap();
-        w
-    } else {
-        here.join("workload.yaml")
+    let workload = match steps {
+        Steps::Issue => here.join("workload.yaml"),
+        Steps::Unbound => {
+            let w = dir.join("workload.yaml");
+            let lws = path(here.join("lws.yaml"));
+            let steps = format!(
+                "steps:\n  - apply: {lws}\n  - wait: {{apiVersion: apps/v1, kind: StatefulSet, name: test, timeout: 3s}}\n"
+            );
+            std::fs::write(&w, steps).unwrap();
+            w
+        }
+        Steps::CacheCaughtUp => {
+            let issue = std::fs::read_to_string(here.join("workload.yaml")).unwrap();
+            let terminating = "for: terminating, timeout: 30s}\n";
+            assert!(issue.contains(terminating), "{issue}");
+            let w = dir.join("workload.yaml");
+            let given = issue.replace(terminating, &format!("{terminating}  - sleep: 500ms\n"));
+            // (Relative manifest paths resolve from the workload's folder.)
+            std::fs::write(
+                &w,
+                given.replace(
+                    "apply: lws.yaml",
+                    &format!("apply: {}", path(here.join("lws.yaml"))),
+                ),
+            )
+            .unwrap();
+            w
+        }
     };
     args.extend([
         "--workload".into(),
@@ -219,7 +257,7 @@ fn v0_8_0_holds_while_its_cache_keeps_up(outcome: Option<serde_json::Value>, out
 /// the 403s beside the workload's wait that was never met.
 #[test]
 fn the_real_lws_without_its_binding_is_refused_and_the_campaign_says_so() {
-    let Some((_, out)) = lws_campaign("v0.8.0", "1", "none", true) else {
+    let Some((_, out)) = lws_campaign("v0.8.0", "1", "none", Steps::Unbound) else {
         return;
     };
     assert!(out.contains("status Some(2)"), "{out}");
@@ -303,8 +341,8 @@ fn the_real_buggy_releases_break_and_the_fixed_ones_hold() {
     let ((lws_buggy, lws_fixed), (whereabouts_buggy, whereabouts_fixed)) = side_by_side(
         || {
             side_by_side(
-                || lws_campaign("v0.7.0", "1", "all", false),
-                || lws_campaign("v0.8.0", "2", FIXED_HOLDS_UNDER, false),
+                || lws_campaign("v0.7.0", "1", "all", Steps::Issue),
+                || lws_campaign("v0.8.0", "2", FIXED_HOLDS_UNDER, Steps::CacheCaughtUp),
             )
         },
         || {

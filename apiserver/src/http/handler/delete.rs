@@ -110,7 +110,8 @@ fn deleted_status(t: &Target, obj: &StoredObject) -> Value {
 /// `continue` token of the next (as the real server does); a `continue`
 /// token starts after its object. The objects are taken from the current
 /// state whatever `resourceVersion` says (a fresher view than the real
-/// server's watch cache may serve).
+/// server's watch cache may serve), and answered as listed, before their
+/// deletion (one deleted concurrently too).
 pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiError> {
     let list = ListOptions::from_query(&req.query)?;
     if list.watch {
@@ -128,24 +129,25 @@ pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiEr
         list.limit,
         |o| filter.matches(o),
     );
-    let mut items = Vec::new();
-    for o in page.items {
+    for o in &page.items {
         // Namespaces have no deletecollection (the router refuses it).
         match admitted_delete(req, t, o.namespace(), o.name(), "", &spec) {
             Ok(Deleted::Removed(o) | Deleted::Terminating(o)) => {
                 if spec.commit == Commit::Store {
                     committed(req, t, &o);
                 }
-                items.push(o);
             }
             // Deleted concurrently: nothing to do.
             Err(e) if e.code == 404 => {}
             Err(e) => return Err(e),
         }
     }
-    // A built-in kind's items without apiVersion and kind, as kube-apiserver
-    // writes a list of them.
-    let items: Vec<Value> = items
+    // The answer is the list the deletions were made from, as
+    // kube-apiserver's is: the objects as they were listed. A built-in
+    // kind's items without apiVersion and kind, as kube-apiserver writes a
+    // list of them.
+    let items: Vec<Value> = page
+        .items
         .iter()
         .map(|o| {
             let mut v = o.value();
@@ -158,7 +160,7 @@ pub(super) fn delete_collection(req: &Req<'_>, t: &Target) -> Result<Resp, ApiEr
             v
         })
         .collect();
-    let mut meta = json!({"resourceVersion": st.store.current_rv().to_string()});
+    let mut meta = json!({"resourceVersion": page.rv.to_string()});
     if let Some((ns, name)) = &page.continue_after {
         meta["continue"] = encode_continue(page.rv, ns, name).into();
     }

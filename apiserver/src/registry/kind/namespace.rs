@@ -129,6 +129,11 @@ impl KindStrategy for Namespace {
 
     fn mark_terminating(&self, obj: &mut Value) {
         obj["status"]["phase"] = "Terminating".into();
+        // kube's namespace deletion sets only the deletionTimestamp (its
+        // REST Delete, not the generic store's graceful deletion).
+        if let Some(m) = obj["metadata"].as_object_mut() {
+            m.remove("deletionGracePeriodSeconds");
+        }
     }
 
     fn columns(&self) -> &'static [Column] {

@@ -202,6 +202,7 @@ impl Store {
     /// Namespace `name` was just deleted (`deleted`): delete every object in
     /// it (objects with finalizers linger, terminating), then finish the
     /// namespace if it is empty — or when its last lingering object goes.
+    /// Answers the namespace terminating, even when it is already gone.
     /// Creates in it are refused from the moment it is terminating, so the
     /// walk cannot miss a newcomer.
     fn empty_namespace(&self, name: &str, deleted: Deleted) -> Deleted {
@@ -226,10 +227,9 @@ impl Store {
             let _ = self.delete_at(&key, name, &n, &DeleteSpec::default());
         }
         self.finish_namespace_if_empty(name);
-        match self.get(&namespaces_key(), "", name) {
-            Some(o) => Deleted::Terminating(o),
-            None => Deleted::Removed(ns_obj),
-        }
+        // Terminating, gone or not: on a cluster the namespace controller
+        // finishes it after the DELETE has answered the marked namespace.
+        Deleted::Terminating(self.get(&namespaces_key(), "", name).unwrap_or(ns_obj))
     }
 
     /// A terminating namespace that holds no objects drops its finalizer

@@ -206,11 +206,12 @@ impl FieldError {
 }
 
 /// A value as apimachinery prints it in an error: strings quoted, numbers
-/// and booleans bare, `null`, anything else as JSON.
+/// and booleans bare, anything else as JSON (`null` too, since 1.34's
+/// apimachinery; it printed `"null"` before).
 fn print_value(v: &Value) -> String {
     match v {
         Value::String(s) => format!("{s:?}"),
-        Value::Null => "\"null\"".into(),
+        Value::Null => "null".into(),
         other => other.to_string(),
     }
 }

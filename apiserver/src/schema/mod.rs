@@ -45,7 +45,7 @@ pub mod cel;
 
 use serde_json::Value;
 
-pub use error::{FieldError, Path, to_api_error};
+pub use error::{FieldError, FieldErrorKind, Path, to_api_error};
 pub use node::Schema;
 
 /// The compiled schemas of one CRD version, shared by its served resource.
@@ -181,7 +181,19 @@ impl VersionSchema {
     /// and transition rules see the stored value as `oldSelf`.
     #[must_use]
     pub fn validate(&self, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
-        validate::validate_root(&self.root, obj, old)
+        validate::validate_root(&self.root, obj, old, Vec::new())
+    }
+
+    /// [`VersionSchema::validate`], with `between`: the errors of checks
+    /// kube-apiserver runs after the schema's and before the rules.
+    #[must_use]
+    pub(crate) fn validate_between(
+        &self,
+        obj: &Value,
+        old: Option<&Value>,
+        between: Vec<FieldError>,
+    ) -> Vec<FieldError> {
+        validate::validate_root(&self.root, obj, old, between)
     }
 }
 

@@ -115,6 +115,15 @@ pub struct Schema {
 }
 
 impl Schema {
+    /// Whether this node or one below it has `x-kubernetes-validations`.
+    #[must_use]
+    pub fn has_rules(&self) -> bool {
+        !self.rules.is_empty()
+            || self.properties.values().any(Schema::has_rules)
+            || self.items.as_deref().is_some_and(Schema::has_rules)
+            || self.additional.as_deref().is_some_and(Schema::has_rules)
+    }
+
     /// Whether the node keeps fields it does not declare.
     pub(super) fn keeps_unknown(&self) -> bool {
         self.preserve_unknown

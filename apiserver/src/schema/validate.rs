@@ -12,13 +12,42 @@ use std::collections::HashSet;
 use base64::Engine as _;
 use serde_json::Value;
 
-use super::error::{FieldError, Path};
+use super::error::{FieldError, FieldErrorKind, Path};
 use super::node::{ListType, Schema, Type};
 
-/// Validate a whole object.
-pub(super) fn validate_root(s: &Schema, obj: &Value, old: Option<&Value>) -> Vec<FieldError> {
+/// Validate a whole object; `between` are errors of checks kube-apiserver
+/// runs after the schema's and before the rules (a `/scale`'s paths).
+pub(super) fn validate_root(
+    s: &Schema,
+    obj: &Value,
+    old: Option<&Value>,
+    mut between: Vec<FieldError>,
+) -> Vec<FieldError> {
     let mut v = Validator::new(Path::default());
     v.node(s, obj, old, &Path::default(), true);
+    v.errs.append(&mut between);
+    // As kube-apiserver's custom resource validation: after a schema error
+    // a rule might stumble on (a type, a required field, an enum, a size),
+    // the rules are not run, and one error says so.
+    let blocking = v.type_invalid
+        || v.errs.iter().any(|e| {
+            matches!(
+                e.kind,
+                FieldErrorKind::Required
+                    | FieldErrorKind::NotSupported
+                    | FieldErrorKind::TooLong
+                    | FieldErrorKind::TooMany
+            )
+        });
+    // (kube has no rule validator for a schema without rules: nothing said.)
+    if blocking && s.has_rules() {
+        v.rule_errs = vec![FieldError {
+            kind: FieldErrorKind::Invalid,
+            path: "<nil>".into(),
+            value: Some(Value::Null),
+            detail: "some validation rules were not checked because the object was invalid; correct the existing errors to complete validation".into(),
+        }];
+    }
     v.finish()
 }
 
@@ -45,6 +74,8 @@ struct Validator {
     budget: crate::schema::cel::Budget,
     /// Set once a rule ran out of budget: no rule runs after it.
     stopped: bool,
+    /// Whether a value had the wrong type or format (kube's TypeInvalid).
+    type_invalid: bool,
 }
 
 /// The JSON type of a value, as kube-openapi names it.
@@ -77,6 +108,7 @@ impl Validator {
             rule_errs: Vec::new(),
             budget: crate::schema::cel::Budget::new(),
             stopped: false,
+            type_invalid: false,
         }
     }
 
@@ -101,6 +133,10 @@ impl Validator {
                         Some(f) => at.child(f),
                         None => at,
                     };
+                    // The value itself, but for an object or a list:
+                    // omitted (kube's `field.OmitValueType`).
+                    let value =
+                        (!matches!(x, Value::Object(_) | Value::Array(_))).then(|| x.clone());
                     self.rule_errs.push(match v.reason {
                         crate::schema::cel::Reason::FieldValueForbidden => {
                             FieldError::forbidden(&at, v.message)
@@ -108,12 +144,14 @@ impl Validator {
                         crate::schema::cel::Reason::FieldValueRequired => {
                             FieldError::required(&at, v.message)
                         }
-                        crate::schema::cel::Reason::FieldValueDuplicate => {
-                            FieldError::duplicate(&at, ty.clone())
-                        }
-                        crate::schema::cel::Reason::FieldValueInvalid => {
-                            FieldError::invalid(&at, ty.clone(), v.message)
-                        }
+                        crate::schema::cel::Reason::FieldValueDuplicate => FieldError {
+                            value,
+                            ..FieldError::duplicate(&at, Value::Null)
+                        },
+                        crate::schema::cel::Reason::FieldValueInvalid => FieldError {
+                            value,
+                            ..FieldError::invalid(&at, Value::Null, v.message)
+                        },
                     });
                 }
                 Err(e) => {
@@ -151,6 +189,7 @@ impl Validator {
 
     fn type_error(&mut self, name: &Path, want: &str, got: &str) {
         let detail = format!("{} must be of type {want}: {got:?}", Self::subject(name));
+        self.type_invalid = true;
         self.invalid(name, Value::from(got), detail);
     }
 
@@ -169,12 +208,24 @@ impl Validator {
             return;
         }
         match x {
+            // In kube-openapi's order: the counts, each property, then
+            // the required ones.
             Value::Object(m) => {
-                for r in &s.required {
-                    if !m.contains_key(r) {
-                        let at = self.at(&name.child(r));
-                        self.errs.push(FieldError::required(&at, ""));
-                    }
+                let n = m.len() as u64;
+                if let Some(max) = s.max_properties
+                    && n > max
+                {
+                    let at = self.at(name);
+                    self.errs.push(FieldError::too_many(&at, m.len(), max));
+                }
+                if let Some(min) = s.min_properties
+                    && n < min
+                {
+                    let detail = format!(
+                        "{} should have at least {min} properties",
+                        Self::subject(name)
+                    );
+                    self.invalid(name, Value::from(n), detail);
                 }
                 for (k, v) in m {
                     if root && k == "metadata" {
@@ -198,21 +249,11 @@ impl Validator {
                         self.node(p, v, o, &name.child(k), false);
                     }
                 }
-                let n = m.len() as u64;
-                if let Some(max) = s.max_properties
-                    && n > max
-                {
-                    let at = self.at(name);
-                    self.errs.push(FieldError::too_many(&at, m.len(), max));
-                }
-                if let Some(min) = s.min_properties
-                    && n < min
-                {
-                    let detail = format!(
-                        "{} should have at least {min} properties",
-                        Self::subject(name)
-                    );
-                    self.invalid(name, Value::from(n), detail);
+                for r in &s.required {
+                    if !m.contains_key(r) {
+                        let at = self.at(&name.child(r));
+                        self.errs.push(FieldError::required(&at, ""));
+                    }
                 }
             }
             Value::Array(items) => {
@@ -317,6 +358,7 @@ impl Validator {
             && !format_ok(f, st)
         {
             let detail = format!("{} must be of type {f}: {st:?}", Self::subject(name));
+            self.type_invalid = true;
             self.invalid(name, Value::from(st), detail);
         }
     }

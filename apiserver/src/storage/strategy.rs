@@ -16,6 +16,7 @@ use crate::registry::fields;
 pub use crate::registry::kind::Subresource;
 use crate::registry::kind::{NameRule, Strategy, invalid, namespace_emptied};
 use crate::registry::resources::{ResourceInfo, StorageKey, builtin_resources};
+use crate::schema::{FieldError, FieldErrorKind};
 use crate::storage::store::Rules;
 
 /// Set (`Some`) or remove (`None`) the field at JSON pointer `pointer`
@@ -261,7 +262,11 @@ pub fn admit(info: &ResourceInfo, old: Option<&Value>, obj: &mut Value) -> Resul
         return Ok(());
     };
     schema.default_changed(obj, old);
-    let errs = schema.validate(obj, old);
+    let scale = info
+        .scale
+        .as_ref()
+        .map_or_else(Vec::new, |s| scale_errors(s, obj));
+    let errs = schema.validate_between(obj, old, scale);
     if errs.is_empty() {
         return Ok(());
     }
@@ -273,6 +278,50 @@ pub fn admit(info: &ResourceInfo, old: Option<&Value>, obj: &mut Value) -> Resul
         name,
         &errs,
     ))
+}
+
+/// What kube-apiserver says of a custom resource's `/scale` paths on every
+/// write: each replicas field, when present, an int64 in 0..=2^31-1 (its
+/// error named by the path as the CRD wrote it).
+fn scale_errors(scale: &crate::registry::resources::ScalePaths, obj: &Value) -> Vec<FieldError> {
+    [&scale.spec_replicas, &scale.status_replicas]
+        .into_iter()
+        .filter_map(|path| {
+            let at = path.trim_start_matches('.');
+            let v = at
+                .split('.')
+                .try_fold(obj, |cur, seg| cur.get(seg))
+                .filter(|v| !v.is_null())?;
+            let (value, detail) = match v.as_i64() {
+                Some(n) if n < 0 => (n, "should be a non-negative integer".to_string()),
+                Some(n) if n > i64::from(i32::MAX) => {
+                    (n, format!("should be less than or equal to {}", i32::MAX))
+                }
+                Some(_) => return None,
+                None => {
+                    let (shown, ty) = match v {
+                        Value::String(s) => (s.clone(), "string"),
+                        Value::Bool(b) => (b.to_string(), "bool"),
+                        Value::Number(n) => (n.to_string(), "float64"),
+                        Value::Array(_) => (v.to_string(), "[]interface {}"),
+                        _ => (v.to_string(), "map[string]interface {}"),
+                    };
+                    (
+                        0,
+                        format!(
+                            ".{at} accessor error: {shown} is of the type {ty}, expected int64"
+                        ),
+                    )
+                }
+            };
+            Some(FieldError {
+                kind: FieldErrorKind::Invalid,
+                path: path.clone(),
+                value: Some(value.into()),
+                detail,
+            })
+        })
+        .collect()
 }
 
 /// Build the stored object of an update from the old object and the
@@ -497,6 +546,38 @@ mod tests {
         // A Lease is validated by apimachinery alone: a plain name passes.
         let lease = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": "a", "finalizers": ["plain"]}});
         assert!(validate(&info("coordination.k8s.io", "leases"), &lease).is_ok());
+    }
+
+    /// A custom resource's `/scale` paths are checked on every write, as
+    /// kube's `ValidateScaleSpec` and `ValidateScaleStatus` check them.
+    #[test]
+    fn scale_replicas_are_checked_on_every_write() {
+        let paths = crate::registry::resources::ScalePaths {
+            spec_replicas: ".spec.replicas".into(),
+            status_replicas: ".status.replicas".into(),
+            label_selector: None,
+        };
+        let bodies = |v: Value| -> Vec<String> {
+            scale_errors(&paths, &v)
+                .iter()
+                .map(ToString::to_string)
+                .collect()
+        };
+        assert!(bodies(json!({"spec": {}})).is_empty());
+        assert!(bodies(json!({"spec": {"replicas": 3}, "status": {"replicas": null}})).is_empty());
+        assert_eq!(
+            bodies(json!({"spec": {"replicas": -1}, "status": {"replicas": "x"}})),
+            [
+                ".spec.replicas: Invalid value: -1: should be a non-negative integer",
+                ".status.replicas: Invalid value: 0: .status.replicas accessor error: x is of the type string, expected int64"
+            ]
+        );
+        assert_eq!(
+            bodies(json!({"spec": {"replicas": 2_147_483_648_i64}})),
+            [
+                ".spec.replicas: Invalid value: 2147483648: should be less than or equal to 2147483647"
+            ]
+        );
     }
 
     /// A `/status` write takes the metadata the kind's status strategy

@@ -126,7 +126,7 @@ async fn invalid_objects_are_refused_with_kube_apiservers_messages() {
     let r = rejected(&s, "POST", GADGETS, JSON, &gadget(json!({"size": 11})), 422).await;
     assert_eq!(
         r,
-        "Gadget.example.ward.dev \"g\" is invalid: spec: Invalid value: \"object\": size must not exceed limit"
+        "Gadget.example.ward.dev \"g\" is invalid: spec: Invalid value: size must not exceed limit"
     );
 }
 

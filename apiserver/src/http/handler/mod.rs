@@ -506,14 +506,10 @@ fn route(
             "v1",
             "selfsubjectrulesreviews",
         ] => review::rules(req),
-        ["api", ..] => {
-            let p = resource_path.ok_or_else(|| ApiError::no_route(path))?;
-            resource(req, path, p)
-        }
-        // Below a group version nobody serves, kube's legacy `/api` handler
-        // does not answer: Go's text 404 does (below `/api`, a Status).
+        // Below a group version nobody serves, Go's text 404 answers (below
+        // `/api`, kube's legacy handler answers a Status).
         ["apis", g, v, ..] if !discovery::serves(reg, g, v) => Ok(page_not_found()),
-        ["apis", _, _, ..] => {
+        ["api", ..] | ["apis", _, _, ..] => {
             let p = resource_path.ok_or_else(|| ApiError::no_route(path))?;
             resource(req, path, p)
         }

@@ -14,7 +14,7 @@ use crate::machinery::status::ApiError;
 use crate::machinery::validation;
 use crate::registry::fields;
 pub use crate::registry::kind::Subresource;
-use crate::registry::kind::{NameRule, Strategy, invalid, namespace_emptied};
+use crate::registry::kind::{NameRule, Strategy, field_at, invalid, namespace_emptied};
 use crate::registry::resources::{ResourceInfo, StorageKey, builtin_resources};
 use crate::schema::{FieldError, FieldErrorKind};
 use crate::storage::store::Rules;
@@ -205,7 +205,7 @@ fn finalizer_errors(info: &ResourceInfo, names: &[&str]) -> Vec<String> {
             list.join(", ")
         ));
     }
-    if info.schema.is_none() && CORE_META_GROUPS.contains(&info.group.as_str()) {
+    if info.builtin && CORE_META_GROUPS.contains(&info.group.as_str()) {
         errs.extend(
             names
                 .iter()
@@ -288,10 +288,7 @@ fn scale_errors(scale: &crate::registry::resources::ScalePaths, obj: &Value) -> 
         .into_iter()
         .filter_map(|path| {
             let at = path.trim_start_matches('.');
-            let v = at
-                .split('.')
-                .try_fold(obj, |cur, seg| cur.get(seg))
-                .filter(|v| !v.is_null())?;
+            let v = Some(field_at(obj, at)).filter(|v| !v.is_null())?;
             let (value, detail) = match v.as_i64() {
                 Some(n) if n < 0 => (n, "should be a non-negative integer".to_string()),
                 Some(n) if n > i64::from(i32::MAX) => {

@@ -58,7 +58,7 @@ pub use customresourcedefinition::{Definition, PrinterColumn, accept as accept_c
 pub use namespace::emptied as namespace_emptied;
 pub use strategy::{
     Column, ColumnDoc, Generic, KindStrategy, NameRule, ServedSubresource, Strategy, Subresource,
-    invalid,
+    field_at, invalid,
 };
 
 /// The strategy of the built-in kind `kind` at `api_version` (e.g. `v1`,
